@@ -1,0 +1,2 @@
+//! The `provrun` command-line interface.
+fn main() {}

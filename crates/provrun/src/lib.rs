@@ -1,0 +1,29 @@
+//! Run LLM agents with provenance.
+//!
+//! `provrun` is the facade over the provrun crates: the runtime, never the agent, writes a
+//! tamper-evident evidence log of every model request and tool call, and hands back a
+//! self-contained bundle that anyone can verify offline. Each crate sits behind a feature
+//! of the same name, so a user who needs only the sandbox or only the recorder pulls in
+//! only that.
+
+#[cfg(feature = "agent")]
+pub use provrun_agent as agent;
+#[cfg(feature = "evidence")]
+pub use provrun_evidence as evidence;
+#[cfg(feature = "model")]
+pub use provrun_model as model;
+#[cfg(feature = "sandbox")]
+pub use provrun_sandbox as sandbox;
+#[cfg(feature = "tools")]
+pub use provrun_tools as tools;
+
+#[cfg(feature = "tools")]
+pub use provrun_tools::tool;
+
+/// The names most programs need, in one import: `use provrun::prelude::*;`.
+pub mod prelude {
+    #[cfg(feature = "tools")]
+    pub use provrun_tools::{
+        RunContext, Tool, ToolCategory, ToolError, ToolMode, ToolOutput, ToolRegistry, tool,
+    };
+}

@@ -1,0 +1,1 @@
+//! Tools that provrun agents call: `#[tool]`, `ToolRegistry`, `ToolOutput` and the built-ins.

@@ -1,0 +1,2 @@
+//! Project automation: `cargo xtask ci`, `tidy`, `bench`, `fuzz`.
+fn main() {}
