@@ -3,3 +3,46 @@
 //! `provrun-sandbox` gives an agent three virtual roots, `/input` (read-only), `/output`
 //! and `/scratch` (writable), each backed by a cap-std directory capability, and treats
 //! every path a model sends as hostile input.
+//!
+//! - [`Sandbox`] opens the three host directories once and serves the built-in file tools:
+//!   [`Sandbox::read_file`], [`Sandbox::write_file`], [`Sandbox::str_replace`],
+//!   [`Sandbox::list_dir`], and, only under a folder granted with
+//!   [`Sandbox::with_host_dir`], [`Sandbox::list_host_files`], [`Sandbox::copy_from_host`]
+//!   and [`Sandbox::copy_to_host`]. Each method carries the tool's whole behaviour (limits,
+//!   paging, messages); a tool only translates arguments and results.
+//! - [`VirtualPath`] parses a model's path and refuses, with an error naming the rule,
+//!   anything that is not a plain path under a root.
+//! - [`Limits`] is the agent spec's `[limits]` table: read and write sizes, the quota over
+//!   /output and /scratch, listing, depth and path-length caps.
+//! - [`stage_inputs`] copies the user's inputs into the input root and makes them read-only.
+//!
+//! Rules every operation keeps: no symbolic link is ever followed (paths are walked one name
+//! at a time with no-follow opens); FIFOs, devices and sockets are never opened; writes go to
+//! a temporary file renamed over the target and refuse hard-linked targets; nothing is ever
+//! written under `/input`. All calls block: run them off an async executor.
+//!
+//! ```no_run
+//! use provrun_sandbox::{Limits, Sandbox};
+//! # fn main() -> Result<(), provrun_sandbox::SandboxError> {
+//! let sandbox = Sandbox::with_temp_scratch("bundle/input", "bundle/output", Limits::default())?;
+//! sandbox.write_file("/output/summary.md", "# Summary\n")?;
+//! let page = sandbox.read_file("/output/summary.md", None, None)?;
+//! assert_eq!(page.content, "# Summary\n");
+//! assert!(sandbox.write_file("/input/a.txt", "x").is_err()); // /input is read-only
+//! # Ok(())
+//! # }
+//! ```
+
+mod error;
+mod fsops;
+mod limits;
+mod path;
+mod sandbox;
+mod stage;
+
+pub use error::{Result, SandboxError};
+pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
+pub use limits::Limits;
+pub use path::{Root, VirtualPath};
+pub use sandbox::{CopyOutcome, ReadOutcome, ReplaceOutcome, RootPaths, Sandbox, WriteOutcome};
+pub use stage::stage_inputs;

@@ -1,0 +1,3 @@
+//! Placeholder for the file-operation latency bench (filled in later).
+
+fn main() {}

@@ -1,0 +1,659 @@
+//! The `Sandbox` type: three cap-std roots, the quota, the optional host folder, and the
+//! operations behind the built-in file tools.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::Serialize;
+
+use crate::error::{Result, SandboxError};
+use crate::fsops::{self, DirListing, Quota, Usage};
+use crate::limits::Limits;
+use crate::path::{Root, VirtualPath, parse_host_path};
+
+/// A file sandbox over three host directories, seen by the agent as `/input` (read-only),
+/// `/output` and `/scratch` (writable).
+///
+/// Each root is a cap-std [`Dir`] opened once at construction: that is the only use of
+/// ambient authority, and every later access is relative to one of these handles, walks one
+/// name at a time, and never follows a symbolic link. `/input` has no write path at all.
+///
+/// Cloning is cheap (the state is behind an `Arc`); clones share the quota. All operations
+/// block on file I/O: call them from a blocking thread (`spawn_blocking` or a pool).
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+    host: Option<Arc<HostGrant>>,
+}
+
+struct Inner {
+    input: Dir,
+    output: Dir,
+    scratch: Dir,
+    paths: RootPaths,
+    limits: Limits,
+    quota: Quota,
+    // Declared last so the directory handles close before a temporary scratch is removed.
+    _temp_scratch: Option<tempfile::TempDir>,
+}
+
+struct HostGrant {
+    dir: Dir,
+    path: PathBuf,
+}
+
+/// The host directories behind the three roots (for the command runner's mounts and for
+/// collecting the bundle; never shown to a model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootPaths {
+    /// Host directory behind `/input`.
+    pub input: PathBuf,
+    /// Host directory behind `/output`.
+    pub output: PathBuf,
+    /// Host directory behind `/scratch`.
+    pub scratch: PathBuf,
+}
+
+impl RootPaths {
+    /// The host directory behind `root`.
+    pub fn get(&self, root: Root) -> &Path {
+        match root {
+            Root::Input => &self.input,
+            Root::Output => &self.output,
+            Root::Scratch => &self.scratch,
+        }
+    }
+}
+
+/// What `read_file` returns: one page of a file as text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadOutcome {
+    /// The file, as a virtual path.
+    pub path: String,
+    /// The text read. Invalid UTF-8 is replaced by U+FFFD (see `lossy`); a page never ends in
+    /// the middle of a UTF-8 character unless the file does.
+    pub content: String,
+    /// Byte offset the page starts at.
+    pub offset: u64,
+    /// Bytes of the file this page covers.
+    pub bytes: u64,
+    /// Size of the whole file in bytes.
+    pub total_size: u64,
+    /// Whether the file goes on after this page (the output was cut).
+    pub truncated: bool,
+    /// Where the next page starts, when `truncated`.
+    pub next_offset: Option<u64>,
+    /// Whether invalid UTF-8 was replaced (the file is probably binary).
+    pub lossy: bool,
+    /// A sentence for the model about cuts, paging and replacements; `None` when the whole
+    /// file was returned as is.
+    pub note: Option<String>,
+}
+
+/// What `write_file` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WriteOutcome {
+    /// The file, as a virtual path.
+    pub path: String,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Whether the file is new (false: an existing file was replaced).
+    pub created: bool,
+    /// Size of the file it replaced, if any.
+    pub replaced_bytes: Option<u64>,
+}
+
+/// What `str_replace` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReplaceOutcome {
+    /// The file, as a virtual path.
+    pub path: String,
+    /// 1-based line where the replaced text started.
+    pub line: usize,
+    /// Size of the file after the edit.
+    pub bytes: u64,
+}
+
+/// What `copy_from_host` and `copy_to_host` return.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CopyOutcome {
+    /// Where the bytes came from (`host:…` for the host folder, else a virtual path).
+    pub from: String,
+    /// Where they went.
+    pub to: String,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
+fn show_virtual(root: Root, names: &[String]) -> String {
+    let mut s = String::from(root.as_str());
+    for n in names {
+        s.push('/');
+        s.push_str(n);
+    }
+    s
+}
+
+fn show_host(names: &[String]) -> String {
+    format!(
+        "host:{}",
+        if names.is_empty() {
+            ".".to_owned()
+        } else {
+            names.join("/")
+        }
+    )
+}
+
+fn open_root(path: &Path, create: bool) -> Result<Dir> {
+    let result = if create {
+        Dir::create_ambient_dir_all(path, ambient_authority())
+            .and_then(|()| Dir::open_ambient_dir(path, ambient_authority()))
+    } else {
+        Dir::open_ambient_dir(path, ambient_authority())
+    };
+    result.map_err(|e| SandboxError::io("opening sandbox root", path.display().to_string(), e))
+}
+
+impl Sandbox {
+    /// Opens a sandbox over existing `input` and over `output` and `scratch` (created if
+    /// missing), with `limits`. Files already in `output` and `scratch` count against the
+    /// quota.
+    pub fn new(
+        input: impl AsRef<Path>,
+        output: impl AsRef<Path>,
+        scratch: impl AsRef<Path>,
+        limits: Limits,
+    ) -> Result<Sandbox> {
+        Self::build(
+            input.as_ref(),
+            output.as_ref(),
+            scratch.as_ref(),
+            limits,
+            None,
+        )
+    }
+
+    /// Like [`Sandbox::new`], with `/scratch` on a fresh temporary directory that is removed
+    /// when the last clone of the sandbox is dropped.
+    pub fn with_temp_scratch(
+        input: impl AsRef<Path>,
+        output: impl AsRef<Path>,
+        limits: Limits,
+    ) -> Result<Sandbox> {
+        let temp = tempfile::Builder::new()
+            .prefix("provrun-scratch-")
+            .tempdir()
+            .map_err(|e| {
+                SandboxError::io("creating scratch directory", "a temporary directory", e)
+            })?;
+        let scratch = temp.path().to_owned();
+        Self::build(
+            input.as_ref(),
+            output.as_ref(),
+            &scratch,
+            limits,
+            Some(temp),
+        )
+    }
+
+    fn build(
+        input: &Path,
+        output: &Path,
+        scratch: &Path,
+        limits: Limits,
+        temp: Option<tempfile::TempDir>,
+    ) -> Result<Sandbox> {
+        let input_dir = open_root(input, false)?;
+        let output_dir = open_root(output, true)?;
+        let scratch_dir = open_root(scratch, true)?;
+        let quota = Quota {
+            max_bytes: limits.max_total_bytes,
+            max_files: limits.max_files,
+            used: Mutex::new(Usage::default()),
+        };
+        let inner = Inner {
+            input: input_dir,
+            output: output_dir,
+            scratch: scratch_dir,
+            paths: RootPaths {
+                input: input.to_owned(),
+                output: output.to_owned(),
+                scratch: scratch.to_owned(),
+            },
+            limits,
+            quota,
+            _temp_scratch: temp,
+        };
+        let sandbox = Sandbox {
+            inner: Arc::new(inner),
+            host: None,
+        };
+        sandbox.recount()?;
+        tracing::debug!(
+            input = %input.display(),
+            output = %output.display(),
+            scratch = %scratch.display(),
+            "sandbox opened"
+        );
+        Ok(sandbox)
+    }
+
+    /// Grants the host tools access to `dir` (which must exist) and nothing outside it.
+    /// Without a grant, `list_host_files`, `copy_from_host` and `copy_to_host` are refused.
+    pub fn with_host_dir(mut self, dir: impl AsRef<Path>) -> Result<Sandbox> {
+        let dir = dir.as_ref();
+        let shown = dir.display().to_string();
+        let path = std::fs::canonicalize(dir)
+            .map_err(|e| SandboxError::io("opening host folder", shown.clone(), e))?;
+        let handle = Dir::open_ambient_dir(&path, ambient_authority())
+            .map_err(|e| SandboxError::io("opening host folder", shown, e))?;
+        self.host = Some(Arc::new(HostGrant { dir: handle, path }));
+        Ok(self)
+    }
+
+    /// The limits this sandbox enforces.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The host directories behind the roots.
+    pub fn root_paths(&self) -> &RootPaths {
+        &self.inner.paths
+    }
+
+    /// The granted host folder (canonical), if any.
+    pub fn host_dir(&self) -> Option<&Path> {
+        self.host.as_deref().map(|h| h.path.as_path())
+    }
+
+    /// Bytes and entries counted against the quota in /output and /scratch.
+    pub fn usage(&self) -> Usage {
+        self.inner.quota.usage()
+    }
+
+    /// Recounts the quota's usage from disk (after something outside the sandbox API, such as
+    /// a command, changed /output or /scratch).
+    pub fn recount(&self) -> Result<Usage> {
+        let depth = self.inner.limits.max_depth;
+        let mut total = Usage::default();
+        for (root, dir) in [
+            (Root::Output, &self.inner.output),
+            (Root::Scratch, &self.inner.scratch),
+        ] {
+            let u = fsops::scan_usage(dir, depth)
+                .map_err(|e| SandboxError::io("measuring", root.as_str(), e))?;
+            total.bytes = total.bytes.saturating_add(u.bytes);
+            total.files = total.files.saturating_add(u.files);
+        }
+        self.inner.quota.set(total);
+        Ok(total)
+    }
+
+    /// Parses `path` with this sandbox's limits.
+    pub fn parse_path(&self, path: &str) -> Result<VirtualPath> {
+        VirtualPath::parse(path, &self.inner.limits)
+    }
+
+    fn dir(&self, root: Root) -> &Dir {
+        match root {
+            Root::Input => &self.inner.input,
+            Root::Output => &self.inner.output,
+            Root::Scratch => &self.inner.scratch,
+        }
+    }
+
+    fn writable(&self, path: &str) -> Result<VirtualPath> {
+        let vp = self.parse_path(path)?;
+        if !vp.root().is_writable() {
+            return Err(SandboxError::InputReadOnly {
+                path: vp.to_string(),
+            });
+        }
+        Ok(vp)
+    }
+
+    fn host(&self) -> Result<&HostGrant> {
+        self.host
+            .as_deref()
+            .ok_or(SandboxError::HostAccessNotGranted)
+    }
+
+    /// Reads one page of a text file.
+    ///
+    /// `offset` (default 0) is a byte offset; `limit` (default and maximum
+    /// `Limits::max_read_bytes`) is the most bytes to return. When the file goes on past the
+    /// page, `truncated` is set, `next_offset` says where to continue and `note` says so in
+    /// words. A page is shortened by up to 3 bytes so as not to split a UTF-8 character.
+    /// Content that is not valid UTF-8 is returned with U+FFFD replacements and `lossy` set.
+    /// An offset past the end is an error; an offset equal to the size gives an empty page.
+    pub fn read_file(
+        &self,
+        path: &str,
+        offset: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<ReadOutcome> {
+        let vp = self.parse_path(path)?;
+        let root = vp.root();
+        let show = |n: &[String]| show_virtual(root, n);
+        let (mut file, total) = fsops::open_read(self.dir(root), vp.names(), &show)?;
+        let shown = vp.to_string();
+        let offset = offset.unwrap_or(0);
+        if offset > total {
+            return Err(SandboxError::OffsetPastEnd {
+                path: shown,
+                offset,
+                size: total,
+            });
+        }
+        let max = self.inner.limits.max_read_bytes;
+        let asked = limit.unwrap_or(max);
+        let want = asked.min(max).min(total - offset);
+        if offset > 0 {
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
+        }
+        let mut buf = Vec::with_capacity(want as usize);
+        (&mut file)
+            .take(want)
+            .read_to_end(&mut buf)
+            .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
+        if offset + (buf.len() as u64) < total {
+            trim_partial_char(&mut buf);
+        }
+        let bytes = buf.len() as u64;
+        let has_nul = buf.contains(&0);
+        let (content, lossy) = match String::from_utf8(buf) {
+            Ok(s) => (s, false),
+            Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+        };
+        let end = offset + bytes;
+        let truncated = end < total;
+        let mut notes: Vec<String> = Vec::new();
+        if truncated {
+            let why = if asked > max {
+                format!("the limit {asked} is above the per-read maximum of {max} bytes")
+            } else if asked < total - offset {
+                format!("the page size was {asked} bytes")
+            } else {
+                format!("at most {max} bytes are returned per read")
+            };
+            notes.push(format!(
+                "output cut: showing bytes {offset}..{end} of {total} ({why}); call read_file with offset={end} to read on"
+            ));
+        }
+        if lossy {
+            notes.push(
+                "the file is not valid UTF-8 (probably binary): invalid bytes are shown as U+FFFD"
+                    .to_owned(),
+            );
+        } else if has_nul {
+            notes.push("the text contains NUL bytes (probably a binary file)".to_owned());
+        }
+        Ok(ReadOutcome {
+            path: shown,
+            content,
+            offset,
+            bytes,
+            total_size: total,
+            truncated,
+            next_offset: truncated.then_some(end),
+            lossy,
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
+        })
+    }
+
+    /// Writes `content` to a file in /output or /scratch, replacing it whole.
+    ///
+    /// Parent directories are created inside the root. The bytes go to a temporary file in
+    /// the same directory, which is then renamed over the target. Refused: /input (read-only),
+    /// content over `Limits::max_write_bytes`, a target that is a link, directory, FIFO,
+    /// device or socket, or has more than one hard link, any link along the path, and writes
+    /// that would break the quota.
+    pub fn write_file(&self, path: &str, content: impl AsRef<[u8]>) -> Result<WriteOutcome> {
+        let vp = self.writable(path)?;
+        self.write_vp(&vp, content.as_ref())
+    }
+
+    fn write_vp(&self, vp: &VirtualPath, content: &[u8]) -> Result<WriteOutcome> {
+        let max = self.inner.limits.max_write_bytes;
+        if content.len() as u64 > max {
+            return Err(SandboxError::WriteTooLarge {
+                path: vp.to_string(),
+                size: content.len() as u64,
+                max,
+            });
+        }
+        let root = vp.root();
+        let show = |n: &[String]| show_virtual(root, n);
+        let w = fsops::atomic_write(
+            self.dir(root),
+            vp.names(),
+            content,
+            &show,
+            Some(&self.inner.quota),
+        )?;
+        tracing::debug!(path = %vp, bytes = content.len(), "sandbox write");
+        Ok(WriteOutcome {
+            path: vp.to_string(),
+            bytes: content.len() as u64,
+            created: w.created,
+            replaced_bytes: w.old_size,
+        })
+    }
+
+    /// Replaces the one occurrence of `old` with `new` in a text file in /output or /scratch.
+    ///
+    /// `old` must occur exactly once (overlapping occurrences count), else the error says how
+    /// many times it occurs. Refused: binary files (not UTF-8, or holding NUL bytes), an empty
+    /// `old`, files or results over `Limits::max_write_bytes`, and everything `write_file`
+    /// refuses.
+    pub fn str_replace(&self, path: &str, old: &str, new: &str) -> Result<ReplaceOutcome> {
+        let vp = self.writable(path)?;
+        let shown = vp.to_string();
+        if old.is_empty() {
+            return Err(SandboxError::EmptyPattern { path: shown });
+        }
+        let root = vp.root();
+        let show = |n: &[String]| show_virtual(root, n);
+        let bytes = fsops::read_whole(
+            self.dir(root),
+            vp.names(),
+            &show,
+            self.inner.limits.max_write_bytes,
+        )?;
+        if bytes.contains(&0) {
+            return Err(SandboxError::BinaryFile { path: shown });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| SandboxError::BinaryFile {
+            path: shown.clone(),
+        })?;
+        let (count, first) = count_overlapping(&text, old);
+        let at = match (count, first) {
+            (1, Some(at)) => at,
+            _ => return Err(SandboxError::MatchCount { path: shown, count }),
+        };
+        let mut edited = String::with_capacity(text.len() - old.len() + new.len());
+        edited.push_str(&text[..at]);
+        edited.push_str(new);
+        edited.push_str(&text[at + old.len()..]);
+        let line = text[..at].matches('\n').count() + 1;
+        let w = self.write_vp(&vp, edited.as_bytes())?;
+        Ok(ReplaceOutcome {
+            path: shown,
+            line,
+            bytes: w.bytes,
+        })
+    }
+
+    /// Lists a directory: names sorted, each with its kind and size, at most
+    /// `Limits::max_list_entries` (the listing says how many there were). Links are listed as
+    /// links, never followed. `/` lists the three roots.
+    pub fn list_dir(&self, path: &str) -> Result<DirListing> {
+        if path.trim_end_matches('/').is_empty() && !path.is_empty() {
+            return Ok(DirListing {
+                path: "/".to_owned(),
+                entries: Root::ALL
+                    .into_iter()
+                    .map(|r| fsops::DirEntryInfo {
+                        name: r.name().to_owned(),
+                        kind: fsops::EntryKind::Dir,
+                        size: 0,
+                    })
+                    .collect(),
+                total: 3,
+                truncated: false,
+            });
+        }
+        let vp = self.parse_path(path)?;
+        let root = vp.root();
+        let show = |n: &[String]| show_virtual(root, n);
+        fsops::list(
+            self.dir(root),
+            vp.names(),
+            &show,
+            self.inner.limits.max_list_entries,
+        )
+    }
+
+    /// Lists a directory of the granted host folder (`path` relative to it; `.` is the folder
+    /// itself), like [`Sandbox::list_dir`]. Refused without a host grant.
+    pub fn list_host_files(&self, path: &str) -> Result<DirListing> {
+        let host = self.host()?;
+        let names = parse_host_path(path, &host.path, &self.inner.limits)?;
+        fsops::list(
+            &host.dir,
+            &names,
+            &show_host,
+            self.inner.limits.max_list_entries,
+        )
+    }
+
+    /// Copies a regular file from the granted host folder into /output or /scratch, with the
+    /// same rules and quota as `write_file`. Refused without a host grant.
+    pub fn copy_from_host(&self, host_path: &str, path: &str) -> Result<CopyOutcome> {
+        let host = self.host()?;
+        let names = parse_host_path(host_path, &host.path, &self.inner.limits)?;
+        let vp = self.writable(path)?;
+        let bytes = fsops::read_whole(
+            &host.dir,
+            &names,
+            &show_host,
+            self.inner.limits.max_write_bytes,
+        )?;
+        let w = self.write_vp(&vp, &bytes)?;
+        tracing::info!(from = %show_host(&names), to = %vp, bytes = w.bytes, "copied from host");
+        Ok(CopyOutcome {
+            from: show_host(&names),
+            to: w.path,
+            bytes: w.bytes,
+        })
+    }
+
+    /// Copies a regular file from the sandbox (any root) into the granted host folder,
+    /// creating parent directories there and replacing an existing file atomically. The same
+    /// rules as `write_file` apply on the host side (no links, no special files, no hard-linked
+    /// targets, `Limits::max_write_bytes`); the sandbox quota does not. Refused without a host
+    /// grant.
+    pub fn copy_to_host(&self, path: &str, host_path: &str) -> Result<CopyOutcome> {
+        let host = self.host()?;
+        let vp = self.parse_path(path)?;
+        let names = parse_host_path(host_path, &host.path, &self.inner.limits)?;
+        let root = vp.root();
+        let show = |n: &[String]| show_virtual(root, n);
+        let max = self.inner.limits.max_write_bytes;
+        let bytes = fsops::read_whole(self.dir(root), vp.names(), &show, max)?;
+        fsops::atomic_write(&host.dir, &names, &bytes, &show_host, None)?;
+        tracing::info!(from = %vp, to = %show_host(&names), bytes = bytes.len(), "copied to host");
+        Ok(CopyOutcome {
+            from: vp.to_string(),
+            to: show_host(&names),
+            bytes: bytes.len() as u64,
+        })
+    }
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("roots", &self.inner.paths)
+            .field("limits", &self.inner.limits)
+            .field("host_dir", &self.host_dir())
+            .finish()
+    }
+}
+
+/// Drops an incomplete UTF-8 sequence at the end of `buf` (a page cut mid-character), as long
+/// as something remains.
+fn trim_partial_char(buf: &mut Vec<u8>) {
+    let len = buf.len();
+    // Find the start of the last character: at most 3 continuation bytes back.
+    let mut start = len;
+    for back in 1..=4.min(len) {
+        let b = buf[len - back];
+        if b & 0xC0 != 0x80 {
+            start = len - back;
+            break;
+        }
+    }
+    if start == len {
+        return;
+    }
+    let lead = buf[start];
+    let need = match lead {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => return,
+    };
+    if len - start < need && start > 0 {
+        buf.truncate(start);
+    }
+}
+
+/// Counts occurrences of `needle` in `hay`, overlapping ones included, and the first position.
+fn count_overlapping(hay: &str, needle: &str) -> (usize, Option<usize>) {
+    let mut count = 0;
+    let mut first = None;
+    let mut from = 0;
+    while let Some(i) = hay[from..].find(needle) {
+        let at = from + i;
+        first.get_or_insert(at);
+        count += 1;
+        let step = hay[at..].chars().next().map_or(1, char::len_utf8);
+        from = at + step;
+        if from > hay.len() {
+            break;
+        }
+    }
+    (count, first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_matches_count() {
+        assert_eq!(count_overlapping("aaa", "aa"), (2, Some(0)));
+        assert_eq!(count_overlapping("abc", "x"), (0, None));
+        assert_eq!(count_overlapping("héllo héllo", "héllo"), (2, Some(0)));
+    }
+
+    #[test]
+    fn partial_chars_are_trimmed() {
+        let mut b = "aé".as_bytes()[..2].to_vec();
+        trim_partial_char(&mut b);
+        assert_eq!(b, b"a");
+        let mut b = "aé".as_bytes().to_vec();
+        trim_partial_char(&mut b);
+        assert_eq!(b, "aé".as_bytes());
+        let mut b = "€".as_bytes()[..2].to_vec();
+        trim_partial_char(&mut b);
+        assert_eq!(b.len(), 2, "nothing left to keep, so the bytes stay");
+    }
+}

@@ -1,0 +1,280 @@
+//! Staging: copying the user's input files and folders into the input root, read-only.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
+
+use crate::error::{Result, SandboxError};
+use crate::fsops::{self, kind_name, walk};
+use crate::limits::Limits;
+use crate::path::VirtualPath;
+
+/// One thing to copy: a file or a directory, at a relative path under its source and under
+/// the input root.
+enum Item {
+    Dir(Vec<String>),
+    File(Vec<String>),
+}
+
+/// What one source contributes: the directory its names are relative to, and the items.
+struct Plan {
+    base: Dir,
+    base_path: PathBuf,
+    items: Vec<Item>,
+}
+
+fn host_io(op: &'static str, path: &Path, e: io::Error) -> SandboxError {
+    SandboxError::io(op, path.display().to_string(), e)
+}
+
+fn utf8_name(name: &std::ffi::OsStr, full: &Path) -> Result<String> {
+    name.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| SandboxError::StageBadName {
+            source_path: full.display().to_string(),
+            reason: "its name is not valid UTF-8",
+        })
+}
+
+/// Copies the user's inputs into `input_root` (created if missing) and makes them read-only.
+///
+/// A file is staged as `<input_root>/<its name>`; a directory's contents land at the root
+/// (sub-directories kept). Files are copied byte for byte, never hard-linked, and left with
+/// mode 0444 (directories keep 0755 so the bundle stays removable). Everything is checked
+/// before anything is copied, and refused with an error naming the host path:
+/// a name already taken in the input root (by an earlier source or a file already there), a
+/// symbolic link (given directly or found inside a folder: links are never followed), a FIFO,
+/// device, socket or other special file, names that are not UTF-8 or cannot be written as a
+/// sandbox path, and trees deeper than `limits.max_depth`.
+///
+/// Returns the staged files' paths relative to the input root (`/`-separated), sorted.
+pub fn stage_inputs<P: AsRef<Path>>(
+    input_root: &Path,
+    sources: &[P],
+    limits: &Limits,
+) -> Result<Vec<String>> {
+    let dest = Dir::create_ambient_dir_all(input_root, ambient_authority())
+        .and_then(|()| Dir::open_ambient_dir(input_root, ambient_authority()))
+        .map_err(|e| host_io("opening input folder", input_root, e))?;
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    for entry in dest
+        .entries()
+        .map_err(|e| host_io("listing", input_root, e))?
+    {
+        let entry = entry.map_err(|e| host_io("listing", input_root, e))?;
+        taken.insert(entry.file_name().to_string_lossy().into_owned());
+    }
+
+    let mut plans = Vec::with_capacity(sources.len());
+    for source in sources {
+        plans.push(plan_source(source.as_ref(), &mut taken, limits)?);
+    }
+
+    let mut staged = Vec::new();
+    for plan in &plans {
+        for item in &plan.items {
+            match item {
+                Item::Dir(names) => {
+                    let Some((last, parents)) = names.split_last() else {
+                        continue;
+                    };
+                    let show = |n: &[String]| format!("/input/{}", n.join("/"));
+                    let parent = walk(&dest, parents, &show, None)?;
+                    let mut builder = DirBuilder::new();
+                    builder.mode(0o755);
+                    parent
+                        .create_dir_with(last, &builder)
+                        .map_err(|e| host_io("creating", &input_root.join(names.join("/")), e))?;
+                }
+                Item::File(names) => {
+                    copy_one(&plan.base, &plan.base_path, names, &dest, input_root)?;
+                    staged.push(names.join("/"));
+                }
+            }
+        }
+    }
+    staged.sort();
+    tracing::info!(files = staged.len(), root = %input_root.display(), "inputs staged");
+    Ok(staged)
+}
+
+fn plan_source(source: &Path, taken: &mut BTreeSet<String>, limits: &Limits) -> Result<Plan> {
+    let md = std::fs::symlink_metadata(source).map_err(|e| host_io("reading input", source, e))?;
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        return Err(SandboxError::StageSymlink {
+            source_path: source.display().to_string(),
+        });
+    }
+    let claim = |name: &str, taken: &mut BTreeSet<String>| -> Result<()> {
+        if !taken.insert(name.to_owned()) {
+            return Err(SandboxError::StageNameClash {
+                name: name.to_owned(),
+                source_path: source.display().to_string(),
+            });
+        }
+        Ok(())
+    };
+    if ft.is_file() {
+        let name = source
+            .file_name()
+            .ok_or_else(|| SandboxError::StageBadName {
+                source_path: source.display().to_string(),
+                reason: "it has no file name",
+            })?;
+        let name = utf8_name(name, source)?;
+        check_nameable(std::slice::from_ref(&name), source, limits)?;
+        claim(&name, taken)?;
+        let parent = match source.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let base = Dir::open_ambient_dir(&parent, ambient_authority())
+            .map_err(|e| host_io("opening input folder", &parent, e))?;
+        return Ok(Plan {
+            base,
+            base_path: parent,
+            items: vec![Item::File(vec![name])],
+        });
+    }
+    if !ft.is_dir() {
+        return Err(SandboxError::StageSpecialFile {
+            source_path: source.display().to_string(),
+            kind: std_kind_name(&ft),
+        });
+    }
+    let base = Dir::open_ambient_dir(source, ambient_authority())
+        .map_err(|e| host_io("opening input folder", source, e))?;
+    let mut items = Vec::new();
+    // Depth-first, directories before their contents, names sorted for a stable order.
+    let mut stack: Vec<Vec<String>> = vec![Vec::new()];
+    while let Some(names) = stack.pop() {
+        let show = |n: &[String]| source.join(n.join("/")).display().to_string();
+        let dir = walk(&base, &names, &show, None)?;
+        let mut children = Vec::new();
+        for entry in dir
+            .entries()
+            .map_err(|e| host_io("listing", &source.join(names.join("/")), e))?
+        {
+            let entry = entry.map_err(|e| host_io("listing", &source.join(names.join("/")), e))?;
+            let mut child = names.clone();
+            let full = source.join(names.join("/")).join(entry.file_name());
+            child.push(utf8_name(&entry.file_name(), &full)?);
+            let cft = dir
+                .symlink_metadata(entry.file_name())
+                .map_err(|e| host_io("reading input", &full, e))?
+                .file_type();
+            children.push((child, cft, full));
+        }
+        children.sort_by(|a, b| b.0.cmp(&a.0));
+        for (child, cft, full) in children {
+            if child.len() > limits.max_depth {
+                return Err(SandboxError::TooDeep {
+                    path: full.display().to_string(),
+                    depth: child.len(),
+                    max: limits.max_depth,
+                });
+            }
+            check_nameable(&child, &full, limits)?;
+            if child.len() == 1 {
+                claim(&child[0], taken)?;
+            }
+            if cft.is_symlink() {
+                return Err(SandboxError::StageSymlink {
+                    source_path: full.display().to_string(),
+                });
+            } else if cft.is_dir() {
+                items.push(Item::Dir(child.clone()));
+                stack.push(child);
+            } else if cft.is_file() {
+                items.push(Item::File(child));
+            } else {
+                return Err(SandboxError::StageSpecialFile {
+                    source_path: full.display().to_string(),
+                    kind: kind_name(&cft),
+                });
+            }
+        }
+    }
+    Ok(Plan {
+        base,
+        base_path: source.to_owned(),
+        items,
+    })
+}
+
+fn std_kind_name(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
+/// Refuses names the sandbox could not address later (e.g. with a backslash or newline).
+fn check_nameable(names: &[String], full: &Path, limits: &Limits) -> Result<()> {
+    let vpath = format!("/input/{}", names.join("/"));
+    match VirtualPath::parse(&vpath, limits) {
+        Ok(vp) if vp.names() == names => Ok(()),
+        _ => Err(SandboxError::StageBadName {
+            source_path: full.display().to_string(),
+            reason: "its name cannot be used in a sandbox path (a backslash, control character, `..` or an over-long name)",
+        }),
+    }
+}
+
+fn copy_one(
+    base: &Dir,
+    base_path: &Path,
+    names: &[String],
+    dest: &Dir,
+    input_root: &Path,
+) -> Result<()> {
+    let src_shown = |n: &[String]| base_path.join(n.join("/")).display().to_string();
+    let full = base_path.join(names.join("/"));
+    let (mut src, _) = match fsops::open_read(base, names, &src_shown) {
+        Ok(x) => x,
+        Err(SandboxError::SymlinkRefused { link, .. }) => {
+            return Err(SandboxError::StageSymlink { source_path: link });
+        }
+        Err(SandboxError::NotARegularFile { kind, .. }) => {
+            return Err(SandboxError::StageSpecialFile {
+                source_path: full.display().to_string(),
+                kind,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let Some((last, parents)) = names.split_last() else {
+        return Ok(());
+    };
+    let show = |n: &[String]| format!("/input/{}", n.join("/"));
+    let parent = walk(dest, parents, &show, None)?;
+    let mut opts = OpenOptions::new();
+    opts.write(true)
+        .create_new(true)
+        .follow(FollowSymlinks::No)
+        .nonblock(true)
+        .mode(0o444);
+    let dst_path = input_root.join(names.join("/"));
+    let mut dst = parent
+        .open_with(last, &opts)
+        .map_err(|e| host_io("staging", &dst_path, e))?
+        .into_std();
+    io::copy(&mut src, &mut dst).map_err(|e| host_io("staging", &dst_path, e))?;
+    dst.set_permissions(std::fs::Permissions::from_mode(0o444))
+        .map_err(|e| host_io("staging", &dst_path, e))?;
+    Ok(())
+}
