@@ -2,5 +2,40 @@
 //!
 //! `provrun-evidence` writes an append-only, hash-chained event log (`events.jsonl`),
 //! content-addressed blobs and an in-toto statement into a bundle directory, and checks
-//! such a bundle offline with `verify`. It knows nothing of models or tools: payloads are
+//! such a bundle offline with [`verify`]. It knows nothing of models or tools: payloads are
 //! plain JSON values and blobs are bytes.
+//!
+//! A run's life with this crate:
+//!
+//! 1. [`Recorder::create`] makes the bundle directory and writes `run_started` (seq 0).
+//! 2. The runtime stages files into [`Recorder::input_dir`], then calls
+//!    [`Recorder::record_inputs`] (one `input_staged` per file).
+//! 3. During the run it records [`ModelCalled`], [`ToolCalled`] and [`TraceImported`]
+//!    events with [`Recorder::record`] / [`Recorder::record_async`], storing raw bytes
+//!    with [`Recorder::put_blob`]; tools get a [`Declarer`], which can add `declared`
+//!    events only.
+//! 4. [`Recorder::finish`] records `output_produced` per output file, `run_finished`, and
+//!    writes `statement.json`. A paused run is continued later with [`Recorder::reopen`].
+//!
+//! The format is specified in `docs/evidence.md` of the repository.
+
+mod canonical;
+mod error;
+mod event;
+mod fsutil;
+mod log;
+mod recorder;
+mod statement;
+mod verify;
+
+pub use canonical::{to_canonical_string, to_canonical_string_of};
+pub use error::{EvidenceError, Result};
+pub use event::{
+    BlobRef, Confidence, Declared, Digest, Event, EventType, FORMAT_VERSION, FileRecord,
+    InputStaged, ModelCalled, OutputProduced, Payload, RunFinished, RunStarted, RunStatus,
+    ToolCalled, ToolInfo, TraceImported,
+};
+pub use log::MAX_LINE_BYTES;
+pub use recorder::{Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd};
+pub use statement::{BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, StatementFacts};
+pub use verify::{Check, CheckCode, CheckStatus, VerifyReport, verify};

@@ -1,0 +1,2 @@
+//! Recorder throughput benchmark (placeholder).
+fn main() {}

@@ -1,0 +1,80 @@
+//! The crate's single error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while recording evidence or reading a bundle.
+///
+/// `verify` does not return these for problems *in* a bundle: those become failed
+/// checks in the [`crate::VerifyReport`]. These errors are for the recorder's own work.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvidenceError {
+    /// An I/O operation on a bundle file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done, e.g. "write".
+        action: &'static str,
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bundle directory exists and is not empty.
+    #[error("bundle directory {0} already exists and is not empty")]
+    BundleNotEmpty(PathBuf),
+    /// A value could not be turned into canonical JSON (e.g. a non-finite number).
+    #[error("cannot canonicalise JSON: {0}")]
+    Canonical(String),
+    /// A payload could not be serialised or deserialised.
+    #[error("payload of a {kind} event: {source}")]
+    Payload {
+        /// The event type.
+        kind: &'static str,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An event was recorded out of the order the format requires
+    /// (e.g. a second `run_started`, or any event after `finish`).
+    #[error("event out of order: {0}")]
+    OutOfOrder(String),
+    /// An earlier write or sync failed, so the log can no longer be trusted to be a
+    /// valid chain; the recorder refuses all further appends.
+    #[error("the evidence log is broken by an earlier failure: {0}")]
+    LogBroken(String),
+    /// A file in `input/` or `output/` cannot be recorded (a symlink, a device,
+    /// a non-UTF-8 name, ...).
+    #[error("cannot record {path}: {reason}")]
+    UnsupportedFile {
+        /// The offending path.
+        path: PathBuf,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// An existing log to be reopened is not a valid chain.
+    #[error("cannot reopen {path}: {reason}")]
+    InvalidLog {
+        /// The log file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl EvidenceError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        EvidenceError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = EvidenceError> = std::result::Result<T, E>;

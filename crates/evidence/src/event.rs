@@ -1,0 +1,475 @@
+//! Event envelope, event types, confidence levels and the typed payload of every event.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version number written in every event line's `v` field.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// How the runtime knows what an event says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// The runtime saw it happen itself (it made the request, ran the tool, hashed the file).
+    Observed,
+    /// The runtime read it from someone else's account (a provider's response, an imported trace).
+    Parsed,
+    /// A tool said so; nothing checked it.
+    Declared,
+}
+
+impl Confidence {
+    /// The name used in event lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::Observed => "observed",
+            Confidence::Parsed => "parsed",
+            Confidence::Declared => "declared",
+        }
+    }
+}
+
+/// The `type` of an event line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    /// First event (seq 0): who runs what.
+    RunStarted,
+    /// One per staged input file.
+    InputStaged,
+    /// One per model request.
+    ModelCalled,
+    /// One per tool call (twice for a deferred one).
+    ToolCalled,
+    /// The whole message history, imported once after the run.
+    TraceImported,
+    /// One per produced output file.
+    OutputProduced,
+    /// Last event of a run (or of a paused segment).
+    RunFinished,
+    /// Something a tool declared about itself.
+    Declared,
+}
+
+impl EventType {
+    /// All event types, in the order they are documented.
+    pub const ALL: [EventType; 8] = [
+        EventType::RunStarted,
+        EventType::InputStaged,
+        EventType::ModelCalled,
+        EventType::ToolCalled,
+        EventType::TraceImported,
+        EventType::OutputProduced,
+        EventType::RunFinished,
+        EventType::Declared,
+    ];
+
+    /// The name used in event lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::RunStarted => "run_started",
+            EventType::InputStaged => "input_staged",
+            EventType::ModelCalled => "model_called",
+            EventType::ToolCalled => "tool_called",
+            EventType::TraceImported => "trace_imported",
+            EventType::OutputProduced => "output_produced",
+            EventType::RunFinished => "run_finished",
+            EventType::Declared => "declared",
+        }
+    }
+
+    /// Parse an event line's `type`.
+    pub fn from_name(name: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// One parsed event line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Format version, always [`FORMAT_VERSION`].
+    pub v: u64,
+    /// The run this log belongs to.
+    pub run_id: String,
+    /// Position in the log, from 0.
+    pub seq: u64,
+    /// SHA-256 hex of the previous line's bytes (without its `\n`); `None` for seq 0.
+    pub prev: Option<String>,
+    /// RFC 3339 UTC time the event was recorded.
+    pub ts: String,
+    /// Event type.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// How the runtime knows.
+    pub confidence: Confidence,
+    /// Type-specific fields.
+    pub payload: Value,
+}
+
+/// A SHA-256 digest as in-toto and blob refs spell it: `{"sha256": hex}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Digest {
+    /// Lower-case hex of the SHA-256 digest.
+    pub sha256: String,
+}
+
+/// A reference to a content-addressed blob stored at `blobs/sha256/<hex>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BlobRef {
+    /// Digest of the blob's bytes.
+    pub digest: Digest,
+    /// Length in bytes.
+    pub size: u64,
+    /// Media type of the bytes, e.g. `application/json` or `text/event-stream`.
+    pub media_type: String,
+}
+
+impl BlobRef {
+    /// Path of the blob relative to the bundle root.
+    pub fn relative_path(&self) -> String {
+        format!("blobs/sha256/{}", self.digest.sha256)
+    }
+
+    /// Recognise a JSON value that is a blob ref: an object with exactly the keys
+    /// `digest` (an object with a string `sha256`), `size` (an unsigned integer) and
+    /// `media_type` (a string).
+    pub fn from_value(v: &Value) -> Option<BlobRef> {
+        let obj = v.as_object()?;
+        if obj.len() != 3 || !obj.contains_key("media_type") {
+            return None;
+        }
+        let digest = obj.get("digest")?.as_object()?;
+        if digest.len() != 1 {
+            return None;
+        }
+        Some(BlobRef {
+            digest: Digest {
+                sha256: digest.get("sha256")?.as_str()?.to_owned(),
+            },
+            size: obj.get("size")?.as_u64()?,
+            media_type: obj.get("media_type")?.as_str()?.to_owned(),
+        })
+    }
+}
+
+/// A typed event payload: knows its event type and the confidence it is recorded with.
+pub trait Payload: Serialize {
+    /// The event type this payload is written as.
+    const TYPE: EventType;
+    /// The confidence it is written with.
+    fn confidence(&self) -> Confidence {
+        Confidence::Observed
+    }
+}
+
+/// A tool offered to the model, with the digest of its JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    /// Tool name.
+    pub name: String,
+    /// SHA-256 hex of the canonical JSON of the tool's parameter schema.
+    pub schema_sha256: String,
+}
+
+/// Payload of `run_started` (seq 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// Identifier of what ran the agent, e.g. `provrun/0.1.0`; copied into the statement.
+    pub builder: String,
+    /// SHA-256 hex of the agent spec's bytes; copied into the statement.
+    pub agent_spec_digest: String,
+    /// Agent name.
+    pub agent: String,
+    /// Model identifier.
+    pub model: String,
+    /// Tools offered, with schema digests.
+    pub tools: Vec<ToolInfo>,
+    /// Run limits (steps, quotas...), as JSON.
+    pub limits: Value,
+    /// Anything else the runtime wants on record (e.g. a degraded sandbox); `null` if none.
+    #[serde(default)]
+    pub details: Value,
+}
+impl Payload for RunStarted {
+    const TYPE: EventType = EventType::RunStarted;
+}
+
+/// Payload of `input_staged` and `output_produced`: one file of the bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// Path relative to `input/` or `output/`, `/`-separated.
+    pub path: String,
+    /// SHA-256 hex of the file's bytes.
+    pub sha256: String,
+    /// Length in bytes.
+    pub size: u64,
+}
+
+/// Payload of `input_staged`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InputStaged(pub FileRecord);
+impl Payload for InputStaged {
+    const TYPE: EventType = EventType::InputStaged;
+}
+
+/// Payload of `output_produced`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OutputProduced(pub FileRecord);
+impl Payload for OutputProduced {
+    const TYPE: EventType = EventType::OutputProduced;
+}
+
+/// Payload of `model_called`: one model request, streamed or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCalled {
+    /// Model identifier.
+    pub model: String,
+    /// Whether the streamed API was used.
+    pub stream: bool,
+    /// The raw request bytes, as a blob.
+    pub request: Option<BlobRef>,
+    /// The raw response bytes (SSE verbatim when streamed), as a blob.
+    pub response: Option<BlobRef>,
+    /// Token usage as the model reported it.
+    pub usage: Value,
+    /// Why the model stopped, if known.
+    pub finish_reason: Option<String>,
+    /// Wall time of the request.
+    pub duration_ms: u64,
+    /// The error, if the request failed.
+    pub error: Option<String>,
+}
+impl Payload for ModelCalled {
+    const TYPE: EventType = EventType::ModelCalled;
+}
+
+/// Payload of `tool_called`: one call of a function tool.
+///
+/// `arguments` and `result` hold JSON inline; when the canonical JSON of either is longer
+/// than [`crate::INLINE_LIMIT`] bytes, [`crate::Recorder::tool_value`] moves it to a blob,
+/// the inline field becomes `null` and `arguments_blob` / `result_blob` names the blob.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCalled {
+    /// Tool name.
+    pub name: String,
+    /// The call id from the model (or generated).
+    pub call_id: String,
+    /// Arguments as received (a JSON object, or the raw string when it did not parse).
+    pub arguments: Value,
+    /// Result as given to the model; `null` while deferred.
+    pub result: Value,
+    /// Whether the tool succeeded.
+    pub ok: bool,
+    /// Wall time of the call.
+    pub duration_ms: u64,
+    /// The call waits (for approval or for the caller); it is written again when it runs.
+    pub deferred: bool,
+    /// The call is the answer through an output tool.
+    pub output_tool: bool,
+    /// The provider ran the tool itself; recorded with confidence `parsed`.
+    pub provider_run: bool,
+    /// Tool mode (`in_process`, `client_round_trip`, `remote_mcp`...), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Blob holding the arguments when they were too large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_blob: Option<BlobRef>,
+    /// Blob holding the result when it was too large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_blob: Option<BlobRef>,
+}
+impl Payload for ToolCalled {
+    const TYPE: EventType = EventType::ToolCalled;
+    fn confidence(&self) -> Confidence {
+        if self.provider_run {
+            Confidence::Parsed
+        } else {
+            Confidence::Observed
+        }
+    }
+}
+
+/// Payload of `trace_imported`: the whole message history, once after the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceImported {
+    /// The history, as a blob.
+    pub trace: BlobRef,
+    /// Name of the history's format, e.g. `provrun-messages/1`.
+    pub format: String,
+    /// Number of messages in it.
+    pub messages: u64,
+}
+impl Payload for TraceImported {
+    const TYPE: EventType = EventType::TraceImported;
+    fn confidence(&self) -> Confidence {
+        Confidence::Parsed
+    }
+}
+
+/// How a run (or a segment of it) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// The agent answered.
+    Finished,
+    /// The run failed; the bundle still verifies.
+    Failed,
+    /// The run was cancelled.
+    Cancelled,
+    /// The run waits (approval, client round trip) and will be resumed with
+    /// [`crate::Recorder::reopen`].
+    Paused,
+}
+
+impl RunStatus {
+    /// The name used in event lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Paused => "paused",
+        }
+    }
+}
+
+/// Payload of `run_finished`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFinished {
+    /// How the run ended.
+    pub status: RunStatus,
+    /// Number of events in the log including this one (= its seq + 1).
+    pub event_count: u64,
+    /// Usage totals (tokens, requests...), as JSON.
+    pub usage: Value,
+    /// Error message of a failed run.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+impl Payload for RunFinished {
+    const TYPE: EventType = EventType::RunFinished;
+}
+
+/// Payload of `declared`: what a tool says, unchecked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Declared {
+    /// Who declares it (the tool's name, set by the runtime when it hands out the
+    /// [`crate::Declarer`]); `null` if not set.
+    pub source: Option<String>,
+    /// What kind of statement this is, free-form (e.g. `license`, `fetched_url`).
+    pub kind: String,
+    /// The statement itself.
+    pub data: Value,
+}
+impl Payload for Declared {
+    const TYPE: EventType = EventType::Declared;
+    fn confidence(&self) -> Confidence {
+        Confidence::Declared
+    }
+}
+
+/// Check that `payload` has the fields its event type requires, and that `confidence`
+/// is one the type may carry. Returns a description of the problem.
+pub(crate) fn check_payload(
+    kind: EventType,
+    confidence: Confidence,
+    payload: &Value,
+) -> Result<(), String> {
+    fn parse<T: serde::de::DeserializeOwned>(p: &Value) -> Result<T, String> {
+        T::deserialize(p).map_err(|e| e.to_string())
+    }
+    let want = match kind {
+        EventType::RunStarted => parse::<RunStarted>(payload).map(|p| p.confidence())?,
+        EventType::InputStaged => parse::<InputStaged>(payload).map(|p| p.confidence())?,
+        EventType::ModelCalled => parse::<ModelCalled>(payload).map(|p| p.confidence())?,
+        EventType::ToolCalled => parse::<ToolCalled>(payload).map(|p| p.confidence())?,
+        EventType::TraceImported => parse::<TraceImported>(payload).map(|p| p.confidence())?,
+        EventType::OutputProduced => parse::<OutputProduced>(payload).map(|p| p.confidence())?,
+        EventType::RunFinished => parse::<RunFinished>(payload).map(|p| p.confidence())?,
+        EventType::Declared => parse::<Declared>(payload).map(|p| p.confidence())?,
+    };
+    if want != confidence {
+        return Err(format!(
+            "a {} event must have confidence {}, not {}",
+            kind.as_str(),
+            want.as_str(),
+            confidence.as_str()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_serialise_as_documented() {
+        assert_eq!(
+            serde_json::to_value(Confidence::Observed).unwrap(),
+            json!("observed")
+        );
+        assert_eq!(
+            serde_json::to_value(Confidence::Parsed).unwrap(),
+            json!("parsed")
+        );
+        assert_eq!(
+            serde_json::to_value(Confidence::Declared).unwrap(),
+            json!("declared")
+        );
+        for t in EventType::ALL {
+            assert_eq!(serde_json::to_value(t).unwrap(), json!(t.as_str()));
+            assert_eq!(EventType::from_name(t.as_str()), Some(t));
+        }
+        assert_eq!(EventType::from_name("nope"), None);
+    }
+
+    #[test]
+    fn blob_ref_shape() {
+        let b = BlobRef {
+            digest: Digest {
+                sha256: "ab".into(),
+            },
+            size: 3,
+            media_type: "text/plain".into(),
+        };
+        let v = serde_json::to_value(&b).unwrap();
+        assert_eq!(
+            v,
+            json!({"digest":{"sha256":"ab"},"size":3,"media_type":"text/plain"})
+        );
+        assert_eq!(BlobRef::from_value(&v), Some(b));
+        assert_eq!(
+            BlobRef::from_value(&json!({"digest":{"sha256":"ab"},"size":3})),
+            None
+        );
+    }
+
+    #[test]
+    fn tool_call_confidence_follows_provider_run() {
+        let mut t = ToolCalled {
+            name: "x".into(),
+            call_id: "c".into(),
+            arguments: json!({}),
+            result: json!(null),
+            ok: true,
+            duration_ms: 0,
+            deferred: false,
+            output_tool: false,
+            provider_run: false,
+            mode: None,
+            arguments_blob: None,
+            result_blob: None,
+        };
+        assert_eq!(t.confidence(), Confidence::Observed);
+        t.provider_run = true;
+        assert_eq!(t.confidence(), Confidence::Parsed);
+        let v = serde_json::to_value(&t).unwrap();
+        assert!(check_payload(EventType::ToolCalled, Confidence::Parsed, &v).is_ok());
+        assert!(check_payload(EventType::ToolCalled, Confidence::Observed, &v).is_err());
+        assert!(check_payload(EventType::Declared, Confidence::Declared, &v).is_err());
+    }
+}

@@ -1,0 +1,1016 @@
+//! The recorder: appends hash-chained event lines to `events.jsonl`, stores blobs,
+//! stages inputs, finishes the bundle, and makes it all durable per a [`Durability`]
+//! policy.
+
+use std::fs::{self, File, OpenOptions};
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::canonical::to_canonical_string;
+use crate::error::{EvidenceError, Result};
+use crate::event::{
+    BlobRef, Confidence, Declared, Digest, EventType, FORMAT_VERSION, FileRecord, InputStaged,
+    OutputProduced, Payload, RunFinished, RunStarted, RunStatus,
+};
+use crate::fsutil::{self, sha256_hex, sync_dir, walk_files, write_atomic};
+use crate::log::{parse_line, scan_log};
+use crate::statement::StatementFacts;
+
+/// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
+/// when passed through [`Recorder::tool_value`].
+pub const INLINE_LIMIT: usize = 16 * 1024;
+
+/// File names inside a bundle.
+pub(crate) const EVENTS_FILE: &str = "events.jsonl";
+pub(crate) const STATEMENT_FILE: &str = "statement.json";
+
+/// When the recorder forces evidence to stable storage (`fdatasync`).
+///
+/// Every policy writes each event line with one `write(2)` before `record` returns, so
+/// a killed *process* (SIGKILL, panic) always leaves every recorded line in the file.
+/// The policies differ in what survives a *machine* crash or power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Durability {
+    /// Never fsync. Survives a process kill, not a power loss.
+    Flush,
+    /// fsync after every event before `record` returns: a returned event (and every blob
+    /// it names) is on stable storage. One fsync per event.
+    PerEvent,
+    /// fsync when the caller calls [`Recorder::step`] and at [`Recorder::finish`]: after
+    /// `step` returns, every earlier event and blob is durable; later ones may be lost
+    /// (or torn) by a power loss.
+    PerStep,
+    /// One fsync at [`Recorder::finish`]; nothing is durable before it returns.
+    #[default]
+    AtEnd,
+    /// Like `PerEvent` (a returned event is durable), but a dedicated thread performs
+    /// the fsyncs and one fsync covers every event written before it started, however
+    /// many tasks or runs wrote them. For many concurrent writers sharing a disk.
+    GroupCommit,
+}
+
+impl Durability {
+    fn syncs(self) -> bool {
+        self != Durability::Flush
+    }
+    fn syncs_each_event(self) -> bool {
+        matches!(self, Durability::PerEvent | Durability::GroupCommit)
+    }
+}
+
+/// How a run ends, given to [`Recorder::finish`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    /// Status written in `run_finished`.
+    pub status: RunStatus,
+    /// Usage totals written in `run_finished`.
+    pub usage: Value,
+    /// Error message of a failed run.
+    pub error: Option<String>,
+}
+
+impl RunEnd {
+    /// A run that ended with `status`, no usage and no error.
+    pub fn new(status: RunStatus) -> Self {
+        RunEnd {
+            status,
+            usage: Value::Null,
+            error: None,
+        }
+    }
+}
+
+/// What [`Recorder::finish`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    /// The facts written into `statement.json`.
+    pub facts: StatementFacts,
+    /// Path of `statement.json`.
+    pub statement_path: PathBuf,
+}
+
+// ---------------------------------------------------------------------------------------
+// Sync machinery shared with the committer thread.
+
+#[derive(Default)]
+struct SyncState {
+    /// Highest ticket handed out.
+    requested: u64,
+    /// Every ticket up to this one is durable.
+    completed: u64,
+    /// A sync failed: sticky.
+    error: Option<String>,
+    /// Blob files written but not yet synced.
+    pending_blobs: Vec<PathBuf>,
+    /// Async waiters: wake when `completed >= ticket`.
+    wakers: Vec<(u64, Waker)>,
+    shutdown: bool,
+}
+
+#[derive(Default)]
+struct SyncShared {
+    state: Mutex<SyncState>,
+    work: Condvar,
+    done: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of our locks cannot leave the state half-updated in a
+    // way that matters more than refusing to go on would; keep going with the data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SyncShared {
+    /// Ask for a sync covering everything written so far; returns the ticket to wait for.
+    fn request(&self) -> u64 {
+        let mut st = lock(&self.state);
+        st.requested += 1;
+        let t = st.requested;
+        self.work.notify_one();
+        t
+    }
+
+    fn wait(&self, ticket: u64) -> Result<()> {
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(e) = &st.error {
+                return Err(EvidenceError::LogBroken(e.clone()));
+            }
+            if st.completed >= ticket {
+                return Ok(());
+            }
+            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn poll_ticket(&self, ticket: u64, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let mut st = lock(&self.state);
+        if let Some(e) = &st.error {
+            return Poll::Ready(Err(EvidenceError::LogBroken(e.clone())));
+        }
+        if st.completed >= ticket {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(slot) = st
+            .wakers
+            .iter_mut()
+            .find(|(t, w)| *t == ticket && w.will_wake(cx.waker()))
+        {
+            slot.1 = cx.waker().clone();
+        } else {
+            st.wakers.push((ticket, cx.waker().clone()));
+        }
+        Poll::Pending
+    }
+}
+
+fn committer_loop(shared: Arc<SyncShared>, log: File, blob_dir: PathBuf) {
+    loop {
+        let (target, blobs) = {
+            let mut st = lock(&shared.state);
+            while !st.shutdown && st.requested == st.completed {
+                st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.requested == st.completed {
+                return; // shut down with nothing left to do
+            }
+            (st.requested, std::mem::take(&mut st.pending_blobs))
+        };
+        let result = (|| -> std::io::Result<()> {
+            for b in &blobs {
+                File::open(b)?.sync_data()?;
+            }
+            if !blobs.is_empty() {
+                sync_dir(&blob_dir)?;
+            }
+            log.sync_data()
+        })();
+        let wake: Vec<Waker> = {
+            let mut st = lock(&shared.state);
+            if let Err(e) = result {
+                tracing::error!(error = %e, "evidence fsync failed");
+                st.error.get_or_insert_with(|| format!("fsync failed: {e}"));
+            }
+            st.completed = st.completed.max(target);
+            let completed = st.completed;
+            let failed = st.error.is_some();
+            let (ready, waiting): (Vec<_>, Vec<_>) = st
+                .wakers
+                .drain(..)
+                .partition(|(t, _)| failed || *t <= completed);
+            st.wakers = waiting;
+            ready.into_iter().map(|(_, w)| w).collect()
+        };
+        shared.done.notify_all();
+        for w in wake {
+            w.wake();
+        }
+    }
+}
+
+/// A write that has happened (its place in the log is fixed) and that resolves when it
+/// is as durable as the recorder's [`Durability`] promises. Await it from async code, or
+/// call [`Durable::wait`] to block.
+#[must_use = "the event is written, but not yet durable until this resolves"]
+pub struct Durable<T> {
+    state: DurableState<T>,
+}
+
+enum DurableState<T> {
+    Ready(Option<Result<T>>),
+    Waiting {
+        shared: Arc<SyncShared>,
+        ticket: u64,
+        value: Option<T>,
+    },
+}
+
+impl<T> Durable<T> {
+    fn ready(r: Result<T>) -> Self {
+        Durable {
+            state: DurableState::Ready(Some(r)),
+        }
+    }
+
+    /// Block the calling thread until the write is durable.
+    pub fn wait(self) -> Result<T> {
+        match self.state {
+            DurableState::Ready(Some(r)) => r,
+            DurableState::Ready(None) => Err(EvidenceError::OutOfOrder(
+                "Durable polled after completion".into(),
+            )),
+            DurableState::Waiting {
+                shared,
+                ticket,
+                value,
+            } => {
+                shared.wait(ticket)?;
+                value.ok_or_else(|| {
+                    EvidenceError::OutOfOrder("Durable polled after completion".into())
+                })
+            }
+        }
+    }
+}
+
+impl<T: Unpin> Future for Durable<T> {
+    type Output = Result<T>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.get_mut();
+        let done = || {
+            Err(EvidenceError::OutOfOrder(
+                "Durable polled after completion".into(),
+            ))
+        };
+        match &mut this.state {
+            DurableState::Ready(r) => Poll::Ready(r.take().unwrap_or_else(done)),
+            DurableState::Waiting {
+                shared,
+                ticket,
+                value,
+            } => match shared.poll_ticket(*ticket, cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => Poll::Ready(value.take().ok_or_else(|| {
+                    EvidenceError::OutOfOrder("Durable polled after completion".into())
+                })),
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The recorder.
+
+/// Facts gathered while recording, for the statement.
+#[derive(Debug, Clone, Default)]
+struct Facts {
+    builder: String,
+    agent_spec_digest: String,
+    started_on: String,
+    inputs: Vec<FileRecord>,
+    outputs: Vec<FileRecord>,
+}
+
+struct LogState {
+    file: File,
+    next_seq: u64,
+    head: Option<String>,
+    hasher: Sha256,
+    bytes: u64,
+    closed: Option<&'static str>,
+    broken: Option<String>,
+    last_ts: String,
+    facts: Facts,
+}
+
+struct Inner {
+    root: PathBuf,
+    run_id: String,
+    durability: Durability,
+    log: Mutex<LogState>,
+    sync: Arc<SyncShared>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        lock(&self.sync.state).shutdown = true;
+        self.sync.work.notify_all();
+        if let Some(h) = lock(&self.committer).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Appends evidence to one bundle. Cheap to clone (an `Arc`); clones share one log, and
+/// concurrent appends from any number of threads or tasks get one total order.
+///
+/// The log is append-only: a line, once written, is never rewritten.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("root", &self.inner.root)
+            .field("run_id", &self.inner.run_id)
+            .field("durability", &self.inner.durability)
+            .finish()
+    }
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+fn payload_value<P: Payload>(p: &P) -> Result<Value> {
+    serde_json::to_value(p).map_err(|source| EvidenceError::Payload {
+        kind: P::TYPE.as_str(),
+        source,
+    })
+}
+
+impl Recorder {
+    /// Create a new bundle at `dir` (refusing an existing non-empty directory) with
+    /// `input/`, `output/`, `blobs/sha256/` and `events.jsonl`, and record `started` as
+    /// the `run_started` event (seq 0).
+    pub fn create(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        started: &RunStarted,
+    ) -> Result<Recorder> {
+        let root = dir.as_ref().to_path_buf();
+        match fs::symlink_metadata(&root) {
+            Ok(meta) if meta.is_dir() => {
+                let mut entries =
+                    fs::read_dir(&root).map_err(|e| EvidenceError::io("list", &root, e))?;
+                if entries.next().is_some() {
+                    return Err(EvidenceError::BundleNotEmpty(root));
+                }
+            }
+            Ok(_) => return Err(EvidenceError::BundleNotEmpty(root)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(&root).map_err(|e| EvidenceError::io("create", &root, e))?;
+            }
+            Err(e) => return Err(EvidenceError::io("stat", &root, e)),
+        }
+        for sub in ["input", "output", "blobs", "blobs/sha256"] {
+            let p = root.join(sub);
+            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
+        }
+        let log_path = root.join(EVENTS_FILE);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(|e| EvidenceError::io("create", &log_path, e))?;
+        if durability.syncs() {
+            for d in [root.join("blobs"), root.clone()] {
+                sync_dir(&d).map_err(|e| EvidenceError::io("sync", &d, e))?;
+            }
+            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent).map_err(|e| EvidenceError::io("sync", parent, e))?;
+            }
+        }
+        let rec = Recorder::with_state(
+            root,
+            run_id.into(),
+            durability,
+            file,
+            0,
+            None,
+            Sha256::new(),
+            0,
+            Facts::default(),
+        )?;
+        rec.append(
+            EventType::RunStarted,
+            started.confidence(),
+            payload_value(started)?,
+            true,
+        )?
+        .wait()?;
+        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
+        Ok(rec)
+    }
+
+    /// Reopen the log of a bundle whose run paused (or whose process died) to continue
+    /// the same chain, e.g. in another process that resumes the run.
+    ///
+    /// The existing log is validated first (every line parses, the chain and the
+    /// sequence hold); a torn last line, which was never reported durable, is cut off.
+    /// A log whose last event is a `run_finished` with a status other than `paused` is
+    /// refused. An existing `statement.json` is removed: it no longer describes the log.
+    pub fn reopen(dir: impl AsRef<Path>, durability: Durability) -> Result<Recorder> {
+        let root = dir.as_ref().to_path_buf();
+        let log_path = root.join(EVENTS_FILE);
+        let invalid = |reason: String| EvidenceError::InvalidLog {
+            path: log_path.clone(),
+            reason,
+        };
+        let scan = scan_log(&log_path).map_err(|e| EvidenceError::io("read", &log_path, e))?;
+        let mut hasher = Sha256::new();
+        let mut head: Option<String> = None;
+        let mut run_id = String::new();
+        let mut facts = Facts::default();
+        let mut last = None;
+        for (i, raw) in scan.lines.iter().enumerate() {
+            let ev = parse_line(raw).map_err(|e| invalid(format!("line {}: {e}", i + 1)))?;
+            if ev.seq != i as u64 {
+                return Err(invalid(format!("line {} has seq {}", i + 1, ev.seq)));
+            }
+            if ev.prev != head {
+                return Err(invalid(format!(
+                    "line {} does not chain to the line before",
+                    i + 1
+                )));
+            }
+            if i == 0 {
+                if ev.kind != EventType::RunStarted {
+                    return Err(invalid("first event is not run_started".into()));
+                }
+                let p: RunStarted = serde_json::from_value(ev.payload.clone())
+                    .map_err(|e| invalid(e.to_string()))?;
+                facts.builder = p.builder;
+                facts.agent_spec_digest = p.agent_spec_digest;
+                facts.started_on = ev.ts.clone();
+                run_id = ev.run_id.clone();
+            } else if ev.run_id != run_id {
+                return Err(invalid(format!("line {} belongs to another run", i + 1)));
+            }
+            if ev.kind == EventType::InputStaged {
+                let p: InputStaged = serde_json::from_value(ev.payload.clone())
+                    .map_err(|e| invalid(e.to_string()))?;
+                facts.inputs.push(p.0);
+            }
+            if let Some(bytes) = &raw.bytes {
+                hasher.update(bytes);
+                hasher.update(b"\n");
+            }
+            head = Some(raw.hash.clone());
+            last = Some(ev);
+        }
+        let Some(last) = last else {
+            return Err(invalid("the log has no events".into()));
+        };
+        if last.kind == EventType::RunFinished {
+            let p: RunFinished =
+                serde_json::from_value(last.payload).map_err(|e| invalid(e.to_string()))?;
+            if p.status != RunStatus::Paused {
+                return Err(EvidenceError::OutOfOrder(format!(
+                    "the run already ended with status {}",
+                    p.status.as_str()
+                )));
+            }
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| EvidenceError::io("open", &log_path, e))?;
+        if let Some(torn) = scan.torn_len {
+            tracing::warn!(
+                bytes = torn,
+                "cutting a torn last line off the evidence log"
+            );
+            file.set_len(scan.good_len)
+                .map_err(|e| EvidenceError::io("truncate", &log_path, e))?;
+            if durability.syncs() {
+                file.sync_data()
+                    .map_err(|e| EvidenceError::io("sync", &log_path, e))?;
+            }
+        }
+        let statement = root.join(STATEMENT_FILE);
+        match fs::remove_file(&statement) {
+            Ok(()) => {
+                if durability.syncs() {
+                    sync_dir(&root).map_err(|e| EvidenceError::io("sync", &root, e))?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(EvidenceError::io("remove", &statement, e)),
+        }
+        let n = scan.lines.len() as u64;
+        tracing::debug!(root = %root.display(), events = n, "evidence log reopened");
+        Recorder::with_state(
+            root,
+            run_id,
+            durability,
+            file,
+            n,
+            head,
+            hasher,
+            scan.good_len,
+            facts,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_state(
+        root: PathBuf,
+        run_id: String,
+        durability: Durability,
+        file: File,
+        next_seq: u64,
+        head: Option<String>,
+        hasher: Sha256,
+        bytes: u64,
+        facts: Facts,
+    ) -> Result<Recorder> {
+        let sync = Arc::new(SyncShared::default());
+        let mut committer = None;
+        if durability.syncs() {
+            let log_path = root.join(EVENTS_FILE);
+            let clone = file
+                .try_clone()
+                .map_err(|e| EvidenceError::io("dup", &log_path, e))?;
+            let shared = Arc::clone(&sync);
+            let blob_dir = root.join("blobs/sha256");
+            let handle = std::thread::Builder::new()
+                .name("provrun-evidence-sync".into())
+                .spawn(move || committer_loop(shared, clone, blob_dir))
+                .map_err(|e| EvidenceError::io("spawn sync thread for", &log_path, e))?;
+            committer = Some(handle);
+        }
+        Ok(Recorder {
+            inner: Arc::new(Inner {
+                root,
+                run_id,
+                durability,
+                log: Mutex::new(LogState {
+                    file,
+                    next_seq,
+                    head,
+                    hasher,
+                    bytes,
+                    closed: None,
+                    broken: None,
+                    last_ts: String::new(),
+                    facts,
+                }),
+                sync,
+                committer: Mutex::new(committer),
+            }),
+        })
+    }
+
+    /// The bundle directory.
+    pub fn bundle_dir(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Where staged inputs go: `<bundle>/input`.
+    pub fn input_dir(&self) -> PathBuf {
+        self.inner.root.join("input")
+    }
+
+    /// Where outputs go: `<bundle>/output`.
+    pub fn output_dir(&self) -> PathBuf {
+        self.inner.root.join("output")
+    }
+
+    /// The run id written in every event.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// The durability policy.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    /// Number of events written so far (the next event's seq).
+    pub fn event_count(&self) -> u64 {
+        lock(&self.inner.log).next_seq
+    }
+
+    /// A handle that can append `declared` events and nothing else; give it to tools.
+    pub fn declarer(&self) -> Declarer {
+        Declarer {
+            recorder: self.clone(),
+            source: None,
+        }
+    }
+
+    /// Like [`Recorder::declarer`], with every event naming `source` (e.g. the tool).
+    pub fn declarer_for(&self, source: impl Into<String>) -> Declarer {
+        Declarer {
+            recorder: self.clone(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Record an event and return its seq once it is as durable as the policy promises
+    /// (`PerEvent`, `GroupCommit`: on stable storage; others: written to the file).
+    ///
+    /// This blocks for the fsync under `PerEvent` and `GroupCommit`; from async code use
+    /// [`Recorder::record_async`]. `run_started`, `output_produced` and `run_finished`
+    /// are written only by [`Recorder::create`] and [`Recorder::finish`].
+    pub fn record<P: Payload>(&self, payload: &P) -> Result<u64> {
+        self.record_inner(payload, true)?.wait()
+    }
+
+    /// Record an event without blocking on fsync: the line is written (its place in
+    /// the order fixed) before this returns; the returned future resolves with its seq
+    /// once it is durable, the fsync running on the recorder's sync thread.
+    pub fn record_async<P: Payload>(&self, payload: &P) -> Durable<u64> {
+        match self.record_inner(payload, false) {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
+    fn record_inner<P: Payload>(&self, payload: &P, blocking: bool) -> Result<Durable<u64>> {
+        match P::TYPE {
+            EventType::RunStarted | EventType::RunFinished | EventType::OutputProduced => {
+                return Err(EvidenceError::OutOfOrder(format!(
+                    "{} is written by the recorder itself",
+                    P::TYPE.as_str()
+                )));
+            }
+            _ => {}
+        }
+        self.append(
+            P::TYPE,
+            payload.confidence(),
+            payload_value(payload)?,
+            blocking,
+        )
+    }
+
+    /// Append one line. `blocking` selects an inline fsync for `PerEvent`.
+    fn append(
+        &self,
+        kind: EventType,
+        confidence: Confidence,
+        payload: Value,
+        blocking: bool,
+    ) -> Result<Durable<u64>> {
+        let inner = &*self.inner;
+        let mut st = lock(&inner.log);
+        if let Some(e) = &st.broken {
+            return Err(EvidenceError::LogBroken(e.clone()));
+        }
+        if let Some(e) = &lock(&inner.sync.state).error {
+            return Err(EvidenceError::LogBroken(e.clone()));
+        }
+        if let Some(why) = st.closed {
+            return Err(EvidenceError::OutOfOrder(format!(
+                "the recorder is closed: {why}"
+            )));
+        }
+        let seq = st.next_seq;
+        let event_count = seq + 1;
+        let mut payload = payload;
+        if kind == EventType::RunFinished
+            && let Some(obj) = payload.as_object_mut()
+        {
+            obj.insert("event_count".into(), json!(event_count));
+        }
+        let ts = now_rfc3339();
+        let envelope = json!({
+            "v": FORMAT_VERSION,
+            "run_id": inner.run_id,
+            "seq": seq,
+            "prev": st.head,
+            "ts": &ts,
+            "type": kind.as_str(),
+            "confidence": confidence.as_str(),
+            "payload": payload,
+        });
+        let mut line = to_canonical_string(&envelope)?.into_bytes();
+        let head = sha256_hex(&line);
+        line.push(b'\n');
+        let log_path = inner.root.join(EVENTS_FILE);
+        if let Err(e) = st.file.write_all(&line) {
+            // Try to cut a partial line so the file stays a valid prefix.
+            let _ = st.file.set_len(st.bytes);
+            let msg = format!("write {}: {e}", log_path.display());
+            st.broken = Some(msg.clone());
+            tracing::error!(error = %e, "evidence write failed");
+            return Err(EvidenceError::io("write", log_path, e));
+        }
+        st.hasher.update(&line);
+        st.bytes += line.len() as u64;
+        st.head = Some(head);
+        st.next_seq += 1;
+        st.last_ts = ts.clone();
+        if kind == EventType::RunFinished {
+            st.closed = Some("the run has ended (or paused)");
+        }
+        match kind {
+            EventType::RunStarted => {
+                if let Ok(p) = serde_json::from_value::<RunStarted>(envelope["payload"].clone()) {
+                    st.facts.builder = p.builder;
+                    st.facts.agent_spec_digest = p.agent_spec_digest;
+                }
+                st.facts.started_on = ts.clone();
+            }
+            EventType::InputStaged => {
+                if let Ok(p) = serde_json::from_value::<FileRecord>(envelope["payload"].clone()) {
+                    st.facts.inputs.push(p);
+                }
+            }
+            EventType::OutputProduced => {
+                if let Ok(p) = serde_json::from_value::<FileRecord>(envelope["payload"].clone()) {
+                    st.facts.outputs.push(p);
+                }
+            }
+            _ => {}
+        }
+        if !inner.durability.syncs_each_event() {
+            return Ok(Durable::ready(Ok(seq)));
+        }
+        if blocking && inner.durability == Durability::PerEvent {
+            if let Err(e) = st.file.sync_data() {
+                st.broken = Some(format!("fsync {}: {e}", log_path.display()));
+                return Err(EvidenceError::io("sync", log_path, e));
+            }
+            return Ok(Durable::ready(Ok(seq)));
+        }
+        let ticket = inner.sync.request();
+        drop(st);
+        Ok(Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(&inner.sync),
+                ticket,
+                value: Some(seq),
+            },
+        })
+    }
+
+    /// Store `bytes` as a content-addressed blob at `blobs/sha256/<hex>` and return its
+    /// ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
+    /// before this returns, so before any event that names it.
+    pub fn put_blob(&self, bytes: &[u8], media_type: &str) -> Result<BlobRef> {
+        self.put_blob_async(bytes, media_type).wait()
+    }
+
+    /// Like [`Recorder::put_blob`], the sync (if any) running on the sync thread.
+    pub fn put_blob_async(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
+        match self.put_blob_inner(bytes, media_type) {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
+    fn put_blob_inner(&self, bytes: &[u8], media_type: &str) -> Result<Durable<BlobRef>> {
+        let hex = sha256_hex(bytes);
+        let blob = BlobRef {
+            digest: Digest {
+                sha256: hex.clone(),
+            },
+            size: bytes.len() as u64,
+            media_type: media_type.to_owned(),
+        };
+        let dir = self.inner.root.join("blobs/sha256");
+        let path = dir.join(&hex);
+        let exists = match fs::symlink_metadata(&path) {
+            Ok(m) => m.is_file() && m.len() == bytes.len() as u64,
+            Err(_) => false,
+        };
+        if !exists {
+            let tmp = fsutil::temp_path(&dir, &hex);
+            let written = (|| -> std::io::Result<()> {
+                let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+                f.write_all(bytes)?;
+                fs::rename(&tmp, &path)
+            })();
+            if let Err(e) = written {
+                let _ = fs::remove_file(&tmp);
+                return Err(EvidenceError::io("write blob", path, e));
+            }
+        }
+        let durability = self.inner.durability;
+        if !durability.syncs() {
+            return Ok(Durable::ready(Ok(blob)));
+        }
+        let shared = &self.inner.sync;
+        if !durability.syncs_each_event() {
+            lock(&shared.state).pending_blobs.push(path);
+            return Ok(Durable::ready(Ok(blob)));
+        }
+        let ticket = {
+            let mut st = lock(&shared.state);
+            st.pending_blobs.push(path);
+            st.requested += 1;
+            shared.work.notify_one();
+            st.requested
+        };
+        Ok(Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(shared),
+                ticket,
+                value: Some(blob),
+            },
+        })
+    }
+
+    /// Prepare a tool argument or result for a [`crate::ToolCalled`] payload: returns
+    /// `(value, None)` when its canonical JSON is at most [`INLINE_LIMIT`] bytes, else
+    /// stores it as an `application/json` blob and returns `(null, Some(blob))`.
+    pub fn tool_value(&self, value: Value) -> Result<(Value, Option<BlobRef>)> {
+        let text = to_canonical_string(&value)?;
+        if text.len() <= INLINE_LIMIT {
+            return Ok((value, None));
+        }
+        let blob = self.put_blob(text.as_bytes(), "application/json")?;
+        Ok((Value::Null, Some(blob)))
+    }
+
+    /// Mark a step boundary: under `PerStep` (and the per-event policies) every event
+    /// and blob recorded so far is on stable storage when this returns. A no-op under
+    /// `Flush` and `AtEnd`.
+    pub fn step(&self) -> Result<()> {
+        self.step_async().wait()
+    }
+
+    /// Like [`Recorder::step`], waiting without blocking the thread.
+    pub fn step_async(&self) -> Durable<()> {
+        match self.inner.durability {
+            Durability::Flush | Durability::AtEnd => Durable::ready(Ok(())),
+            _ => self.sync_all(),
+        }
+    }
+
+    fn sync_all(&self) -> Durable<()> {
+        if !self.inner.durability.syncs() {
+            return Durable::ready(Ok(()));
+        }
+        let ticket = self.inner.sync.request();
+        Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(&self.inner.sync),
+                ticket,
+                value: Some(()),
+            },
+        }
+    }
+
+    /// Record an `input_staged` event for every regular file under `input/`, in path
+    /// order. Symlinks and special files are refused, never followed.
+    pub fn record_inputs(&self) -> Result<Vec<FileRecord>> {
+        let records = self.digest_tree("input")?;
+        for r in &records {
+            self.append(
+                EventType::InputStaged,
+                Confidence::Observed,
+                payload_value(&InputStaged(r.clone()))?,
+                true,
+            )?
+            .wait()?;
+        }
+        Ok(records)
+    }
+
+    fn digest_tree(&self, sub: &str) -> Result<Vec<FileRecord>> {
+        let dir = self.inner.root.join(sub);
+        let walk = walk_files(&dir);
+        if let Some(problem) = walk.problems.first() {
+            return Err(EvidenceError::UnsupportedFile {
+                path: dir,
+                reason: problem.clone(),
+            });
+        }
+        walk.files
+            .iter()
+            .map(|f| {
+                let (sha256, size) = fsutil::hash_file(&f.path)
+                    .map_err(|e| EvidenceError::io("hash", &f.path, e))?;
+                Ok(FileRecord {
+                    path: f.rel.clone(),
+                    sha256,
+                    size,
+                })
+            })
+            .collect()
+    }
+
+    /// Finish the bundle (or a paused segment of it): record `output_produced` for every
+    /// file under `output/` in path order, then `run_finished`, make the log durable (for
+    /// every policy but `Flush`), and write `statement.json` atomically. The recorder
+    /// (and every clone) refuses further events afterwards; a paused run continues with
+    /// [`Recorder::reopen`].
+    pub fn finish(&self, end: RunEnd) -> Result<Finished> {
+        let outputs = self.digest_tree("output")?;
+        for r in &outputs {
+            self.append(
+                EventType::OutputProduced,
+                Confidence::Observed,
+                payload_value(&OutputProduced(r.clone()))?,
+                true,
+            )?
+            .wait()?;
+        }
+        let finished = RunFinished {
+            status: end.status,
+            event_count: 0, // filled in under the log lock
+            usage: end.usage,
+            error: end.error,
+        };
+        self.append(
+            EventType::RunFinished,
+            Confidence::Observed,
+            payload_value(&finished)?,
+            true,
+        )?
+        .wait()?;
+        let facts = {
+            let mut st = lock(&self.inner.log);
+            let head = st.head.clone().unwrap_or_default();
+
+            StatementFacts {
+                run_id: self.inner.run_id.clone(),
+                builder: st.facts.builder.clone(),
+                agent_spec_digest: st.facts.agent_spec_digest.clone(),
+                started_on: st.facts.started_on.clone(),
+                finished_on: st.last_ts.clone(),
+                status: end.status,
+                inputs: st.facts.inputs.clone(),
+                outputs: std::mem::take(&mut st.facts.outputs),
+                events_sha256: hex::encode(st.hasher.clone().finalize()),
+                event_count: st.next_seq,
+                head,
+            }
+        };
+        self.sync_all().wait()?;
+        let bytes = facts.to_bytes()?;
+        let root = &self.inner.root;
+        write_atomic(root, STATEMENT_FILE, &bytes, self.inner.durability.syncs())
+            .map_err(|e| EvidenceError::io("write", root.join(STATEMENT_FILE), e))?;
+        tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
+        Ok(Finished {
+            facts,
+            statement_path: root.join(STATEMENT_FILE),
+        })
+    }
+}
+
+/// A handle that can append `declared` events and nothing else. Tools get this, never
+/// the [`Recorder`]: they can add claims (with confidence `declared`) but cannot write
+/// any other event type or confidence, nor rewrite anything.
+#[derive(Clone)]
+pub struct Declarer {
+    recorder: Recorder,
+    source: Option<String>,
+}
+
+impl std::fmt::Debug for Declarer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declarer")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl Declarer {
+    fn payload(&self, kind: &str, data: Value) -> Declared {
+        Declared {
+            source: self.source.clone(),
+            kind: kind.to_owned(),
+            data,
+        }
+    }
+
+    /// Append a `declared` event of `kind` with `data`; returns its seq.
+    pub fn declare(&self, kind: &str, data: Value) -> Result<u64> {
+        self.recorder.record(&self.payload(kind, data))
+    }
+
+    /// Like [`Declarer::declare`], without blocking on fsync.
+    pub fn declare_async(&self, kind: &str, data: Value) -> Durable<u64> {
+        self.recorder.record_async(&self.payload(kind, data))
+    }
+}

@@ -1,0 +1,827 @@
+//! Offline verification of a bundle: every check has a stable code, a status and a
+//! detail; the report sums them up as `ok` (nothing failed) and `complete` (the run
+//! reached its end and the statement was written).
+//!
+//! The bundle is hostile input: nothing here follows a symlink, opens a special file,
+//! trusts a path taken from the log, or reads an unbounded line into memory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{
+    BlobRef, Event, EventType, FileRecord, RunFinished, RunStarted, RunStatus, ToolCalled,
+};
+use crate::fsutil::{hash_file, open_regular, walk_files};
+use crate::log::{LogScan, is_sha256_hex, parse_line, scan_log};
+use crate::recorder::{EVENTS_FILE, STATEMENT_FILE};
+use crate::statement::StatementFacts;
+
+/// Largest `statement.json` read (64 MiB).
+const MAX_STATEMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// How many problems a check's detail lists before summarising the rest.
+const DETAIL_ITEMS: usize = 5;
+
+/// The stable code of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckCode {
+    /// The bundle's directory structure: expected entries of the right kinds, nothing
+    /// else, no symlinks or special files anywhere.
+    Layout,
+    /// Every line of `events.jsonl` is UTF-8 canonical JSON with the envelope fields and a
+    /// payload that fits its type and confidence; a torn last line is a warning.
+    Parse,
+    /// Each line's `prev` is the SHA-256 of the line before (`null` for the first).
+    Chain,
+    /// `seq` counts from 0, one `run_id`, `run_started` first and only first,
+    /// `run_finished` last (earlier ones only `paused`), with the right `event_count`.
+    Sequence,
+    /// Every file in `blobs/sha256` is named by its digest, every blob ref resolves with
+    /// the right size, and no blob is unreferenced.
+    Blobs,
+    /// The files under `input/` are exactly the `input_staged` events, digests equal.
+    Inputs,
+    /// The files under `output/` are exactly the final `output_produced` events.
+    Outputs,
+    /// `statement.json` equals, byte for byte, the statement derived from the log.
+    Statement,
+    /// Every deferred tool call is later completed (unless the run is paused), none is
+    /// deferred after completing, none completed twice.
+    ToolCalls,
+}
+
+impl CheckCode {
+    /// The code as written in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckCode::Layout => "layout",
+            CheckCode::Parse => "parse",
+            CheckCode::Chain => "chain",
+            CheckCode::Sequence => "sequence",
+            CheckCode::Blobs => "blobs",
+            CheckCode::Inputs => "inputs",
+            CheckCode::Outputs => "outputs",
+            CheckCode::Statement => "statement",
+            CheckCode::ToolCalls => "tool-calls",
+        }
+    }
+}
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckStatus {
+    /// Holds.
+    Pass,
+    /// Violated: the bundle is tampered with or corrupt.
+    Fail,
+    /// Not violated, but not fully checkable or worth a look (e.g. an unfinished run).
+    Warn,
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// Stable code.
+    pub code: CheckCode,
+    /// Outcome.
+    pub status: CheckStatus,
+    /// Human-readable detail: what was found.
+    pub detail: String,
+}
+
+/// The result of [`verify`]; serialises as `{"ok":…,"complete":…,"checks":[…]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// No check failed.
+    pub ok: bool,
+    /// The log ends with `run_finished`, has no torn line, and `statement.json` exists.
+    pub complete: bool,
+    /// Every check, in a fixed order.
+    pub checks: Vec<Check>,
+}
+
+impl VerifyReport {
+    /// The check with `code`, if it ran.
+    pub fn check(&self, code: CheckCode) -> Option<&Check> {
+        self.checks.iter().find(|c| c.code == code)
+    }
+
+    /// Process exit code for `provrun verify`: 0 all good, 1 a check failed, 3 valid
+    /// but incomplete (the run never finished).
+    pub fn exit_code(&self) -> i32 {
+        if !self.ok {
+            1
+        } else if !self.complete {
+            3
+        } else {
+            0
+        }
+    }
+
+    /// Checks that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.status == CheckStatus::Fail)
+    }
+}
+
+/// Problems gathered for one check.
+struct Acc {
+    code: CheckCode,
+    fails: Vec<String>,
+    warns: Vec<String>,
+    pass: String,
+}
+
+impl Acc {
+    fn new(code: CheckCode) -> Self {
+        Acc {
+            code,
+            fails: Vec::new(),
+            warns: Vec::new(),
+            pass: String::new(),
+        }
+    }
+    fn fail(&mut self, msg: impl Into<String>) {
+        self.fails.push(msg.into());
+    }
+    fn warn(&mut self, msg: impl Into<String>) {
+        self.warns.push(msg.into());
+    }
+    fn fail_or_warn(&mut self, fail: bool, msg: impl Into<String>) {
+        if fail { self.fail(msg) } else { self.warn(msg) }
+    }
+    fn done(self) -> Check {
+        fn list(items: &[String]) -> String {
+            let mut s = items
+                .iter()
+                .take(DETAIL_ITEMS)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ");
+            if items.len() > DETAIL_ITEMS {
+                s.push_str(&format!("; and {} more", items.len() - DETAIL_ITEMS));
+            }
+            s
+        }
+        let (status, detail) = if !self.fails.is_empty() {
+            let mut d = list(&self.fails);
+            if !self.warns.is_empty() {
+                d.push_str(&format!(" (warnings: {})", list(&self.warns)));
+            }
+            (CheckStatus::Fail, d)
+        } else if !self.warns.is_empty() {
+            (CheckStatus::Warn, list(&self.warns))
+        } else {
+            (CheckStatus::Pass, self.pass)
+        };
+        Check {
+            code: self.code,
+            status,
+            detail,
+        }
+    }
+}
+
+fn valid_rel_path(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && !p.contains('\0')
+        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+fn is_statement_temp(name: &str) -> bool {
+    name.starts_with(&format!(".{STATEMENT_FILE}.tmp-"))
+}
+
+/// Collect every blob ref anywhere in a JSON value.
+fn collect_refs(v: &Value, out: &mut Vec<BlobRef>) {
+    if let Some(b) = BlobRef::from_value(v) {
+        out.push(b);
+        return;
+    }
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| collect_refs(i, out)),
+        Value::Object(map) => map.values().for_each(|i| collect_refs(i, out)),
+        _ => {}
+    }
+}
+
+fn file_map(acc: &mut Acc, root: &Path, sub: &str) -> BTreeMap<String, std::path::PathBuf> {
+    let dir = root.join(sub);
+    if !matches!(fs::symlink_metadata(&dir), Ok(m) if m.is_dir()) {
+        return BTreeMap::new(); // reported by the layout check
+    }
+    let walk = walk_files(&dir);
+    for p in walk.problems {
+        acc.fail(format!("{sub}/{p}"));
+    }
+    walk.files.into_iter().map(|f| (f.rel, f.path)).collect()
+}
+
+/// Compare recorded files with the files present.
+fn compare_files(
+    acc: &mut Acc,
+    sub: &str,
+    records: &[FileRecord],
+    files: &BTreeMap<String, std::path::PathBuf>,
+    strict: bool,
+) {
+    let mut seen = BTreeSet::new();
+    for r in records {
+        if !valid_rel_path(&r.path) {
+            acc.fail(format!(
+                "recorded path {:?} is not a plain relative path",
+                r.path
+            ));
+            continue;
+        }
+        if !seen.insert(r.path.as_str()) {
+            acc.fail(format!("{sub}/{} is recorded twice", r.path));
+            continue;
+        }
+        match files.get(&r.path) {
+            None => acc.fail(format!("{sub}/{} is recorded but missing", r.path)),
+            Some(path) => match hash_file(path) {
+                Err(e) => acc.fail(format!("{sub}/{}: cannot read: {e}", r.path)),
+                Ok((sha, size)) => {
+                    if sha != r.sha256 || size != r.size {
+                        acc.fail(format!(
+                            "{sub}/{} does not match its recorded digest",
+                            r.path
+                        ));
+                    }
+                }
+            },
+        }
+    }
+    for rel in files.keys() {
+        if !seen.contains(rel.as_str()) {
+            acc.fail_or_warn(strict, format!("{sub}/{rel} is not recorded"));
+        }
+    }
+    if acc.fails.is_empty() && acc.warns.is_empty() {
+        acc.pass = format!("{} file(s) match their events", records.len());
+    }
+}
+
+fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "file too large",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Check a bundle offline. Never panics and never follows a symlink; problems in the
+/// bundle become failed or warned checks.
+pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
+    let root = bundle.as_ref();
+    let mut layout = Acc::new(CheckCode::Layout);
+    let mut parse = Acc::new(CheckCode::Parse);
+    let mut chain = Acc::new(CheckCode::Chain);
+    let mut sequence = Acc::new(CheckCode::Sequence);
+    let mut blobs = Acc::new(CheckCode::Blobs);
+    let mut inputs = Acc::new(CheckCode::Inputs);
+    let mut outputs = Acc::new(CheckCode::Outputs);
+    let mut statement = Acc::new(CheckCode::Statement);
+    let mut tools = Acc::new(CheckCode::ToolCalls);
+
+    // --- layout -------------------------------------------------------------------------
+    match fs::symlink_metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(m) if m.file_type().is_symlink() => {
+            layout.fail("the bundle path is a symlink (not followed)")
+        }
+        Ok(_) => layout.fail("the bundle path is not a directory"),
+        Err(e) => layout.fail(format!("cannot open the bundle: {e}")),
+    }
+    if !layout.fails.is_empty() {
+        let detail = "not checked: the bundle cannot be read".to_owned();
+        let mut checks = vec![layout.done()];
+        for code in [
+            CheckCode::Parse,
+            CheckCode::Chain,
+            CheckCode::Sequence,
+            CheckCode::Blobs,
+            CheckCode::Inputs,
+            CheckCode::Outputs,
+            CheckCode::Statement,
+            CheckCode::ToolCalls,
+        ] {
+            checks.push(Check {
+                code,
+                status: CheckStatus::Fail,
+                detail: detail.clone(),
+            });
+        }
+        return VerifyReport {
+            ok: false,
+            complete: false,
+            checks,
+        };
+    }
+    let mut has_events = false;
+    let mut has_statement = false;
+    let mut leftovers: Vec<String> = Vec::new();
+    let mut present: BTreeSet<&str> = BTreeSet::new();
+    match fs::read_dir(root) {
+        Err(e) => layout.fail(format!("cannot list the bundle: {e}")),
+        Ok(entries) => {
+            for entry in entries {
+                let Ok(entry) = entry else {
+                    layout.fail("cannot list the bundle");
+                    continue;
+                };
+                let name_os = entry.file_name();
+                let Some(name) = name_os.to_str() else {
+                    layout.fail(format!("unexpected entry {:?} (name not UTF-8)", name_os));
+                    continue;
+                };
+                let Ok(ft) = entry.file_type() else {
+                    layout.fail(format!("{name}: cannot stat"));
+                    continue;
+                };
+                let kind_ok = |want_dir: bool| if want_dir { ft.is_dir() } else { ft.is_file() };
+                match name {
+                    EVENTS_FILE | STATEMENT_FILE | "input" | "output" | "blobs" => {
+                        let want_dir = !name.ends_with(".json") && !name.ends_with(".jsonl");
+                        if ft.is_symlink() {
+                            layout.fail(format!("{name} is a symlink (not followed)"));
+                        } else if !kind_ok(want_dir) {
+                            layout.fail(format!(
+                                "{name} is not a {}",
+                                if want_dir {
+                                    "directory"
+                                } else {
+                                    "regular file"
+                                }
+                            ));
+                        } else {
+                            present.insert(match name {
+                                EVENTS_FILE => EVENTS_FILE,
+                                STATEMENT_FILE => STATEMENT_FILE,
+                                "input" => "input",
+                                "output" => "output",
+                                _ => "blobs",
+                            });
+                        }
+                    }
+                    n if is_statement_temp(n) && ft.is_file() => leftovers.push(n.to_owned()),
+                    n => layout.fail(format!("unexpected entry {n}")),
+                }
+            }
+        }
+    }
+    for required in [EVENTS_FILE, "input", "output", "blobs"] {
+        if !present.contains(required) {
+            layout.fail(format!("{required} is missing"));
+        }
+    }
+    has_events |= present.contains(EVENTS_FILE);
+    has_statement |= present.contains(STATEMENT_FILE);
+    let blob_dir = root.join("blobs/sha256");
+    if present.contains("blobs") {
+        if let Ok(entries) = fs::read_dir(root.join("blobs")) {
+            for entry in entries.flatten() {
+                let is_sha_dir = entry.file_name() == "sha256"
+                    && entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                if !is_sha_dir {
+                    layout.fail(format!(
+                        "unexpected entry blobs/{}",
+                        entry.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+        if !matches!(fs::symlink_metadata(&blob_dir), Ok(m) if m.is_dir()) {
+            layout.fail("blobs/sha256 is missing");
+        }
+    }
+
+    // --- parse --------------------------------------------------------------------------
+    let scan: Option<LogScan> = if has_events {
+        match scan_log(&root.join(EVENTS_FILE)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                parse.fail(format!("cannot read {EVENTS_FILE}: {e}"));
+                None
+            }
+        }
+    } else {
+        parse.fail(format!("{EVENTS_FILE} is missing"));
+        None
+    };
+    let lines = scan.as_ref().map(|s| s.lines.as_slice()).unwrap_or(&[]);
+    let events: Vec<Option<Event>> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| match parse_line(raw) {
+            Ok(ev) => Some(ev),
+            Err(e) => {
+                parse.fail(format!("line {}: {e}", i + 1));
+                None
+            }
+        })
+        .collect();
+    let torn = scan.as_ref().and_then(|s| s.torn_len);
+    if let Some(n) = torn {
+        parse.warn(format!(
+            "the last line is torn ({n} bytes without a newline): the run was interrupted"
+        ));
+    }
+    parse.pass = format!("{} event line(s) parse", lines.len());
+    let all_parsed = scan.is_some() && events.iter().all(Option::is_some);
+
+    // --- chain --------------------------------------------------------------------------
+    for (i, ev) in events.iter().enumerate() {
+        let want = if i == 0 {
+            None
+        } else {
+            Some(lines[i - 1].hash.as_str())
+        };
+        if let Some(ev) = ev
+            && ev.prev.as_deref() != want
+        {
+            chain.fail(format!(
+                "line {}: prev is not the SHA-256 of the line before",
+                i + 1
+            ));
+        }
+    }
+    if !all_parsed && chain.fails.is_empty() {
+        chain.fail("not every line could be checked (see parse)");
+    }
+    chain.pass = match lines.last() {
+        Some(l) => format!("{} line(s) chained; head {}", lines.len(), l.hash),
+        None => "no lines".to_owned(),
+    };
+
+    // --- sequence -----------------------------------------------------------------------
+    let parsed: Vec<&Event> = events.iter().flatten().collect();
+    let first_run_id = parsed.first().map(|e| e.run_id.clone());
+    let mut last_finish: Option<(usize, RunFinished)> = None;
+    let mut seg_start = 0usize;
+    if lines.is_empty() {
+        sequence.warn("the log has no events");
+    }
+    for (i, ev) in events.iter().enumerate() {
+        let Some(ev) = ev else { continue };
+        if ev.seq != i as u64 {
+            sequence.fail(format!("line {} has seq {} (expected {i})", i + 1, ev.seq));
+        }
+        if Some(&ev.run_id) != first_run_id.as_ref() {
+            sequence.fail(format!("line {} belongs to run {:?}", i + 1, ev.run_id));
+        }
+        if (i == 0) != (ev.kind == EventType::RunStarted) {
+            sequence.fail(if i == 0 {
+                "the first event is not run_started".to_owned()
+            } else {
+                format!("line {}: run_started again", i + 1)
+            });
+        }
+        if ev.kind == EventType::RunFinished {
+            if let Ok(p) = serde_json::from_value::<RunFinished>(ev.payload.clone()) {
+                if p.event_count != i as u64 + 1 {
+                    sequence.fail(format!(
+                        "line {}: run_finished says {} events, it is event {}",
+                        i + 1,
+                        p.event_count,
+                        i + 1
+                    ));
+                }
+                if let Some((j, prev)) = &last_finish
+                    && prev.status != RunStatus::Paused
+                {
+                    sequence.fail(format!(
+                        "line {}: events after run_finished ({}) on line {}",
+                        i + 1,
+                        prev.status.as_str(),
+                        j + 1
+                    ));
+                }
+                if let Some((j, _)) = &last_finish {
+                    seg_start = j + 1;
+                }
+                last_finish = Some((i, p));
+            }
+        } else if let Some((j, prev)) = &last_finish
+            && prev.status != RunStatus::Paused
+            && j + 1 == i
+        {
+            sequence.fail(format!(
+                "line {}: event after run_finished ({})",
+                i + 1,
+                prev.status.as_str()
+            ));
+        }
+    }
+    let ends_finished = matches!(
+        (&last_finish, lines.len()),
+        (Some((i, _)), n) if *i + 1 == n
+    ) && torn.is_none()
+        && all_parsed;
+    if !ends_finished && all_parsed && !lines.is_empty() {
+        sequence.warn("the log does not end with run_finished: the run did not finish");
+    }
+    let status = last_finish.as_ref().map(|(_, p)| p.status);
+    sequence.pass = format!(
+        "{} event(s), run_started first, run_finished last ({})",
+        lines.len(),
+        status.map(RunStatus::as_str).unwrap_or("-")
+    );
+    let complete = ends_finished && has_statement;
+
+    // --- blobs --------------------------------------------------------------------------
+    let mut refs: Vec<(usize, BlobRef)> = Vec::new();
+    for (i, ev) in events.iter().enumerate() {
+        if let Some(ev) = ev {
+            let mut found = Vec::new();
+            collect_refs(&ev.payload, &mut found);
+            refs.extend(found.into_iter().map(|b| (i, b)));
+        }
+    }
+    let mut stored: BTreeMap<String, u64> = BTreeMap::new();
+    if matches!(fs::symlink_metadata(&blob_dir), Ok(m) if m.is_dir()) {
+        let walk = walk_files(&blob_dir);
+        for p in walk.problems {
+            blobs.fail(format!("blobs/sha256/{p}"));
+        }
+        for f in walk.files {
+            if f.rel.starts_with('.') && f.rel.contains(".tmp-") {
+                leftovers.push(format!("blobs/sha256/{}", f.rel));
+                continue;
+            }
+            if !is_sha256_hex(&f.rel) {
+                blobs.fail(format!("unexpected file blobs/sha256/{}", f.rel));
+                continue;
+            }
+            match hash_file(&f.path) {
+                Err(e) => blobs.fail(format!("blobs/sha256/{}: cannot read: {e}", f.rel)),
+                Ok((sha, size)) => {
+                    if sha != f.rel {
+                        blobs.fail(format!(
+                            "blobs/sha256/{}: content does not match its name",
+                            f.rel
+                        ));
+                    } else {
+                        stored.insert(f.rel, size);
+                    }
+                }
+            }
+        }
+    }
+    let mut referenced = BTreeSet::new();
+    for (i, b) in &refs {
+        let hex = &b.digest.sha256;
+        if !is_sha256_hex(hex) {
+            blobs.fail(format!(
+                "line {}: blob ref digest is not 64 lower-case hex digits",
+                i + 1
+            ));
+            continue;
+        }
+        referenced.insert(hex.clone());
+        match stored.get(hex) {
+            None => blobs.fail(format!("line {}: blob {hex} is missing", i + 1)),
+            Some(size) if *size != b.size => blobs.fail(format!(
+                "line {}: blob {hex} has {size} bytes, the ref says {}",
+                i + 1,
+                b.size
+            )),
+            Some(_) => {}
+        }
+    }
+    for hex in stored.keys() {
+        if !referenced.contains(hex) {
+            blobs.fail_or_warn(complete, format!("blob {hex} is not named by any event"));
+        }
+    }
+    blobs.pass = format!("{} blob(s), {} ref(s), all match", stored.len(), refs.len());
+
+    // --- inputs and outputs -------------------------------------------------------------
+    let payloads = |kind: EventType, from: usize| -> Vec<FileRecord> {
+        events
+            .iter()
+            .skip(from)
+            .flatten()
+            .filter(|e| e.kind == kind)
+            .filter_map(|e| serde_json::from_value::<FileRecord>(e.payload.clone()).ok())
+            .collect()
+    };
+    let input_records = payloads(EventType::InputStaged, 0);
+    let input_files = file_map(&mut inputs, root, "input");
+    compare_files(
+        &mut inputs,
+        "input",
+        &input_records,
+        &input_files,
+        ends_finished,
+    );
+    let output_records = payloads(EventType::OutputProduced, seg_start);
+    let output_files = file_map(&mut outputs, root, "output");
+    compare_files(
+        &mut outputs,
+        "output",
+        &output_records,
+        &output_files,
+        ends_finished,
+    );
+
+    // --- statement ----------------------------------------------------------------------
+    if has_statement {
+        if !ends_finished {
+            statement.fail(
+                "statement.json is present but the log does not end with a complete run_finished",
+            );
+        } else {
+            let facts = derive_facts(
+                &parsed,
+                scan.as_ref(),
+                input_records.clone(),
+                output_records.clone(),
+            );
+            match (
+                facts,
+                read_bounded(&root.join(STATEMENT_FILE), MAX_STATEMENT_BYTES),
+            ) {
+                (_, Err(e)) => statement.fail(format!("cannot read statement.json: {e}")),
+                (None, _) => statement.fail("cannot derive the statement from the log"),
+                (Some(facts), Ok(actual)) => match facts.to_bytes() {
+                    Err(e) => statement.fail(format!("cannot build the expected statement: {e}")),
+                    Ok(expected) if expected == actual => {
+                        statement.pass = format!(
+                            "matches the log: {} events, head {}, {} subject(s), {} input(s)",
+                            facts.event_count,
+                            facts.head,
+                            facts.outputs.len(),
+                            facts.inputs.len()
+                        );
+                    }
+                    Ok(expected) => statement.fail(describe_statement_diff(&expected, &actual)),
+                },
+            }
+        }
+    } else if ends_finished {
+        statement.warn("the log ends with run_finished but statement.json is missing: finishing was interrupted");
+    } else {
+        statement.warn("no statement.json: the run did not finish");
+    }
+
+    // --- tool calls ---------------------------------------------------------------------
+    let mut pending: BTreeMap<String, usize> = BTreeMap::new();
+    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut calls = 0usize;
+    for (i, ev) in events.iter().enumerate() {
+        let Some(ev) = ev else { continue };
+        if ev.kind != EventType::ToolCalled {
+            continue;
+        }
+        let Ok(call) = serde_json::from_value::<ToolCalled>(ev.payload.clone()) else {
+            continue;
+        };
+        calls += 1;
+        if call.deferred {
+            if done.contains(&call.call_id) {
+                tools.fail(format!(
+                    "line {}: call {:?} deferred after it completed",
+                    i + 1,
+                    call.call_id
+                ));
+            } else {
+                pending.insert(call.call_id, i);
+            }
+        } else {
+            if !done.insert(call.call_id.clone()) {
+                tools.warn(format!(
+                    "line {}: call {:?} completed twice",
+                    i + 1,
+                    call.call_id
+                ));
+            }
+            pending.remove(&call.call_id);
+        }
+    }
+    let waiting: Vec<String> = pending.keys().map(|k| format!("{k:?}")).collect();
+    tools.pass = format!("{calls} tool call event(s), every deferred call linked");
+    if !waiting.is_empty() {
+        let msg = format!("deferred call(s) never completed: {}", waiting.join(", "));
+        match (ends_finished, status) {
+            (true, Some(RunStatus::Paused)) => {
+                tools.pass = format!(
+                    "{calls} tool call event(s); waiting while paused: {}",
+                    waiting.join(", ")
+                )
+            }
+            (true, Some(RunStatus::Finished)) => tools.fail(msg),
+            _ => tools.warn(msg),
+        }
+    }
+
+    // --- summary ------------------------------------------------------------------------
+    for l in leftovers {
+        layout.fail_or_warn(complete, format!("leftover temporary file {l}"));
+    }
+    layout.pass = "bundle layout as expected".to_owned();
+    let checks: Vec<Check> = [
+        layout, parse, chain, sequence, blobs, inputs, outputs, statement, tools,
+    ]
+    .into_iter()
+    .map(Acc::done)
+    .collect();
+    let ok = checks.iter().all(|c| c.status != CheckStatus::Fail);
+    tracing::debug!(bundle = %root.display(), ok, complete, "bundle verified");
+    VerifyReport {
+        ok,
+        complete,
+        checks,
+    }
+}
+
+fn derive_facts(
+    events: &[&Event],
+    scan: Option<&LogScan>,
+    inputs: Vec<FileRecord>,
+    outputs: Vec<FileRecord>,
+) -> Option<StatementFacts> {
+    let scan = scan?;
+    let first = events.first()?;
+    let last = events.last()?;
+    let started: RunStarted = serde_json::from_value(first.payload.clone()).ok()?;
+    let finished: RunFinished = serde_json::from_value(last.payload.clone()).ok()?;
+    Some(StatementFacts {
+        run_id: first.run_id.clone(),
+        builder: started.builder,
+        agent_spec_digest: started.agent_spec_digest,
+        started_on: first.ts.clone(),
+        finished_on: last.ts.clone(),
+        status: finished.status,
+        inputs,
+        outputs,
+        events_sha256: scan.file_sha256.clone(),
+        event_count: scan.lines.len() as u64,
+        head: scan.lines.last()?.hash.clone(),
+    })
+}
+
+/// Say where a statement differs from the expected one, naming the field if possible.
+fn describe_statement_diff(expected: &[u8], actual: &[u8]) -> String {
+    let at = expected
+        .iter()
+        .zip(actual)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(actual.len()));
+    let field = serde_json::from_slice::<Value>(actual)
+        .ok()
+        .and_then(|act| {
+            let exp: Value = serde_json::from_slice(expected).ok()?;
+            first_difference(&exp, &act, String::new())
+        });
+    match field {
+        Some(f) => format!("statement.json differs from the statement derived from the log at {f}"),
+        None => {
+            format!("statement.json differs from the statement derived from the log at byte {at}")
+        }
+    }
+}
+
+fn first_difference(exp: &Value, act: &Value, path: String) -> Option<String> {
+    match (exp, act) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, ev) in e {
+                let p = format!("{path}/{k}");
+                match a.get(k) {
+                    None => return Some(p),
+                    Some(av) => {
+                        if let Some(d) = first_difference(ev, av, p) {
+                            return Some(d);
+                        }
+                    }
+                }
+            }
+            a.keys()
+                .find(|k| !e.contains_key(*k))
+                .map(|k| format!("{path}/{k}"))
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                if let Some(d) = first_difference(ev, av, format!("{path}/{i}")) {
+                    return Some(d);
+                }
+            }
+            (e.len() != a.len()).then(|| format!("{path} (length)"))
+        }
+        _ if exp == act => None,
+        _ => Some(if path.is_empty() { "/".into() } else { path }),
+    }
+}
