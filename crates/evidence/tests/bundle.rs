@@ -1,0 +1,499 @@
+//! End-to-end tests of the recorder and `verify`: a finished bundle verifies, every kind
+//! of tampering is caught, interrupted runs are incomplete but not corrupt, hostile
+//! bundles never make `verify` panic.
+
+mod common;
+
+use std::fs;
+
+use common::*;
+use provrun_evidence::*;
+use serde_json::json;
+
+#[test]
+fn finished_bundle_verifies_complete_under_every_policy() {
+    for d in [
+        Durability::Flush,
+        Durability::PerEvent,
+        Durability::PerStep,
+        Durability::AtEnd,
+        Durability::GroupCommit,
+    ] {
+        let dir = make_bundle("policy", d);
+        let r = verify(&dir);
+        assert!(r.ok && r.complete, "{d:?}: {r:#?}");
+        assert_eq!(r.exit_code(), 0);
+        assert!(
+            r.checks.iter().all(|c| c.status == CheckStatus::Pass),
+            "{r:#?}"
+        );
+    }
+}
+
+#[test]
+fn log_layout_and_statement_are_as_documented() {
+    let dir = make_bundle("layout", Durability::Flush);
+    let lines = read_lines(&dir);
+    let types: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "run_started",
+            "input_staged",
+            "input_staged",
+            "model_called",
+            "tool_called",
+            "tool_called",
+            "tool_called",
+            "declared",
+            "trace_imported",
+            "output_produced",
+            "output_produced",
+            "run_finished"
+        ]
+    );
+    for (i, l) in lines.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(
+            to_canonical_string(&v).unwrap(),
+            *l,
+            "line {i} is canonical"
+        );
+        assert_eq!(v["seq"], json!(i));
+        assert_eq!(v["v"], json!(1));
+        let want_prev = if i == 0 {
+            json!(null)
+        } else {
+            json!(sha256_hex(lines[i - 1].as_bytes()))
+        };
+        assert_eq!(v["prev"], want_prev);
+    }
+    // Keys appear in RFC 8785 order.
+    assert!(lines[0].starts_with(r#"{"confidence":"observed","payload":{"#));
+    let declared: serde_json::Value = serde_json::from_str(&lines[7]).unwrap();
+    assert_eq!(declared["confidence"], "declared");
+    assert_eq!(declared["payload"]["source"], "read_file");
+    let inputs: Vec<_> = lines[1..3]
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["payload"]["path"].clone())
+        .collect();
+    assert_eq!(inputs, [json!("a.txt"), json!("sub/b.bin")]);
+    let big: serde_json::Value = serde_json::from_str(&lines[6]).unwrap();
+    assert_eq!(big["payload"]["result"], json!(null));
+    let blob = BlobRef::from_value(&big["payload"]["result_blob"]).unwrap();
+    assert!(dir.join(blob.relative_path()).is_file());
+    let finished: serde_json::Value = serde_json::from_str(&lines[11]).unwrap();
+    assert_eq!(finished["payload"]["event_count"], json!(12));
+    assert_eq!(finished["payload"]["status"], "finished");
+
+    let st: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
+    assert_eq!(st["_type"], STATEMENT_TYPE);
+    assert_eq!(st["predicateType"], PREDICATE_TYPE);
+    assert_eq!(st["subject"][0]["name"], "d/x.md");
+    assert_eq!(st["subject"][1]["name"], "response.txt");
+    assert_eq!(st["subject"][1]["digest"]["sha256"], sha256_hex(b"done\n"));
+    let pred = &st["predicate"];
+    assert_eq!(
+        pred["buildDefinition"]["resolvedDependencies"][0]["name"],
+        "input/a.txt"
+    );
+    assert_eq!(pred["runDetails"]["metadata"]["invocationId"], "run-1");
+    assert_eq!(pred["runDetails"]["builder"]["id"], "provrun/test");
+    let log = &pred["runDetails"]["byproducts"][0];
+    assert_eq!(
+        log["digest"]["sha256"],
+        sha256_hex(&fs::read(dir.join("events.jsonl")).unwrap())
+    );
+    assert_eq!(log["annotations"]["event_count"], json!(12));
+    assert_eq!(log["annotations"]["head"], sha256_hex(lines[11].as_bytes()));
+}
+
+#[test]
+fn report_serialises_in_the_documented_shape() {
+    let dir = make_bundle("json", Durability::Flush);
+    let v = serde_json::to_value(verify(&dir)).unwrap();
+    let obj = v.as_object().unwrap();
+    assert_eq!(obj.keys().collect::<Vec<_>>(), ["checks", "complete", "ok"]);
+    let codes: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "layout",
+            "parse",
+            "chain",
+            "sequence",
+            "blobs",
+            "inputs",
+            "outputs",
+            "statement",
+            "tool-calls"
+        ]
+    );
+    assert_eq!(v["checks"][0]["status"], "pass");
+    assert_eq!(v["checks"][0].as_object().unwrap().len(), 3);
+}
+
+#[test]
+fn create_refuses_a_non_empty_directory() {
+    let dir = scratch("nonempty");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("x"), b"x").unwrap();
+    let err = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap_err();
+    assert!(matches!(err, EvidenceError::BundleNotEmpty(_)), "{err}");
+    // An empty existing directory is fine.
+    let empty = scratch("empty");
+    fs::create_dir_all(&empty).unwrap();
+    Recorder::create(&empty, "r", Durability::Flush, &run_started()).unwrap();
+}
+
+#[test]
+fn recorder_refuses_structural_events_and_appends_after_finish() {
+    let dir = scratch("refuse");
+    let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();
+    assert!(matches!(
+        rec.record(&run_started()),
+        Err(EvidenceError::OutOfOrder(_))
+    ));
+    let fin = RunFinished {
+        status: RunStatus::Finished,
+        event_count: 1,
+        usage: json!(null),
+        error: None,
+    };
+    assert!(matches!(
+        rec.record(&fin),
+        Err(EvidenceError::OutOfOrder(_))
+    ));
+    let clone = rec.clone();
+    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    assert!(matches!(
+        clone.record(&tool_call("c", false)),
+        Err(EvidenceError::OutOfOrder(_))
+    ));
+    assert!(clone.declarer().declare("x", json!(1)).is_err());
+    let r = verify(&dir);
+    assert!(r.ok && r.complete, "{r:#?}");
+}
+
+fn tampered(name: &str, edit: impl FnOnce(&std::path::Path)) -> VerifyReport {
+    let orig = make_bundle(name, Durability::Flush);
+    let dir = scratch(&format!("{name}-copy"));
+    copy_tree(&orig, &dir);
+    edit(&dir);
+    verify(&dir)
+}
+
+#[test]
+fn dropped_reordered_duplicated_and_appended_events_fail() {
+    let r = tampered("drop", |d| {
+        let mut l = read_lines(d);
+        l.remove(4);
+        write_lines(d, &l);
+    });
+    assert!(!r.ok && fails(&r).contains(&CheckCode::Chain), "{r:#?}");
+
+    let r = tampered("reorder", |d| {
+        let mut l = read_lines(d);
+        l.swap(4, 5);
+        write_lines(d, &l);
+    });
+    assert!(!r.ok && fails(&r).contains(&CheckCode::Chain), "{r:#?}");
+
+    let r = tampered("dup", |d| {
+        let mut l = read_lines(d);
+        let x = l[3].clone();
+        l.insert(4, x);
+        write_lines(d, &l);
+    });
+    assert!(!r.ok && fails(&r).contains(&CheckCode::Sequence), "{r:#?}");
+
+    // An event appended after run_finished, correctly chained.
+    let r = tampered("append", |d| {
+        let mut l = read_lines(d);
+        let x = l[7].clone();
+        l.push(x);
+        write_lines(d, &rechain(&l));
+    });
+    assert!(!r.ok, "{r:#?}");
+    assert!(
+        fails(&r).contains(&CheckCode::Sequence) && fails(&r).contains(&CheckCode::Statement),
+        "{r:#?}"
+    );
+
+    // Drop the last events and re-chain: caught by the statement's count and head.
+    let r = tampered("truncate-rechain", |d| {
+        let mut l = read_lines(d);
+        l.truncate(9);
+        write_lines(d, &l);
+    });
+    assert!(!r.ok && fails(&r).contains(&CheckCode::Statement), "{r:#?}");
+}
+
+#[test]
+fn payload_rewritten_with_chain_recomputed_is_caught_by_the_statement() {
+    let r = tampered("rewrite", |d| {
+        let mut l = read_lines(d);
+        let mut v: serde_json::Value = serde_json::from_str(&l[5]).unwrap();
+        v["payload"]["result"] = json!("forged");
+        l[5] = to_canonical_string(&v).unwrap();
+        write_lines(d, &rechain(&l));
+    });
+    assert!(!r.ok, "{r:#?}");
+    assert_eq!(fails(&r), [CheckCode::Statement], "{r:#?}");
+    let detail = &r.check(CheckCode::Statement).unwrap().detail;
+    assert!(detail.contains("byproducts"), "{detail}");
+}
+
+#[test]
+fn changed_added_and_removed_files_fail() {
+    let cases: Vec<(&str, Box<dyn FnOnce(&std::path::Path)>, CheckCode)> = vec![
+        (
+            "in-change",
+            Box::new(|d| fs::write(d.join("input/a.txt"), b"hellO\n").unwrap()),
+            CheckCode::Inputs,
+        ),
+        (
+            "in-add",
+            Box::new(|d| fs::write(d.join("input/new"), b"x").unwrap()),
+            CheckCode::Inputs,
+        ),
+        (
+            "in-rm",
+            Box::new(|d| fs::remove_file(d.join("input/sub/b.bin")).unwrap()),
+            CheckCode::Inputs,
+        ),
+        (
+            "out-change",
+            Box::new(|d| fs::write(d.join("output/response.txt"), b"d0ne\n").unwrap()),
+            CheckCode::Outputs,
+        ),
+        (
+            "out-add",
+            Box::new(|d| fs::write(d.join("output/extra.txt"), b"").unwrap()),
+            CheckCode::Outputs,
+        ),
+        (
+            "out-rm",
+            Box::new(|d| fs::remove_file(d.join("output/d/x.md")).unwrap()),
+            CheckCode::Outputs,
+        ),
+        (
+            "blob-add",
+            Box::new(|d| {
+                fs::write(d.join("blobs/sha256").join(sha256_hex(b"new")), b"new").unwrap()
+            }),
+            CheckCode::Blobs,
+        ),
+        (
+            "blob-rm",
+            Box::new(|d| fs::remove_file(d.join("blobs/sha256").join(sha256_hex(b"[]"))).unwrap()),
+            CheckCode::Blobs,
+        ),
+        (
+            "blob-change",
+            Box::new(|d| {
+                fs::write(d.join("blobs/sha256").join(sha256_hex(b"[]")), b"[1]").unwrap()
+            }),
+            CheckCode::Blobs,
+        ),
+        (
+            "statement-change",
+            Box::new(|d| {
+                let s = fs::read_to_string(d.join("statement.json")).unwrap();
+                fs::write(
+                    d.join("statement.json"),
+                    s.replace("provrun/test", "provrun/evil"),
+                )
+                .unwrap()
+            }),
+            CheckCode::Statement,
+        ),
+        (
+            "statement-rm",
+            Box::new(|d| fs::remove_file(d.join("statement.json")).unwrap()),
+            CheckCode::Statement,
+        ),
+        (
+            "stray",
+            Box::new(|d| fs::write(d.join("notes.txt"), b"x").unwrap()),
+            CheckCode::Layout,
+        ),
+    ];
+    for (name, edit, code) in cases {
+        let r = tampered(name, edit);
+        if name == "statement-rm" {
+            // Without the statement the run is merely unfinished.
+            assert!(r.ok && !r.complete, "{name}: {r:#?}");
+            assert_eq!(r.check(code).unwrap().status, CheckStatus::Warn);
+            assert_eq!(r.exit_code(), 3);
+            continue;
+        }
+        assert!(!r.ok, "{name}: {r:#?}");
+        assert!(fails(&r).contains(&code), "{name}: {r:#?}");
+        assert_eq!(r.exit_code(), 1);
+    }
+}
+
+#[test]
+fn torn_last_line_is_incomplete_not_corrupt() {
+    let dir = scratch("torn");
+    let rec = Recorder::create(&dir, "r", Durability::PerEvent, &run_started()).unwrap();
+    rec.record(&tool_call("c1", false)).unwrap();
+    drop(rec);
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("events.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, br#"{"confidence":"obs"#).unwrap();
+    let r = verify(&dir);
+    assert!(r.ok && !r.complete, "{r:#?}");
+    assert_eq!(r.check(CheckCode::Parse).unwrap().status, CheckStatus::Warn);
+    assert_eq!(r.exit_code(), 3);
+}
+
+#[test]
+fn every_line_prefix_of_a_finished_log_is_incomplete() {
+    let orig = make_bundle("prefix", Durability::Flush);
+    let lines = read_lines(&orig);
+    for n in 0..=lines.len() {
+        let dir = scratch("prefix-copy");
+        copy_tree(&orig, &dir);
+        fs::remove_file(dir.join("statement.json")).unwrap();
+        let mut text: String = lines[..n].iter().map(|l| format!("{l}\n")).collect();
+        if n < lines.len() {
+            text.push_str(&lines[n][..lines[n].len() / 2]); // and a torn piece of the next
+        }
+        fs::write(dir.join("events.jsonl"), text).unwrap();
+        let r = verify(&dir);
+        assert!(r.ok && !r.complete, "prefix of {n} lines: {r:#?}");
+    }
+}
+
+#[test]
+fn reopen_continues_a_paused_run_on_the_same_chain() {
+    let dir = scratch("pause");
+    let rec = Recorder::create(&dir, "r", Durability::PerStep, &run_started()).unwrap();
+    rec.record(&tool_call("c9", true)).unwrap();
+    rec.finish(RunEnd::new(RunStatus::Paused)).unwrap();
+    let r = verify(&dir);
+    assert!(r.ok && r.complete, "paused: {r:#?}");
+    drop(rec);
+
+    let rec = Recorder::reopen(&dir, Durability::PerStep).unwrap();
+    assert!(!dir.join("statement.json").exists());
+    assert_eq!(rec.event_count(), 3);
+    rec.record(&tool_call("c9", false)).unwrap();
+    let r = verify(&dir);
+    assert!(r.ok && !r.complete, "resumed, unfinished: {r:#?}");
+    fs::write(rec.output_dir().join("response.txt"), b"ok").unwrap();
+    let f = rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    assert_eq!(f.facts.event_count, 6);
+    let r = verify(&dir);
+    assert!(r.ok && r.complete, "resumed and finished: {r:#?}");
+    drop(rec);
+
+    // A finished run cannot be reopened.
+    assert!(matches!(
+        Recorder::reopen(&dir, Durability::Flush),
+        Err(EvidenceError::OutOfOrder(_))
+    ));
+}
+
+#[test]
+fn reopen_cuts_a_torn_line_and_refuses_a_broken_chain() {
+    let dir = scratch("reopen-torn");
+    let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();
+    rec.record(&tool_call("c1", false)).unwrap();
+    drop(rec);
+    let log = dir.join("events.jsonl");
+    let good = fs::read(&log).unwrap();
+    let mut torn = good.clone();
+    torn.extend_from_slice(b"{\"conf");
+    fs::write(&log, &torn).unwrap();
+    let rec = Recorder::reopen(&dir, Durability::Flush).unwrap();
+    assert_eq!(fs::read(&log).unwrap(), good);
+    rec.finish(RunEnd::new(RunStatus::Failed)).unwrap();
+    assert!(verify(&dir).ok);
+
+    let dir = scratch("reopen-bad");
+    let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();
+    rec.record(&tool_call("c1", false)).unwrap();
+    rec.record(&tool_call("c2", false)).unwrap();
+    drop(rec);
+    let mut l = read_lines(&dir);
+    l.swap(1, 2);
+    write_lines(&dir, &l);
+    assert!(matches!(
+        Recorder::reopen(&dir, Durability::Flush),
+        Err(EvidenceError::InvalidLog { .. })
+    ));
+}
+
+#[test]
+fn deferred_call_never_completed_fails_a_finished_run() {
+    let dir = scratch("deferred");
+    let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();
+    rec.record(&tool_call("c1", true)).unwrap();
+    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    let r = verify(&dir);
+    assert_eq!(fails(&r), [CheckCode::ToolCalls], "{r:#?}");
+}
+
+#[test]
+fn declarer_writes_declared_events_only() {
+    let dir = scratch("declarer");
+    let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();
+    let d = rec.declarer();
+    let seq = d.declare("license", json!("MIT")).unwrap();
+    assert_eq!(seq, 1);
+    let l = read_lines(&dir);
+    let v: serde_json::Value = serde_json::from_str(&l[1]).unwrap();
+    assert_eq!(v["type"], "declared");
+    assert_eq!(v["confidence"], "declared");
+    assert_eq!(
+        v["payload"],
+        json!({"source": null, "kind": "license", "data": "MIT"})
+    );
+
+    // A declared event with another confidence is rejected by verify.
+    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    let dir2 = scratch("declarer-forged");
+    copy_tree(&dir, &dir2);
+    let mut l = read_lines(&dir2);
+    l[1] = l[1].replace("\"confidence\":\"declared\"", "\"confidence\":\"observed\"");
+    write_lines(&dir2, &rechain(&l));
+    let r = verify(&dir2);
+    assert!(fails(&r).contains(&CheckCode::Parse), "{r:#?}");
+}
+
+#[test]
+fn blobs_are_deduplicated_and_content_addressed() {
+    let dir = scratch("blobs");
+    let rec = Recorder::create(&dir, "r", Durability::GroupCommit, &run_started()).unwrap();
+    let a = rec.put_blob(b"same", "text/plain").unwrap();
+    let b = rec.put_blob(b"same", "text/plain").unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.digest.sha256, sha256_hex(b"same"));
+    assert_eq!(a.size, 4);
+    assert_eq!(fs::read(dir.join(a.relative_path())).unwrap(), b"same");
+    assert_eq!(
+        serde_json::to_value(&a).unwrap(),
+        json!({"digest": {"sha256": sha256_hex(b"same")}, "size": 4, "media_type": "text/plain"})
+    );
+    let (v, none) = rec.tool_value(json!({"small": true})).unwrap();
+    assert_eq!((v, none), (json!({"small": true}), None));
+}
