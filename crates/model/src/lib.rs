@@ -1,5 +1,74 @@
 //! Language models for provrun, behind one `Model` trait.
 //!
-//! `provrun-model` holds provider-neutral message history types, the `Model` trait, an
-//! OpenAI-compatible backend, and offline models that need no network. It knows nothing of
-//! files, tools' code or evidence.
+//! `provrun-model` holds provider-neutral message history types, the [`Model`] trait, an
+//! OpenAI-compatible backend ([`OpenAiModel`]), and offline models that need no network
+//! ([`TestModel`], [`FunctionModel`], [`ScriptModel`], [`ReplayModel`]). It knows nothing of
+//! files, tools' code or evidence: it hands back the exact bytes of every exchange
+//! ([`RawExchange`]) and lets the caller record them.
+//!
+//! Every response — live, offline or recorded — is read by one lenient parser of the
+//! OpenAI chat-completions wire format ([`parse_response`]), so a recorded run replays
+//! exactly as it was observed.
+
+use async_trait::async_trait;
+
+mod error;
+mod offline;
+
+mod types;
+mod wire;
+
+pub use error::{ModelError, TimeoutKind};
+pub use offline::function::FunctionModel;
+pub use offline::replay::{RecordedResponse, ReplayModel};
+pub use offline::script::{ScriptModel, ScriptStep};
+pub use offline::test_model::{TestModel, arguments_for_schema};
+pub use offline::{Reply, estimate_usage};
+
+pub use types::{
+    Attempt, FinishReason, Message, ModelRequest, ModelResponse, ModelSettings, ProviderToolCall,
+    RawExchange, StreamDelta, ToolCall, ToolChoice, ToolDefinition, Usage,
+};
+pub use wire::{
+    JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, build_request_body, parse_response, strip_extension_keys,
+};
+
+/// A language model: one request (history, tools, settings) in, one response out.
+///
+/// Object-safe, so `Arc<dyn Model>` works and middleware can wrap any model.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The model's name as configured (`test`, `script:PATH`, `openai:gpt-4o-mini`, …).
+    fn name(&self) -> &str;
+
+    /// Sends one request and waits for the whole response.
+    async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// Sends one request with the streamed API, reporting each delta to `on_delta` as it
+    /// arrives, and ends with the same [`ModelResponse`] as [`Model::request`] would give
+    /// (its `raw` holds the SSE body verbatim).
+    async fn request_stream(
+        &self,
+        request: &ModelRequest,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError>;
+}
+
+#[async_trait]
+impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        (**self).request(request).await
+    }
+
+    async fn request_stream(
+        &self,
+        request: &ModelRequest,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        (**self).request_stream(request, on_delta).await
+    }
+}
