@@ -17,7 +17,13 @@ use provrun_sandbox::{Limits, Sandbox, SandboxError};
 
 type Op = fn(&Env) -> Result<(), SandboxError>;
 
-fn run_case(name: &str, limits: Limits, setup: fn(&mut Env), op: Op, expected: fn(&SandboxError) -> bool) {
+fn run_case(
+    name: &str,
+    limits: Limits,
+    setup: fn(&mut Env),
+    op: Op,
+    expected: fn(&SandboxError) -> bool,
+) {
     let mut env = Env::with_limits(limits);
     setup(&mut env);
     let before = env.outside();
@@ -37,7 +43,8 @@ fn run_case(name: &str, limits: Limits, setup: fn(&mut Env), op: Op, expected: f
             let msg = e.to_string();
             assert!(!msg.is_empty());
             assert!(
-                !msg.contains(env.base.to_str().unwrap()) || matches!(
+                !msg.contains(env.base.to_str().unwrap())
+                    || matches!(
                         e,
                         SandboxError::OutsideSandbox { .. } | SandboxError::OutsideHostDir { .. }
                     ),
@@ -45,7 +52,10 @@ fn run_case(name: &str, limits: Limits, setup: fn(&mut Env), op: Op, expected: f
             );
         }
     }
-    assert!(env.outside() == before, "{name}: something outside the sandbox changed");
+    assert!(
+        env.outside() == before,
+        "{name}: something outside the sandbox changed"
+    );
     env.assert_inputs_intact();
 }
 

@@ -28,7 +28,9 @@ pub fn snapshot_except(root: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Node> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in rd.flatten() {
             let p = entry.path();
             let md = std::fs::symlink_metadata(&p).unwrap();
@@ -40,7 +42,9 @@ pub fn snapshot_except(root: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Node> {
                 Node::Link(std::fs::read_link(&p).unwrap())
             } else if md.is_dir() {
                 stack.push(p.clone());
-                Node::Dir { mode: md.permissions().mode() }
+                Node::Dir {
+                    mode: md.permissions().mode(),
+                }
             } else if md.is_file() {
                 Node::File {
                     bytes: std::fs::read(&p).unwrap(),
@@ -151,7 +155,10 @@ impl Env {
     }
 
     pub fn mkfifo(&self, path: &Path) {
-        let st = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+        let st = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
         assert!(st.success());
     }
 }

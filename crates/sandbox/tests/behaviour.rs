@@ -1,0 +1,512 @@
+//! Behaviour of the sandbox operations when used as intended: reads and paging, writes,
+//! edits, listings, host copies, staging, quotas, parallel writes and isolation.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use common::{Env, INPUTS};
+use provrun_sandbox::{EntryKind, Limits, Root, Sandbox, SandboxError, VirtualPath, stage_inputs};
+
+#[test]
+fn sandbox_is_cheap_shared_state() {
+    fn assert_traits<T: Clone + Send + Sync + 'static>() {}
+    assert_traits::<Sandbox>();
+    let env = Env::new();
+    let clone = env.sb.clone();
+    clone.write_file("/output/a", "1234").unwrap();
+    assert_eq!(env.sb.usage().bytes, 4, "clones share one quota");
+}
+
+#[test]
+fn write_then_read_round_trip() {
+    let env = Env::new();
+    let w = env
+        .sb
+        .write_file("/output/reports/q1/summary.md", "# Q1\n")
+        .unwrap();
+    assert!(w.created);
+    assert_eq!(w.path, "/output/reports/q1/summary.md");
+    assert_eq!(w.bytes, 5);
+    assert_eq!(
+        std::fs::read(env.output.join("reports/q1/summary.md")).unwrap(),
+        b"# Q1\n"
+    );
+    let w = env
+        .sb
+        .write_file("/output/reports/q1/summary.md", "# Q1 final\n")
+        .unwrap();
+    assert!(!w.created);
+    assert_eq!(w.replaced_bytes, Some(5));
+    let r = env
+        .sb
+        .read_file("/output/reports/q1/summary.md", None, None)
+        .unwrap();
+    assert_eq!(r.content, "# Q1 final\n");
+    assert!(!r.truncated && !r.lossy && r.note.is_none());
+    assert_eq!((r.offset, r.bytes, r.total_size), (0, 11, 11));
+    // No temporary files are left behind.
+    let names: Vec<_> = std::fs::read_dir(env.output.join("reports/q1"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(names.len(), 1);
+}
+
+#[test]
+fn relative_paths_live_in_scratch() {
+    let env = Env::new();
+    env.sb.write_file("notes/todo.txt", "x").unwrap();
+    assert!(env.scratch.join("notes/todo.txt").is_file());
+    assert_eq!(
+        env.sb
+            .read_file("/scratch/notes/todo.txt", None, None)
+            .unwrap()
+            .content,
+        "x"
+    );
+    assert_eq!(
+        env.sb
+            .read_file("./notes/../notes/todo.txt", None, None)
+            .unwrap()
+            .path,
+        "/scratch/notes/todo.txt"
+    );
+}
+
+#[test]
+fn inputs_are_readable() {
+    let env = Env::new();
+    for (rel, bytes) in INPUTS {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            let r = env
+                .sb
+                .read_file(&format!("/input/{rel}"), None, None)
+                .unwrap();
+            assert_eq!(r.content, text);
+        }
+    }
+}
+
+#[test]
+fn reads_page_and_say_so() {
+    let limits = Limits {
+        max_read_bytes: 1000,
+        ..Limits::default()
+    };
+    let env = Env::with_limits(limits);
+    let text: String = (0..300).map(|i| format!("{i:>9}\n")).collect();
+    env.sb.write_file("/scratch/long.txt", &text).unwrap();
+    let mut got = String::new();
+    let mut offset = None;
+    let mut pages = 0;
+    loop {
+        let r = env.sb.read_file("/scratch/long.txt", offset, None).unwrap();
+        pages += 1;
+        got.push_str(&r.content);
+        assert_eq!(r.total_size, 3000);
+        if !r.truncated {
+            assert!(r.next_offset.is_none());
+            break;
+        }
+        let next = r.next_offset.unwrap();
+        assert!(
+            r.note
+                .as_deref()
+                .unwrap()
+                .contains(&format!("offset={next}")),
+            "{:?}",
+            r.note
+        );
+        offset = Some(next);
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(got, text);
+    // A limit above the maximum is clamped, and the note says why.
+    let r = env
+        .sb
+        .read_file("/scratch/long.txt", None, Some(1 << 40))
+        .unwrap();
+    assert_eq!(r.bytes, 1000);
+    assert!(r.note.unwrap().contains("per-read maximum"));
+    // A small explicit page.
+    let r = env
+        .sb
+        .read_file("/scratch/long.txt", Some(10), Some(10))
+        .unwrap();
+    assert_eq!(r.content, "        1\n");
+    // Offset exactly at the end: empty, not an error.
+    let r = env
+        .sb
+        .read_file("/scratch/long.txt", Some(3000), None)
+        .unwrap();
+    assert!(r.content.is_empty() && !r.truncated);
+}
+
+#[test]
+fn pages_never_split_a_character() {
+    let env = Env::new();
+    let text = "é€😀".repeat(50);
+    env.sb.write_file("/scratch/u.txt", &text).unwrap();
+    let mut got = String::new();
+    let mut offset = 0;
+    while offset < text.len() as u64 {
+        let r = env
+            .sb
+            .read_file("/scratch/u.txt", Some(offset), Some(7))
+            .unwrap();
+        assert!(!r.lossy, "page at {offset} split a character");
+        assert!(r.bytes > 0);
+        got.push_str(&r.content);
+        offset += r.bytes;
+    }
+    assert_eq!(got, text);
+}
+
+#[test]
+fn binary_reads_are_lossy_and_flagged() {
+    let env = Env::new();
+    let r = env.sb.read_file("/input/bin.dat", None, None).unwrap();
+    assert!(r.lossy);
+    assert!(r.content.contains('\u{FFFD}'));
+    assert!(r.note.unwrap().contains("not valid UTF-8"));
+}
+
+#[test]
+fn huge_sparse_reads_are_capped_and_quick() {
+    let env = Env::new();
+    std::fs::File::create(env.scratch.join("huge"))
+        .unwrap()
+        .set_len(10 << 30)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let r = env.sb.read_file("/scratch/huge", None, None).unwrap();
+    assert_eq!(r.bytes, 1 << 20);
+    assert_eq!(r.total_size, 10 << 30);
+    assert!(r.truncated);
+    assert!(started.elapsed().as_secs() < 5);
+}
+
+#[test]
+fn str_replace_edits_exactly_one_match() {
+    let env = Env::new();
+    env.sb
+        .write_file("/output/conf.toml", "a = 1\nb = 2\nc = 3\n")
+        .unwrap();
+    let r = env
+        .sb
+        .str_replace("/output/conf.toml", "b = 2", "b = 20")
+        .unwrap();
+    assert_eq!(r.line, 2);
+    assert_eq!(r.bytes, 19);
+    assert_eq!(
+        std::fs::read_to_string(env.output.join("conf.toml")).unwrap(),
+        "a = 1\nb = 20\nc = 3\n"
+    );
+    let e = env
+        .sb
+        .str_replace("/output/conf.toml", "", "x")
+        .unwrap_err();
+    assert!(matches!(e, SandboxError::EmptyPattern { .. }));
+    let e = env
+        .sb
+        .str_replace("/output/conf.toml", " = ", "=")
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "found 3 matches of the text to replace in `/output/conf.toml`; it must match exactly once"
+    );
+}
+
+#[test]
+fn list_dir_is_sorted_typed_capped_and_never_follows() {
+    let limits = Limits {
+        max_list_entries: 4,
+        ..Limits::default()
+    };
+    let env = Env::with_limits(limits);
+    env.sb.write_file("/scratch/b.txt", "bb").unwrap();
+    env.sb.write_file("/scratch/a/x", "x").unwrap();
+    std::os::unix::fs::symlink(&env.canary, env.scratch.join("c-link")).unwrap();
+    let st = std::process::Command::new("mkfifo")
+        .arg(env.scratch.join("d-fifo"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::write(env.scratch.join(".provrun-tmp-1-1"), "partial").unwrap();
+    let l = env.sb.list_dir("/scratch").unwrap();
+    let got: Vec<_> = l
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.kind, e.size))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a", EntryKind::Dir, 0),
+            ("b.txt", EntryKind::File, 2),
+            (
+                "c-link",
+                EntryKind::Symlink,
+                env.canary.as_os_str().len() as u64
+            ),
+            ("d-fifo", EntryKind::Other, 0),
+        ]
+    );
+    assert!(!l.truncated);
+    env.sb.write_file("/scratch/e", "").unwrap();
+    let l = env.sb.list_dir("/scratch").unwrap();
+    assert!(l.truncated);
+    assert_eq!((l.entries.len(), l.total), (4, 5));
+    let roots = env.sb.list_dir("/").unwrap();
+    let names: Vec<_> = roots.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["input", "output", "scratch"]);
+    let inputs = env.sb.list_dir("/input").unwrap();
+    let names: Vec<_> = inputs
+        .entries
+        .iter()
+        .map(|e| format!("{}{}", e.name, e.kind.marker()))
+        .collect();
+    assert_eq!(names, ["a.txt", "bin.dat", "docs/"]);
+    assert!(matches!(
+        env.sb.list_dir("/input/a.txt"),
+        Err(SandboxError::NotADirectory { .. })
+    ));
+}
+
+#[test]
+fn host_tools_work_inside_the_grant() {
+    let env = Env::new();
+    let l = env.sb.list_host_files(".").unwrap();
+    assert_eq!(l.entries[0].name, "in");
+    let l = env.sb.list_host_files("in").unwrap();
+    assert_eq!(l.entries[0].name, "data.csv");
+    let c = env
+        .sb
+        .copy_from_host("in/data.csv", "/scratch/data.csv")
+        .unwrap();
+    assert_eq!(
+        (c.from.as_str(), c.to.as_str(), c.bytes),
+        ("host:in/data.csv", "/scratch/data.csv", 8)
+    );
+    assert_eq!(
+        std::fs::read(env.scratch.join("data.csv")).unwrap(),
+        b"a,b\n1,2\n"
+    );
+    env.sb.write_file("/output/report.md", "report").unwrap();
+    let c = env
+        .sb
+        .copy_to_host("/output/report.md", "out/report.md")
+        .unwrap();
+    assert_eq!(c.to, "host:out/report.md");
+    assert_eq!(
+        std::fs::read(env.host.join("out/report.md")).unwrap(),
+        b"report"
+    );
+    // Replacing an existing host file, addressed by an absolute path inside the grant.
+    let canonical = env.sb.host_dir().unwrap().to_owned();
+    let abs = canonical.join("out/report.md");
+    env.sb
+        .copy_to_host("/input/a.txt", abs.to_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        std::fs::read(env.host.join("out/report.md")).unwrap(),
+        INPUTS[0].1
+    );
+}
+
+#[test]
+fn staging_copies_files_and_folders_read_only() {
+    let env = Env::new();
+    for (rel, _) in INPUTS {
+        let staged = std::fs::metadata(env.input.join(rel)).unwrap();
+        let source = std::fs::metadata(env.src.join(rel)).unwrap();
+        assert_ne!(staged.ino(), source.ino(), "{rel} was linked, not copied");
+        assert_eq!(staged.nlink(), 1);
+        assert_eq!(staged.permissions().mode() & 0o777, 0o444);
+    }
+    // A single file lands under its own name.
+    let tmp = tempfile::tempdir().unwrap();
+    let one = tmp.path().join("one.txt");
+    std::fs::write(&one, "1").unwrap();
+    let dest = tmp.path().join("input");
+    let staged = stage_inputs(&dest, &[&one, &env.src], &Limits::default()).unwrap();
+    assert_eq!(
+        staged,
+        [
+            "a.txt",
+            "bin.dat",
+            "docs/b.md",
+            "docs/deep/c.txt",
+            "one.txt"
+        ]
+    );
+}
+
+#[test]
+fn staging_refuses_clashes_links_and_special_files_before_copying() {
+    let env = Env::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("input");
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("a.txt"), "clash").unwrap();
+    let e = stage_inputs(&dest, &[&env.src, &other], &Limits::default()).unwrap_err();
+    assert!(
+        matches!(e, SandboxError::StageNameClash { ref name, .. } if name == "a.txt"),
+        "{e}"
+    );
+
+    let linked = tmp.path().join("linked");
+    std::fs::create_dir_all(linked.join("sub")).unwrap();
+    std::fs::write(linked.join("sub/ok.txt"), "ok").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", linked.join("sub/passwd")).unwrap();
+    let dest2 = tmp.path().join("input2");
+    let e = stage_inputs(&dest2, &[&linked], &Limits::default()).unwrap_err();
+    assert!(matches!(e, SandboxError::StageSymlink { .. }), "{e}");
+    assert!(e.to_string().contains("sub/passwd"));
+    assert_eq!(
+        std::fs::read_dir(&dest2).unwrap().count(),
+        0,
+        "nothing is copied when a check fails"
+    );
+
+    let link = tmp.path().join("link.txt");
+    std::os::unix::fs::symlink(env.src.join("a.txt"), &link).unwrap();
+    assert!(matches!(
+        stage_inputs(&dest2, &[&link], &Limits::default()),
+        Err(SandboxError::StageSymlink { .. })
+    ));
+
+    let fifo = tmp.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(matches!(
+        stage_inputs(&dest2, &[&fifo], &Limits::default()),
+        Err(SandboxError::StageSpecialFile { kind: "FIFO", .. })
+    ));
+}
+
+#[test]
+fn quota_tracks_writes_and_replacements() {
+    let env = Env::new();
+    assert_eq!(env.sb.usage().bytes, 0);
+    env.sb.write_file("/output/a/b.txt", "12345").unwrap();
+    let u = env.sb.usage();
+    assert_eq!((u.bytes, u.files), (5, 2), "one directory and one file");
+    env.sb.write_file("/output/a/b.txt", "12").unwrap();
+    assert_eq!(env.sb.usage().bytes, 2);
+    std::fs::write(env.scratch.join("behind"), "123").unwrap();
+    let u = env.sb.recount().unwrap();
+    assert_eq!((u.bytes, u.files), (5, 3));
+}
+
+#[test]
+fn parallel_writes_of_different_files() {
+    let env = Env::new();
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            let sb = env.sb.clone();
+            s.spawn(move || {
+                for i in 0..25 {
+                    let body = format!("thread {t} file {i}\n");
+                    sb.write_file(&format!("/output/t{t}/f{i}.txt"), &body)
+                        .unwrap();
+                    sb.write_file(&format!("/scratch/shared/t{t}-f{i}.txt"), &body)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    for t in 0..16 {
+        for i in 0..25 {
+            let want = format!("thread {t} file {i}\n");
+            assert_eq!(
+                std::fs::read_to_string(env.output.join(format!("t{t}/f{i}.txt"))).unwrap(),
+                want
+            );
+            let r = env
+                .sb
+                .read_file(&format!("/scratch/shared/t{t}-f{i}.txt"), None, None)
+                .unwrap();
+            assert_eq!(r.content, want);
+        }
+    }
+    let counted = env.sb.usage();
+    assert_eq!(
+        env.sb.recount().unwrap(),
+        counted,
+        "the quota's running count matches the disk"
+    );
+    assert_eq!(counted.files, 16 * 25 * 2 + 16 + 1);
+}
+
+#[test]
+fn two_sandboxes_never_see_each_other() {
+    let a = Env::new();
+    let b = Env::new();
+    a.sb.write_file("/output/only-a.txt", "a").unwrap();
+    a.sb.write_file("scratch-a.txt", "a").unwrap();
+    b.sb.write_file("/output/only-b.txt", "b").unwrap();
+    assert!(matches!(
+        b.sb.read_file("/output/only-a.txt", None, None),
+        Err(SandboxError::NotFound { .. })
+    ));
+    assert!(matches!(
+        b.sb.read_file("scratch-a.txt", None, None),
+        Err(SandboxError::NotFound { .. })
+    ));
+    let names: Vec<_> =
+        b.sb.list_dir("/output")
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+    assert_eq!(names, ["only-b.txt"]);
+    // Even a host path of the other sandbox is just a refused absolute path.
+    let other = a.output.join("only-a.txt");
+    assert!(matches!(
+        b.sb.read_file(other.to_str().unwrap(), None, None),
+        Err(SandboxError::OutsideSandbox { .. })
+    ));
+    assert_eq!(a.sb.usage().files, 2);
+    assert_eq!(b.sb.usage().files, 1);
+}
+
+#[test]
+fn temp_scratch_is_removed_with_the_last_clone() {
+    let env = Env::new();
+    let sb = Sandbox::with_temp_scratch(&env.input, &env.output, Limits::default()).unwrap();
+    let scratch = sb.root_paths().get(Root::Scratch).to_owned();
+    sb.write_file("x", "x").unwrap();
+    assert!(scratch.join("x").is_file());
+    let clone = sb.clone();
+    drop(sb);
+    assert!(scratch.exists());
+    drop(clone);
+    assert!(!scratch.exists());
+}
+
+#[test]
+fn limits_come_from_a_toml_table() {
+    let l: Limits = toml::from_str("max_read_bytes = 4096\nmax_files = 7\n").unwrap();
+    assert_eq!(l.max_read_bytes, 4096);
+    assert_eq!(l.max_files, 7);
+    assert_eq!(l.max_write_bytes, Limits::default().max_write_bytes);
+    assert!(toml::from_str::<Limits>("max_reads = 1").is_err());
+    assert_eq!(toml::from_str::<Limits>("").unwrap(), Limits::default());
+}
+
+#[test]
+fn virtual_paths_render_and_parse_back() {
+    let l = Limits::default();
+    for raw in ["/input/a", "/output/x/y.md", "/scratch/z"] {
+        assert_eq!(VirtualPath::parse(raw, &l).unwrap().to_string(), raw);
+    }
+}
