@@ -260,7 +260,8 @@ fn payload_rewritten_with_chain_recomputed_is_caught_by_the_statement() {
 
 #[test]
 fn changed_added_and_removed_files_fail() {
-    let cases: Vec<(&str, Box<dyn FnOnce(&std::path::Path)>, CheckCode)> = vec![
+    type Edit = Box<dyn FnOnce(&std::path::Path)>;
+    let cases: Vec<(&str, Edit, CheckCode)> = vec![
         (
             "in-change",
             Box::new(|d| fs::write(d.join("input/a.txt"), b"hellO\n").unwrap()),

@@ -81,7 +81,7 @@ pub fn make_bundle(name: &str, durability: Durability) -> PathBuf {
         stream: true,
         request: Some(request),
         response: Some(response),
-        usage: json!({"input_tokens": 10, "output_tokens": 5}),
+        usage: json!({"input_tokens": 10, "output_tokens": 5, "cost": -3.3711483902327103e-155, "ratio": 0.1}),
         finish_reason: Some("tool_calls".into()),
         duration_ms: 12,
         error: None,
