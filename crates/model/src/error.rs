@@ -219,4 +219,59 @@ impl ModelError {
             | ModelError::Function(_) => None,
         }
     }
+
+    pub(crate) fn exchange_mut(&mut self) -> Option<&mut RawExchange> {
+        match self {
+            ModelError::RateLimited { exchange, .. }
+            | ModelError::ServerError { exchange, .. }
+            | ModelError::Unauthorized { exchange, .. }
+            | ModelError::BadRequest { exchange, .. }
+            | ModelError::Connection { exchange, .. }
+            | ModelError::Timeout { exchange, .. }
+            | ModelError::MalformedResponse { exchange, .. }
+            | ModelError::ProviderError { exchange, .. }
+            | ModelError::StreamIncomplete { exchange, .. }
+            | ModelError::ScriptExhausted { exchange, .. }
+            | ModelError::ReplayDiverged { exchange, .. } => Some(exchange),
+            _ => None,
+        }
+    }
+
+    /// Every message text this error holds, for redaction.
+    pub(crate) fn texts_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            ModelError::RateLimited { code, message, .. } => {
+                let mut v = vec![message];
+                v.extend(code.as_mut());
+                v
+            }
+            ModelError::BadRequest {
+                code,
+                param,
+                message,
+                ..
+            } => {
+                let mut v = vec![message];
+                v.extend(code.as_mut());
+                v.extend(param.as_mut());
+                v
+            }
+            ModelError::ProviderError { code, message, .. } => {
+                let mut v = vec![message];
+                v.extend(code.as_mut());
+                v
+            }
+            ModelError::ServerError { message, .. }
+            | ModelError::Unauthorized { message, .. }
+            | ModelError::Connection { message, .. }
+            | ModelError::MalformedResponse { message, .. }
+            | ModelError::StreamIncomplete { message, .. } => vec![message],
+            ModelError::Config(m) | ModelError::InvalidRequest(m) | ModelError::Function(m) => {
+                vec![m]
+            }
+            ModelError::InvalidScript { message, .. } => vec![message],
+            ModelError::ReplayDiverged { difference, .. } => vec![difference],
+            ModelError::Timeout { .. } | ModelError::ScriptExhausted { .. } => Vec::new(),
+        }
+    }
 }

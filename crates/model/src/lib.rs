@@ -14,6 +14,7 @@ use async_trait::async_trait;
 
 mod error;
 mod offline;
+mod openai;
 
 mod types;
 mod wire;
@@ -24,6 +25,7 @@ pub use offline::replay::{RecordedResponse, ReplayModel};
 pub use offline::script::{ScriptModel, ScriptStep};
 pub use offline::test_model::{TestModel, arguments_for_schema};
 pub use offline::{Reply, estimate_usage};
+pub use openai::{ApiKey, DEFAULT_BASE_URL, OpenAiConfig, OpenAiModel, RetryPolicy, Timeouts};
 
 pub use types::{
     Attempt, FinishReason, Message, ModelRequest, ModelResponse, ModelSettings, ProviderToolCall,
