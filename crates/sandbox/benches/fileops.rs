@@ -72,7 +72,9 @@ fn main() {
         let mut ours = Vec::with_capacity(iters);
         let mut plain = Vec::with_capacity(iters);
         for _ in 0..iters {
-            ours.push(time(|| sandbox.read_file(&virtual_path, None, None).expect("read")));
+            ours.push(time(|| {
+                sandbox.read_file(&virtual_path, None, None).expect("read")
+            }));
             plain.push(time(|| std::fs::read_to_string(&host_path).expect("read")));
         }
         report("read_file", size, iters, stats(ours), stats(plain));
@@ -84,7 +86,9 @@ fn main() {
         let mut ours = Vec::with_capacity(iters);
         let mut plain = Vec::with_capacity(iters);
         for _ in 0..iters {
-            ours.push(time(|| sandbox.write_file(&virtual_path, &body).expect("write")));
+            ours.push(time(|| {
+                sandbox.write_file(&virtual_path, &body).expect("write")
+            }));
             plain.push(time(|| std::fs::write(&host_path, &body).expect("write")));
         }
         report("write_file", size, iters, stats(ours), stats(plain));

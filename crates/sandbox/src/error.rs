@@ -273,6 +273,18 @@ pub enum SandboxError {
         path: String,
     },
 
+    /// `copy_to_host` aimed at a host path that is one of the sandbox's own folders (the
+    /// granted host folder contains the bundle or scratch).
+    #[error(
+        "host path `{path}` is inside the sandbox's {root} folder: copy_to_host cannot write there"
+    )]
+    HostPathInSandbox {
+        /// The host path as given.
+        path: String,
+        /// The root whose folder it is in.
+        root: &'static str,
+    },
+
     /// Staging: two inputs would land on the same name in /input.
     #[error("cannot stage `{source_path}`: the name `{name}` is already taken in /input")]
     StageNameClash {

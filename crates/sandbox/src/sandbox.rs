@@ -43,6 +43,9 @@ struct Inner {
 struct HostGrant {
     dir: Dir,
     path: PathBuf,
+    /// The sandbox's own folders (canonical) that lie inside the host folder: never written
+    /// through the host tools.
+    roots_inside: Vec<(PathBuf, Root)>,
 }
 
 /// The host directories behind the three roots (for the command runner's mounts and for
@@ -251,7 +254,18 @@ impl Sandbox {
             .map_err(|e| SandboxError::io("opening host folder", shown.clone(), e))?;
         let handle = Dir::open_ambient_dir(&path, ambient_authority())
             .map_err(|e| SandboxError::io("opening host folder", shown, e))?;
-        self.host = Some(Arc::new(HostGrant { dir: handle, path }));
+        let roots_inside = Root::ALL
+            .into_iter()
+            .filter_map(|root| {
+                let canonical = std::fs::canonicalize(self.inner.paths.get(root)).ok()?;
+                canonical.starts_with(&path).then_some((canonical, root))
+            })
+            .collect();
+        self.host = Some(Arc::new(HostGrant {
+            dir: handle,
+            path,
+            roots_inside,
+        }));
         Ok(self)
     }
 
@@ -556,12 +570,24 @@ impl Sandbox {
     /// Copies a regular file from the sandbox (any root) into the granted host folder,
     /// creating parent directories there and replacing an existing file atomically. The same
     /// rules as `write_file` apply on the host side (no links, no special files, no hard-linked
-    /// targets, `Limits::max_write_bytes`); the sandbox quota does not. Refused without a host
-    /// grant.
+    /// targets, `Limits::max_write_bytes`); the sandbox quota does not. A target inside one of
+    /// the sandbox's own folders (when the host folder contains the bundle) is refused, so the
+    /// staged inputs cannot be rewritten from the host side. Refused without a host grant.
     pub fn copy_to_host(&self, path: &str, host_path: &str) -> Result<CopyOutcome> {
         let host = self.host()?;
         let vp = self.parse_path(path)?;
         let names = parse_host_path(host_path, &host.path, &self.inner.limits)?;
+        let target = names.iter().fold(host.path.clone(), |p, n| p.join(n));
+        if let Some((_, inside)) = host
+            .roots_inside
+            .iter()
+            .find(|(dir, _)| target.starts_with(dir))
+        {
+            return Err(SandboxError::HostPathInSandbox {
+                path: crate::path::shown(host_path),
+                root: inside.as_str(),
+            });
+        }
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
         let max = self.inner.limits.max_write_bytes;

@@ -328,6 +328,14 @@ cases! {
     list_host_root_of_filesystem
         setup nothing; op |e| e.sb.list_host_files("/").map(drop);
         err SandboxError::OutsideHostDir { .. },
+    copy_to_host_into_staged_inputs
+        setup |e| e.sb = e.sb.clone().with_host_dir(&e.base).unwrap();
+        op |e| e.sb.copy_to_host("/input/docs/b.md", "bundle/input/a.txt").map(drop);
+        err SandboxError::HostPathInSandbox { root: "/input", .. },
+    copy_to_host_into_output_bypassing_quota
+        setup |e| e.sb = e.sb.clone().with_host_dir(&e.base).unwrap();
+        op |e| e.sb.copy_to_host("/input/a.txt", "bundle/output/a.txt").map(drop);
+        err SandboxError::HostPathInSandbox { root: "/output", .. },
     copy_from_host_tilde
         setup nothing; op |e| e.sb.copy_from_host("~/.bashrc", "/output/x").map(drop);
         err SandboxError::HomeDirectory { .. },
@@ -359,4 +367,61 @@ cases! {
     read_missing
         setup nothing; op |e| e.sb.read_file("/input/nope.txt", None, None).map(drop);
         err SandboxError::NotFound { .. },
+}
+
+/// Random paths built from hostile pieces never write outside the writable roots and never
+/// panic; whatever they do, the inputs and everything outside stay as they were.
+#[test]
+fn random_hostile_paths_stay_inside() {
+    use proptest::prelude::*;
+    let env = Env::new();
+    let before = env.outside();
+    let piece = prop_oneof![
+        Just("..".to_owned()),
+        Just(".".to_owned()),
+        Just("".to_owned()),
+        Just("input".to_owned()),
+        Just("output".to_owned()),
+        Just("scratch".to_owned()),
+        Just("canary".to_owned()),
+        Just("secret.txt".to_owned()),
+        Just("a.txt".to_owned()),
+        Just("~".to_owned()),
+        Just("\\".to_owned()),
+        Just("\u{0}".to_owned()),
+        Just("\u{43e}utput".to_owned()),
+        "[a-z]{1,3}",
+    ];
+    let strategy = (any::<bool>(), proptest::collection::vec(piece, 0..8));
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 512,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&strategy, |(absolute, pieces)| {
+            let path = format!("{}{}", if absolute { "/" } else { "" }, pieces.join("/"));
+            let _ = env.sb.write_file(&path, "fuzz");
+            let _ = env.sb.read_file(&path, None, None);
+            let _ = env.sb.str_replace(&path, "fuzz", "zz");
+            let _ = env.sb.list_dir(&path);
+            let _ = env.sb.copy_to_host(&path, &path);
+            let _ = env.sb.copy_from_host(&path, &path);
+            Ok(())
+        })
+        .unwrap();
+    assert!(env.outside() == before || only_host_gained_files(&env, &before));
+    env.assert_inputs_intact();
+}
+
+/// `copy_to_host` may legitimately create files in the host folder; nothing else may change.
+fn only_host_gained_files(
+    env: &Env,
+    before: &std::collections::BTreeMap<std::path::PathBuf, common::Node>,
+) -> bool {
+    let after = env.outside();
+    before.iter().all(|(p, n)| after.get(p) == Some(n))
+        && after
+            .keys()
+            .filter(|p| !before.contains_key(*p))
+            .all(|p| p.starts_with("host"))
 }
