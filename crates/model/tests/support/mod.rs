@@ -27,6 +27,8 @@ pub enum Mode {
     Truncate(usize),
     /// Headers without Content-Length, the whole body, then close (a close-delimited body).
     CloseDelimited,
+    /// Read the request, then send nothing for up to 10 s.
+    Silent,
 }
 
 /// One canned response.
@@ -159,6 +161,10 @@ async fn handle(
             "the test server has no canned response left",
         )
     });
+    if matches!(canned.mode, Mode::Silent) {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        return Ok(());
+    }
     let mut out = format!(
         "HTTP/1.1 {} X\r\nContent-Type: {}\r\nConnection: close\r\n",
         canned.status, canned.content_type
@@ -170,12 +176,12 @@ async fn handle(
         Mode::Full | Mode::Truncate(_) => {
             out.push_str(&format!("Content-Length: {}\r\n", canned.body.len()))
         }
-        Mode::StallAfter(_) | Mode::CloseDelimited => {}
+        Mode::StallAfter(_) | Mode::CloseDelimited | Mode::Silent => {}
     }
     out.push_str("\r\n");
     sock.write_all(out.as_bytes()).await?;
     match canned.mode {
-        Mode::Full | Mode::CloseDelimited => sock.write_all(&canned.body).await?,
+        Mode::Full | Mode::CloseDelimited | Mode::Silent => sock.write_all(&canned.body).await?,
         Mode::StallAfter(n) => {
             sock.write_all(&canned.body[..n.min(canned.body.len())])
                 .await?;
@@ -203,6 +209,10 @@ pub fn quick_retry() -> RetryPolicy {
 }
 
 pub fn model_for(base_url: &str, model: &str) -> OpenAiModel {
+    OpenAiModel::new(config_for(base_url, model)).unwrap()
+}
+
+pub fn config_for(base_url: &str, model: &str) -> OpenAiConfig {
     let mut config = OpenAiConfig::new(model, base_url, Some(ApiKey::new(SECRET_KEY)));
     config.retry = quick_retry();
     config.timeouts = Timeouts {
@@ -210,5 +220,5 @@ pub fn model_for(base_url: &str, model: &str) -> OpenAiModel {
         first_byte: Duration::from_secs(5),
         idle: Duration::from_secs(5),
     };
-    OpenAiModel::new(config).unwrap()
+    config
 }
