@@ -323,6 +323,15 @@ pub enum SandboxError {
         reason: &'static str,
     },
 
+    /// A `Limits` value that would make the sandbox unusable.
+    #[error("limit `{field}` is invalid: {reason}")]
+    InvalidLimit {
+        /// The field of `Limits`.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
     /// An operating-system error not covered by a rule above.
     #[error("{op} `{path}` failed: {source}")]
     Io {

@@ -15,6 +15,9 @@ use crate::error::{Result, SandboxError};
 /// Names of in-flight temporary files start with this; listings hide them.
 pub(crate) const TEMP_PREFIX: &str = ".provrun-tmp-";
 
+/// Largest buffer reserved up front for a read; larger reads grow as bytes arrive.
+pub(crate) const INITIAL_BUFFER: u64 = 16 << 20;
+
 /// Most entries a listing reads before it stops counting.
 pub(crate) const MAX_SCAN_ENTRIES: usize = 100_000;
 
@@ -357,7 +360,7 @@ pub(crate) fn read_whole(
             max,
         });
     }
-    let mut buf = Vec::with_capacity(size as usize);
+    let mut buf = Vec::with_capacity(size.min(INITIAL_BUFFER) as usize);
     file.take(max.saturating_add(1))
         .read_to_end(&mut buf)
         .map_err(|e| SandboxError::io("reading", show(names), e))?;
@@ -393,7 +396,7 @@ pub(crate) fn atomic_write(
         return Err(SandboxError::IsADirectory { path: show(names) });
     };
     let parent = walk(root, parents, show, Some(quota))?;
-    let old_size = match parent.symlink_metadata(last) {
+    let old = match parent.symlink_metadata(last) {
         Ok(md) => {
             check_file_target(&md, names, show)?;
             if md.nlink() > 1 {
@@ -402,11 +405,12 @@ pub(crate) fn atomic_write(
                     links: md.nlink(),
                 });
             }
-            Some(md.len())
+            Some((md.len(), md.mode() & 0o7777))
         }
         Err(e) if is_not_found(&e) => None,
         Err(e) => return Err(SandboxError::io("writing", show(names), e)),
     };
+    let old_size = old.map(|(size, _)| size);
     let reservation = match quota {
         Some(q) => Some(q.reserve(
             &show(names),
@@ -417,11 +421,13 @@ pub(crate) fn atomic_write(
         None => None,
     };
 
+    // A replaced file keeps its permission bits (minus set-id bits); a new one gets 0644.
+    let mode = old.map_or(0o644, |(_, mode)| mode & 0o777);
     let mut opts = OpenOptions::new();
     opts.write(true)
         .create_new(true)
         .follow(FollowSymlinks::No)
-        .mode(0o644);
+        .mode(mode);
     let pid = std::process::id();
     let (tmp_name, file) = {
         let mut attempt = 0;
@@ -435,7 +441,9 @@ pub(crate) fn atomic_write(
             }
         }
     };
-    let written = (&file).write_all(content);
+    let written = file
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .and_then(|()| (&file).write_all(content));
     drop(file);
     let result = written.and_then(|()| parent.rename(&tmp_name, &parent, last));
     if let Err(e) = result {

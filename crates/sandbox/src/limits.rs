@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Result, SandboxError};
+
 /// The sandbox's limits. Every field has a safe default, so an empty `[limits]` table (or
 /// none) gives a usable sandbox; unknown keys are an error.
 ///
@@ -48,5 +50,53 @@ impl Default for Limits {
             max_path_bytes: 1_024,
             max_name_bytes: 255,
         }
+    }
+}
+
+impl Limits {
+    /// Checks that the limits leave a usable sandbox: the per-call sizes, the listing cap, the
+    /// depth and the path lengths must be above zero (a zero quota is allowed: it makes
+    /// /output and /scratch read-only in effect).
+    pub fn check(&self) -> Result<()> {
+        let zero = [
+            ("max_read_bytes", self.max_read_bytes == 0),
+            ("max_write_bytes", self.max_write_bytes == 0),
+            ("max_list_entries", self.max_list_entries == 0),
+            ("max_depth", self.max_depth == 0),
+            ("max_path_bytes", self.max_path_bytes == 0),
+            ("max_name_bytes", self.max_name_bytes == 0),
+        ];
+        match zero.into_iter().find(|(_, is_zero)| *is_zero) {
+            Some((field, _)) => Err(SandboxError::InvalidLimit {
+                field,
+                reason: "it must be at least 1",
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_pass_and_zero_sizes_fail() {
+        assert!(Limits::default().check().is_ok());
+        let l = Limits {
+            max_read_bytes: 0,
+            ..Limits::default()
+        };
+        let e = l.check().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "limit `max_read_bytes` is invalid: it must be at least 1"
+        );
+        let quota_zero = Limits {
+            max_total_bytes: 0,
+            max_files: 0,
+            ..Limits::default()
+        };
+        assert!(quota_zero.check().is_ok());
     }
 }

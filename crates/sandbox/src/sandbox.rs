@@ -210,6 +210,7 @@ impl Sandbox {
         limits: Limits,
         temp: Option<tempfile::TempDir>,
     ) -> Result<Sandbox> {
+        limits.check()?;
         let input_dir = open_root(input, false)?;
         let output_dir = open_root(output, true)?;
         let scratch_dir = open_root(scratch, true)?;
@@ -370,7 +371,7 @@ impl Sandbox {
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
         }
-        let mut buf = Vec::with_capacity(want as usize);
+        let mut buf = Vec::with_capacity(want.min(fsops::INITIAL_BUFFER) as usize);
         (&mut file)
             .take(want)
             .read_to_end(&mut buf)

@@ -54,6 +54,41 @@ fn write_then_read_round_trip() {
 }
 
 #[test]
+fn replacing_a_file_keeps_its_permissions() {
+    let env = Env::new();
+    env.sb.write_file("/scratch/run.sh", "echo 1\n").unwrap();
+    let p = env.scratch.join("run.sh");
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o750)).unwrap();
+    env.sb.str_replace("/scratch/run.sh", "1", "2").unwrap();
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o750
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "echo 2\n");
+}
+
+#[test]
+fn zero_limits_are_refused_at_construction() {
+    let env = Env::new();
+    let limits = Limits {
+        max_list_entries: 0,
+        ..Limits::default()
+    };
+    let e = Sandbox::new(&env.input, &env.output, &env.scratch, limits).unwrap_err();
+    assert!(matches!(
+        e,
+        SandboxError::InvalidLimit {
+            field: "max_list_entries",
+            ..
+        }
+    ));
+}
+
+#[test]
 fn relative_paths_live_in_scratch() {
     let env = Env::new();
     env.sb.write_file("notes/todo.txt", "x").unwrap();
