@@ -8,7 +8,33 @@
 //!
 //! Every response — live, offline or recorded — is read by one lenient parser of the
 //! OpenAI chat-completions wire format ([`parse_response`]), so a recorded run replays
-//! exactly as it was observed.
+//! exactly as it was observed. Offline models write the bytes an OpenAI-compatible server
+//! would have sent, and report a deterministic usage estimate ([`estimate_usage`]).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use futures_util::FutureExt;
+//! use provrun_model::{Message, Model, ModelRequest, TestModel, ToolDefinition};
+//!
+//! let model: Arc<dyn Model> = Arc::new(TestModel::new());
+//! let request = ModelRequest {
+//!     messages: vec![Message::user("list the inputs")],
+//!     tools: vec![ToolDefinition {
+//!         name: "list_dir".into(),
+//!         description: "List a directory".into(),
+//!         parameters: serde_json::json!({
+//!             "type": "object",
+//!             "properties": {"path": {"type": "string", "default": "/input"}},
+//!             "required": ["path"]
+//!         }),
+//!     }],
+//!     ..Default::default()
+//! };
+//! let response = model.request(&request).now_or_never().expect("offline is immediate")?;
+//! assert_eq!(response.tool_calls[0].arguments, r#"{"path":"/input"}"#);
+//! assert!(response.raw.response_body.starts_with(b"{"));
+//! # Ok::<(), provrun_model::ModelError>(())
+//! ```
 
 use async_trait::async_trait;
 

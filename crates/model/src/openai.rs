@@ -355,6 +355,7 @@ impl OpenAiModel {
             drop(client);
             let cap = std::mem::take(&mut *lock(&capture));
             let duration = t0.elapsed();
+            let server_wait = cap.retry_after;
             let (result, retryable) = self.classify(cap, outcome);
             let mut attempt = Attempt {
                 duration,
@@ -371,9 +372,7 @@ impl OpenAiModel {
             }
             if let Err(e) = &result {
                 attempt.error = Some(e.to_string());
-                if let ModelError::RateLimited { retry_after, .. } = e {
-                    attempt.retry_after = *retry_after;
-                }
+                attempt.retry_after = server_wait;
             }
             tracing::debug!(
                 status = ?attempt.status,

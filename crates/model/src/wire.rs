@@ -771,3 +771,95 @@ pub(crate) fn http_status_error(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(body: &str) -> (Result<Parsed, BodyProblem>, Vec<StreamDelta>) {
+        let mut deltas = Vec::new();
+        let r = parse_body(body.as_bytes(), Some(SSE_MEDIA_TYPE), &mut |d| {
+            deltas.push(d)
+        });
+        (r, deltas)
+    }
+
+    #[test]
+    fn strips_extension_keywords_at_every_level_but_keeps_names() {
+        let schema = json!({
+            "type": "object", "x-a": 1,
+            "properties": {"x-name": {"type": "string", "x-b": 2},
+                           "list": {"type": "array", "items": {"x-c": 3, "type": "integer"}}},
+            "$defs": {"D": {"x-d": 4, "anyOf": [{"x-e": 5, "type": "null"}]}},
+            "default": {"x-data": "kept"},
+            "required": ["x-name"]
+        });
+        assert_eq!(
+            strip_extension_keys(&schema),
+            json!({
+                "type": "object",
+                "properties": {"x-name": {"type": "string"},
+                               "list": {"type": "array", "items": {"type": "integer"}}},
+                "$defs": {"D": {"anyOf": [{"type": "null"}]}},
+                "default": {"x-data": "kept"},
+                "required": ["x-name"]
+            })
+        );
+    }
+
+    #[test]
+    fn tool_calls_without_index_and_repeated_full_arguments() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"1}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let (r, deltas) = collect(body);
+        let p = r.unwrap();
+        let calls: Vec<_> = p
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, vec![("a", "f", "{\"x\":1}"), ("b", "g", "{}")]);
+        assert_eq!(
+            deltas.len(),
+            3,
+            "the repeated arguments add no delta: {deltas:?}"
+        );
+    }
+
+    #[test]
+    fn error_event_without_json_and_empty_stream() {
+        let (r, _) = collect("event: error\ndata: upstream exploded\n\n");
+        assert!(
+            matches!(r, Err(BodyProblem::Provider { ref message, .. }) if message == "upstream exploded"),
+            "{r:?}"
+        );
+        let (r, _) = collect("");
+        assert!(matches!(r, Err(BodyProblem::Incomplete(_))), "{r:?}");
+        let (r, _) = collect(": keepalive comment\n\ndata: [DONE]\n\n");
+        let p = r.unwrap();
+        assert!(p.text.is_none() && p.tool_calls.is_empty() && p.usage.is_none());
+    }
+
+    #[test]
+    fn error_bodies_of_every_shape() {
+        let i = error_info(br#"{"error":{"message":"m","code":429,"param":"p","type":"t"}}"#);
+        assert_eq!(
+            (i.message.as_str(), i.code.as_deref(), i.param.as_deref()),
+            ("m", Some("429"), Some("p"))
+        );
+        assert_eq!(error_info(br#"{"error":"plain"}"#).message, "plain");
+        assert_eq!(
+            error_info(br#"{"detail":"Not Found"}"#).message,
+            "Not Found"
+        );
+        assert_eq!(error_info(b"  Bad Gateway \n").message, "Bad Gateway");
+        assert_eq!(error_info(b"").message, "(empty body)");
+        let long = "x".repeat(1000);
+        assert!(error_info(long.as_bytes()).message.chars().count() <= 301);
+    }
+}

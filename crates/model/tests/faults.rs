@@ -84,7 +84,8 @@ async fn rate_limit_then_success_honours_retry_after() {
 #[tokio::test]
 async fn server_error_with_html_body_is_retried() {
     let server = serve(vec![
-        Canned::new(502, "text/html", "<html><body>Bad gateway</body></html>"),
+        Canned::new(502, "text/html", "<html><body>Bad gateway</body></html>")
+            .header("retry-after-ms", "200"),
         Canned::json(200, fixture(TEXT_JSON)),
     ])
     .await;
