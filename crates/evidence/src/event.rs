@@ -342,6 +342,9 @@ pub struct RunFinished {
     pub status: RunStatus,
     /// Number of events in the log including this one (= its seq + 1).
     pub event_count: u64,
+    /// Number of `output_produced` events directly before this one: the outputs of
+    /// the run (or of the paused segment).
+    pub outputs: u64,
     /// Usage totals (tokens, requests...), as JSON.
     pub usage: Value,
     /// Error message of a failed run.

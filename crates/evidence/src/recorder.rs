@@ -298,7 +298,6 @@ struct Facts {
     agent_spec_digest: String,
     started_on: String,
     inputs: Vec<FileRecord>,
-    outputs: Vec<FileRecord>,
 }
 
 struct LogState {
@@ -679,7 +678,34 @@ impl Recorder {
         blocking: bool,
     ) -> Result<Durable<u64>> {
         let inner = &*self.inner;
-        let mut st = lock(&inner.log);
+        let mut st = self.lock_open()?;
+        let seq = self.write_locked(&mut st, kind, confidence, payload)?;
+        if !inner.durability.syncs_each_event() {
+            return Ok(Durable::ready(Ok(seq)));
+        }
+        if blocking && inner.durability == Durability::PerEvent {
+            if let Err(e) = st.file.sync_data() {
+                let log_path = inner.root.join(EVENTS_FILE);
+                st.broken = Some(format!("fsync {}: {e}", log_path.display()));
+                return Err(EvidenceError::io("sync", log_path, e));
+            }
+            return Ok(Durable::ready(Ok(seq)));
+        }
+        let ticket = inner.sync.request();
+        drop(st);
+        Ok(Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(&inner.sync),
+                ticket,
+                value: Some(seq),
+            },
+        })
+    }
+
+    /// Lock the log, refusing if it is broken or closed.
+    fn lock_open(&self) -> Result<MutexGuard<'_, LogState>> {
+        let inner = &*self.inner;
+        let st = lock(&inner.log);
         if let Some(e) = &st.broken {
             return Err(EvidenceError::LogBroken(e.clone()));
         }
@@ -691,13 +717,23 @@ impl Recorder {
                 "the recorder is closed: {why}"
             )));
         }
+        Ok(st)
+    }
+
+    /// Write one line with the log locked; no sync. Returns its seq.
+    fn write_locked(
+        &self,
+        st: &mut LogState,
+        kind: EventType,
+        confidence: Confidence,
+        mut payload: Value,
+    ) -> Result<u64> {
+        let inner = &*self.inner;
         let seq = st.next_seq;
-        let event_count = seq + 1;
-        let mut payload = payload;
         if kind == EventType::RunFinished
             && let Some(obj) = payload.as_object_mut()
         {
-            obj.insert("event_count".into(), json!(event_count));
+            obj.insert("event_count".into(), json!(seq + 1));
         }
         let ts = now_rfc3339();
         let envelope = json!({
@@ -713,12 +749,11 @@ impl Recorder {
         let mut line = to_canonical_string(&envelope)?.into_bytes();
         let head = sha256_hex(&line);
         line.push(b'\n');
-        let log_path = inner.root.join(EVENTS_FILE);
         if let Err(e) = st.file.write_all(&line) {
+            let log_path = inner.root.join(EVENTS_FILE);
             // Try to cut a partial line so the file stays a valid prefix.
             let _ = st.file.set_len(st.bytes);
-            let msg = format!("write {}: {e}", log_path.display());
-            st.broken = Some(msg.clone());
+            st.broken = Some(format!("write {}: {e}", log_path.display()));
             tracing::error!(error = %e, "evidence write failed");
             return Err(EvidenceError::io("write", log_path, e));
         }
@@ -726,10 +761,6 @@ impl Recorder {
         st.bytes += line.len() as u64;
         st.head = Some(head);
         st.next_seq += 1;
-        st.last_ts = ts.clone();
-        if kind == EventType::RunFinished {
-            st.closed = Some("the run has ended (or paused)");
-        }
         match kind {
             EventType::RunStarted => {
                 if let Ok(p) = serde_json::from_value::<RunStarted>(envelope["payload"].clone()) {
@@ -743,32 +774,11 @@ impl Recorder {
                     st.facts.inputs.push(p);
                 }
             }
-            EventType::OutputProduced => {
-                if let Ok(p) = serde_json::from_value::<FileRecord>(envelope["payload"].clone()) {
-                    st.facts.outputs.push(p);
-                }
-            }
+            EventType::RunFinished => st.closed = Some("the run has ended (or paused)"),
             _ => {}
         }
-        if !inner.durability.syncs_each_event() {
-            return Ok(Durable::ready(Ok(seq)));
-        }
-        if blocking && inner.durability == Durability::PerEvent {
-            if let Err(e) = st.file.sync_data() {
-                st.broken = Some(format!("fsync {}: {e}", log_path.display()));
-                return Err(EvidenceError::io("sync", log_path, e));
-            }
-            return Ok(Durable::ready(Ok(seq)));
-        }
-        let ticket = inner.sync.request();
-        drop(st);
-        Ok(Durable {
-            state: DurableState::Waiting {
-                shared: Arc::clone(&inner.sync),
-                ticket,
-                value: Some(seq),
-            },
-        })
+        st.last_ts = ts;
+        Ok(seq)
     }
 
     /// Store `bytes` as a content-addressed blob at `blobs/sha256/<hex>` and return its
@@ -925,32 +935,31 @@ impl Recorder {
     /// [`Recorder::reopen`].
     pub fn finish(&self, end: RunEnd) -> Result<Finished> {
         let outputs = self.digest_tree("output")?;
-        for r in &outputs {
-            self.append(
-                EventType::OutputProduced,
-                Confidence::Observed,
-                payload_value(&OutputProduced(r.clone()))?,
-                true,
-            )?
-            .wait()?;
-        }
         let finished = RunFinished {
             status: end.status,
-            event_count: 0, // filled in under the log lock
+            event_count: 0, // set to seq + 1 when written
+            outputs: outputs.len() as u64,
             usage: end.usage,
             error: end.error,
         };
-        self.append(
-            EventType::RunFinished,
-            Confidence::Observed,
-            payload_value(&finished)?,
-            true,
-        )?
-        .wait()?;
+        let finished = payload_value(&finished)?;
+        let outputs_json = outputs
+            .iter()
+            .map(|r| payload_value(&OutputProduced(r.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        // The outputs and run_finished go in as one block: nothing can slip in between
+        // or after them.
         let facts = {
-            let mut st = lock(&self.inner.log);
-            let head = st.head.clone().unwrap_or_default();
-
+            let mut st = self.lock_open()?;
+            for p in outputs_json {
+                self.write_locked(&mut st, EventType::OutputProduced, Confidence::Observed, p)?;
+            }
+            self.write_locked(
+                &mut st,
+                EventType::RunFinished,
+                Confidence::Observed,
+                finished,
+            )?;
             StatementFacts {
                 run_id: self.inner.run_id.clone(),
                 builder: st.facts.builder.clone(),
@@ -959,10 +968,10 @@ impl Recorder {
                 finished_on: st.last_ts.clone(),
                 status: end.status,
                 inputs: st.facts.inputs.clone(),
-                outputs: std::mem::take(&mut st.facts.outputs),
+                outputs,
                 events_sha256: hex::encode(st.hasher.clone().finalize()),
                 event_count: st.next_seq,
-                head,
+                head: st.head.clone().unwrap_or_default(),
             }
         };
         self.sync_all().wait()?;

@@ -513,6 +513,21 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
                 if let Some((j, _)) = &last_finish {
                     seg_start = j + 1;
                 }
+                let block_ok = usize::try_from(p.outputs)
+                    .ok()
+                    .and_then(|n| i.checked_sub(n))
+                    .is_some_and(|from| {
+                        events[from..i]
+                            .iter()
+                            .all(|e| matches!(e, Some(e) if e.kind == EventType::OutputProduced))
+                    });
+                if !block_ok {
+                    sequence.fail(format!(
+                        "line {}: run_finished says {} outputs, but the lines before it are not that many output_produced events",
+                        i + 1,
+                        p.outputs
+                    ));
+                }
                 last_finish = Some((i, p));
             }
         } else if let Some((j, prev)) = &last_finish
@@ -628,7 +643,24 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
         &input_files,
         ends_finished,
     );
-    let output_records = payloads(EventType::OutputProduced, seg_start);
+    // A finished log's outputs are the `outputs` output_produced events directly before
+    // the final run_finished (the recorder writes them as one block); an unfinished
+    // log's are whatever the final segment recorded so far.
+    let output_records = match (&last_finish, ends_finished) {
+        (Some((last, p)), true) => {
+            let from = usize::try_from(p.outputs)
+                .ok()
+                .and_then(|n| last.checked_sub(n));
+            match from {
+                Some(from) => payloads(EventType::OutputProduced, from)
+                    .into_iter()
+                    .take(*last - from)
+                    .collect(),
+                None => Vec::new(),
+            }
+        }
+        _ => payloads(EventType::OutputProduced, seg_start),
+    };
     let output_files = file_map(&mut outputs, root, "output");
     compare_files(
         &mut outputs,

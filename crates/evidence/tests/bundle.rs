@@ -171,6 +171,7 @@ fn recorder_refuses_structural_events_and_appends_after_finish() {
     let fin = RunFinished {
         status: RunStatus::Finished,
         event_count: 1,
+        outputs: 0,
         usage: json!(null),
         error: None,
     };
@@ -497,4 +498,37 @@ fn blobs_are_deduplicated_and_content_addressed() {
     );
     let (v, none) = rec.tool_value(json!({"small": true})).unwrap();
     assert_eq!((v, none), (json!({"small": true}), None));
+}
+
+#[test]
+fn reopen_after_a_crash_while_finishing_then_finish_again() {
+    let dir = make_bundle("crash-finish", Durability::Flush);
+    // Simulate a kill after the output_produced block but before run_finished.
+    let mut l = read_lines(&dir);
+    l.pop();
+    write_lines(&dir, &l);
+    fs::remove_file(dir.join("statement.json")).unwrap();
+    let r = verify(&dir);
+    assert!(r.ok && !r.complete, "{r:#?}");
+    let rec = Recorder::reopen(&dir, Durability::Flush).unwrap();
+    fs::write(rec.output_dir().join("late.txt"), b"late").unwrap();
+    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    let r = verify(&dir);
+    assert!(r.ok && r.complete, "{r:#?}");
+    let st: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
+    assert_eq!(st["subject"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn handles_are_send_sync_and_futures_send() {
+    fn assert_send_sync<T: Send + Sync + Clone + 'static>() {}
+    fn assert_send<T: Send>(_: &T) {}
+    assert_send_sync::<Recorder>();
+    assert_send_sync::<Declarer>();
+    let dir = scratch("send");
+    let rec = Recorder::create(&dir, "r", Durability::GroupCommit, &run_started()).unwrap();
+    let fut = rec.record_async(&tool_call("c", false));
+    assert_send(&fut);
+    assert_eq!(fut.wait().unwrap(), 1);
 }
