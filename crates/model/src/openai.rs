@@ -570,7 +570,8 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// The tower service async-openai sends through: it keeps the request bytes, applies the
 /// first-byte timeout, and wraps the response body so every byte read is kept and a quiet
-/// gap longer than the idle timeout ends the body with an error.
+/// gap longer than the idle timeout ends the body with an error. An error status is read
+/// to the end here and returned as an error, so async-openai never sees (or logs) its body.
 #[derive(Clone)]
 struct CaptureService {
     http: reqwest::Client,
@@ -662,6 +663,15 @@ impl CaptureService {
                 }
             }
         });
+        if !status.is_success() {
+            // Read the error body here, so async-openai neither parses nor logs it: the
+            // caller maps it from the captured bytes.
+            let mut body = std::pin::pin!(body);
+            while body.next().await.is_some() {}
+            return Err(boxed(std::io::Error::other(format!(
+                "HTTP status {status}"
+            ))));
+        }
         let mut builder = http::Response::builder().status(status).version(version);
         if let Some(h) = builder.headers_mut() {
             *h = headers;

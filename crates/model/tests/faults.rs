@@ -470,3 +470,28 @@ fn configuration_is_checked_without_panicking() {
         OpenAiModel::new(OpenAiConfig::new("gpt-4o", "http://127.0.0.1:1/v1/", None)).unwrap();
     assert_eq!(model.name(), "openai:gpt-4o");
 }
+
+#[tokio::test]
+async fn a_streamed_request_is_retried_before_it_starts() {
+    let body = fixture(TOOL_SSE);
+    let server = serve(vec![
+        Canned::json(500, r#"{"error":{"message":"The server had an error"}}"#),
+        sse(body.clone()),
+    ])
+    .await;
+    let model = model_for(&server.base_url, "m");
+    let (r, deltas) = stream(&model).await;
+    let r = r.unwrap();
+    assert_eq!(r.raw.attempts.len(), 2);
+    assert_eq!(r.raw.attempts[0].status, Some(500));
+    assert_eq!(r.raw.response_body.as_ref(), body.as_slice());
+    // Only the successful attempt produced deltas, once each.
+    let args: String = deltas
+        .iter()
+        .filter_map(|d| match d {
+            StreamDelta::ToolCall { arguments, .. } => Some(arguments.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(args, r#"{"country":"UK"}"#);
+}
