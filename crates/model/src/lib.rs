@@ -82,6 +82,32 @@ pub trait Model: Send + Sync {
     ) -> Result<ModelResponse, ModelError>;
 }
 
+/// Builds a model from an agent spec's `model` string: `test`, `script:PATH` or
+/// `openai:MODEL_NAME` (configured from the environment, see [`OpenAiConfig::from_env`]).
+///
+/// `replay:BUNDLE` is refused here: reading a bundle is not this crate's business, so the
+/// caller extracts the recorded responses and builds a [`ReplayModel`] itself.
+pub fn model_from_spec(spec: &str) -> Result<std::sync::Arc<dyn Model>, ModelError> {
+    let spec = spec.trim();
+    if spec == "test" {
+        return Ok(std::sync::Arc::new(TestModel::new()));
+    }
+    match spec.split_once(':') {
+        Some(("script", path)) if !path.is_empty() => {
+            Ok(std::sync::Arc::new(ScriptModel::from_path(path)?))
+        }
+        Some(("openai", name)) if !name.is_empty() => {
+            Ok(std::sync::Arc::new(OpenAiModel::from_env(name)?))
+        }
+        Some(("replay", _)) => Err(ModelError::Config(
+            "a replay model is built from a bundle's recorded responses (ReplayModel::new)".into(),
+        )),
+        _ => Err(ModelError::Config(format!(
+            "unknown model {spec:?}: expected test, script:PATH, replay:BUNDLE or openai:MODEL_NAME"
+        ))),
+    }
+}
+
 #[async_trait]
 impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     fn name(&self) -> &str {

@@ -379,3 +379,20 @@ async fn replay_of_a_recorded_error_status_gives_the_typed_error() {
         "{err}"
     );
 }
+
+#[test]
+fn models_from_spec_strings() {
+    assert_eq!(
+        provrun_model::model_from_spec("test").unwrap().name(),
+        "test"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    std::fs::write(&path, r#"[{"text": "hi"}]"#).unwrap();
+    let m = provrun_model::model_from_spec(&format!("script:{}", path.display())).unwrap();
+    assert_eq!(m.name(), format!("script:{}", path.display()));
+    for bad in ["", "gpt-4o", "script:", "replay:/some/bundle", "openai:"] {
+        let err = provrun_model::model_from_spec(bad).err().expect(bad);
+        assert!(matches!(err, ModelError::Config(_)), "{bad}: {err}");
+    }
+}
