@@ -241,7 +241,9 @@ impl OpenAiModel {
                 "the API key holds characters that cannot go in an HTTP header".into(),
             ));
         }
-        let mut client_config = OpenAIConfig::new().with_api_base(base).with_api_key(key);
+        let mut client_config = OpenAIConfig::new()
+            .with_api_base(base.clone())
+            .with_api_key(key);
         for (name, value) in &config.headers {
             let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| ModelError::Config(format!("invalid header name {name:?}")))?;
@@ -249,8 +251,18 @@ impl OpenAiModel {
                 .with_header(header, value.as_str())
                 .map_err(|_| ModelError::Config(format!("invalid value for header {name:?}")))?;
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.timeouts.connect)
+        let url = reqwest::Url::parse(&base)
+            .map_err(|e| ModelError::Config(format!("the base URL {base:?} is not a URL: {e}")))?;
+        let mut builder = reqwest::Client::builder().connect_timeout(config.timeouts.connect);
+        // A server on this machine (Ollama, vLLM, a test server) is never reached through
+        // a proxy from the environment.
+        if matches!(
+            url.host_str(),
+            Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
+        ) {
+            builder = builder.no_proxy();
+        }
+        let http = builder
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(OpenAiModel {
