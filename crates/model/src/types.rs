@@ -286,20 +286,42 @@ pub struct ProviderToolCall {
 }
 
 /// One HTTP attempt of a request (the first try and each retry).
-#[derive(Clone, Debug, Default, PartialEq)]
+///
+/// Serialises as a summary for evidence — `status`, `error`, `duration_ms`,
+/// `retry_after_ms`, `response_size`, `response_media_type` — without the body bytes, which
+/// belong in a blob.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Attempt {
     /// The HTTP status, when a response arrived.
     pub status: Option<u16>,
     /// What went wrong, when it did (a transport error, a timeout, an error status).
     pub error: Option<String>,
     /// How long the attempt took.
+    #[serde(rename = "duration_ms", serialize_with = "ser_millis")]
     pub duration: Duration,
     /// The wait the server asked for (`Retry-After`), when given.
+    #[serde(rename = "retry_after_ms", serialize_with = "ser_opt_millis")]
     pub retry_after: Option<Duration>,
     /// The response body bytes received in this attempt.
+    #[serde(rename = "response_size", serialize_with = "ser_len")]
     pub response_body: Bytes,
     /// The response media type (`Content-Type`), when given.
     pub response_media_type: Option<String>,
+}
+
+fn ser_millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+fn ser_opt_millis<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_len<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(b.len() as u64)
 }
 
 /// The exact bytes of one model exchange, kept so evidence can record them.

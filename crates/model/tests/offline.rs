@@ -396,3 +396,21 @@ fn models_from_spec_strings() {
         assert!(matches!(err, ModelError::Config(_)), "{bad}: {err}");
     }
 }
+
+#[test]
+fn attempts_serialise_as_a_summary_without_bytes() {
+    let a = provrun_model::Attempt {
+        status: Some(429),
+        error: Some("rate limited".into()),
+        duration: std::time::Duration::from_millis(1234),
+        retry_after: Some(std::time::Duration::from_secs(2)),
+        response_body: bytes::Bytes::from_static(b"{\"error\":{}}"),
+        response_media_type: Some("application/json".into()),
+    };
+    assert_eq!(
+        serde_json::to_value(&a).unwrap(),
+        json!({"status": 429, "error": "rate limited", "duration_ms": 1234,
+               "retry_after_ms": 2000, "response_size": 12,
+               "response_media_type": "application/json"})
+    );
+}
