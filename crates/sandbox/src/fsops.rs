@@ -222,6 +222,22 @@ pub(crate) fn kind_name(ft: &FileType) -> &'static str {
     }
 }
 
+/// A human name for a non-regular file type, from `std` metadata.
+pub(crate) fn std_kind_name(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
 fn is_not_found(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
@@ -329,17 +345,27 @@ pub(crate) fn open_read(
     check_file_target(&md, names, show)?;
     let mut opts = OpenOptions::new();
     opts.read(true).follow(FollowSymlinks::No).nonblock(true);
-    let file = parent
-        .open_with(last, &opts)
-        .map_err(|e| SandboxError::io("opening", show(names), e))?
-        .into_std();
+    let file = match parent.open_with(last, &opts) {
+        Ok(f) => f.into_std(),
+        // Swapped since the check: say what it became.
+        Err(e) => {
+            let swapped = match parent.symlink_metadata(last) {
+                Ok(md) => check_file_target(&md, names, show).err(),
+                Err(gone) if is_not_found(&gone) => {
+                    Some(SandboxError::NotFound { path: show(names) })
+                }
+                Err(_) => None,
+            };
+            return Err(swapped.unwrap_or_else(|| SandboxError::io("opening", show(names), e)));
+        }
+    };
     let fmd = file
         .metadata()
         .map_err(|e| SandboxError::io("reading", show(names), e))?;
     if !fmd.is_file() {
         return Err(SandboxError::NotARegularFile {
             path: show(names),
-            kind: "special file",
+            kind: std_kind_name(&fmd.file_type()),
         });
     }
     Ok((file, fmd.len()))

@@ -145,7 +145,7 @@ fn plan_source(source: &Path, taken: &mut BTreeSet<String>, limits: &Limits) -> 
     if !ft.is_dir() {
         return Err(SandboxError::StageSpecialFile {
             source_path: source.display().to_string(),
-            kind: std_kind_name(&ft),
+            kind: fsops::std_kind_name(&ft),
         });
     }
     let base = Dir::open_ambient_dir(source, ambient_authority())
@@ -206,21 +206,6 @@ fn plan_source(source: &Path, taken: &mut BTreeSet<String>, limits: &Limits) -> 
         base_path: source.to_owned(),
         items,
     })
-}
-
-fn std_kind_name(ft: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt as _;
-    if ft.is_fifo() {
-        "FIFO"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_char_device() {
-        "character device"
-    } else if ft.is_block_device() {
-        "block device"
-    } else {
-        "special file"
-    }
 }
 
 /// Refuses names the sandbox could not address later (e.g. with a backslash or newline).

@@ -425,3 +425,59 @@ fn only_host_gained_files(
             .filter(|p| !before.contains_key(*p))
             .all(|p| p.starts_with("host"))
 }
+
+/// A link, FIFO and regular file swapped in and out under the same name while another thread
+/// reads and writes it: no call follows the link out, none hangs, the canary stays intact.
+#[test]
+fn racing_swaps_never_escape() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = Env::new();
+    let before = env.outside();
+    let stop = AtomicBool::new(false);
+    let file = env.scratch.join("race");
+    let dir = env.scratch.join("racedir");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&file);
+                let _ = std::fs::remove_file(&dir);
+                let _ = std::fs::remove_dir_all(&dir);
+                match n % 3 {
+                    0 => {
+                        let _ = std::os::unix::fs::symlink(env.canary.join("secret.txt"), &file);
+                        let _ = std::os::unix::fs::symlink(&env.canary, &dir);
+                    }
+                    1 => {
+                        let _ = std::fs::write(&file, "plain");
+                        let _ = std::fs::create_dir(&dir);
+                    }
+                    _ => {
+                        let _ = std::process::Command::new("mkfifo").arg(&file).status();
+                    }
+                }
+                n += 1;
+            }
+        });
+        let worker = s.spawn(|| {
+            for _ in 0..300 {
+                let _ = env.sb.write_file("/scratch/race", "pwned");
+                let _ = env.sb.read_file("/scratch/race", None, None);
+                let _ = env.sb.str_replace("/scratch/race", "plain", "pwned");
+                let _ = env.sb.write_file("/scratch/racedir/secret.txt", "pwned");
+                let _ = env.sb.list_dir("/scratch/racedir");
+            }
+        });
+        let started = std::time::Instant::now();
+        while !worker.is_finished() {
+            assert!(started.elapsed().as_secs() < 60, "a sandbox call hung");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        env.outside() == before,
+        "a swap let a call escape the sandbox"
+    );
+    env.assert_inputs_intact();
+}
