@@ -144,9 +144,7 @@ pub enum SandboxError {
     },
 
     /// A symbolic link along the path: the sandbox never follows links.
-    #[error(
-        "path `{path}` goes through the symbolic link `{link}`: the sandbox never follows links"
-    )]
+    #[error("{}", symlink_message(path, link))]
     SymlinkRefused {
         /// The virtual path asked for.
         path: String,
@@ -343,6 +341,16 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+}
+
+fn symlink_message(path: &str, link: &str) -> String {
+    if path == link {
+        format!("path `{path}` is a symbolic link: the sandbox never follows links")
+    } else {
+        format!(
+            "path `{path}` goes through the symbolic link `{link}`: the sandbox never follows links"
+        )
+    }
 }
 
 impl SandboxError {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
 
 use crate::error::{Result, SandboxError};
 use crate::fsops::{self, kind_name, walk};
@@ -70,9 +70,13 @@ pub fn stage_inputs<P: AsRef<Path>>(
         taken.insert(entry.file_name().to_string_lossy().into_owned());
     }
 
+    let root_md = dest
+        .dir_metadata()
+        .map_err(|e| host_io("reading", input_root, e))?;
+    let root_id = (root_md.dev(), root_md.ino());
     let mut plans = Vec::with_capacity(sources.len());
     for source in sources {
-        plans.push(plan_source(source.as_ref(), &mut taken, limits)?);
+        plans.push(plan_source(source.as_ref(), &mut taken, limits, root_id)?);
     }
 
     let mut staged = Vec::new();
@@ -103,7 +107,14 @@ pub fn stage_inputs<P: AsRef<Path>>(
     Ok(staged)
 }
 
-fn plan_source(source: &Path, taken: &mut BTreeSet<String>, limits: &Limits) -> Result<Plan> {
+/// Checks one source and lists what to copy from it. `root_id` (device, inode) is the input
+/// root itself, skipped if it lies inside a source folder.
+fn plan_source(
+    source: &Path,
+    taken: &mut BTreeSet<String>,
+    limits: &Limits,
+    root_id: (u64, u64),
+) -> Result<Plan> {
     let md = std::fs::symlink_metadata(source).map_err(|e| host_io("reading input", source, e))?;
     let ft = md.file_type();
     if ft.is_symlink() {
@@ -165,11 +176,14 @@ fn plan_source(source: &Path, taken: &mut BTreeSet<String>, limits: &Limits) -> 
             let mut child = names.clone();
             let full = source.join(names.join("/")).join(entry.file_name());
             child.push(utf8_name(&entry.file_name(), &full)?);
-            let cft = dir
+            let md = dir
                 .symlink_metadata(entry.file_name())
-                .map_err(|e| host_io("reading input", &full, e))?
-                .file_type();
-            children.push((child, cft, full));
+                .map_err(|e| host_io("reading input", &full, e))?;
+            if md.is_dir() && (md.dev(), md.ino()) == root_id {
+                tracing::warn!(path = %full.display(), "not staging the input folder into itself");
+                continue;
+            }
+            children.push((child, md.file_type(), full));
         }
         children.sort_by(|a, b| b.0.cmp(&a.0));
         for (child, cft, full) in children {

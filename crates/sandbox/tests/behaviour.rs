@@ -428,6 +428,17 @@ fn staging_refuses_clashes_links_and_special_files_before_copying() {
 }
 
 #[test]
+fn staging_a_folder_that_holds_the_bundle_skips_the_input_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(work.join("out/input")).unwrap();
+    std::fs::write(work.join("data.txt"), "d").unwrap();
+    let staged = stage_inputs(&work.join("out/input"), &[&work], &Limits::default()).unwrap();
+    assert_eq!(staged, ["data.txt"]);
+    assert!(!work.join("out/input/out/input").exists());
+}
+
+#[test]
 fn quota_tracks_writes_and_replacements() {
     let env = Env::new();
     assert_eq!(env.sb.usage().bytes, 0);
