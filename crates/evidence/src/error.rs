@@ -52,6 +52,9 @@ pub enum EvidenceError {
         /// Why it is refused.
         reason: String,
     },
+    /// A signing or verification key could not be read.
+    #[error("bad key: {0}")]
+    Key(String),
     /// An existing log to be reopened is not a valid chain.
     #[error("cannot reopen {path}: {reason}")]
     InvalidLog {

@@ -20,6 +20,7 @@
 //! The format is specified in `docs/evidence.md` of the repository.
 
 mod canonical;
+pub mod dsse;
 mod error;
 mod event;
 mod fsutil;
@@ -38,4 +39,4 @@ pub use event::{
 pub use log::MAX_LINE_BYTES;
 pub use recorder::{Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd};
 pub use statement::{BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, StatementFacts};
-pub use verify::{Check, CheckCode, CheckStatus, VerifyReport, verify};
+pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};

@@ -432,7 +432,8 @@ impl Recorder {
     /// The existing log is validated first (every line parses, the chain and the
     /// sequence hold); a torn last line, which was never reported durable, is cut off.
     /// A log whose last event is a `run_finished` with a status other than `paused` is
-    /// refused. An existing `statement.json` is removed: it no longer describes the log.
+    /// refused. An existing `statement.json` (and its signature) is removed: it no longer describes
+    /// the log.
     pub fn reopen(dir: impl AsRef<Path>, durability: Durability) -> Result<Recorder> {
         let root = dir.as_ref().to_path_buf();
         let log_path = root.join(EVENTS_FILE);
@@ -511,15 +512,19 @@ impl Recorder {
                     .map_err(|e| EvidenceError::io("sync", &log_path, e))?;
             }
         }
-        let statement = root.join(STATEMENT_FILE);
-        match fs::remove_file(&statement) {
-            Ok(()) => {
-                if durability.syncs() {
-                    sync_dir(&root).map_err(|e| EvidenceError::io("sync", &root, e))?;
+        // The signature first: a crash between the two leaves an unsigned statement,
+        // never a signature without its statement.
+        for name in [crate::dsse::DSSE_FILE, STATEMENT_FILE] {
+            let path = root.join(name);
+            match fs::remove_file(&path) {
+                Ok(()) => {
+                    if durability.syncs() {
+                        sync_dir(&root).map_err(|e| EvidenceError::io("sync", &root, e))?;
+                    }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(EvidenceError::io("remove", &path, e)),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(EvidenceError::io("remove", &statement, e)),
         }
         let n = scan.lines.len() as u64;
         tracing::debug!(root = %root.display(), events = n, "evidence log reopened");

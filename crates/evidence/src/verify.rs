@@ -13,6 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::dsse::DSSE_FILE;
 use crate::event::{
     BlobRef, Event, EventType, FileRecord, RunFinished, RunStarted, RunStatus, ToolCalled,
 };
@@ -53,6 +54,9 @@ pub enum CheckCode {
     /// Every deferred tool call is later completed (unless the run is paused), none is
     /// deferred after completing, none completed twice.
     ToolCalls,
+    /// `statement.dsse.json`, if present or required, is a DSSE envelope of exactly
+    /// `statement.json` with a valid Ed25519 signature by the given key.
+    Signature,
 }
 
 impl CheckCode {
@@ -68,6 +72,7 @@ impl CheckCode {
             CheckCode::Outputs => "outputs",
             CheckCode::Statement => "statement",
             CheckCode::ToolCalls => "tool-calls",
+            CheckCode::Signature => "signature",
         }
     }
 }
@@ -283,9 +288,23 @@ fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Options of [`verify_with`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyOptions {
+    /// Ed25519 public key that must have signed the statement (`statement.dsse.json`).
+    /// Checking a signature needs the crate feature `dsse`.
+    pub public_key: Option<[u8; 32]>,
+}
+
 /// Check a bundle offline. Never panics and never follows a symlink; problems in the
-/// bundle become failed or warned checks.
+/// bundle become failed or warned checks. A signature, if present, is not checked
+/// (the `signature` check warns); use [`verify_with`] and a key for that.
 pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
+    verify_with(bundle, &VerifyOptions::default())
+}
+
+/// [`verify`] with options, e.g. the public key the statement must be signed with.
+pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyReport {
     let root = bundle.as_ref();
     let mut layout = Acc::new(CheckCode::Layout);
     let mut parse = Acc::new(CheckCode::Parse);
@@ -296,6 +315,7 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
     let mut outputs = Acc::new(CheckCode::Outputs);
     let mut statement = Acc::new(CheckCode::Statement);
     let mut tools = Acc::new(CheckCode::ToolCalls);
+    let mut signature = Acc::new(CheckCode::Signature);
 
     // --- layout -------------------------------------------------------------------------
     match fs::symlink_metadata(root) {
@@ -318,6 +338,7 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
             CheckCode::Outputs,
             CheckCode::Statement,
             CheckCode::ToolCalls,
+            CheckCode::Signature,
         ] {
             checks.push(Check {
                 code,
@@ -354,7 +375,7 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
                 };
                 let kind_ok = |want_dir: bool| if want_dir { ft.is_dir() } else { ft.is_file() };
                 match name {
-                    EVENTS_FILE | STATEMENT_FILE | "input" | "output" | "blobs" => {
+                    EVENTS_FILE | STATEMENT_FILE | DSSE_FILE | "input" | "output" | "blobs" => {
                         let want_dir = !name.ends_with(".json") && !name.ends_with(".jsonl");
                         if ft.is_symlink() {
                             layout.fail(format!("{name} is a symlink (not followed)"));
@@ -371,13 +392,18 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
                             present.insert(match name {
                                 EVENTS_FILE => EVENTS_FILE,
                                 STATEMENT_FILE => STATEMENT_FILE,
+                                DSSE_FILE => DSSE_FILE,
                                 "input" => "input",
                                 "output" => "output",
                                 _ => "blobs",
                             });
                         }
                     }
-                    n if is_statement_temp(n) && ft.is_file() => leftovers.push(n.to_owned()),
+                    n if (is_statement_temp(n) || n.starts_with(&format!(".{DSSE_FILE}.tmp-")))
+                        && ft.is_file() =>
+                    {
+                        leftovers.push(n.to_owned())
+                    }
                     n => layout.fail(format!("unexpected entry {n}")),
                 }
             }
@@ -760,13 +786,23 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
         }
     }
 
+    // --- signature ----------------------------------------------------------------------
+    let signed = present.contains(DSSE_FILE);
+    match (signed, &options.public_key) {
+        (false, None) => signature.pass = "not signed, no key required".to_owned(),
+        (false, Some(_)) => signature.fail("a key was given but statement.dsse.json is missing"),
+        (true, _) if !has_statement => signature.fail("statement.dsse.json without statement.json"),
+        (true, None) => signature.warn("signed, but the signature is not checked: no key given"),
+        (true, Some(key)) => check_signature(&mut signature, root, key),
+    }
+
     // --- summary ------------------------------------------------------------------------
     for l in leftovers {
         layout.fail_or_warn(complete, format!("leftover temporary file {l}"));
     }
     layout.pass = "bundle layout as expected".to_owned();
     let checks: Vec<Check> = [
-        layout, parse, chain, sequence, blobs, inputs, outputs, statement, tools,
+        layout, parse, chain, sequence, blobs, inputs, outputs, statement, tools, signature,
     ]
     .into_iter()
     .map(Acc::done)
@@ -778,6 +814,27 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
         complete,
         checks,
     }
+}
+
+#[cfg(feature = "dsse")]
+fn check_signature(acc: &mut Acc, root: &Path, key: &[u8; 32]) {
+    let envelope = match read_bounded(&root.join(DSSE_FILE), MAX_STATEMENT_BYTES) {
+        Ok(b) => b,
+        Err(e) => return acc.fail(format!("cannot read {DSSE_FILE}: {e}")),
+    };
+    let statement = match read_bounded(&root.join(STATEMENT_FILE), MAX_STATEMENT_BYTES) {
+        Ok(b) => b,
+        Err(e) => return acc.fail(format!("cannot read {STATEMENT_FILE}: {e}")),
+    };
+    match crate::dsse::check_envelope(&envelope, &statement, key) {
+        Ok(msg) => acc.pass = msg,
+        Err(msg) => acc.fail(msg),
+    }
+}
+
+#[cfg(not(feature = "dsse"))]
+fn check_signature(acc: &mut Acc, _root: &Path, _key: &[u8; 32]) {
+    acc.fail("cannot check the signature: built without the `dsse` feature");
 }
 
 fn derive_facts(

@@ -140,7 +140,8 @@ fn report_serialises_in_the_documented_shape() {
             "inputs",
             "outputs",
             "statement",
-            "tool-calls"
+            "tool-calls",
+            "signature"
         ]
     );
     assert_eq!(v["checks"][0]["status"], "pass");

@@ -20,7 +20,7 @@ fn missing_or_wrong_bundle_path_fails_cleanly() {
     let r = verify(scratch("nothing-here"));
     assert!(!r.ok && !r.complete);
     assert_eq!(r.checks[0].code, CheckCode::Layout);
-    assert_eq!(r.checks.len(), 9);
+    assert_eq!(r.checks.len(), 10);
 
     let file = scratch("a-file");
     fs::write(&file, b"x").unwrap();
@@ -147,4 +147,13 @@ fn wrong_types_in_the_layout_fail() {
     l[3] = l[3].replacen(&sha256_hex(br#"{"messages":[]}"#), "../../events.jsonl", 1);
     write_lines(&dir, &rechain(&l));
     assert!(fails(&verify(&dir)).contains(&CheckCode::Blobs));
+}
+
+#[test]
+fn a_signature_file_without_statement_fails() {
+    let dir = copy_of("sig-orphan");
+    fs::remove_file(dir.join("statement.json")).unwrap();
+    fs::write(dir.join(provrun_evidence::dsse::DSSE_FILE), b"{}").unwrap();
+    let r = verify(&dir);
+    assert!(fails(&r).contains(&CheckCode::Signature), "{r:#?}");
 }
