@@ -28,9 +28,13 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// SHA-256 hex and length of a regular file, read in chunks.
-pub(crate) fn hash_file(path: &Path) -> io::Result<(String, u64)> {
+/// SHA-256 hex and length of a regular file, read in chunks; with `sync`, the file's
+/// data is also flushed to stable storage.
+pub(crate) fn hash_file(path: &Path, sync: bool) -> io::Result<(String, u64)> {
     let mut file = open_regular(path)?;
+    if sync {
+        file.sync_data()?;
+    }
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut size = 0u64;

@@ -17,6 +17,9 @@
 //! 4. [`Recorder::finish`] records `output_produced` per output file, `run_finished`, and
 //!    writes `statement.json`. A paused run is continued later with [`Recorder::reopen`].
 //!
+//! 5. Optionally (crate feature `dsse`), `dsse::sign_bundle` signs the statement;
+//!    [`verify_with`] checks the signature against a public key.
+//!
 //! The format is specified in `docs/evidence.md` of the repository.
 
 mod canonical;

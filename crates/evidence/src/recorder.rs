@@ -919,10 +919,12 @@ impl Recorder {
                 reason: problem.clone(),
             });
         }
-        walk.files
+        let sync = self.inner.durability.syncs();
+        let records = walk
+            .files
             .iter()
             .map(|f| {
-                let (sha256, size) = fsutil::hash_file(&f.path)
+                let (sha256, size) = fsutil::hash_file(&f.path, sync)
                     .map_err(|e| EvidenceError::io("hash", &f.path, e))?;
                 Ok(FileRecord {
                     path: f.rel.clone(),
@@ -930,7 +932,22 @@ impl Recorder {
                     size,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        if sync {
+            // The files' names must be as durable as the digests that the log records.
+            let mut dirs: Vec<PathBuf> = walk
+                .files
+                .iter()
+                .filter_map(|f| f.path.parent().map(Path::to_path_buf))
+                .collect();
+            dirs.push(dir.clone());
+            dirs.sort();
+            dirs.dedup();
+            for d in dirs {
+                sync_dir(&d).map_err(|e| EvidenceError::io("sync", &d, e))?;
+            }
+        }
+        Ok(records)
     }
 
     /// Finish the bundle (or a paused segment of it): record `output_produced` for every

@@ -252,7 +252,7 @@ fn compare_files(
         }
         match files.get(&r.path) {
             None => acc.fail(format!("{sub}/{} is recorded but missing", r.path)),
-            Some(path) => match hash_file(path) {
+            Some(path) => match hash_file(path, false) {
                 Err(e) => acc.fail(format!("{sub}/{}: cannot read: {e}", r.path)),
                 Ok((sha, size)) => {
                     if sha != r.sha256 || size != r.size {
@@ -607,7 +607,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
                 blobs.fail(format!("unexpected file blobs/sha256/{}", f.rel));
                 continue;
             }
-            match hash_file(&f.path) {
+            match hash_file(&f.path, false) {
                 Err(e) => blobs.fail(format!("blobs/sha256/{}: cannot read: {e}", f.rel)),
                 Ok((sha, size)) => {
                     if sha != f.rel {
