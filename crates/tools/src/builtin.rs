@@ -1,0 +1,222 @@
+//! The built-in sandbox tools: thin wrappers that turn the sandbox's results into text.
+//!
+//! Every rule (which paths are allowed, limits, link and FIFO refusals, quotas) lives in
+//! `provrun-sandbox`; these fns only translate arguments in and results out. They are
+//! sync, so `acall` runs them on the blocking pool, off the async executor.
+
+use std::fmt::Write as _;
+
+use provrun_sandbox::{DirListing, SandboxError};
+
+use crate::context::RunContext;
+use crate::output::ToolOutput;
+use crate::tool;
+
+/// The names of the built-in tools, sorted.
+pub const BUILTIN_TOOLS: [&str; 8] = [
+    "copy_from_host",
+    "copy_to_host",
+    "list_dir",
+    "list_host_files",
+    "read_file",
+    "run_command",
+    "str_replace",
+    "write_file",
+];
+
+fn failed(e: SandboxError) -> ToolOutput {
+    ToolOutput::fail(e.to_string())
+}
+
+fn render_listing(listing: &DirListing) -> String {
+    let mut text = String::new();
+    if listing.entries.is_empty() {
+        let _ = write!(text, "{} is empty", listing.path);
+        return text;
+    }
+    for entry in &listing.entries {
+        let _ = writeln!(
+            text,
+            "{}{}\t{}",
+            entry.name,
+            entry.kind.marker(),
+            entry.size
+        );
+    }
+    if listing.truncated {
+        let _ = writeln!(
+            text,
+            "[listing cut: showing {} of {} entries]",
+            listing.entries.len(),
+            listing.total
+        );
+    }
+    text
+}
+
+/// Read a text file from /input, /output or /scratch (relative paths are under /scratch).
+///
+/// Long files are returned a page at a time: pass `offset` (bytes) to continue where the
+/// previous page said it stopped.
+#[tool(category = "read", summary = "Read a file")]
+pub fn read_file(
+    ctx: &RunContext,
+    /// The file, e.g. `/input/notes.txt`.
+    path: String,
+    /// Byte offset to start reading at (default 0).
+    offset: Option<u64>,
+    /// Most bytes to return (default and ceiling: the run's read limit).
+    limit: Option<u64>,
+) -> ToolOutput {
+    match ctx.sandbox().read_file(&path, offset, limit) {
+        Ok(read) => {
+            let mut text = read.content;
+            if let Some(note) = read.note {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                let _ = write!(text, "[{note}]");
+            }
+            ToolOutput::succeed(text)
+        }
+        Err(e) => failed(e),
+    }
+}
+
+/// Write a text file in /output or /scratch, replacing it if it exists.
+///
+/// Parent folders are created as needed. /input is read-only.
+#[tool(
+    destructive,
+    category = "write",
+    summary = "Write a file",
+    confirm = "Write this file, replacing any existing one?"
+)]
+pub fn write_file(
+    ctx: &RunContext,
+    /// The file to write, e.g. `/output/summary.md`.
+    path: String,
+    /// The whole new content of the file.
+    content: String,
+) -> ToolOutput {
+    match ctx.sandbox().write_file(&path, content.as_bytes()) {
+        Ok(w) => ToolOutput::succeed(format!(
+            "{} {} ({} bytes)",
+            if w.created { "created" } else { "replaced" },
+            w.path,
+            w.bytes
+        )),
+        Err(e) => failed(e),
+    }
+}
+
+/// Replace one exact occurrence of `old` with `new` in a text file in /output or /scratch.
+///
+/// Fails, changing nothing, unless `old` occurs exactly once.
+#[tool(
+    destructive,
+    category = "write",
+    summary = "Edit a file",
+    confirm = "Edit this file?"
+)]
+pub fn str_replace(
+    ctx: &RunContext,
+    /// The file to edit.
+    path: String,
+    /// The exact text to find; it must occur exactly once.
+    old: String,
+    /// The text to put in its place.
+    new: String,
+) -> ToolOutput {
+    match ctx.sandbox().str_replace(&path, &old, &new) {
+        Ok(r) => ToolOutput::succeed(format!(
+            "replaced 1 occurrence in {} at line {} (file now {} bytes)",
+            r.path, r.line, r.bytes
+        )),
+        Err(e) => failed(e),
+    }
+}
+
+/// List a folder in /input, /output or /scratch: one entry a line, with a `/` after
+/// folders and the size in bytes. Links are shown, never followed.
+#[tool(category = "read", summary = "List a folder")]
+pub fn list_dir(
+    ctx: &RunContext,
+    /// The folder, e.g. `/input`.
+    path: String,
+) -> ToolOutput {
+    match ctx.sandbox().list_dir(&path) {
+        Ok(listing) => ToolOutput::succeed(render_listing(&listing)),
+        Err(e) => failed(e),
+    }
+}
+
+/// Run a shell command in the sandbox, with /input read-only and /output and /scratch
+/// writable, no network, and a time limit.
+#[tool(
+    destructive,
+    category = "execute",
+    summary = "Run a command",
+    confirm = "Run this command?"
+)]
+pub fn run_command(
+    ctx: &RunContext,
+    /// The command line, run by `sh -c`.
+    command: String,
+    /// Seconds before the command and everything it started are killed (default 30).
+    timeout_s: Option<u64>,
+) -> ToolOutput {
+    let _ = (ctx, command, timeout_s);
+    ToolOutput::fail(
+        "run_command is not available in this build yet: commands need OS confinement \
+         (bubblewrap, Landlock, seccomp), which has not landed",
+    )
+}
+
+/// List a folder in the host folder that this run was granted (refused when none was).
+#[tool(category = "read", summary = "List host files")]
+pub fn list_host_files(
+    ctx: &RunContext,
+    /// The folder, relative to the granted host folder (`.` for its root).
+    path: String,
+) -> ToolOutput {
+    match ctx.sandbox().list_host_files(&path) {
+        Ok(listing) => ToolOutput::succeed(render_listing(&listing)),
+        Err(e) => failed(e),
+    }
+}
+
+/// Copy a file from the granted host folder into /output or /scratch.
+#[tool(category = "write", summary = "Copy from host")]
+pub fn copy_from_host(
+    ctx: &RunContext,
+    /// The file, relative to the granted host folder.
+    host_path: String,
+    /// Where to put it, e.g. `/scratch/data.csv`.
+    path: String,
+) -> ToolOutput {
+    match ctx.sandbox().copy_from_host(&host_path, &path) {
+        Ok(c) => ToolOutput::succeed(format!("copied {} to {} ({} bytes)", c.from, c.to, c.bytes)),
+        Err(e) => failed(e),
+    }
+}
+
+/// Copy a file from the sandbox out to the granted host folder, replacing any file there.
+#[tool(
+    destructive,
+    category = "write",
+    summary = "Copy to host",
+    confirm = "Copy this file out to the host folder?"
+)]
+pub fn copy_to_host(
+    ctx: &RunContext,
+    /// The sandbox file, e.g. `/output/report.md`.
+    path: String,
+    /// Where to put it, relative to the granted host folder.
+    host_path: String,
+) -> ToolOutput {
+    match ctx.sandbox().copy_to_host(&path, &host_path) {
+        Ok(c) => ToolOutput::succeed(format!("copied {} to {} ({} bytes)", c.from, c.to, c.bytes)),
+        Err(e) => failed(e),
+    }
+}

@@ -1,0 +1,264 @@
+//! Tools-folder manifests: TOML files that declare tools which are not Rust code.
+//!
+//! ```toml
+//! [[tools]]
+//! name = "word_count"
+//! description = "Count the words in a text."
+//! mode = "in_process"            # in_process | client_round_trip | remote_mcp
+//! command = ["wc", "-w"]         # in_process tools: a program, given JSON arguments on stdin
+//! destructive = false
+//! category = "read"              # read | write | execute | network | search | other
+//! # confirm = "…"  summary = "…"  server = "…" (remote_mcp)  timeout_s = 30
+//!
+//! [tools.parameters]             # the argument JSON Schema; defaults to an empty object
+//! type = "object"
+//! properties.text = { type = "string", description = "The text." }
+//! required = ["text"]
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::ToolError;
+use crate::tool::{Handler, Tool, ToolCategory, ToolMode};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    #[serde(default)]
+    tools: Vec<ManifestTool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestTool {
+    name: String,
+    description: String,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    parameters: Option<Value>,
+    #[serde(default)]
+    destructive: bool,
+    #[serde(default)]
+    category: Option<ToolCategory>,
+    #[serde(default)]
+    confirm: Option<String>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    timeout_s: Option<u64>,
+}
+
+/// Read one manifest and build its tools.
+#[allow(clippy::disallowed_methods)] // reads the operator's own manifest, not model input
+pub(crate) fn load_manifest(path: &Path) -> Result<Vec<Tool>, ToolError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ToolError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_manifest(path, &text)
+}
+
+/// Build the tools a manifest's text declares; `path` is only for messages.
+pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolError> {
+    let invalid = |message: String| ToolError::InvalidManifest {
+        path: path.to_path_buf(),
+        message,
+    };
+    let manifest: Manifest = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if manifest.tools.is_empty() {
+        return Err(ToolError::EmptyManifest {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut tools = Vec::with_capacity(manifest.tools.len());
+    for (index, decl) in manifest.tools.into_iter().enumerate() {
+        let at = format!("tool #{} (`{}`)", index + 1, decl.name);
+        let mode: ToolMode = match decl.mode.as_deref() {
+            None => ToolMode::InProcess,
+            Some(m) => m
+                .parse()
+                .map_err(|e: ToolError| invalid(format!("{at}: {e}")))?,
+        };
+        if decl.description.trim().is_empty() {
+            return Err(invalid(format!(
+                "{at}: `description` is empty; the model needs to be told what the tool does"
+            )));
+        }
+        if decl.timeout_s == Some(0) {
+            return Err(invalid(format!("{at}: `timeout_s` must be at least 1")));
+        }
+        let handler = match mode {
+            ToolMode::InProcess => {
+                let command = decl.command.as_ref().filter(|c| !c.is_empty()).ok_or_else(|| {
+                    invalid(format!(
+                        "{at}: an in_process manifest tool needs `command = [\"program\", \"arg\", …]`"
+                    ))
+                })?;
+                if command[0].trim().is_empty() {
+                    return Err(invalid(format!("{at}: `command`'s program is empty")));
+                }
+                Handler::Unavailable(
+                    "command tools run through the sandbox's run_command confinement, which is \
+                     not available in this build yet"
+                        .to_string(),
+                )
+            }
+            ToolMode::ClientRoundTrip => {
+                if decl.command.is_some() {
+                    return Err(invalid(format!(
+                        "{at}: a client_round_trip tool is run by the caller and takes no `command`"
+                    )));
+                }
+                Handler::Unavailable("it is a client round-trip tool: the caller runs it".into())
+            }
+            ToolMode::RemoteMcp => {
+                if decl.command.is_some() {
+                    return Err(invalid(format!(
+                        "{at}: a remote_mcp tool runs in an MCP server and takes no `command`; \
+                         name the server with `server = \"…\"`"
+                    )));
+                }
+                let server = decl.server.as_deref().unwrap_or("an MCP server");
+                Handler::Unavailable(format!(
+                    "it runs in {server}, and MCP servers are not supported in this build yet"
+                ))
+            }
+        };
+        let mut builder = Tool::builder(decl.name.clone(), decl.description)
+            .mode(mode)
+            .destructive(decl.destructive)
+            .category(decl.category.unwrap_or_default())
+            .handler(false, handler);
+        if let Some(schema) = decl.parameters {
+            builder = builder.schema(schema);
+        }
+        if let Some(c) = decl.confirm {
+            builder = builder.confirm(c);
+        }
+        if let Some(s) = decl.summary {
+            builder = builder.summary(s);
+        }
+        let tool = builder.build().map_err(|e| invalid(format!("{at}: {e}")))?;
+        tools.push(tool);
+    }
+    Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<Tool>, ToolError> {
+        parse_manifest(Path::new("m.toml"), text)
+    }
+
+    #[test]
+    fn a_full_command_tool_parses_with_metadata() {
+        let tools = parse(
+            r#"
+            [[tools]]
+            name = "word_count"
+            description = "Count words."
+            command = ["wc", "-w"]
+            category = "read"
+            summary = "Count"
+            [tools.parameters]
+            type = "object"
+            properties.text = { type = "string" }
+            required = ["text"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(tools.len(), 1);
+        let t = &tools[0];
+        assert_eq!(t.name(), "word_count");
+        assert_eq!(t.mode(), ToolMode::InProcess);
+        assert_eq!(t.schema()["x-category"], "read");
+        assert_eq!(t.schema()["x-summary"], "Count");
+        assert_eq!(t.schema()["required"][0], "text");
+        assert!(!t.is_runnable());
+    }
+
+    #[test]
+    fn a_bad_mode_names_the_allowed_ones() {
+        let err = parse(
+            r#"
+            [[tools]]
+            name = "x"
+            description = "d"
+            mode = "over_there"
+            "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("over_there"), "{err}");
+        assert!(
+            err.contains("in_process, client_round_trip, remote_mcp"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn no_tools_is_an_error() {
+        assert!(matches!(parse(""), Err(ToolError::EmptyManifest { .. })));
+        assert!(matches!(
+            parse("tools = []"),
+            Err(ToolError::EmptyManifest { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_toml_name_the_problem() {
+        let err = parse("[[tools]]\nname = \"x\"\ndescription = \"d\"\ncomand = [\"ls\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("comand"), "{err}");
+        let err = parse("[[tools]\n").unwrap_err().to_string();
+        assert!(err.contains("m.toml"), "{err}");
+    }
+
+    #[test]
+    fn in_process_needs_a_command_and_others_refuse_one() {
+        let err = parse("[[tools]]\nname = \"x\"\ndescription = \"d\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs `command"), "{err}");
+        let err = parse(
+            "[[tools]]\nname = \"x\"\ndescription = \"d\"\nmode = \"client_round_trip\"\ncommand = [\"ls\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("takes no `command`"), "{err}");
+    }
+
+    #[test]
+    fn a_schema_that_is_not_an_object_is_refused() {
+        let err = parse(
+            "[[tools]]\nname = \"x\"\ndescription = \"d\"\nmode = \"client_round_trip\"\nparameters = { type = \"string\" }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("type: \\\"object\\\"") || err.contains("\"object\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn invalid_names_are_refused() {
+        let err = parse(
+            "[[tools]]\nname = \"has space\"\ndescription = \"d\"\nmode = \"client_round_trip\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not a valid tool name"), "{err}");
+    }
+}
