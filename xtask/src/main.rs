@@ -1,2 +1,197 @@
-//! Project automation: `cargo xtask ci`, `tidy`, `bench`, `fuzz`.
-fn main() {}
+//! Project automation for provrun: `cargo xtask ci | tidy | bench | fuzz`.
+//!
+//! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
+//! tidy check, `cargo fmt --check`, clippy with warnings denied, the whole test suite, and
+//! the docs built with warnings denied. Each step prints its command before it runs and
+//! the first failing step stops the run with a non-zero exit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match task {
+        "ci" => ci(),
+        "tidy" => tidy(),
+        "bench" => bench(rest),
+        "fuzz" => Err("fuzz targets are not set up yet (see the reliability issue)".to_string()),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown task `{other}`\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <task>
+tasks:
+  ci      tidy + fmt --check + clippy -D warnings + tests + docs (what CI runs)
+  tidy    check that every .rs file opens with a //! comment
+  bench   run the benchmarks [--quick] [--json]";
+
+fn root() -> PathBuf {
+    // xtask lives one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn run(step: &str, mut cmd: Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    println!("\n==> {step}: {shown}");
+    let started = Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{step}: could not start {shown}: {e}"))?;
+    println!(
+        "<== {step}: {} in {:.1}s",
+        if status.success() { "ok" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{step} failed ({status})"))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    tidy()?;
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    run("fmt", fmt)?;
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run("clippy", clippy)?;
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--locked"]);
+    run("test", test)?;
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps", "--locked"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run("doc", doc)?;
+    println!("\nxtask ci: all steps passed");
+    Ok(())
+}
+
+/// Folders whose `.rs` files are ours to check.
+const SOURCE_DIRS: &[&str] = &["crates", "xtask", "tests", "examples", "fuzz"];
+
+fn tidy() -> Result<(), String> {
+    println!("==> tidy: every .rs file opens with a //! comment");
+    let root = root();
+    let mut files = Vec::new();
+    for dir in SOURCE_DIRS {
+        collect_rs(&root.join(dir), &mut files);
+    }
+    files.sort();
+    let mut bad = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        if !text.trim_start_matches('\u{feff}').starts_with("//!") {
+            bad.push(
+                file.strip_prefix(&root)
+                    .unwrap_or(file)
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    if bad.is_empty() {
+        println!("<== tidy: ok ({} files)", files.len());
+        Ok(())
+    } else {
+        Err(format!(
+            "tidy: these files do not open with a //! comment saying what they are for:\n  {}",
+            bad.join("\n  ")
+        ))
+    }
+}
+
+fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if name == "target" || name.starts_with("target-") || name.starts_with('.') {
+                continue;
+            }
+            collect_rs(&path, out);
+        } else if kind.is_file() && name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The benches that exist, as (package, bench target).
+const BENCHES: &[(&str, &str)] = &[
+    ("provrun-evidence", "recorder"),
+    ("provrun-sandbox", "fileops"),
+];
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    for a in args {
+        if a != "--quick" && a != "--json" {
+            return Err(format!(
+                "bench: unknown flag `{a}` (expected --quick, --json)"
+            ));
+        }
+    }
+    for (package, target) in BENCHES {
+        let manifest = root()
+            .join("crates")
+            .join(package.trim_start_matches("provrun-"));
+        if !manifest
+            .join("benches")
+            .join(format!("{target}.rs"))
+            .exists()
+        {
+            continue;
+        }
+        let mut cmd = cargo();
+        cmd.args(["bench", "--quiet", "-p", package, "--bench", target]);
+        if quick {
+            cmd.args(["--", "--quick"]);
+        }
+        run(&format!("bench {package}/{target}"), cmd)?;
+    }
+    Ok(())
+}
