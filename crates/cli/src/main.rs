@@ -1,2 +1,7 @@
-//! The `provrun` command-line interface.
-fn main() {}
+//! The `provrun` binary: a thin shell over [`provrun_cli::main_with_args`].
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    provrun_cli::main_with_args(std::env::args_os())
+}
