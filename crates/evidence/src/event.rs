@@ -404,6 +404,19 @@ pub(crate) fn check_payload(
     Ok(())
 }
 
+/// Collect every blob ref anywhere in a JSON value.
+pub(crate) fn collect_refs(v: &Value, out: &mut Vec<BlobRef>) {
+    if let Some(b) = BlobRef::from_value(v) {
+        out.push(b);
+        return;
+    }
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| collect_refs(i, out)),
+        Value::Object(map) => map.values().for_each(|i| collect_refs(i, out)),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -430,7 +430,8 @@ impl Recorder {
     /// the same chain, e.g. in another process that resumes the run.
     ///
     /// The existing log is validated first (every line parses, the chain and the
-    /// sequence hold); a torn last line, which was never reported durable, is cut off.
+    /// sequence hold); a torn last line, which was never reported durable, is cut off,
+    /// and blobs no event names (stored just before a crash) are removed.
     /// A log whose last event is a `run_finished` with a status other than `paused` is
     /// refused. An existing `statement.json` (and its signature) is removed: it no longer describes
     /// the log.
@@ -447,6 +448,7 @@ impl Recorder {
         let mut run_id = String::new();
         let mut facts = Facts::default();
         let mut last = None;
+        let mut referenced = std::collections::BTreeSet::new();
         for (i, raw) in scan.lines.iter().enumerate() {
             let ev = parse_line(raw).map_err(|e| invalid(format!("line {}: {e}", i + 1)))?;
             if ev.seq != i as u64 {
@@ -480,6 +482,9 @@ impl Recorder {
                 hasher.update(bytes);
                 hasher.update(b"\n");
             }
+            let mut refs = Vec::new();
+            crate::event::collect_refs(&ev.payload, &mut refs);
+            referenced.extend(refs.into_iter().map(|b| b.digest.sha256));
             head = Some(raw.hash.clone());
             last = Some(ev);
         }
@@ -512,6 +517,7 @@ impl Recorder {
                     .map_err(|e| EvidenceError::io("sync", &log_path, e))?;
             }
         }
+        remove_leftovers(&root, &referenced, durability.syncs())?;
         // The signature first: a crash between the two leaves an unsigned statement,
         // never a signature without its statement.
         for name in [crate::dsse::DSSE_FILE, STATEMENT_FILE] {
@@ -1007,6 +1013,48 @@ impl Recorder {
             statement_path: root.join(STATEMENT_FILE),
         })
     }
+}
+
+/// Remove what an interrupted run leaves besides its log: blobs that no event names
+/// (a blob is stored before the event naming it) and temporary files of unfinished
+/// writes. The log itself is untouched.
+fn remove_leftovers(
+    root: &Path,
+    referenced: &std::collections::BTreeSet<String>,
+    sync: bool,
+) -> Result<()> {
+    let blob_dir = root.join("blobs/sha256");
+    let mut removed = 0usize;
+    for f in walk_files(&blob_dir).files {
+        let temp = f.rel.starts_with('.') && f.rel.contains(".tmp-");
+        let orphan = crate::log::is_sha256_hex(&f.rel) && !referenced.contains(&f.rel);
+        if temp || orphan {
+            fs::remove_file(&f.path).map_err(|e| EvidenceError::io("remove", &f.path, e))?;
+            removed += 1;
+        }
+    }
+    if removed > 0 && sync {
+        sync_dir(&blob_dir).map_err(|e| EvidenceError::io("sync", &blob_dir, e))?;
+    }
+    let entries = fs::read_dir(root).map_err(|e| EvidenceError::io("list", root, e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let is_temp = [STATEMENT_FILE, crate::dsse::DSSE_FILE]
+            .iter()
+            .any(|f| name.starts_with(&format!(".{f}.tmp-")));
+        if is_temp && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let path = entry.path();
+            fs::remove_file(&path).map_err(|e| EvidenceError::io("remove", &path, e))?;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed blobs left unreferenced by an interrupted run"
+        );
+    }
+    Ok(())
 }
 
 /// A handle that can append `declared` events and nothing else. Tools get this, never

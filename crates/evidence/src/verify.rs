@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::dsse::DSSE_FILE;
 use crate::event::{
     BlobRef, Event, EventType, FileRecord, RunFinished, RunStarted, RunStatus, ToolCalled,
+    collect_refs,
 };
 use crate::fsutil::{hash_file, open_regular, walk_files};
 use crate::log::{LogScan, is_sha256_hex, parse_line, scan_log};
@@ -202,19 +203,6 @@ fn valid_rel_path(p: &str) -> bool {
 
 fn is_statement_temp(name: &str) -> bool {
     name.starts_with(&format!(".{STATEMENT_FILE}.tmp-"))
-}
-
-/// Collect every blob ref anywhere in a JSON value.
-fn collect_refs(v: &Value, out: &mut Vec<BlobRef>) {
-    if let Some(b) = BlobRef::from_value(v) {
-        out.push(b);
-        return;
-    }
-    match v {
-        Value::Array(items) => items.iter().for_each(|i| collect_refs(i, out)),
-        Value::Object(map) => map.values().for_each(|i| collect_refs(i, out)),
-        _ => {}
-    }
 }
 
 fn file_map(acc: &mut Acc, root: &Path, sub: &str) -> BTreeMap<String, std::path::PathBuf> {
