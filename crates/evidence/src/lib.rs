@@ -28,6 +28,7 @@ mod error;
 mod event;
 mod fsutil;
 mod log;
+mod read;
 mod recorder;
 mod statement;
 mod verify;
@@ -40,6 +41,7 @@ pub use event::{
     ToolCalled, ToolInfo, TraceImported,
 };
 pub use log::MAX_LINE_BYTES;
+pub use read::{read_blob, read_events};
 pub use recorder::{Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd};
 pub use statement::{BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, StatementFacts};
 pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};

@@ -533,3 +533,28 @@ fn handles_are_send_sync_and_futures_send() {
     assert_send(&fut);
     assert_eq!(fut.wait().unwrap(), 1);
 }
+
+#[test]
+fn events_and_blobs_read_back_checked() {
+    let dir = make_bundle("read", Durability::Flush);
+    let events = read_events(&dir).unwrap();
+    assert_eq!(events.len(), 12);
+    assert_eq!(events[3].kind, EventType::ModelCalled);
+    let called: ModelCalled = serde_json::from_value(events[3].payload.clone()).unwrap();
+    let response = read_blob(&dir, called.response.as_ref().unwrap()).unwrap();
+    assert!(response.starts_with(b"data: "));
+
+    let mut forged = called.response.clone().unwrap();
+    forged.size += 1;
+    assert!(read_blob(&dir, &forged).is_err());
+    forged.digest.sha256 = "../../events.jsonl".into();
+    assert!(read_blob(&dir, &forged).is_err());
+
+    let mut l = read_lines(&dir);
+    l.swap(2, 3);
+    write_lines(&dir, &l);
+    assert!(matches!(
+        read_events(&dir),
+        Err(EvidenceError::InvalidLog { .. })
+    ));
+}
