@@ -211,11 +211,25 @@ async fn script_model_follows_the_design_example() {
             ("call_0_2", "broken", "{not json"),
         ]
     );
+    // The script position comes from the history: one assistant turn in it → element 1.
+    let mut history = vec![Message::user("go")];
+    history.push(Message::Assistant {
+        text: None,
+        tool_calls: first.tool_calls.clone(),
+    });
+    let req2 = request(history.clone(), vec![]);
     let started = std::time::Instant::now();
-    let second = model.request(&req).await.unwrap();
+    let second = model.request(&req2).await.unwrap();
     assert!(started.elapsed() >= std::time::Duration::from_millis(5));
     assert_eq!(second.text.as_deref(), Some("done"));
-    let third = model.request(&req).await.unwrap_err();
+    // The same model serves another run from its start, at any time: it keeps no state.
+    let again = model.request(&req).await.unwrap();
+    assert_eq!(again.tool_calls.len(), 3);
+    history.push(Message::Assistant {
+        text: Some("done".into()),
+        tool_calls: vec![],
+    });
+    let third = model.request(&request(history, vec![])).await.unwrap_err();
     match &third {
         ModelError::ScriptExhausted {
             request,

@@ -1,7 +1,6 @@
 //! [`ScriptModel`]: answers from a JSON script (design §8, the `script:PATH` format).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,7 +9,7 @@ use serde_json::Value;
 use super::{Reply, offline_request_body, request_only, respond};
 use crate::Model;
 use crate::error::ModelError;
-use crate::types::{ModelRequest, ModelResponse, StreamDelta, ToolCall};
+use crate::types::{Message, ModelRequest, ModelResponse, StreamDelta, ToolCall};
 
 /// One scripted answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,11 +28,14 @@ pub struct ScriptStep {
 /// (sent as is, so invalid JSON can be scripted); when absent it is `{}`. A missing `id`
 /// becomes `call_<element>_<position>`. Unknown fields are errors, so typos are caught.
 /// A request past the end fails with [`ModelError::ScriptExhausted`].
+///
+/// "The n-th request" is counted from the request's history (the number of assistant
+/// messages in it), so the model keeps no state: it can serve many runs at once, and a
+/// run resumed from its history continues where it stopped.
 #[derive(Debug)]
 pub struct ScriptModel {
     name: String,
     steps: Vec<ScriptStep>,
-    next: AtomicUsize,
 }
 
 fn invalid(source: &str, element: Option<usize>, field: Option<String>, msg: &str) -> ModelError {
@@ -81,7 +83,6 @@ impl ScriptModel {
         Ok(ScriptModel {
             name: "script".into(),
             steps,
-            next: AtomicUsize::new(0),
         })
     }
 
@@ -90,7 +91,14 @@ impl ScriptModel {
         request: &ModelRequest,
         on_delta: Option<&(dyn Fn(StreamDelta) + Send + Sync)>,
     ) -> Result<ModelResponse, ModelError> {
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        // The position in the script is the number of answers already in the history, not a
+        // counter: one script then serves many concurrent runs, and a run paused in one
+        // process resumes in another at the right element.
+        let n = request
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
         let Some(step) = self.steps.get(n) else {
             let body = offline_request_body(&self.name, request, on_delta.is_some());
             return Err(ModelError::ScriptExhausted {
