@@ -901,17 +901,23 @@ impl Recorder {
     }
 
     /// Record an `input_staged` event for every regular file under `input/`, in path
-    /// order. Symlinks and special files are refused, never followed.
+    /// order, as one uninterrupted block. Call it once, after staging. Symlinks and
+    /// special files are refused, never followed.
     pub fn record_inputs(&self) -> Result<Vec<FileRecord>> {
         let records = self.digest_tree("input")?;
-        for r in &records {
-            self.append(
-                EventType::InputStaged,
-                Confidence::Observed,
-                payload_value(&InputStaged(r.clone()))?,
-                true,
-            )?
-            .wait()?;
+        let payloads = records
+            .iter()
+            .map(|r| payload_value(&InputStaged(r.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        {
+            // One block, and (under the per-event policies) one sync for all of it.
+            let mut st = self.lock_open()?;
+            for p in payloads {
+                self.write_locked(&mut st, EventType::InputStaged, Confidence::Observed, p)?;
+            }
+        }
+        if self.inner.durability.syncs_each_event() {
+            self.sync_all().wait()?;
         }
         Ok(records)
     }
