@@ -20,6 +20,47 @@
 //! 5. Optionally (crate feature `dsse`), `dsse::sign_bundle` signs the statement;
 //!    [`verify_with`] checks the signature against a public key.
 //!
+//! ```
+//! use provrun_evidence::*;
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("provrun-evidence-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let started = RunStarted {
+//!     builder: "provrun/0.1.0".into(),
+//!     agent_spec_digest: "0".repeat(64),
+//!     agent: "hello".into(),
+//!     model: "test".into(),
+//!     tools: vec![],
+//!     limits: json!({"max_steps": 20}),
+//!     details: json!(null),
+//! };
+//! let rec = Recorder::create(&dir, "run-1", Durability::PerStep, &started)?;
+//! std::fs::write(rec.input_dir().join("a.txt"), "hello").expect("stage an input");
+//! rec.record_inputs()?;
+//! let response = rec.put_blob(b"{\"answer\":\"hi\"}", "application/json")?;
+//! rec.record(&ModelCalled {
+//!     model: "test".into(),
+//!     stream: false,
+//!     request: None,
+//!     response: Some(response),
+//!     usage: json!({"input_tokens": 3, "output_tokens": 1}),
+//!     finish_reason: Some("stop".into()),
+//!     duration_ms: 5,
+//!     error: None,
+//! })?;
+//! rec.step()?;
+//! std::fs::write(rec.output_dir().join("response.txt"), "hi").expect("write an output");
+//! rec.finish(RunEnd::new(RunStatus::Finished))?;
+//!
+//! let report = verify(&dir);
+//! assert!(report.ok && report.complete);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The format is specified in `docs/evidence.md` of the repository.
 
 mod canonical;
