@@ -240,6 +240,10 @@ pub struct ModelCalled {
     pub duration_ms: u64,
     /// The error, if the request failed.
     pub error: Option<String>,
+    /// Each HTTP attempt when the request was retried (status, error, duration,
+    /// `Retry-After`), oldest first; empty when it took one attempt or none was made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Value>,
 }
 impl Payload for ModelCalled {
     const TYPE: EventType = EventType::ModelCalled;

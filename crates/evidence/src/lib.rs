@@ -49,6 +49,7 @@
 //!     finish_reason: Some("stop".into()),
 //!     duration_ms: 5,
 //!     error: None,
+//!     attempts: vec![],
 //! })?;
 //! rec.step()?;
 //! std::fs::write(rec.output_dir().join("response.txt"), "hi").expect("write an output");

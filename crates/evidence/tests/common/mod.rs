@@ -85,6 +85,7 @@ pub fn make_bundle(name: &str, durability: Durability) -> PathBuf {
         finish_reason: Some("tool_calls".into()),
         duration_ms: 12,
         error: None,
+        attempts: vec![],
     })
     .unwrap();
     rec.record(&tool_call("c1", true)).unwrap();
