@@ -72,7 +72,7 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
         path: path.to_path_buf(),
         message,
     };
-    let manifest: Manifest = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let manifest: Manifest = toml::from_str(text).map_err(|e| invalid(one_line(text, &e)))?;
     if manifest.tools.is_empty() {
         return Err(ToolError::EmptyManifest {
             path: path.to_path_buf(),
@@ -152,6 +152,28 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
     Ok(tools)
 }
 
+/// A TOML error as one line: where (line and column, 1-based) and what.
+///
+/// `toml`'s own `Display` draws the offending line with a caret under it over several
+/// lines, which breaks one-line logs and CLI messages.
+fn one_line(text: &str, error: &toml::de::Error) -> String {
+    let message = error
+        .message()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match error.span() {
+        Some(span) => {
+            let at = span.start.min(text.len());
+            let before = text.get(..at).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +245,33 @@ mod tests {
         assert!(err.contains("comand"), "{err}");
         let err = parse("[[tools]\n").unwrap_err().to_string();
         assert!(err.contains("m.toml"), "{err}");
+    }
+
+    #[test]
+    fn toml_errors_are_one_line_with_line_and_column() {
+        for (text, at, what) in [
+            ("[[tools]\n", "line 1, column 9", "expected `]`"),
+            (
+                "[[tools]]\nname = \"x\"\ndescription = \"d\"\ncomand = [\"ls\"]\n",
+                "line 4, column 1",
+                "unknown field `comand`",
+            ),
+            (
+                "[[tools]]\nname = \"x\"\ndestructive = \"yes\"\n",
+                "line 3, column 15",
+                "boolean",
+            ),
+            ("[[tools]]\nname = \"é\"\nx = = 1\n", "line 3, column 5", ""),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(!err.contains('\n'), "not one line: {err}");
+            assert!(
+                err.starts_with("invalid tools manifest `m.toml`: "),
+                "{err}"
+            );
+            assert!(err.contains(at), "want `{at}` in: {err}");
+            assert!(err.contains(what), "want `{what}` in: {err}");
+        }
     }
 
     #[test]
