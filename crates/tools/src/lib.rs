@@ -30,15 +30,18 @@
 //!
 //! # The linker pitfall
 //!
-//! Registration happens when the linker keeps the tool's crate. A crate of tools that
-//! the final binary never references is dropped by the linker, and its tools silently go
-//! missing from [`ToolRegistry::linked`]. The fix is one line in the binary:
+//! Registration happens only if the tool's crate is linked into the binary. A crate of
+//! tools that the binary depends on (in `Cargo.toml`) but never names in code is left out:
+//! rustc does not even load a dependency nothing refers to, so it never reaches the
+//! linker, and its tools silently go missing from [`ToolRegistry::linked`]. The fix is one
+//! line in the binary:
 //!
 //! ```ignore
 //! use my_tools_crate as _; // keep the crate, and with it its #[tool] registrations
 //! ```
 //!
-//! Tools can also be added explicitly, which needs no linker help at all:
+//! (`tests/tests/linker_pitfall.rs` and `linker_fix.rs` in the repository show both
+//! sides.) Tools can also be added explicitly, which needs no linker help at all:
 //! `registry.add(AddTool)` (every `#[tool] fn add` also defines a unit struct `AddTool`).
 //!
 //! # Arguments and failures
