@@ -1,4 +1,53 @@
 //! Runs a provrun agent in its sandbox and leaves a complete, verifiable bundle.
 //!
 //! `provrun-agent` wires the model, the tools, the sandbox and the evidence recorder into
-//! one call. It is a placeholder until the agent issue lands.
+//! one call, [`Backend::execute`] (or the free fn [`execute`]): it stages the inputs, runs
+//! the model/tool loop, records every model request and tool call, writes
+//! `/output/response.txt`, and finishes the bundle. The same evidence capability is
+//! available as middleware ([`EvidenceModel`], [`ToolEvidence`]) for code with its own
+//! loop.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), provrun_agent::AgentError> {
+//! use provrun_agent::{AgentSpec, RunControl, RunSpec, execute};
+//! let agent = AgentSpec::from_toml_str(r#"
+//! name = "hello"
+//! model = "test"
+//! tools = ["list_dir", "read_file"]
+//! "#, None)?;
+//! let run = RunSpec::new("What is in /input?", "/tmp/hello-bundle").input("notes.txt");
+//! let result = execute(&RunControl::new(), &agent, &run).await?;
+//! println!("{:?}: {}", result.status, result.output);
+//! # Ok(()) }
+//! ```
+//!
+//! Runs pause when a call needs approval (`approve = "destructive" | "all"`) or is a
+//! client round trip: [`Backend::resume`] continues the same bundle later, in any process,
+//! from the bundle alone. [`replay`] re-executes a bundle with its recorded model
+//! responses and reports the first difference.
+
+mod backend;
+mod capability;
+mod control;
+mod error;
+mod hooks;
+mod replay;
+mod skills;
+mod spec;
+
+pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, OUTPUT_TOOL, execute};
+pub use capability::{CallFlags, EvidenceModel, TRACE_FORMAT, ToolEvidence, arguments_value};
+pub use control::{Permit, RunControl, RunEvent};
+pub use error::AgentError;
+pub use hooks::{
+    AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
+};
+pub use provrun_evidence::{Durability, RunStatus};
+pub use replay::{
+    ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
+};
+pub use skills::{Skill, USE_SKILL_TOOL, load_skills, parse_skill};
+pub use spec::{
+    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, RunResult, RunSpec,
+    RunUsage,
+};

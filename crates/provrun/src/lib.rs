@@ -17,13 +17,18 @@ pub use provrun_sandbox as sandbox;
 #[cfg(feature = "tools")]
 pub use provrun_tools as tools;
 
+/// `#[tool]` for code that depends on this facade only (see `provrun_tools::tool`).
 #[cfg(feature = "tools")]
-pub use provrun_tools::tool;
+pub use provrun_macros::facade_tool as tool;
 
 /// The names most programs need, in one import: `use provrun::prelude::*;`.
 pub mod prelude {
     #[cfg(feature = "tools")]
+    pub use crate::tool;
+    #[cfg(feature = "agent")]
+    pub use provrun_agent::{AgentSpec, Backend, RunControl, RunResult, RunSpec, RunStatus};
+    #[cfg(feature = "tools")]
     pub use provrun_tools::{
-        RunContext, Tool, ToolCategory, ToolError, ToolMode, ToolOutput, ToolRegistry, tool,
+        RunContext, Tool, ToolCategory, ToolError, ToolMode, ToolOutput, ToolRegistry,
     };
 }

@@ -1,0 +1,972 @@
+//! [`Backend`]: runs an agent in its sandbox, step by step, and leaves a finished bundle.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use provrun_evidence::{
+    Durability, Recorder, RunEnd, RunStarted, RunStatus, ToolInfo, to_canonical_string,
+};
+use provrun_model::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, ModelSettings, ScriptModel, TestModel,
+    ToolCall, ToolChoice, ToolDefinition, Usage,
+};
+use provrun_sandbox::Sandbox;
+use provrun_tools::{RunContext, RunDeps, RunInfo, Tool, ToolMode, ToolOutput, ToolRegistry};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::capability::{EvidenceModel, ToolEvidence};
+use crate::control::{RunControl, RunEvent};
+use crate::error::AgentError;
+use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
+use crate::skills::{self, Skill, USE_SKILL_TOOL};
+use crate::spec::{
+    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, RunResult, RunSpec,
+    RunUsage,
+};
+
+/// The name of the output tool an agent with an `output_schema` answers through.
+pub const OUTPUT_TOOL: &str = "final_result";
+
+/// What `run_started.builder` and the statement name as the thing that ran the agent.
+pub const BUILDER: &str = concat!("provrun/", env!("CARGO_PKG_VERSION"));
+
+/// A tool result longer than this is cut (with a note saying so) before the model and
+/// the evidence see it.
+pub const MAX_TOOL_RESULT_BYTES: usize = 1024 * 1024;
+
+/// Runs agents: finds their tools, builds their model, and drives the loop.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), provrun_agent::AgentError> {
+/// use provrun_agent::{AgentSpec, Backend, RunControl, RunSpec};
+/// let agent = AgentSpec::load("examples/hello/agent.toml")?;
+/// let run = RunSpec::new("Summarise the inputs.", "/tmp/bundle").input("examples/hello/input");
+/// let result = Backend::new().execute(&RunControl::new(), &agent, &run).await?;
+/// println!("{}", result.output);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct Backend {
+    model: Option<Arc<dyn Model>>,
+    registry: Option<ToolRegistry>,
+    hooks: ToolHooks,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("model", &self.model.as_ref().map(|m| m.name().to_string()))
+            .field("registry", &self.registry.as_ref().map(ToolRegistry::len))
+            .field("hooks", &self.hooks)
+            .finish()
+    }
+}
+
+/// Run an agent with a default [`Backend`] (linked tools, the spec's model).
+pub async fn execute(
+    control: &RunControl,
+    agent: &AgentSpec,
+    run: &RunSpec,
+) -> Result<RunResult, AgentError> {
+    Backend::new().execute(control, agent, run).await
+}
+
+/// What the run has seen so far: the loop's whole state.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LoopState {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) usage: Usage,
+    pub(crate) requests: u64,
+    pub(crate) tool_calls: u64,
+}
+
+/// A turn whose calls are not all done: they wait for decisions.
+#[derive(Debug, Clone, Default)]
+struct PendingTurn {
+    calls: Vec<ToolCall>,
+    completed: HashMap<String, ToolOutput>,
+    decisions: HashMap<String, Decision>,
+}
+
+/// How the loop ended.
+#[derive(Debug)]
+struct Outcome {
+    status: RunStatus,
+    output: String,
+    error: Option<String>,
+    deferred: Vec<DeferredCall>,
+}
+
+impl Outcome {
+    fn failed(message: impl Into<String>) -> Self {
+        Self {
+            status: RunStatus::Failed,
+            output: String::new(),
+            error: Some(message.into()),
+            deferred: Vec::new(),
+        }
+    }
+}
+
+/// Everything the loop needs that does not change during a run.
+struct Prepared {
+    tools: BTreeMap<String, Tool>,
+    definitions: Vec<ToolDefinition>,
+    instructions: String,
+    skills: Vec<Skill>,
+    model: Arc<dyn Model>,
+}
+
+/// One run in progress.
+struct Run<'a> {
+    backend: &'a Backend,
+    control: &'a RunControl,
+    agent: &'a AgentSpec,
+    prepared: &'a Prepared,
+    recorder: Recorder,
+    evidence: ToolEvidence,
+    model: EvidenceModel,
+    ctx: RunContext,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn cut(mut out: ToolOutput) -> ToolOutput {
+    if out.content.len() > MAX_TOOL_RESULT_BYTES {
+        let total = out.content.len();
+        let mut end = MAX_TOOL_RESULT_BYTES;
+        while !out.content.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.content.truncate(end);
+        out.content
+            .push_str(&format!("\n[result cut: {end} of {total} bytes shown]"));
+    }
+    out
+}
+
+impl Backend {
+    /// A backend with the linked tools and each spec's own model.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use this model instead of the spec's (for tests, or a model built in code).
+    pub fn with_model(mut self, model: Arc<dyn Model>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Find tools in this registry instead of [`ToolRegistry::linked`].
+    pub fn with_registry(mut self, registry: ToolRegistry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Run these hooks around every tool call.
+    pub fn with_hooks(mut self, hooks: ToolHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    fn model_for(&self, agent: &AgentSpec) -> Result<Arc<dyn Model>, AgentError> {
+        if let Some(m) = &self.model {
+            return Ok(Arc::clone(m));
+        }
+        let model_err = |message: String| AgentError::Model {
+            model: agent.model.clone(),
+            message,
+        };
+        match ModelRef::parse(&agent.model).map_err(model_err)? {
+            ModelRef::Test => Ok(Arc::new(TestModel::new())),
+            ModelRef::Script(path) => {
+                let path = agent.resolve(&path);
+                Ok(Arc::new(
+                    ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            ModelRef::OpenAi(name) => Ok(Arc::new(
+                provrun_model::OpenAiModel::from_env(&name)
+                    .map_err(|e| model_err(e.to_string()))?,
+            )),
+            ModelRef::Replay(bundle) => {
+                let bundle = agent.resolve(&bundle);
+                Ok(Arc::new(crate::replay::replay_model(&bundle)?))
+            }
+        }
+    }
+
+    fn prepare(&self, agent: &AgentSpec) -> Result<Prepared, AgentError> {
+        agent.validate(&format!("agent spec `{}`", agent.name))?;
+        let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
+        let mut tools = BTreeMap::new();
+        let mut definitions = Vec::new();
+        for tool in registry.get(&agent.tools)? {
+            match tool.mode() {
+                ToolMode::RemoteMcp => {
+                    return Err(AgentError::UnusableTool {
+                        name: tool.name().to_string(),
+                        reason: "it runs in an MCP server, which this build does not support yet"
+                            .to_string(),
+                    });
+                }
+                ToolMode::InProcess if !tool.is_runnable() => {
+                    return Err(AgentError::UnusableTool {
+                        name: tool.name().to_string(),
+                        reason: "it cannot run in this process (see `provrun tools`)".to_string(),
+                    });
+                }
+                _ => {}
+            }
+            definitions.push(tool.definition());
+            tools.insert(tool.name().to_string(), tool);
+        }
+        let skill_dirs: Vec<PathBuf> = agent.skills.iter().map(|p| agent.resolve(p)).collect();
+        let skills = skills::load_skills(&skill_dirs)?;
+        let mut instructions = agent.instructions.clone();
+        if !skills.is_empty() {
+            if tools.contains_key(USE_SKILL_TOOL) {
+                return Err(AgentError::UnusableTool {
+                    name: USE_SKILL_TOOL.into(),
+                    reason: "the name is reserved for loading skills".into(),
+                });
+            }
+            let tool = skills::use_skill_tool(&skills)?;
+            definitions.push(tool.definition());
+            tools.insert(USE_SKILL_TOOL.to_string(), tool);
+            if !instructions.is_empty() {
+                instructions.push_str("\n\n");
+            }
+            instructions.push_str(&skills::skills_prompt(&skills));
+        }
+        if let Some(schema) = &agent.output_schema {
+            if tools.contains_key(OUTPUT_TOOL) {
+                return Err(AgentError::UnusableTool {
+                    name: OUTPUT_TOOL.into(),
+                    reason: "the name is reserved for the output tool".into(),
+                });
+            }
+            definitions.push(ToolDefinition {
+                name: OUTPUT_TOOL.to_string(),
+                description: "Give your final answer, as arguments that follow this schema."
+                    .to_string(),
+                parameters: schema.clone(),
+            });
+        }
+        let model = self.model_for(agent)?;
+        Ok(Prepared {
+            tools,
+            definitions,
+            instructions,
+            skills,
+            model,
+        })
+    }
+
+    /// Run `agent` once as `run` describes, and finish its bundle.
+    ///
+    /// `Err` means the run could not start (a bad spec, an unknown tool, a missing input, a
+    /// bundle folder that is not empty) and nothing was left behind, or that evidence
+    /// could not be written. A run that started and then failed returns `Ok` with status
+    /// `failed` and a bundle that verifies.
+    pub async fn execute(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        run: &RunSpec,
+    ) -> Result<RunResult, AgentError> {
+        let prepared = self.prepare(agent)?;
+        for input in &run.inputs {
+            if let Err(e) = std::fs::symlink_metadata(input) {
+                return Err(AgentError::Input {
+                    path: input.clone(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        if let Some(host) = &run.host_dir
+            && !host.is_dir()
+        {
+            return Err(AgentError::Input {
+                path: host.clone(),
+                message: "the host folder does not exist or is not a folder".into(),
+            });
+        }
+        let bundle_existed = run.bundle.exists();
+        let run_id = run
+            .run_id
+            .clone()
+            .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
+        let started = self.run_started(agent, &prepared, run)?;
+        let recorder = Recorder::create(&run.bundle, &run_id, run.durability, &started)?;
+
+        // Stage inputs; on failure leave nothing behind, as if the run never started.
+        let staged = {
+            let input_dir = recorder.input_dir();
+            let inputs = run.inputs.clone();
+            let limits = agent.limits.clone();
+            let rec = recorder.clone();
+            tokio::task::spawn_blocking(move || {
+                provrun_sandbox::stage_inputs(&input_dir, &inputs, &limits)
+                    .map_err(AgentError::from)
+                    .and_then(|_| rec.record_inputs().map_err(AgentError::from))
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(AgentError::Bundle {
+                    path: run.bundle.clone(),
+                    message: format!("staging stopped: {e}"),
+                })
+            })
+        };
+        if let Err(e) = staged {
+            drop(recorder);
+            remove_bundle(&run.bundle, bundle_existed);
+            return Err(match e {
+                AgentError::Sandbox(s) => AgentError::Input {
+                    path: run.inputs.first().cloned().unwrap_or_default(),
+                    message: s.to_string(),
+                },
+                other => other,
+            });
+        }
+
+        let mut sandbox = Sandbox::with_temp_scratch(
+            recorder.input_dir(),
+            recorder.output_dir(),
+            agent.limits.clone(),
+        )?;
+        if let Some(host) = &run.host_dir {
+            sandbox = sandbox.with_host_dir(host)?;
+        }
+        let mut state = LoopState {
+            messages: Vec::new(),
+            ..LoopState::default()
+        };
+        if !prepared.instructions.is_empty() {
+            state
+                .messages
+                .push(Message::system(prepared.instructions.clone()));
+        }
+        state.messages.push(Message::user(run.prompt.clone()));
+        let active = self.start(control, agent, &prepared, recorder, sandbox, run_id);
+        active.drive(state, None).await
+    }
+
+    fn start<'a>(
+        &'a self,
+        control: &'a RunControl,
+        agent: &'a AgentSpec,
+        prepared: &'a Prepared,
+        recorder: Recorder,
+        sandbox: Sandbox,
+        run_id: String,
+    ) -> Run<'a> {
+        let ctx = RunContext::new(RunDeps {
+            sandbox,
+            run: RunInfo {
+                run_id,
+                declarer: Some(recorder.declarer()),
+            },
+        });
+        let mut model = EvidenceModel::new(Arc::clone(&prepared.model), recorder.clone());
+        if agent.output_schema.is_some() {
+            model = model.with_output_tool(OUTPUT_TOOL);
+        }
+        Run {
+            backend: self,
+            control,
+            agent,
+            prepared,
+            evidence: ToolEvidence::new(recorder.clone()),
+            recorder,
+            model,
+            ctx,
+        }
+    }
+
+    fn run_started(
+        &self,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        run: &RunSpec,
+    ) -> Result<RunStarted, AgentError> {
+        let mut tools = Vec::new();
+        for d in &prepared.definitions {
+            let canonical = to_canonical_string(&d.parameters)?;
+            tools.push(ToolInfo {
+                name: d.name.clone(),
+                schema_sha256: sha256_hex(canonical.as_bytes()),
+            });
+        }
+        let skills: Vec<Value> = prepared
+            .skills
+            .iter()
+            .map(|s| json!({"name": s.name, "sha256": s.sha256}))
+            .collect();
+        Ok(RunStarted {
+            builder: BUILDER.to_string(),
+            agent_spec_digest: agent.digest(),
+            agent: agent.name.clone(),
+            model: prepared.model.name().to_string(),
+            tools,
+            limits: json!({
+                "max_steps": agent.max_steps,
+                "approve": agent.approve,
+                "stream": agent.stream,
+                "sandbox": agent.limits,
+            }),
+            details: json!({
+                "agent_spec": agent.source_text(),
+                "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
+                "prompt": run.prompt,
+                "host_dir_granted": run.host_dir.is_some(),
+                "skills": skills,
+            }),
+        })
+    }
+
+    /// Continue a paused run (in this process or another) with decisions for the calls
+    /// it waits on: every waiting call needs exactly one.
+    pub async fn resume(
+        &self,
+        control: &RunControl,
+        bundle: &Path,
+        decisions: &[Decision],
+    ) -> Result<RunResult, AgentError> {
+        let paused = crate::replay::read_paused(bundle)?;
+        let agent = paused.agent;
+        let prepared = self.prepare(&agent)?;
+        let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
+        let recorder = Recorder::reopen(bundle, Durability::AtEnd)?;
+        let sandbox = Sandbox::with_temp_scratch(
+            recorder.input_dir(),
+            recorder.output_dir(),
+            agent.limits.clone(),
+        )?;
+        let run_id = recorder.run_id().to_string();
+        let active = self.start(control, &agent, &prepared, recorder, sandbox, run_id);
+        active.drive(paused.state, Some(pending)).await
+    }
+}
+
+/// Match the caller's decisions to the calls that wait, refusing missing, unknown,
+/// duplicate and ill-fitting ones.
+fn check_decisions(
+    turn: &crate::replay::PausedTurn,
+    deferred: &[DeferredCall],
+    decisions: &[Decision],
+) -> Result<PendingTurn, AgentError> {
+    let mut by_id: HashMap<String, Decision> = HashMap::new();
+    for d in decisions {
+        let id = d.call_id().to_string();
+        let Some(waiting) = deferred.iter().find(|c| c.call_id == id) else {
+            return Err(AgentError::Decisions(format!(
+                "no call `{id}` waits; the waiting calls are: {}",
+                list_ids(deferred)
+            )));
+        };
+        if waiting.reason == DeferReason::ClientRoundTrip && matches!(d, Decision::Approve(_)) {
+            return Err(AgentError::Decisions(format!(
+                "call `{id}` ({}) is run by the caller: give its result, not an approval",
+                waiting.name
+            )));
+        }
+        if by_id.insert(id.clone(), d.clone()).is_some() {
+            return Err(AgentError::Decisions(format!(
+                "call `{id}` has two decisions"
+            )));
+        }
+    }
+    let missing: Vec<&DeferredCall> = deferred
+        .iter()
+        .filter(|c| !by_id.contains_key(&c.call_id))
+        .collect();
+    if !missing.is_empty() {
+        return Err(AgentError::Decisions(format!(
+            "these calls still wait for a decision: {}",
+            missing
+                .iter()
+                .map(|c| format!("{} ({})", c.call_id, c.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(PendingTurn {
+        calls: turn.calls.clone(),
+        completed: turn.completed.clone(),
+        decisions: by_id,
+    })
+}
+
+fn list_ids(calls: &[DeferredCall]) -> String {
+    if calls.is_empty() {
+        return "none".into();
+    }
+    calls
+        .iter()
+        .map(|c| c.call_id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn remove_bundle(path: &Path, existed: bool) {
+    if existed {
+        if let Ok(entries) = std::fs::read_dir(path) {
+            for entry in entries.flatten() {
+                let p = entry.path();
+                let _ = if p.is_dir() && !p.is_symlink() {
+                    make_writable(&p);
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    } else {
+        make_writable(path);
+        let _ = std::fs::remove_dir_all(path);
+    }
+}
+
+/// Staged inputs are read-only; make their folders writable so they can be removed.
+fn make_writable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.is_dir()
+    {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755));
+        if let Ok(entries) = std::fs::read_dir(path) {
+            for e in entries.flatten() {
+                make_writable(&e.path());
+            }
+        }
+    }
+}
+
+/// The result of dispatching one call, not yet recorded.
+enum CallResult {
+    Done {
+        output: ToolOutput,
+        duration_ms: u64,
+        mode: Option<String>,
+    },
+    Deferred {
+        call: DeferredCall,
+        mode: Option<String>,
+    },
+}
+
+impl Run<'_> {
+    fn settings(&self) -> ModelSettings {
+        let mut settings = ModelSettings::default();
+        if self.agent.output_schema.is_some() {
+            settings.tool_choice = Some(ToolChoice::Required);
+        }
+        settings
+    }
+
+    /// The loop: request → tool calls → … → an answer, a pause, or a failure; then the
+    /// trace, `response.txt` and the bundle's end.
+    async fn drive(
+        self,
+        mut state: LoopState,
+        pending: Option<PendingTurn>,
+    ) -> Result<RunResult, AgentError> {
+        let outcome = match self.steps(&mut state, pending).await {
+            Ok(o) => o,
+            Err(AgentError::Evidence(e)) => return Err(AgentError::Evidence(e)),
+            Err(other) => Outcome::failed(other.to_string()),
+        };
+        self.finish(state, outcome).await
+    }
+
+    async fn steps(
+        &self,
+        state: &mut LoopState,
+        mut pending: Option<PendingTurn>,
+    ) -> Result<Outcome, AgentError> {
+        loop {
+            if let Some(turn) = pending.take() {
+                if let Some(outcome) = self.turn(state, turn).await? {
+                    return Ok(outcome);
+                }
+                self.recorder.step_async().await?;
+            }
+            if self.control.is_cancelled() {
+                return Ok(Outcome {
+                    status: RunStatus::Cancelled,
+                    ..Outcome::failed("the run was cancelled")
+                });
+            }
+            if state.requests >= u64::from(self.agent.max_steps) {
+                return Ok(Outcome::failed(format!(
+                    "max_steps reached: the agent made {} model requests without a final answer",
+                    state.requests
+                )));
+            }
+            let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
+            self.control.emit(RunEvent::ModelRequest { step });
+            let request = ModelRequest {
+                messages: state.messages.clone(),
+                tools: self.prepared.definitions.clone(),
+                settings: self.settings(),
+            };
+            let response = tokio::select! {
+                r = self.request(&request) => r,
+                () = self.control.cancelled() => {
+                    return Ok(Outcome {
+                        status: RunStatus::Cancelled,
+                        ..Outcome::failed("the run was cancelled while waiting for the model")
+                    });
+                }
+            };
+            state.requests += 1;
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => return Ok(Outcome::failed(format!("model request {step} failed: {e}"))),
+            };
+            state.usage.add(&response.usage);
+            self.control.emit(RunEvent::ModelResponse {
+                step,
+                usage: response.usage,
+            });
+            self.evidence.provider_runs(&response).await?;
+            state.messages.push(response.to_message());
+
+            if response.tool_calls.is_empty() {
+                return Ok(Outcome {
+                    status: RunStatus::Finished,
+                    output: response.text.unwrap_or_default(),
+                    error: None,
+                    deferred: Vec::new(),
+                });
+            }
+            if let Some(outcome) = self.output_turn(state, &response).await? {
+                return Ok(outcome);
+            }
+            let turn = PendingTurn {
+                calls: response.tool_calls.clone(),
+                ..PendingTurn::default()
+            };
+            if let Some(outcome) = self.turn(state, turn).await? {
+                return Ok(outcome);
+            }
+            self.recorder.step_async().await?;
+        }
+    }
+
+    async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if self.agent.stream {
+            let control = self.control.clone();
+            let listening = control.has_subscriber();
+            let on_delta = move |delta| {
+                if listening {
+                    control.emit(RunEvent::ModelDelta(delta));
+                }
+            };
+            self.model.request_stream(request, &on_delta).await
+        } else {
+            self.model.request(request).await
+        }
+    }
+
+    /// A response that answers through the output tool ends the run with that answer;
+    /// other calls in it are recorded as not run.
+    async fn output_turn(
+        &self,
+        state: &mut LoopState,
+        response: &ModelResponse,
+    ) -> Result<Option<Outcome>, AgentError> {
+        if self.agent.output_schema.is_none() {
+            return Ok(None);
+        }
+        let Some(answer) = response.tool_calls.iter().find(|c| c.name == OUTPUT_TOOL) else {
+            return Ok(None);
+        };
+        let parsed = crate::capability::arguments_value(&answer.arguments);
+        if !parsed.is_object() {
+            // Not an object: tell the model, as a failed result, and let it try again.
+            let out = ToolOutput::fail(format!(
+                "invalid arguments for tool `{OUTPUT_TOOL}`: expected a JSON object following the output schema"
+            ));
+            self.evidence
+                .completed(answer, &out, 0, Some("output".into()))
+                .await?;
+            state.messages.push(Message::tool_result(
+                &answer.id,
+                OUTPUT_TOOL,
+                out.content,
+                false,
+            ));
+            for other in response.tool_calls.iter().filter(|c| c.id != answer.id) {
+                let skipped = ToolOutput::fail("not run: the final result was not valid");
+                self.evidence.completed(other, &skipped, 0, None).await?;
+                state.messages.push(Message::tool_result(
+                    &other.id,
+                    &other.name,
+                    skipped.content,
+                    false,
+                ));
+            }
+            return Ok(None);
+        }
+        if !self.agent.stream {
+            // Streamed: the evidence model already wrote it, before its model_called.
+            self.evidence.output_tool(answer, 0).await?;
+        }
+        state.messages.push(Message::tool_result(
+            &answer.id,
+            OUTPUT_TOOL,
+            "final result accepted",
+            true,
+        ));
+        for other in response.tool_calls.iter().filter(|c| c.id != answer.id) {
+            let skipped = ToolOutput::fail("not run: a final result was already given");
+            self.evidence.completed(other, &skipped, 0, None).await?;
+            state.messages.push(Message::tool_result(
+                &other.id,
+                &other.name,
+                skipped.content,
+                false,
+            ));
+        }
+        let output = to_canonical_string(&parsed).unwrap_or_else(|_| parsed.to_string());
+        Ok(Some(Outcome {
+            status: RunStatus::Finished,
+            output,
+            error: None,
+            deferred: Vec::new(),
+        }))
+    }
+
+    /// Run one turn's calls concurrently, then record them in call order (so the log
+    /// does not depend on which call finished first); results go to the model in call
+    /// order. Returns an outcome when the turn pauses the run.
+    async fn turn(
+        &self,
+        state: &mut LoopState,
+        turn: PendingTurn,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let futures = turn.calls.iter().map(|call| {
+            let already = turn.completed.contains_key(&call.id);
+            let decision = turn.decisions.get(&call.id);
+            async move {
+                if already {
+                    None
+                } else {
+                    Some(self.dispatch(call, decision).await)
+                }
+            }
+        });
+        let results = join_all(futures).await;
+        let mut outputs = Vec::with_capacity(results.len());
+        let mut deferred = Vec::new();
+        for (call, result) in turn.calls.iter().zip(results) {
+            match result {
+                None => {
+                    if let Some(out) = turn.completed.get(&call.id) {
+                        outputs.push((call, out.clone()));
+                    }
+                }
+                Some(CallResult::Done {
+                    output,
+                    duration_ms,
+                    mode,
+                }) => {
+                    self.evidence
+                        .completed(call, &output, duration_ms, mode)
+                        .await?;
+                    state.tool_calls += 1;
+                    outputs.push((call, output));
+                }
+                Some(CallResult::Deferred {
+                    call: waiting,
+                    mode,
+                }) => {
+                    self.evidence.deferred(call, mode).await?;
+                    deferred.push(waiting);
+                }
+            }
+        }
+        if !deferred.is_empty() {
+            return Ok(Some(Outcome {
+                status: RunStatus::Paused,
+                output: String::new(),
+                error: None,
+                deferred,
+            }));
+        }
+        for (call, out) in outputs {
+            state.messages.push(Message::tool_result(
+                &call.id,
+                &call.name,
+                out.content,
+                out.ok,
+            ));
+        }
+        Ok(None)
+    }
+
+    fn needs_deferral(&self, tool: &Tool) -> Option<DeferReason> {
+        if tool.mode() == ToolMode::ClientRoundTrip {
+            return Some(DeferReason::ClientRoundTrip);
+        }
+        match self.agent.approve {
+            ApprovePolicy::All => Some(DeferReason::Approval),
+            ApprovePolicy::Destructive if tool.is_destructive() => Some(DeferReason::Approval),
+            _ => None,
+        }
+    }
+
+    /// One call: approval, hooks and the tool. The caller records the result (exactly one
+    /// completed `tool_called`, or a deferred one).
+    async fn dispatch(&self, call: &ToolCall, decision: Option<&Decision>) -> CallResult {
+        let started = Instant::now();
+        if self.control.has_subscriber() {
+            self.control.emit(RunEvent::CallBegin {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
+        let tool = self.prepared.tools.get(&call.name);
+        let mode = tool.map(|t| t.mode().as_str().to_string());
+        let output = match tool {
+            None => {
+                let known: Vec<&str> = self.prepared.tools.keys().map(String::as_str).collect();
+                ToolOutput::fail(format!(
+                    "unknown tool `{}`; this agent's tools are: {}",
+                    call.name,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            }
+            Some(tool) => {
+                let info = ToolCallInfo {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    destructive: tool.is_destructive(),
+                };
+                match (self.needs_deferral(tool), decision) {
+                    (Some(reason), None) => {
+                        self.control.emit(RunEvent::Deferred {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                        });
+                        return CallResult::Deferred {
+                            call: DeferredCall {
+                                call_id: call.id.clone(),
+                                name: call.name.clone(),
+                                arguments: call.arguments.clone(),
+                                reason,
+                            },
+                            mode,
+                        };
+                    }
+                    (_, Some(Decision::Deny { message, .. })) => {
+                        ToolOutput::fail(format!("denied: {message}"))
+                    }
+                    (_, Some(Decision::Result { content, ok, .. })) => ToolOutput {
+                        content: content.clone(),
+                        ok: *ok,
+                    },
+                    _ => self.run_tool(tool, call, &info).await,
+                }
+            }
+        };
+        let output = cut(output);
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if self.control.has_subscriber() {
+            self.control.emit(RunEvent::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok: output.ok,
+                content: output.content.clone(),
+            });
+        }
+        CallResult::Done {
+            output,
+            duration_ms,
+            mode,
+        }
+    }
+
+    async fn run_tool(&self, tool: &Tool, call: &ToolCall, info: &ToolCallInfo) -> ToolOutput {
+        let hooks: &ToolHooks = &self.backend.hooks;
+        let decided = if hooks.before.is_empty() {
+            HookDecision::Allow
+        } else {
+            hooks.run_before(info, self.control).await
+        };
+        let output = match decided {
+            HookDecision::Deny(message) => ToolOutput::fail(message),
+            HookDecision::Replace(content) => ToolOutput::succeed(content),
+            HookDecision::Allow => match tool.acall(call.arguments.as_str(), Some(&self.ctx)).await
+            {
+                Ok(out) => out,
+                Err(e) => ToolOutput::fail(e.to_string()),
+            },
+        };
+        if hooks.after.is_empty() {
+            output
+        } else {
+            hooks.run_after(info, output).await
+        }
+    }
+
+    async fn finish(self, state: LoopState, outcome: Outcome) -> Result<RunResult, AgentError> {
+        self.evidence.trace(&state.messages).await?;
+        if outcome.status == RunStatus::Finished {
+            let response = self.recorder.output_dir().join("response.txt");
+            if std::fs::symlink_metadata(&response).is_err()
+                && let Err(e) = self
+                    .ctx
+                    .sandbox()
+                    .write_file("/output/response.txt", outcome.output.as_bytes())
+            {
+                tracing::warn!(error = %e, "could not write /output/response.txt");
+            }
+        }
+        let usage = RunUsage {
+            input_tokens: state.usage.input_tokens,
+            output_tokens: state.usage.output_tokens,
+            requests: state.requests,
+            tool_calls: state.tool_calls,
+        };
+        let end = RunEnd {
+            status: outcome.status,
+            usage: serde_json::to_value(usage).unwrap_or(Value::Null),
+            error: outcome.error.clone(),
+        };
+        let recorder = self.recorder.clone();
+        tokio::task::spawn_blocking(move || recorder.finish(end))
+            .await
+            .map_err(|e| AgentError::Bundle {
+                path: self.recorder.bundle_dir().to_path_buf(),
+                message: format!("finishing stopped: {e}"),
+            })??;
+        self.control.emit(RunEvent::Finished {
+            status: outcome.status,
+        });
+        Ok(RunResult {
+            run_id: self.recorder.run_id().to_string(),
+            status: outcome.status,
+            output: outcome.output,
+            usage,
+            bundle: self.recorder.bundle_dir().to_path_buf(),
+            deferred: outcome.deferred,
+            error: outcome.error,
+        })
+    }
+}

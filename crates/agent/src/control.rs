@@ -1,0 +1,206 @@
+//! [`RunControl`]: what the caller holds while a run goes on — cancel it, answer permit
+//! requests, and watch its progress as [`RunEvent`]s.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use provrun_evidence::RunStatus;
+use provrun_model::{StreamDelta, Usage};
+use tokio::sync::{Notify, mpsc};
+
+/// Progress of a run, for callers that display it. Sent in the order things happen.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// A model request is about to be sent (`step` counts from 1).
+    ModelRequest {
+        /// Which request of the run.
+        step: u32,
+    },
+    /// A piece of a streamed response.
+    ModelDelta(StreamDelta),
+    /// A model response arrived.
+    ModelResponse {
+        /// Which request of the run.
+        step: u32,
+        /// Its token usage.
+        usage: Usage,
+    },
+    /// A tool call begins (before hooks run).
+    CallBegin {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        name: String,
+        /// Its arguments as the model sent them.
+        arguments: String,
+    },
+    /// A tool call ended (or was denied, replaced or refused).
+    ToolResult {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        name: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// What the model sees.
+        content: String,
+    },
+    /// A tool call waits for approval or for the caller.
+    Deferred {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        name: String,
+    },
+    /// The run ended.
+    Finished {
+        /// How.
+        status: RunStatus,
+    },
+}
+
+/// The caller's answer to a permit request (see [`RunControl::wait_permit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permit {
+    /// Go ahead.
+    Granted,
+    /// Do not; the model is told this message.
+    Denied(String),
+    /// The run was cancelled while waiting.
+    Cancelled,
+}
+
+#[derive(Default)]
+struct Inner {
+    cancelled: AtomicBool,
+    notify: Notify,
+    permits: Mutex<HashMap<String, Permit>>,
+    events: Mutex<Option<mpsc::UnboundedSender<RunEvent>>>,
+}
+
+/// The caller's handle on a run: cancel it, grant or deny permits, watch its events.
+///
+/// Cheap to clone; every clone controls the same run. Create it before `execute`, keep a
+/// clone, and act on it from another task.
+#[derive(Clone, Default)]
+pub struct RunControl {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RunControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunControl")
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunControl {
+    /// A fresh control: not cancelled, no permits, no event subscriber.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ask the run to stop. It ends cleanly at the next step boundary (or while waiting
+    /// on the model or a permit), with a finished bundle of status `cancelled`.
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        self.inner.notify.notify_waiters();
+    }
+
+    /// Whether [`RunControl::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the run is cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Grant the permit that a hook waits on for this call.
+    pub fn permit(&self, call_id: impl Into<String>) {
+        self.set_permit(call_id.into(), Permit::Granted);
+    }
+
+    /// Deny the permit that a hook waits on for this call.
+    pub fn deny(&self, call_id: impl Into<String>, message: impl Into<String>) {
+        self.set_permit(call_id.into(), Permit::Denied(message.into()));
+    }
+
+    fn set_permit(&self, call_id: String, permit: Permit) {
+        self.inner
+            .permits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(call_id, permit);
+        self.inner.notify.notify_waiters();
+    }
+
+    /// Wait for [`RunControl::permit`] or [`RunControl::deny`] of this call (consuming
+    /// it), or for the run to be cancelled. A permit given before the wait counts.
+    pub async fn wait_permit(&self, call_id: &str) -> Permit {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(p) = self
+                .inner
+                .permits
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(call_id)
+            {
+                return p;
+            }
+            if self.is_cancelled() {
+                return Permit::Cancelled;
+            }
+            notified.await;
+        }
+    }
+
+    /// Receive this run's [`RunEvent`]s from now on (a later call replaces the earlier
+    /// receiver).
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<RunEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self
+            .inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        rx
+    }
+
+    /// Send an event to the subscriber, if any (a dropped receiver is fine).
+    pub(crate) fn emit(&self, event: RunEvent) {
+        let guard = self
+            .inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = guard.as_ref() {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// Whether anyone listens (to skip building events nobody reads).
+    pub(crate) fn has_subscriber(&self) -> bool {
+        self.inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|tx| !tx.is_closed())
+    }
+}

@@ -1,0 +1,141 @@
+//! Tool hooks: code that runs around every tool call.
+//!
+//! Order for each call: `CallBegin` is emitted, then the `before` hooks run in order, then
+//! the tool (or not, if a hook denied or replaced it), then the `after` hooks, then the
+//! `ToolResult` event. Exactly one `tool_called` evidence event is written either way.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use provrun_tools::ToolOutput;
+
+use crate::control::{Permit, RunControl};
+
+/// What a hook sees of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallInfo {
+    /// The call id.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model sent them.
+    pub arguments: String,
+    /// Whether the tool is marked destructive.
+    pub destructive: bool,
+}
+
+/// A `before` hook's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookDecision {
+    /// Go on (to the next hook, then the tool).
+    Allow,
+    /// Skip the tool; the model sees a failed result with this message.
+    Deny(String),
+    /// Skip the tool; the model sees a successful result with this content.
+    Replace(String),
+}
+
+/// Runs before a tool call and may stop or replace it.
+#[async_trait]
+pub trait BeforeToolHook: Send + Sync {
+    /// Decide about this call. To wait for a human, await
+    /// [`RunControl::wait_permit`] here.
+    async fn before(&self, call: &ToolCallInfo, control: &RunControl) -> HookDecision;
+}
+
+/// Runs after a tool call (or its replacement) and may rewrite the output.
+#[async_trait]
+pub trait AfterToolHook: Send + Sync {
+    /// Return the output the model should see.
+    async fn after(&self, call: &ToolCallInfo, output: ToolOutput) -> ToolOutput;
+}
+
+/// The hooks of a backend. Empty by default: then no hook code runs at all.
+#[derive(Clone, Default)]
+pub struct ToolHooks {
+    /// Run before each call, in order; the first that does not allow wins.
+    pub before: Vec<Arc<dyn BeforeToolHook>>,
+    /// Run after each call, in order, each on the previous one's output.
+    pub after: Vec<Arc<dyn AfterToolHook>>,
+}
+
+impl std::fmt::Debug for ToolHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolHooks")
+            .field("before", &self.before.len())
+            .field("after", &self.after.len())
+            .finish()
+    }
+}
+
+impl ToolHooks {
+    /// No hooks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a `before` hook.
+    pub fn before(mut self, hook: impl BeforeToolHook + 'static) -> Self {
+        self.before.push(Arc::new(hook));
+        self
+    }
+
+    /// Add an `after` hook.
+    pub fn after(mut self, hook: impl AfterToolHook + 'static) -> Self {
+        self.after.push(Arc::new(hook));
+        self
+    }
+
+    pub(crate) async fn run_before(
+        &self,
+        call: &ToolCallInfo,
+        control: &RunControl,
+    ) -> HookDecision {
+        for hook in &self.before {
+            match hook.before(call, control).await {
+                HookDecision::Allow => {}
+                other => return other,
+            }
+        }
+        HookDecision::Allow
+    }
+
+    pub(crate) async fn run_after(
+        &self,
+        call: &ToolCallInfo,
+        mut output: ToolOutput,
+    ) -> ToolOutput {
+        for hook in &self.after {
+            output = hook.after(call, output).await;
+        }
+        output
+    }
+}
+
+/// A ready-made `before` hook: calls of the named tools (or of every destructive tool,
+/// when `tools` is empty) wait for [`RunControl::permit`] / [`RunControl::deny`] in the
+/// same process. For approval across processes, use the agent spec's `approve` policy.
+#[derive(Debug, Clone, Default)]
+pub struct WaitForPermit {
+    /// The tools that need a permit; empty means every destructive tool.
+    pub tools: Vec<String>,
+}
+
+#[async_trait]
+impl BeforeToolHook for WaitForPermit {
+    async fn before(&self, call: &ToolCallInfo, control: &RunControl) -> HookDecision {
+        let gated = if self.tools.is_empty() {
+            call.destructive
+        } else {
+            self.tools.contains(&call.name)
+        };
+        if !gated {
+            return HookDecision::Allow;
+        }
+        match control.wait_permit(&call.call_id).await {
+            Permit::Granted => HookDecision::Allow,
+            Permit::Denied(message) => HookDecision::Deny(message),
+            Permit::Cancelled => HookDecision::Deny("the run was cancelled".to_string()),
+        }
+    }
+}

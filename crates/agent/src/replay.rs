@@ -1,0 +1,433 @@
+//! Reading runs back from their bundles: the state a paused run resumes from, the
+//! recorded responses a replay answers with, and [`replay`] itself.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use provrun_evidence::{BlobRef, Event, EventType, read_blob, read_events, verify};
+use provrun_model::{Message, RecordedResponse, ReplayModel, ToolCall, Usage};
+use provrun_tools::ToolOutput;
+use serde_json::Value;
+
+use crate::backend::Backend;
+use crate::control::RunControl;
+use crate::error::AgentError;
+use crate::spec::{AgentSpec, DeferReason, DeferredCall, RunResult, RunSpec};
+
+fn bundle_err(path: &Path, message: impl Into<String>) -> AgentError {
+    AgentError::Bundle {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+fn blob_of(bundle: &Path, value: Option<&Value>) -> Result<Option<Vec<u8>>, AgentError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let blob: BlobRef = serde_json::from_value(v.clone())
+                .map_err(|e| bundle_err(bundle, format!("a blob reference does not parse: {e}")))?;
+            Ok(Some(read_blob(bundle, &blob)?))
+        }
+    }
+}
+
+/// The agent spec a bundle's `run_started` recorded, with relative paths resolving where
+/// they did for the original run.
+pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, String), AgentError> {
+    let first = events
+        .first()
+        .filter(|e| e.kind == EventType::RunStarted)
+        .ok_or_else(|| bundle_err(bundle, "the log does not open with run_started"))?;
+    let details = &first.payload["details"];
+    let text = details["agent_spec"]
+        .as_str()
+        .ok_or_else(|| bundle_err(bundle, "run_started does not record the agent spec"))?;
+    let mut agent = AgentSpec::from_toml_str(text, None)?;
+    agent.base_dir = details["spec_dir"].as_str().map(PathBuf::from);
+    let prompt = details["prompt"].as_str().unwrap_or_default().to_string();
+    Ok((agent, prompt))
+}
+
+/// The recorded model responses of a bundle, in order, for a [`ReplayModel`].
+pub fn recorded_responses(
+    bundle: &Path,
+    events: &[Event],
+) -> Result<Vec<RecordedResponse>, AgentError> {
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.kind == EventType::ModelCalled) {
+        let response = blob_of(bundle, e.payload.get("response"))?.unwrap_or_default();
+        let request = blob_of(bundle, e.payload.get("request"))?;
+        let media_type = e.payload["response"]["media_type"]
+            .as_str()
+            .map(str::to_string);
+        out.push(RecordedResponse {
+            response_body: response.into(),
+            response_media_type: media_type,
+            status: None,
+            request_body: request.map(Into::into),
+        });
+    }
+    Ok(out)
+}
+
+/// A [`ReplayModel`] over a bundle's recorded responses (the bundle must verify).
+pub fn replay_model(bundle: &Path) -> Result<ReplayModel, AgentError> {
+    let report = verify(bundle);
+    if !report.ok {
+        return Err(bundle_err(
+            bundle,
+            format!(
+                "refusing to replay a bundle that does not verify: {}",
+                first_failure(&report)
+            ),
+        ));
+    }
+    let events = read_events(bundle)?;
+    Ok(ReplayModel::new(recorded_responses(bundle, &events)?)
+        .with_name(format!("replay:{}", bundle.display())))
+}
+
+fn first_failure(report: &provrun_evidence::VerifyReport) -> String {
+    report
+        .failures()
+        .next()
+        .map(|c| format!("{}: {}", c.code.as_str(), c.detail))
+        .unwrap_or_else(|| "the run never finished".to_string())
+}
+
+/// The calls of the turn a run paused in, and those of them already done.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PausedTurn {
+    pub(crate) calls: Vec<ToolCall>,
+    pub(crate) completed: HashMap<String, ToolOutput>,
+}
+
+/// Everything a paused run resumes from, read from its bundle alone.
+pub(crate) struct PausedRun {
+    pub(crate) agent: AgentSpec,
+    pub(crate) state: crate::backend::LoopState,
+    pub(crate) pending: PausedTurn,
+    pub(crate) deferred: Vec<DeferredCall>,
+}
+
+fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
+    if let Some(bytes) = blob_of(bundle, payload.get("result_blob"))? {
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| bundle_err(bundle, format!("a result blob is not JSON: {e}")))?;
+        return Ok(value
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| value.to_string()));
+    }
+    Ok(match &payload["result"] {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+fn arguments_text(payload: &Value) -> String {
+    match &payload["arguments"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Read the state of a paused run.
+pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
+    let events = read_events(bundle)?;
+    let last = events
+        .last()
+        .ok_or_else(|| bundle_err(bundle, "the evidence log is empty"))?;
+    if last.kind != EventType::RunFinished || last.payload["status"] != "paused" {
+        return Err(bundle_err(
+            bundle,
+            "the run is not paused: only a run that waits for decisions can be resumed",
+        ));
+    }
+    let (agent, _prompt) = recorded_agent(bundle, &events)?;
+    let trace = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == EventType::TraceImported)
+        .ok_or_else(|| bundle_err(bundle, "the paused run has no trace_imported"))?;
+    let bytes = blob_of(bundle, trace.payload.get("trace"))?
+        .ok_or_else(|| bundle_err(bundle, "trace_imported names no blob"))?;
+    let messages: Vec<Message> = serde_json::from_slice(&bytes)
+        .map_err(|e| bundle_err(bundle, format!("the trace does not parse: {e}")))?;
+    let calls = match messages.last() {
+        Some(Message::Assistant { tool_calls, .. }) if !tool_calls.is_empty() => tool_calls.clone(),
+        _ => {
+            return Err(bundle_err(
+                bundle,
+                "the trace does not end with the model's tool calls",
+            ));
+        }
+    };
+
+    let mut usage = Usage::default();
+    let mut requests = 0u64;
+    let mut tool_calls = 0u64;
+    let mut last_model = 0usize;
+    for (i, e) in events.iter().enumerate() {
+        match e.kind {
+            EventType::ModelCalled => {
+                requests += 1;
+                last_model = i;
+                if let Ok(u) = serde_json::from_value::<Usage>(e.payload["usage"].clone()) {
+                    usage.add(&u);
+                }
+            }
+            EventType::ToolCalled
+                if e.payload["deferred"] != true
+                    && e.payload["output_tool"] != true
+                    && e.payload["provider_run"] != true =>
+            {
+                tool_calls += 1;
+            }
+            _ => {}
+        }
+    }
+    let mut completed = HashMap::new();
+    let mut deferred = Vec::new();
+    for e in events[last_model..]
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+    {
+        let p = &e.payload;
+        let call_id = p["call_id"].as_str().unwrap_or_default().to_string();
+        let name = p["name"].as_str().unwrap_or_default().to_string();
+        if p["deferred"] == true {
+            let reason = if p["mode"] == "client_round_trip" {
+                DeferReason::ClientRoundTrip
+            } else {
+                DeferReason::Approval
+            };
+            deferred.push(DeferredCall {
+                call_id,
+                name,
+                arguments: arguments_text(p),
+                reason,
+            });
+        } else {
+            let ok = p["ok"] == true;
+            completed.insert(
+                call_id,
+                ToolOutput {
+                    content: tool_result(bundle, p)?,
+                    ok,
+                },
+            );
+        }
+    }
+    deferred.retain(|d| !completed.contains_key(&d.call_id));
+    if deferred.is_empty() {
+        return Err(bundle_err(bundle, "the paused run waits on no call"));
+    }
+    Ok(PausedRun {
+        agent,
+        state: crate::backend::LoopState {
+            messages,
+            usage,
+            requests,
+            tool_calls,
+        },
+        pending: PausedTurn { calls, completed },
+        deferred,
+    })
+}
+
+/// The calls a paused bundle waits on (for `provrun show` and scripts).
+pub fn waiting_calls(bundle: &Path) -> Result<Vec<DeferredCall>, AgentError> {
+    Ok(read_paused(bundle)?.deferred)
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayReport {
+    /// The new run.
+    pub result: RunResult,
+    /// Tool calls compared.
+    pub tool_calls: usize,
+    /// Output files compared.
+    pub outputs: usize,
+    /// The first difference from the recording, if any.
+    pub difference: Option<String>,
+}
+
+impl ReplayReport {
+    /// Whether every tool result and output file matched.
+    pub fn matches(&self) -> bool {
+        self.difference.is_none()
+    }
+}
+
+/// A tool call as replay compares it.
+#[derive(Debug, PartialEq)]
+struct CallKey {
+    name: String,
+    call_id: String,
+    arguments: Value,
+    result: Value,
+    ok: bool,
+    output_tool: bool,
+}
+
+fn call_keys(events: &[Event]) -> Vec<CallKey> {
+    events
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled && e.payload["deferred"] != true)
+        .map(|e| {
+            let p = &e.payload;
+            let blob_digest = |k: &str| p[k]["digest"]["sha256"].clone();
+            CallKey {
+                name: p["name"].as_str().unwrap_or_default().to_string(),
+                call_id: p["call_id"].as_str().unwrap_or_default().to_string(),
+                arguments: if p["arguments"].is_null() {
+                    blob_digest("arguments_blob")
+                } else {
+                    p["arguments"].clone()
+                },
+                result: if p["result"].is_null() {
+                    blob_digest("result_blob")
+                } else {
+                    p["result"].clone()
+                },
+                ok: p["ok"] == true,
+                output_tool: p["output_tool"] == true,
+            }
+        })
+        .collect()
+}
+
+fn outputs(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e.kind == EventType::OutputProduced)
+        .map(|e| {
+            (
+                e.payload["path"].as_str().unwrap_or_default().to_string(),
+                e.payload["sha256"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Re-execute a recorded run from its bundle alone — its agent spec, prompt, staged
+/// inputs and recorded model responses — into a new bundle at `out`, and compare every
+/// tool result and output file with the recording.
+///
+/// The source must verify (a tampered or unfinished bundle is refused). Runs that paused
+/// for decisions cannot be replayed yet.
+pub async fn replay(
+    backend: &Backend,
+    control: &RunControl,
+    source: &Path,
+    out: &Path,
+) -> Result<ReplayReport, AgentError> {
+    let model = replay_model(source)?;
+    let report = verify(source);
+    if !report.complete {
+        return Err(bundle_err(
+            source,
+            "refusing to replay a run that never finished",
+        ));
+    }
+    let events = read_events(source)?;
+    if events
+        .iter()
+        .any(|e| e.kind == EventType::ToolCalled && e.payload["deferred"] == true)
+    {
+        return Err(bundle_err(
+            source,
+            "this run paused for decisions; replaying such runs is not supported yet",
+        ));
+    }
+    let (mut agent, prompt) = recorded_agent(source, &events)?;
+    agent.model = format!("replay:{}", source.display());
+    let mut run = RunSpec::new(prompt, out);
+    let input = source.join("input");
+    let staged_any = std::fs::read_dir(&input)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if staged_any {
+        run.inputs.push(input);
+    }
+    let backend = backend.clone().with_model(std::sync::Arc::new(model));
+    let result = backend.execute(control, &agent, &run).await?;
+    let new_events = read_events(out)?;
+
+    let (old_calls, new_calls) = (call_keys(&events), call_keys(&new_events));
+    let mut difference = None;
+    for (i, pair) in old_calls.iter().zip(new_calls.iter()).enumerate() {
+        if pair.0 != pair.1 {
+            difference = Some(format!(
+                "tool call {} differs: recorded {} {} → {}, replayed {} {} → {}",
+                i + 1,
+                pair.0.name,
+                pair.0.arguments,
+                pair.0.result,
+                pair.1.name,
+                pair.1.arguments,
+                pair.1.result
+            ));
+            break;
+        }
+    }
+    if difference.is_none() && old_calls.len() != new_calls.len() {
+        difference = Some(format!(
+            "the recording has {} tool calls, the replay {}",
+            old_calls.len(),
+            new_calls.len()
+        ));
+    }
+    let (old_out, new_out) = (outputs(&events), outputs(&new_events));
+    if difference.is_none() {
+        for (o, n) in old_out.iter().zip(new_out.iter()) {
+            if o != n {
+                difference = Some(if o.0 == n.0 {
+                    format!(
+                        "output `{}` differs (sha256 {} recorded, {} replayed)",
+                        o.0, o.1, n.1
+                    )
+                } else {
+                    format!(
+                        "output files differ: `{}` recorded, `{}` replayed",
+                        o.0, n.0
+                    )
+                });
+                break;
+            }
+        }
+    }
+    if difference.is_none() && old_out.len() != new_out.len() {
+        difference = Some(format!(
+            "the recording has {} output files, the replay {}",
+            old_out.len(),
+            new_out.len()
+        ));
+    }
+    if difference.is_none() && result.status.as_str() != recorded_status(&events) {
+        difference = Some(format!(
+            "the recording ended {}, the replay {}",
+            recorded_status(&events),
+            result.status.as_str()
+        ));
+    }
+    Ok(ReplayReport {
+        result,
+        tool_calls: old_calls.len(),
+        outputs: old_out.len(),
+        difference,
+    })
+}
+
+fn recorded_status(events: &[Event]) -> &str {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.kind == EventType::RunFinished)
+        .and_then(|e| e.payload["status"].as_str())
+        .unwrap_or("unknown")
+}

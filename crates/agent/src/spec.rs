@@ -1,0 +1,358 @@
+//! What a user asks for: [`AgentSpec`] (the agent) and [`RunSpec`] (one run of it), and
+//! what they get back: [`RunResult`].
+
+use std::path::{Path, PathBuf};
+
+use provrun_evidence::{Durability, RunStatus};
+use provrun_sandbox::Limits;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::error::AgentError;
+
+/// Which tool calls pause the run for a human's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovePolicy {
+    /// None: unattended runs and scripts are never left waiting (the default).
+    #[default]
+    None,
+    /// Calls of tools marked `destructive`.
+    Destructive,
+    /// Every tool call.
+    All,
+}
+
+fn default_max_steps() -> u32 {
+    20
+}
+
+/// An agent: its model, instructions, tools and limits. Loadable from the TOML of
+/// design.md §7.
+///
+/// ```
+/// let spec = provrun_agent::AgentSpec::from_toml_str(r#"
+/// name = "hello"
+/// model = "test"
+/// instructions = "Summarise the files in /input."
+/// tools = ["list_dir", "read_file"]
+/// "#, None).unwrap();
+/// assert_eq!(spec.max_steps, 20);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// The agent's name.
+    pub name: String,
+    /// `test`, `script:PATH`, `replay:BUNDLE` or `openai:MODEL_NAME`.
+    pub model: String,
+    /// The system prompt.
+    #[serde(default)]
+    pub instructions: String,
+    /// The tools it may call, by registered name.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Model requests at most; the run fails when it needs more.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    /// Use the model's streamed API.
+    #[serde(default)]
+    pub stream: bool,
+    /// Which tool calls wait for approval.
+    #[serde(default)]
+    pub approve: ApprovePolicy,
+    /// Sandbox quotas; the defaults are safe, not unlimited.
+    #[serde(default)]
+    pub limits: Limits,
+    /// A JSON Schema for structured output: the model then answers through a
+    /// `final_result` tool whose arguments follow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Folders of skills (each skill a folder with a `SKILL.md`), relative to the spec file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<PathBuf>,
+    /// Run even where a sandbox layer is missing, recording the degradation.
+    #[serde(default)]
+    pub allow_degraded_sandbox: bool,
+    /// Where relative paths in the spec (a script, skills) resolve; the spec file's folder.
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+    /// The spec's own text, when it was loaded from one; evidence keeps it verbatim.
+    #[serde(skip)]
+    pub source: Option<String>,
+}
+
+impl AgentSpec {
+    /// A spec with defaults for everything but the name and model.
+    pub fn new(name: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            model: model.into(),
+            instructions: String::new(),
+            tools: Vec::new(),
+            max_steps: default_max_steps(),
+            stream: false,
+            approve: ApprovePolicy::None,
+            limits: Limits::default(),
+            output_schema: None,
+            skills: Vec::new(),
+            allow_degraded_sandbox: false,
+            base_dir: None,
+            source: None,
+        }
+    }
+
+    /// Parse a spec from TOML text; `origin` names the file in error messages (with the
+    /// line and column of the problem) and is where relative paths resolve.
+    pub fn from_toml_str(text: &str, origin: Option<&Path>) -> Result<Self, AgentError> {
+        let shown = origin
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "agent spec".to_string());
+        let mut spec: AgentSpec = toml::from_str(text).map_err(|e| AgentError::InvalidSpec {
+            origin: shown.clone(),
+            message: one_line(&e.to_string()),
+        })?;
+        spec.source = Some(text.to_string());
+        spec.base_dir = origin
+            .and_then(Path::parent)
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
+            .map(Path::to_path_buf);
+        spec.validate(&shown)?;
+        Ok(spec)
+    }
+
+    /// Read and parse a spec file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, AgentError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| AgentError::ReadSpec {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml_str(&text, Some(path))
+    }
+
+    /// Check what TOML's types cannot: a name, a known model scheme, sane limits, unique
+    /// tool names.
+    pub fn validate(&self, origin: &str) -> Result<(), AgentError> {
+        let invalid = |message: String| AgentError::InvalidSpec {
+            origin: origin.to_string(),
+            message,
+        };
+        if self.name.trim().is_empty() {
+            return Err(invalid("`name` is empty".into()));
+        }
+        ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        if self.max_steps == 0 {
+            return Err(invalid("`max_steps` must be at least 1".into()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &self.tools {
+            if !seen.insert(t.as_str()) {
+                return Err(invalid(format!("tool `{t}` is listed twice in `tools`")));
+            }
+        }
+        if let Some(schema) = &self.output_schema
+            && schema.get("type").and_then(Value::as_str) != Some("object")
+        {
+            return Err(invalid(
+                "`output_schema` must be a JSON Schema with `type = \"object\"`".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The spec's text as evidence keeps it: the original file when loaded from one,
+    /// else the spec serialised as TOML.
+    pub fn source_text(&self) -> String {
+        match &self.source {
+            Some(s) => s.clone(),
+            None => toml::to_string(self).unwrap_or_else(|e| format!("# unserialisable: {e}")),
+        }
+    }
+
+    /// SHA-256 hex of [`AgentSpec::source_text`].
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.source_text().as_bytes()))
+    }
+
+    /// Resolve a path written in the spec against the spec's folder.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        match &self.base_dir {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_path_buf(),
+        }
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '|' || c == '^' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A parsed `model` string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRef {
+    /// The embedded `TestModel`.
+    Test,
+    /// A `ScriptModel` file.
+    Script(PathBuf),
+    /// The recorded responses of a bundle.
+    Replay(PathBuf),
+    /// An OpenAI-compatible server's model.
+    OpenAi(String),
+}
+
+impl ModelRef {
+    /// Parse `test`, `script:PATH`, `replay:BUNDLE` or `openai:MODEL_NAME`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text == "test" {
+            return Ok(ModelRef::Test);
+        }
+        match text.split_once(':') {
+            Some(("script", p)) if !p.is_empty() => Ok(ModelRef::Script(PathBuf::from(p))),
+            Some(("replay", p)) if !p.is_empty() => Ok(ModelRef::Replay(PathBuf::from(p))),
+            Some(("openai", m)) if !m.is_empty() => Ok(ModelRef::OpenAi(m.to_string())),
+            _ => Err(format!(
+                "unknown model `{text}`: expected test, script:PATH, replay:BUNDLE or openai:MODEL_NAME"
+            )),
+        }
+    }
+}
+
+/// One run of an agent: its prompt, inputs, and where the bundle goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    /// The user's prompt.
+    pub prompt: String,
+    /// Host files and folders to stage into `/input` (a file as `/input/<name>`, a
+    /// folder's contents at `/input`'s root).
+    pub inputs: Vec<PathBuf>,
+    /// The bundle folder to create; it must not exist or be empty.
+    pub bundle: PathBuf,
+    /// A host folder the host tools may use; without one they are refused.
+    pub host_dir: Option<PathBuf>,
+    /// When evidence reaches stable storage.
+    pub durability: Durability,
+    /// The run's id; one is generated when absent.
+    pub run_id: Option<String>,
+}
+
+impl RunSpec {
+    /// A run with this prompt writing its bundle to `bundle`, with no inputs, no host
+    /// folder, and evidence flushed per event (fsynced at the end).
+    pub fn new(prompt: impl Into<String>, bundle: impl Into<PathBuf>) -> Self {
+        Self {
+            prompt: prompt.into(),
+            inputs: Vec::new(),
+            bundle: bundle.into(),
+            host_dir: None,
+            durability: Durability::AtEnd,
+            run_id: None,
+        }
+    }
+
+    /// Add an input to stage.
+    pub fn input(mut self, path: impl Into<PathBuf>) -> Self {
+        self.inputs.push(path.into());
+        self
+    }
+}
+
+/// Token and call counts of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunUsage {
+    /// Input (prompt) tokens over all model requests.
+    pub input_tokens: u64,
+    /// Output (completion) tokens over all model requests.
+    pub output_tokens: u64,
+    /// Model requests made.
+    pub requests: u64,
+    /// Tool calls completed (deferred calls count when they complete).
+    pub tool_calls: u64,
+}
+
+/// A tool call that waits: for approval, or for the caller to run it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeferredCall {
+    /// The call id: what `--approve` / `--deny` name.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments as the model sent them.
+    pub arguments: String,
+    /// Why it waits.
+    pub reason: DeferReason,
+}
+
+/// Why a call waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferReason {
+    /// The approval policy wants a human to approve it.
+    Approval,
+    /// A client round-trip tool: the caller runs it.
+    ClientRoundTrip,
+}
+
+/// What the caller decides for a deferred call, given to `resume`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Approve(String),
+    /// Do not run it; the model is told why.
+    Deny {
+        /// The call id.
+        call_id: String,
+        /// What the model is told.
+        message: String,
+    },
+    /// The caller ran it (client round trip): here is its result.
+    Result {
+        /// The call id.
+        call_id: String,
+        /// The result the model sees.
+        content: String,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+}
+
+impl Decision {
+    /// The call this decision is for.
+    pub fn call_id(&self) -> &str {
+        match self {
+            Decision::Approve(id) => id,
+            Decision::Deny { call_id, .. } | Decision::Result { call_id, .. } => call_id,
+        }
+    }
+}
+
+/// What a run gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// The run's id.
+    pub run_id: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// The agent's final answer (empty unless finished).
+    pub output: String,
+    /// Tokens and calls.
+    pub usage: RunUsage,
+    /// The bundle folder.
+    pub bundle: PathBuf,
+    /// The calls a paused run waits on.
+    pub deferred: Vec<DeferredCall>,
+    /// What went wrong, for a failed run.
+    pub error: Option<String>,
+}
