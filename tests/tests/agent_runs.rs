@@ -789,3 +789,146 @@ async fn bad_specs_and_inputs_fail_before_anything_is_written() {
     .to_string();
     assert!(err.contains("line 3") && err.contains("max_step"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_listed_to_the_model_and_loaded_on_demand() {
+    let fx = fixture();
+    let skills = fx.root.join("skills");
+    std::fs::create_dir_all(skills.join("haiku")).unwrap();
+    std::fs::write(
+        skills.join("haiku/SKILL.md"),
+        "---\nname: haiku\ndescription: Write answers as a haiku.\n---\nFive, seven, five syllables.\n",
+    )
+    .unwrap();
+    let mut a = agent(&[]);
+    a.skills = vec![skills];
+    let system_seen = Arc::new(std::sync::Mutex::new(String::new()));
+    let seen = system_seen.clone();
+    let model = FunctionModel::new("fn", move |req: &ModelRequest| {
+        if let Some(provrun::model::Message::System { content }) = req.messages.first() {
+            *seen.lock().unwrap() = content.clone();
+        }
+        let loaded = req
+            .messages
+            .iter()
+            .any(|m| matches!(m, provrun::model::Message::Tool { .. }));
+        if loaded {
+            Ok(Reply::text("an old pond / a frog jumps in / splash"))
+        } else {
+            assert!(
+                req.tools.iter().any(|t| t.name == "use_skill"),
+                "use_skill is offered"
+            );
+            Ok(Reply::tool_calls(vec![ToolCall {
+                id: "s1".into(),
+                name: "use_skill".into(),
+                arguments: r#"{"name":"haiku"}"#.into(),
+            }]))
+        }
+    });
+    let r = run_with(Backend::new().with_model(Arc::new(model)), &a, &fx).await;
+    assert_eq!(r.status, RunStatus::Finished);
+    let system = system_seen.lock().unwrap().clone();
+    assert!(system.starts_with("You are tested."), "{system}");
+    assert!(
+        system.contains("- haiku: Write answers as a haiku."),
+        "{system}"
+    );
+    assert_eq!(
+        tool_results(&fx.bundle),
+        vec![(
+            "use_skill".into(),
+            true,
+            "Five, seven, five syllables.".into()
+        )]
+    );
+    let events = read_events(&fx.bundle).unwrap();
+    assert_eq!(events[0].payload["details"]["skills"][0]["name"], "haiku");
+    assert_eq!(
+        events[0].payload["details"]["skills"][0]["sha256"]
+            .as_str()
+            .unwrap()
+            .len(),
+        64
+    );
+    assert_verifies(&fx.bundle, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_events_arrive_in_order_and_permits_gate_calls() {
+    use provrun::agent::{RunEvent, WaitForPermit};
+    let fx = fixture();
+    let a = agent(&["read_file", "write_file"]);
+    let model = script(json!([
+        {"tool_calls": [
+            {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
+            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/w.txt", "content": "w"}},
+            {"id": "w2", "name": "write_file", "arguments": {"path": "/output/v.txt", "content": "v"}}
+        ]},
+        {"text": "done"}
+    ]));
+    let control = RunControl::new();
+    let mut events = control.subscribe();
+    // Another task answers the permit requests that the hook waits on.
+    let answering = control.clone();
+    let answers = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(ev) = events.recv().await {
+            if let RunEvent::CallBegin { call_id, .. } = &ev {
+                if call_id == "w1" {
+                    answering.permit("w1");
+                } else if call_id == "w2" {
+                    answering.deny("w2", "no v today");
+                }
+            }
+            let done = matches!(ev, RunEvent::Finished { .. });
+            seen.push(ev);
+            if done {
+                break;
+            }
+        }
+        seen
+    });
+    let backend = Backend::new()
+        .with_model(model)
+        .with_hooks(ToolHooks::new().before(WaitForPermit::default()));
+    let run = RunSpec::new("go", &fx.bundle).input(&fx.input);
+    let r = backend.execute(&control, &a, &run).await.unwrap();
+    assert_eq!(r.status, RunStatus::Finished);
+    let seen = answers.await.unwrap();
+    assert!(
+        matches!(seen.first(), Some(RunEvent::ModelRequest { step: 1 })),
+        "{seen:?}"
+    );
+    assert!(matches!(
+        seen.last(),
+        Some(RunEvent::Finished {
+            status: RunStatus::Finished
+        })
+    ));
+    for id in ["r1", "w1", "w2"] {
+        let begin = seen
+            .iter()
+            .position(|e| matches!(e, RunEvent::CallBegin { call_id, .. } if call_id == id))
+            .unwrap();
+        let end = seen
+            .iter()
+            .position(|e| matches!(e, RunEvent::ToolResult { call_id, .. } if call_id == id))
+            .unwrap();
+        assert!(begin < end, "{id}: a call begins before it ends");
+    }
+    assert_eq!(
+        tool_results(&fx.bundle),
+        vec![
+            ("read_file".into(), true, "alpha\n".into()),
+            (
+                "write_file".into(),
+                true,
+                "created /output/w.txt (1 bytes)".into()
+            ),
+            ("write_file".into(), false, "no v today".into()),
+        ]
+    );
+    assert!(!fx.bundle.join("output/v.txt").exists());
+    assert_verifies(&fx.bundle, true);
+}
