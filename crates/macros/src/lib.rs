@@ -474,21 +474,23 @@ fn generate(
         #krate::__private::into_tool_output(__ret)
     };
 
+    // Bind the context (refusing a call without one when the tool takes it); the same
+    // for sync and async bodies.
+    let ctx_bind = if takes_context {
+        quote! {
+            let __ctx = match __ctx {
+                ::core::option::Option::Some(c) => c,
+                ::core::option::Option::None => {
+                    return ::core::result::Result::Err(#krate::ToolError::ContextRequired {
+                        tool: #tool_name.to_string(),
+                    });
+                }
+            };
+        }
+    } else {
+        quote!(let _ = __ctx;)
+    };
     let handler = if is_async {
-        let ctx_bind = if takes_context {
-            quote! {
-                let __ctx = match __ctx {
-                    ::core::option::Option::Some(c) => c,
-                    ::core::option::Option::None => {
-                        return ::core::result::Result::Err(#krate::ToolError::ContextRequired {
-                            tool: #tool_name.to_string(),
-                        });
-                    }
-                };
-            }
-        } else {
-            quote!(let _ = __ctx;)
-        };
         let call_ctx = if takes_context {
             quote!(&__ctx,)
         } else {
@@ -514,20 +516,6 @@ fn generate(
             )
         }
     } else {
-        let ctx_bind = if takes_context {
-            quote! {
-                let __ctx = match __ctx {
-                    ::core::option::Option::Some(c) => c,
-                    ::core::option::Option::None => {
-                        return ::core::result::Result::Err(#krate::ToolError::ContextRequired {
-                            tool: #tool_name.to_string(),
-                        });
-                    }
-                };
-            }
-        } else {
-            quote!(let _ = __ctx;)
-        };
         quote! {
             #krate::__private::sync_handler(
                 move |__ctx: ::core::option::Option<&#krate::RunContext>,
