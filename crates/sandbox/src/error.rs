@@ -9,6 +9,23 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
+    /// `run_command` was refused because a confinement layer is missing on this machine.
+    #[error(
+        "run_command refused: this machine lacks confinement layer(s): {missing}. Commands run \
+         only fully confined unless the agent spec sets `allow_degraded_sandbox = true`"
+    )]
+    ConfinementMissing {
+        /// Each missing layer and why.
+        missing: String,
+    },
+
+    /// The confined command could not be started or watched.
+    #[error("the command could not be run: {message}")]
+    CommandStart {
+        /// What went wrong.
+        message: String,
+    },
+
     /// The path was empty.
     #[error("the path is empty: give a path under /input, /output or /scratch")]
     EmptyPath,

@@ -14,6 +14,10 @@
 //!   anything that is not a plain path under a root.
 //! - [`Limits`] is the agent spec's `[limits]` table: read and write sizes, the quota over
 //!   /output and /scratch, listing, depth and path-length caps.
+//! - [`Sandbox::run_command`] and [`Sandbox::run_program`] run a command under OS
+//!   confinement (bubblewrap namespaces, Landlock, seccomp, rlimits, a process limit, a
+//!   timeout and the quota); [`Sandbox::command_support`] says which layers this machine
+//!   has. The in-sandbox half lives in [`confine`] and the `provrun-confine` binary.
 //! - [`stage_inputs`] copies the user's inputs into the input root and makes them read-only.
 //!
 //! Rules every operation keeps: no symbolic link is ever followed (paths are walked one name
@@ -33,6 +37,8 @@
 //! # }
 //! ```
 
+mod command;
+pub mod confine;
 mod error;
 mod fsops;
 mod limits;
@@ -40,6 +46,7 @@ mod path;
 mod sandbox;
 mod stage;
 
+pub use command::{CommandOutcome, Confinement, HELPER_ENV, HELPER_NAME, Layer};
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
 pub use limits::Limits;

@@ -17,6 +17,13 @@ use crate::error::{Result, SandboxError};
 /// | `max_depth` | 32 | names below a root in one path |
 /// | `max_path_bytes` | 1 024 | bytes in one path as given |
 /// | `max_name_bytes` | 255 | bytes in one name (path component) |
+/// | `command_timeout_s` | 30 | seconds a command runs when the call gives no timeout |
+/// | `max_command_timeout_s` | 600 | the most seconds a call may ask for |
+/// | `command_output_bytes` | 64 KiB | bytes of stdout, and of stderr, returned per command |
+/// | `command_cpu_s` | 120 | CPU seconds per process of a command (`RLIMIT_CPU`) |
+/// | `command_memory_bytes` | 4 GiB | address space per process of a command (`RLIMIT_AS`) |
+/// | `command_processes` | 256 | processes a command may have at once |
+/// | `command_tmp_bytes` | 64 MiB | size of the command's private `/tmp` |
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
@@ -36,6 +43,20 @@ pub struct Limits {
     pub max_path_bytes: usize,
     /// Most bytes in one name (a path component).
     pub max_name_bytes: usize,
+    /// Seconds a command may run when the call names no timeout.
+    pub command_timeout_s: u64,
+    /// The most seconds a call may ask a command to run.
+    pub max_command_timeout_s: u64,
+    /// Bytes of standard output, and of standard error, a command returns (the rest is cut).
+    pub command_output_bytes: u64,
+    /// CPU seconds each process of a command may use.
+    pub command_cpu_s: u64,
+    /// Bytes of address space each process of a command may map.
+    pub command_memory_bytes: u64,
+    /// Processes a command may have at once (a fork bomb stops there).
+    pub command_processes: u64,
+    /// Size of the command's private `/tmp` in bytes.
+    pub command_tmp_bytes: u64,
 }
 
 impl Default for Limits {
@@ -49,13 +70,20 @@ impl Default for Limits {
             max_depth: 32,
             max_path_bytes: 1_024,
             max_name_bytes: 255,
+            command_timeout_s: 30,
+            max_command_timeout_s: 600,
+            command_output_bytes: 64 << 10,
+            command_cpu_s: 120,
+            command_memory_bytes: 4 << 30,
+            command_processes: 256,
+            command_tmp_bytes: 64 << 20,
         }
     }
 }
 
 impl Limits {
     /// Checks that the limits leave a usable sandbox: the per-call sizes, the listing cap, the
-    /// depth and the path lengths must be above zero (a zero quota is allowed: it makes
+    /// depth, the path lengths and the command limits must be above zero (a zero quota is allowed: it makes
     /// /output and /scratch read-only in effect).
     pub fn check(&self) -> Result<()> {
         let zero = [
@@ -65,6 +93,13 @@ impl Limits {
             ("max_depth", self.max_depth == 0),
             ("max_path_bytes", self.max_path_bytes == 0),
             ("max_name_bytes", self.max_name_bytes == 0),
+            ("command_timeout_s", self.command_timeout_s == 0),
+            ("max_command_timeout_s", self.max_command_timeout_s == 0),
+            ("command_output_bytes", self.command_output_bytes == 0),
+            ("command_cpu_s", self.command_cpu_s == 0),
+            ("command_memory_bytes", self.command_memory_bytes == 0),
+            ("command_processes", self.command_processes == 0),
+            ("command_tmp_bytes", self.command_tmp_bytes == 0),
         ];
         match zero.into_iter().find(|(_, is_zero)| *is_zero) {
             Some((field, _)) => Err(SandboxError::InvalidLimit {

@@ -27,6 +27,7 @@ use crate::path::{Root, VirtualPath, parse_host_path};
 pub struct Sandbox {
     inner: Arc<Inner>,
     host: Option<Arc<HostGrant>>,
+    allow_degraded: bool,
 }
 
 struct Inner {
@@ -235,6 +236,7 @@ impl Sandbox {
         let sandbox = Sandbox {
             inner: Arc::new(inner),
             host: None,
+            allow_degraded: false,
         };
         sandbox.recount()?;
         tracing::debug!(
@@ -268,6 +270,19 @@ impl Sandbox {
             roots_inside,
         }));
         Ok(self)
+    }
+
+    /// Lets `run_command` run when a confinement layer is missing on this machine (the agent
+    /// spec's `allow_degraded_sandbox`): every available layer is still applied, and each
+    /// outcome names the missing ones. Without it, such commands are refused.
+    pub fn allow_degraded_commands(mut self, allow: bool) -> Sandbox {
+        self.allow_degraded = allow;
+        self
+    }
+
+    /// Whether commands may run with missing confinement layers.
+    pub fn degraded_allowed(&self) -> bool {
+        self.allow_degraded
     }
 
     /// The limits this sandbox enforces.
@@ -311,6 +326,10 @@ impl Sandbox {
     /// Parses `path` with this sandbox's limits.
     pub fn parse_path(&self, path: &str) -> Result<VirtualPath> {
         VirtualPath::parse(path, &self.inner.limits)
+    }
+
+    pub(crate) fn root_dir(&self, root: Root) -> &Dir {
+        self.dir(root)
     }
 
     fn dir(&self, root: Root) -> &Dir {
@@ -609,6 +628,7 @@ impl std::fmt::Debug for Sandbox {
             .field("roots", &self.inner.paths)
             .field("limits", &self.inner.limits)
             .field("host_dir", &self.host_dir())
+            .field("allow_degraded", &self.allow_degraded)
             .finish()
     }
 }

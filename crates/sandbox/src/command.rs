@@ -1,0 +1,1027 @@
+//! `run_command`: a shell command (or a manifest tool's program) run under OS confinement.
+//!
+//! Layers, outermost first:
+//!
+//! 1. **namespaces** — bubblewrap (`bwrap`) gives the command new user, PID, mount, IPC,
+//!    UTS, cgroup and network namespaces (no network at all, loopback included), drops every
+//!    capability, clears the environment, and builds a file tree holding only the system
+//!    directories (read-only), a few files of `/etc`, a private size-capped `/tmp`, `/input`
+//!    (read-only) and `/output` and `/scratch` (writable) at those same paths.
+//! 2. **landlock**, **seccomp** and **rlimits** — applied inside that tree by the
+//!    `provrun-confine` helper (see [`crate::confine`]) just before it execs the command.
+//! 3. **process_limit** — `RLIMIT_NPROC` inside the user namespace; when the runtime runs as
+//!    root that limit does not bind (the kernel exempts uid 0), so a `pids` cgroup holds the
+//!    whole tree instead.
+//! 4. The runtime's own watch: a wall-clock timeout and the disk quota, checked while the
+//!    command runs; either kills the whole tree (process group, PID namespace, cgroup).
+//!
+//! What the machine offers is probed once per process ([`Sandbox::command_support`]).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Result, SandboxError};
+use crate::fsops::{self, Usage};
+use crate::sandbox::{RootPaths, Sandbox};
+
+/// Environment variable naming the `provrun-confine` helper binary (overrides the search).
+pub const HELPER_ENV: &str = "PROVRUN_CONFINE";
+/// File name of the helper binary.
+pub const HELPER_NAME: &str = "provrun-confine";
+/// Where the helper is mounted inside the sandbox.
+const HELPER_INSIDE: &str = "/run/provrun-confine";
+/// `PATH` inside the sandbox.
+const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/// System directories bound read-only (or recreated as the same symlinks).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+/// The few files of `/etc` programs need; the rest of `/etc` stays out of sight.
+const ETC_FILES: &[&str] = &[
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "nsswitch.conf",
+    "passwd",
+    "group",
+];
+/// Device nodes the command may read and write.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+/// How often the quota is measured while a command runs.
+const QUOTA_EVERY: Duration = Duration::from_millis(250);
+/// Processes the sandbox needs for itself beyond the command's own (bwrap's monitor and init).
+const SANDBOX_OWN_PROCESSES: u64 = 3;
+
+/// One confinement layer and whether this machine has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Layer {
+    /// Whether the layer can be applied.
+    pub available: bool,
+    /// How it is applied, or why it cannot be.
+    pub detail: String,
+}
+
+/// What this machine offers `run_command`: one entry per layer (`namespaces`, `landlock`,
+/// `seccomp`, `rlimits`, `process_limit`), and the names of the missing ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Confinement {
+    /// Every layer by name.
+    pub layers: BTreeMap<String, Layer>,
+    /// Names of the layers that are not available (empty when fully confined).
+    pub degraded: Vec<String>,
+    #[serde(skip)]
+    bwrap: Option<PathBuf>,
+    #[serde(skip)]
+    helper: Option<PathBuf>,
+    #[serde(skip)]
+    pids_cgroup: Option<PathBuf>,
+    #[serde(skip)]
+    use_nproc: bool,
+}
+
+impl Confinement {
+    /// Whether every layer is available.
+    pub fn is_complete(&self) -> bool {
+        self.degraded.is_empty()
+    }
+
+    /// One line naming each missing layer and why, e.g. for a refusal.
+    pub fn missing_summary(&self) -> String {
+        self.degraded
+            .iter()
+            .map(|name| match self.layers.get(name) {
+                Some(l) => format!("{name} ({})", l.detail),
+                None => name.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn has(&self, layer: &str) -> bool {
+        self.layers.get(layer).is_some_and(|l| l.available)
+    }
+
+    fn set(&mut self, name: &str, available: bool, detail: impl Into<String>) {
+        self.layers.insert(
+            name.to_owned(),
+            Layer {
+                available,
+                detail: detail.into(),
+            },
+        );
+    }
+}
+
+/// What a confined command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandOutcome {
+    /// The exit code, when the command exited (bubblewrap passes the command's code on).
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Standard output, cut at `Limits::command_output_bytes` (lossy UTF-8).
+    pub stdout: String,
+    /// Standard error, cut the same way.
+    pub stderr: String,
+    /// Bytes the command wrote to standard output in all.
+    pub stdout_bytes: u64,
+    /// Bytes it wrote to standard error in all.
+    pub stderr_bytes: u64,
+    /// Whether standard output was cut.
+    pub stdout_truncated: bool,
+    /// Whether standard error was cut.
+    pub stderr_truncated: bool,
+    /// Whether the wall-clock timeout killed it.
+    pub timed_out: bool,
+    /// Whether it was killed for going over the /output + /scratch quota (or is over it).
+    pub quota_exceeded: bool,
+    /// Wall-clock time taken.
+    pub duration_ms: u64,
+    /// Quota usage measured after the command.
+    pub usage: Usage,
+    /// Layers that were missing for this run (empty when fully confined).
+    pub degraded: Vec<String>,
+}
+
+impl CommandOutcome {
+    /// Whether the command exited with code 0 and was not killed.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.quota_exceeded
+    }
+
+    /// The outcome as text for a model: status line, notes, then the two streams.
+    pub fn render(&self) -> String {
+        let mut text = match (self.exit_code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            (None, None) => "ended without an exit code".to_owned(),
+        };
+        if self.timed_out {
+            text.push_str(&format!(
+                " — timed out after {:.1} s: the command and everything it started were killed",
+                self.duration_ms as f64 / 1000.0
+            ));
+        }
+        if self.quota_exceeded {
+            text.push_str(
+                " — the /output + /scratch quota is exceeded: the command was stopped and \
+                 further writes are refused until files are removed",
+            );
+        }
+        if !self.degraded.is_empty() {
+            text.push_str(&format!(
+                "\n[degraded sandbox: missing {}]",
+                self.degraded.join(", ")
+            ));
+        }
+        for (name, body, total, cut) in [
+            (
+                "stdout",
+                &self.stdout,
+                self.stdout_bytes,
+                self.stdout_truncated,
+            ),
+            (
+                "stderr",
+                &self.stderr,
+                self.stderr_bytes,
+                self.stderr_truncated,
+            ),
+        ] {
+            if body.is_empty() && total == 0 {
+                continue;
+            }
+            text.push_str(&format!("\n--- {name} ---\n{body}"));
+            if cut {
+                if !body.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&format!(
+                    "[{name} cut: showing the first {} of {total} bytes]",
+                    body.len()
+                ));
+            }
+        }
+        text
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Finding the tools
+// ---------------------------------------------------------------------------------------
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .chain(["/usr/bin", "/bin", "/usr/local/bin"].map(|d| Path::new(d).join(name)))
+        .find(|p| p.is_file())
+}
+
+/// Where the helper is: `$PROVRUN_CONFINE`, next to the running executable, one folder up
+/// (cargo's test binaries live in `deps/`), or on `PATH`.
+fn find_helper() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(HELPER_ENV) {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(HELPER_NAME))
+        .find(|p| p.is_file())
+        .or_else(|| on_path(HELPER_NAME))
+}
+
+// ---------------------------------------------------------------------------------------
+// The pids cgroup (used when running as root)
+// ---------------------------------------------------------------------------------------
+
+/// The folder of this process's cgroup in the `pids` hierarchy (v1 or v2), if writable.
+fn pids_cgroup_parent() -> Option<PathBuf> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut candidates = Vec::new();
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let v1 = controllers.split(',').any(|c| c == "pids");
+        let v2 = controllers.is_empty();
+        if !v1 && !v2 {
+            continue;
+        }
+        for m in mountinfo.lines() {
+            let Some((left, right)) = m.split_once(" - ") else {
+                continue;
+            };
+            let fields: Vec<&str> = left.split(' ').collect();
+            let rfields: Vec<&str> = right.split(' ').collect();
+            if fields.len() < 5 || rfields.len() < 3 {
+                continue;
+            }
+            let (root, mount_point) = (fields[3], fields[4]);
+            let fits = if v1 {
+                rfields[0] == "cgroup" && rfields[2].split(',').any(|o| o == "pids")
+            } else {
+                rfields[0] == "cgroup2"
+            };
+            if !fits {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(path)
+                .trim_start_matches('/');
+            let dir = Path::new(mount_point).join(rel);
+            if !v1 {
+                let controllers =
+                    std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+                if !controllers.split_whitespace().any(|c| c == "pids") {
+                    continue;
+                }
+            }
+            candidates.push(dir);
+        }
+    }
+    candidates.into_iter().find(|dir| {
+        // Usable only if we can make, limit and remove a child.
+        Cgroup::create(dir, 8).is_ok_and(|cg| {
+            cg.remove();
+            true
+        })
+    })
+}
+
+struct Cgroup {
+    dir: PathBuf,
+}
+
+impl Cgroup {
+    fn create(parent: &Path, max: u64) -> std::io::Result<Cgroup> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!("provrun-cmd-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir)?;
+        let cg = Cgroup { dir };
+        if let Err(e) = std::fs::write(cg.dir.join("pids.max"), max.to_string()) {
+            cg.remove();
+            return Err(e);
+        }
+        Ok(cg)
+    }
+
+    fn procs(&self) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Kills whatever is left in the cgroup.
+    fn kill_all(&self) {
+        let _ = std::fs::write(self.dir.join("cgroup.kill"), "1");
+        for pid in self.pids() {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+
+    /// Kills what is left and removes the cgroup (retrying while processes die).
+    fn remove(&self) {
+        for _ in 0..200 {
+            self.kill_all();
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tracing::warn!(cgroup = %self.dir.display(), "could not remove a command cgroup");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Probing
+// ---------------------------------------------------------------------------------------
+
+/// Probes the machine (once per process; later calls return the first answer).
+pub(crate) fn probe() -> &'static Confinement {
+    static PROBED: OnceLock<Confinement> = OnceLock::new();
+    PROBED.get_or_init(probe_now)
+}
+
+fn probe_now() -> Confinement {
+    let mut c = Confinement {
+        layers: BTreeMap::new(),
+        degraded: Vec::new(),
+        bwrap: on_path("bwrap"),
+        helper: find_helper(),
+        pids_cgroup: None,
+        use_nproc: false,
+    };
+    let dirs = tempfile::Builder::new().prefix("provrun-probe-").tempdir();
+    let helper_path = c.helper.clone();
+    let bwrap_path = c.bwrap.clone();
+    let report = match (&dirs, &helper_path) {
+        (Ok(tmp), Some(helper)) => {
+            let roots = RootPaths {
+                input: tmp.path().join("input"),
+                output: tmp.path().join("output"),
+                scratch: tmp.path().join("scratch"),
+            };
+            for d in [&roots.input, &roots.output, &roots.scratch] {
+                let _ = std::fs::create_dir_all(d);
+            }
+            // First with bubblewrap; if that fails, the helper alone tells us about the rest.
+            let mut ns_detail = "bubblewrap (`bwrap`) is not installed".to_owned();
+            let mut report = None;
+            if let Some(bwrap) = &bwrap_path {
+                let mut args = bwrap_args(&roots, Some(helper), 64 << 20);
+                args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true));
+                match probe_run(bwrap, &args) {
+                    Ok(line) => {
+                        ns_detail = format!(
+                            "bubblewrap {}: user, PID, mount, IPC, UTS, cgroup and network namespaces, all capabilities dropped",
+                            bwrap.display()
+                        );
+                        c.set("namespaces", true, ns_detail.clone());
+                        report = Some(line);
+                    }
+                    Err(e) => {
+                        ns_detail = format!(
+                            "bubblewrap is installed but cannot create the sandbox here: {e}"
+                        )
+                    }
+                }
+            }
+            if report.is_none() {
+                c.set("namespaces", false, ns_detail);
+                let args = helper_args(&roots, false, &[], &BTreeMap::new(), true);
+                report = probe_run(helper, &args).ok();
+            }
+            report
+        }
+        _ => {
+            let why = if c.bwrap.is_some() {
+                "bubblewrap is installed but the provrun-confine helper is missing"
+            } else {
+                "bubblewrap (`bwrap`) is not installed"
+            };
+            c.set("namespaces", false, why);
+            None
+        }
+    };
+    let missing_helper = format!(
+        "the `{HELPER_NAME}` helper was not found (set {HELPER_ENV}, or install it next to the provrun binary)"
+    );
+    let mut found: BTreeMap<&str, String> = BTreeMap::new();
+    if let Some(line) = &report {
+        for word in line.split_whitespace() {
+            if let Some((k, v)) = word.split_once('=') {
+                found.insert(
+                    match k {
+                        "landlock" => "landlock",
+                        "seccomp" => "seccomp",
+                        "rlimits" => "rlimits",
+                        _ => continue,
+                    },
+                    v.replace('_', " "),
+                );
+            }
+        }
+    }
+    for (layer, how) in [
+        (
+            "landlock",
+            "Landlock: writes only under /output, /scratch and /tmp, reads only under the system directories and the roots",
+        ),
+        (
+            "seccomp",
+            "seccomp filter: ptrace, mount, keyctl, bpf, perf_event_open, namespace creation and joins refused; clone3 answered with ENOSYS",
+        ),
+        (
+            "rlimits",
+            "rlimits: CPU time, address space, file size and open files",
+        ),
+    ] {
+        match found.get(layer) {
+            Some(v) if v == "full" => c.set(layer, true, how),
+            Some(v) if v.starts_with("partial") => c.set(layer, true, format!("{how} ({v})")),
+            Some(v) => c.set(layer, false, format!("not applied: {v}")),
+            None if c.helper.is_none() => c.set(layer, false, missing_helper.clone()),
+            None => c.set(layer, false, "the helper could not run"),
+        }
+    }
+    // The process limit.
+    if rustix::process::geteuid().is_root() {
+        c.pids_cgroup = pids_cgroup_parent();
+        match &c.pids_cgroup {
+            Some(dir) => c.set(
+                "process_limit",
+                true,
+                format!("pids cgroup under {}", dir.display()),
+            ),
+            None => c.set(
+                "process_limit",
+                false,
+                "running as root, where RLIMIT_NPROC does not bind, and no writable pids cgroup was found",
+            ),
+        }
+    } else if c.has("rlimits") {
+        c.use_nproc = true;
+        c.set(
+            "process_limit",
+            true,
+            "RLIMIT_NPROC inside the user namespace",
+        );
+    } else {
+        c.set(
+            "process_limit",
+            false,
+            "needs the helper's rlimits (not available)",
+        );
+    }
+    c.degraded = c
+        .layers
+        .iter()
+        .filter(|(_, l)| !l.available)
+        .map(|(k, _)| k.clone())
+        .collect();
+    tracing::info!(degraded = ?c.degraded, "command confinement probed");
+    c
+}
+
+/// Runs a probe and returns its stdout's last line (the helper's report).
+fn probe_run(program: &Path, args: &[OsString]) -> std::result::Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().rfind(|l| l.starts_with("landlock=")) {
+        Some(line) if out.status.success() => Ok(line.to_owned()),
+        _ => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            Err(format!("{}: {}", out.status, err.trim()))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Building the command line
+// ---------------------------------------------------------------------------------------
+
+fn os(s: impl Into<OsString>) -> OsString {
+    s.into()
+}
+
+/// bubblewrap's arguments, up to (not including) the program it runs.
+fn bwrap_args(roots: &RootPaths, helper: Option<&Path>, tmp_bytes: u64) -> Vec<OsString> {
+    let mut a: Vec<OsString> = [
+        "--unshare-user",
+        "--unshare-all",
+        "--disable-userns",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "provrun",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        SANDBOX_PATH,
+        "--setenv",
+        "HOME",
+        "/scratch",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+    ]
+    .map(os)
+    .into();
+    for dir in SYSTEM_DIRS {
+        let p = Path::new(dir);
+        match std::fs::symlink_metadata(p) {
+            Ok(md) if md.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(p) {
+                    a.extend([os("--symlink"), target.into(), os(*dir)]);
+                }
+            }
+            Ok(md) if md.is_dir() => a.extend([os("--ro-bind"), os(*dir), os(*dir)]),
+            _ => {}
+        }
+    }
+    a.extend(["--dir", "/etc"].map(os));
+    for f in ETC_FILES {
+        let p = Path::new("/etc").join(f);
+        if p.exists() {
+            a.extend([os("--ro-bind"), p.clone().into(), p.into()]);
+        }
+    }
+    a.extend(["--proc", "/proc", "--dev", "/dev", "--size"].map(os));
+    a.push(os(tmp_bytes.max(4096).to_string()));
+    a.extend(["--tmpfs", "/tmp"].map(os));
+    a.extend([os("--ro-bind"), roots.input.clone().into(), os("/input")]);
+    a.extend([os("--bind"), roots.output.clone().into(), os("/output")]);
+    a.extend([os("--bind"), roots.scratch.clone().into(), os("/scratch")]);
+    if let Some(h) = helper {
+        a.extend([os("--ro-bind"), h.into(), os(HELPER_INSIDE)]);
+    }
+    a.extend(["--chdir", "/scratch", "--"].map(os));
+    a
+}
+
+/// The helper's arguments, including its own path when `inside` (under bubblewrap the
+/// helper is the program bubblewrap runs). `roots` are the paths as the command sees them.
+fn helper_args(
+    roots: &RootPaths,
+    inside: bool,
+    require: &[&str],
+    limits: &BTreeMap<String, u64>,
+    probe: bool,
+) -> Vec<OsString> {
+    let mut a = Vec::new();
+    if inside {
+        a.push(os(HELPER_INSIDE));
+    }
+    if probe {
+        a.push(os("--probe"));
+    }
+    for r in require {
+        a.extend([os("--require"), os(*r)]);
+    }
+    let (input, output, scratch) = if inside {
+        (
+            PathBuf::from("/input"),
+            PathBuf::from("/output"),
+            PathBuf::from("/scratch"),
+        )
+    } else {
+        (
+            roots.input.clone(),
+            roots.output.clone(),
+            roots.scratch.clone(),
+        )
+    };
+    let mut read_only: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
+    read_only.push(PathBuf::from("/etc"));
+    read_only.push(input);
+    if inside {
+        // Inside the PID namespace /proc shows only the sandbox's own processes.
+        read_only.extend([HELPER_INSIDE, "/proc", "/dev"].map(PathBuf::from));
+    }
+    for p in read_only {
+        a.extend([os("--ro"), p.into()]);
+    }
+    let mut read_write = vec![output, scratch];
+    if inside {
+        read_write.push(PathBuf::from("/tmp"));
+    }
+    for p in read_write {
+        a.extend([os("--rw"), p.into()]);
+    }
+    for d in DEVICES {
+        a.extend([os("--dev"), os(*d)]);
+    }
+    for (k, v) in limits {
+        a.extend([os("--limit"), os(format!("{k}={v}"))]);
+    }
+    a.push(os("--"));
+    a
+}
+
+// ---------------------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------------------
+
+/// Reads a stream to its end, keeping the first `cap` bytes and counting the rest.
+fn capture(mut r: impl Read + Send + 'static, cap: usize) -> mpsc::Receiver<(Vec<u8>, u64)> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut total = 0u64;
+        let mut buf = [0u8; 8192];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    let room = cap.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send((kept, total));
+    });
+    rx
+}
+
+fn kill_tree(child: &mut Child, cgroup: Option<&Cgroup>) {
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill();
+    if let Some(cg) = cgroup {
+        cg.kill_all();
+    }
+}
+
+fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt as _;
+    (status.code(), status.signal())
+}
+
+/// Moves the child into `procs`' cgroup between fork and exec, so that every process the
+/// command starts is counted from its first fork.
+fn join_cgroup_at_exec(cmd: &mut Command, procs: std::fs::File) {
+    use std::os::unix::process::CommandExt as _;
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec. It only calls write(2) on
+    // a file descriptor opened before the fork (no allocation, no locks), which is
+    // async-signal-safe; `procs` stays alive inside the closure, which the Command owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            // "0" means the writing process itself.
+            rustix::io::write(&procs, b"0")?;
+            Ok(())
+        });
+    }
+}
+
+impl Sandbox {
+    /// What this machine offers `run_command` (probed once per process).
+    pub fn command_support() -> &'static Confinement {
+        probe()
+    }
+
+    /// Runs `sh -c command` under confinement; see [`Sandbox::run_program`].
+    pub fn run_command(&self, command: &str, timeout: Option<Duration>) -> Result<CommandOutcome> {
+        let argv = ["/bin/sh", "-c", command].map(String::from);
+        self.run_program(&argv, None, timeout)
+    }
+
+    /// Runs `argv` (a program found on the sandbox's `PATH`, and its arguments) under every
+    /// confinement layer, with `stdin` as its standard input (none: `/dev/null`), in
+    /// `/scratch`, for at most `timeout` (default `Limits::command_timeout_s`, ceiling
+    /// `Limits::max_command_timeout_s`).
+    ///
+    /// Refused, before anything runs, when a layer is missing and the sandbox was not opened
+    /// with [`Sandbox::allow_degraded_commands`]. Afterwards the quota is recounted: when the
+    /// command left /output and /scratch over quota, the outcome says so and file writes
+    /// that add bytes are refused. Whatever the command leaves behind (links, special files)
+    /// is subject to the file tools' usual rules.
+    pub fn run_program(
+        &self,
+        argv: &[String],
+        stdin: Option<Vec<u8>>,
+        timeout: Option<Duration>,
+    ) -> Result<CommandOutcome> {
+        let conf = probe();
+        if !conf.is_complete() && !self.degraded_allowed() {
+            return Err(SandboxError::ConfinementMissing {
+                missing: conf.missing_summary(),
+            });
+        }
+        if argv.is_empty() {
+            return Err(SandboxError::CommandStart {
+                message: "no program given".to_owned(),
+            });
+        }
+        let limits = self.limits().clone();
+        let max_timeout = Duration::from_secs(limits.max_command_timeout_s);
+        let timeout = timeout
+            .unwrap_or(Duration::from_secs(limits.command_timeout_s))
+            .min(max_timeout)
+            .max(Duration::from_millis(100));
+        let before = self.recount()?;
+        let roots = self.root_paths().clone();
+        let namespaces = conf.has("namespaces");
+        let helper = conf
+            .helper
+            .as_deref()
+            .filter(|_| conf.has("landlock") || conf.has("seccomp") || conf.has("rlimits"));
+
+        let mut rl: BTreeMap<String, u64> = BTreeMap::new();
+        rl.insert("cpu".into(), limits.command_cpu_s);
+        rl.insert("as".into(), limits.command_memory_bytes);
+        rl.insert(
+            "fsize".into(),
+            limits.max_total_bytes.saturating_sub(before.bytes),
+        );
+        rl.insert("nofile".into(), 1024);
+        rl.insert("core".into(), 0);
+        if conf.use_nproc {
+            rl.insert("nproc".into(), limits.command_processes);
+        }
+        let require: Vec<&str> = ["landlock", "seccomp", "rlimits"]
+            .into_iter()
+            .filter(|l| conf.has(l))
+            .collect();
+
+        let mut args: Vec<OsString> = Vec::new();
+        let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
+            (true, Some(bwrap), h) => {
+                args = bwrap_args(&roots, h, limits.command_tmp_bytes);
+                if h.is_some() {
+                    args.extend(helper_args(&roots, true, &require, &rl, false));
+                }
+                bwrap.clone()
+            }
+            (_, _, Some(h)) => {
+                args.extend(helper_args(&roots, false, &require, &rl, false));
+                h.to_path_buf()
+            }
+            _ => PathBuf::from(&argv[0]),
+        };
+        let direct = args.is_empty();
+        args.extend(argv.iter().skip(usize::from(direct)).map(os));
+
+        let mut cmd = Command::new(&program);
+        cmd.args(&args)
+            .env_clear()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if !namespaces {
+            // Without bubblewrap the environment is set here, and the roots are at their
+            // host paths.
+            cmd.env("PATH", SANDBOX_PATH)
+                .env("HOME", &roots.scratch)
+                .env("TMPDIR", &roots.scratch)
+                .env("LANG", "C.UTF-8")
+                .current_dir(&roots.scratch);
+        }
+        let cgroup = match &conf.pids_cgroup {
+            Some(parent) => {
+                let cg = Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES)
+                    .map_err(|e| SandboxError::CommandStart {
+                    message: format!("creating the pids cgroup: {e}"),
+                })?;
+                match cg.procs() {
+                    Ok(procs) => join_cgroup_at_exec(&mut cmd, procs),
+                    Err(e) => {
+                        cg.remove();
+                        return Err(SandboxError::CommandStart {
+                            message: format!("opening the pids cgroup: {e}"),
+                        });
+                    }
+                }
+                Some(cg)
+            }
+            None => None,
+        };
+
+        let started = Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(SandboxError::CommandStart {
+                    message: format!("{}: {e}", program.display()),
+                });
+            }
+        };
+        let cap = limits.command_output_bytes as usize;
+        let out_rx = child.stdout.take().map(|s| capture(s, cap));
+        let err_rx = child.stderr.take().map(|s| capture(s, cap));
+        if let (Some(mut pipe), Some(data)) = (child.stdin.take(), stdin) {
+            std::thread::spawn(move || {
+                let _ = pipe.write_all(&data);
+            });
+        }
+
+        let deadline = started + timeout;
+        let mut timed_out = false;
+        let mut over_quota = false;
+        let mut next_check = started + QUOTA_EVERY;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => {
+                    kill_tree(&mut child, cgroup.as_ref());
+                    let _ = child.wait();
+                    return Err(SandboxError::CommandStart {
+                        message: format!("waiting for the command: {e}"),
+                    });
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                timed_out = true;
+                kill_tree(&mut child, cgroup.as_ref());
+            } else if now >= next_check {
+                next_check = now + QUOTA_EVERY;
+                if self.over_quota() {
+                    over_quota = true;
+                    kill_tree(&mut child, cgroup.as_ref());
+                }
+            }
+            if timed_out || over_quota {
+                match child.wait() {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        return Err(SandboxError::CommandStart {
+                            message: format!("waiting for the command: {e}"),
+                        });
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The tree is gone with its PID namespace; kill the process group and the cgroup
+        // too, for the layers that are there when namespaces are not.
+        kill_tree(&mut child, cgroup.as_ref());
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        let duration = started.elapsed();
+        let collect = |rx: Option<mpsc::Receiver<(Vec<u8>, u64)>>| {
+            rx.and_then(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
+                .unwrap_or_default()
+        };
+        let (out, out_total) = collect(out_rx);
+        let (err, err_total) = collect(err_rx);
+        let usage = self.recount()?;
+        let quota_exceeded =
+            over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
+        let (exit_code, signal) = exit_parts(status);
+        let outcome = CommandOutcome {
+            exit_code,
+            signal,
+            stdout_truncated: out_total > out.len() as u64,
+            stderr_truncated: err_total > err.len() as u64,
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+            stdout_bytes: out_total,
+            stderr_bytes: err_total,
+            timed_out,
+            quota_exceeded,
+            duration_ms: duration.as_millis() as u64,
+            usage,
+            degraded: conf.degraded.clone(),
+        };
+        tracing::info!(
+            exit = ?outcome.exit_code,
+            signal = ?outcome.signal,
+            timed_out,
+            quota_exceeded,
+            ms = outcome.duration_ms,
+            "command ran"
+        );
+        Ok(outcome)
+    }
+
+    /// Measures /output and /scratch and says whether they are over quota.
+    fn over_quota(&self) -> bool {
+        let limits = self.limits();
+        let mut total = Usage::default();
+        for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
+            if let Ok(u) = fsops::scan_usage(self.root_dir(root), limits.max_depth) {
+                total.bytes = total.bytes.saturating_add(u.bytes);
+                total.files = total.files.saturating_add(u.files);
+            }
+        }
+        total.bytes > limits.max_total_bytes || total.files > limits.max_files
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outcome_renders_cuts_and_timeouts() {
+        let o = CommandOutcome {
+            exit_code: None,
+            signal: Some(9),
+            stdout: "abc".into(),
+            stderr: String::new(),
+            stdout_bytes: 10,
+            stderr_bytes: 0,
+            stdout_truncated: true,
+            stderr_truncated: false,
+            timed_out: true,
+            quota_exceeded: false,
+            duration_ms: 1500,
+            usage: Usage::default(),
+            degraded: vec![],
+        };
+        let text = o.render();
+        assert!(
+            text.starts_with("killed by signal 9 — timed out after 1.5 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[stdout cut: showing the first 3 of 10 bytes]"),
+            "{text}"
+        );
+        assert!(!text.contains("stderr"), "{text}");
+        assert!(!o.success());
+    }
+
+    #[test]
+    fn bwrap_arguments_bind_the_roots_at_their_names() {
+        let roots = RootPaths {
+            input: "/h/in".into(),
+            output: "/h/out".into(),
+            scratch: "/h/scr".into(),
+        };
+        let a: Vec<String> = bwrap_args(&roots, None, 1 << 20)
+            .into_iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let joined = a.join(" ");
+        assert!(joined.contains("--ro-bind /h/in /input"), "{joined}");
+        assert!(joined.contains("--bind /h/out /output"), "{joined}");
+        assert!(joined.contains("--bind /h/scr /scratch"), "{joined}");
+        assert!(joined.contains("--unshare-all"), "{joined}");
+        assert!(joined.contains("--clearenv"), "{joined}");
+        assert!(joined.contains("--size 1048576 --tmpfs /tmp"), "{joined}");
+        assert!(a.last().is_some_and(|l| l == "--"));
+    }
+}

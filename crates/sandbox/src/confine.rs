@@ -1,0 +1,402 @@
+//! The in-sandbox half of command confinement: what the `provrun-confine` helper does
+//! between bubblewrap's set-up and the command's `exec`.
+//!
+//! Landlock cannot be applied by the runtime before it starts bubblewrap, because a
+//! Landlock-restricted process may no longer mount anything and bubblewrap must mount the
+//! sandbox's file tree. So bubblewrap runs this helper as the sandbox's first program; the
+//! helper sets the resource limits, restricts itself with Landlock, installs the seccomp
+//! filter and then replaces itself with the command. All three are inherited across `exec`
+//! and by every child, and none can be lifted from inside.
+//!
+//! The helper takes its orders on the command line:
+//!
+//! ```text
+//! provrun-confine [--probe] [--require landlock|seccomp|rlimits]…
+//!                 [--ro PATH]… [--rw PATH]… [--dev PATH]… [--limit NAME=N]… -- PROGRAM ARG…
+//! ```
+//!
+//! `--ro` paths may be read and executed, `--rw` paths read and written, `--dev` paths
+//! (device nodes such as `/dev/null`) read and written as files; everything else is denied
+//! by Landlock. Limits are `cpu` (seconds), `as` (bytes of address space), `nproc`,
+//! `fsize` (bytes) and `nofile`. With `--probe` the helper applies everything it can, prints
+//! one line saying what held (`landlock=… seccomp=… rlimits=…`) and exits 0.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+    path_beneath_rules,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+/// Exit status of the helper when a required layer could not be applied.
+pub const EXIT_LAYER_FAILED: i32 = 125;
+/// Exit status of the helper when its arguments are wrong or the program cannot be run.
+pub const EXIT_CANNOT_RUN: i32 = 127;
+
+/// What the helper was told to do (parsed from its command line).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HelperArgs {
+    /// Report what held instead of running a program.
+    pub probe: bool,
+    /// Layers whose failure stops the helper (`landlock`, `seccomp`, `rlimits`).
+    pub require: Vec<String>,
+    /// Paths readable and executable.
+    pub read_only: Vec<PathBuf>,
+    /// Paths readable and writable.
+    pub read_write: Vec<PathBuf>,
+    /// Device files readable and writable.
+    pub devices: Vec<PathBuf>,
+    /// Resource limits by name (`cpu`, `as`, `nproc`, `fsize`, `nofile`).
+    pub limits: BTreeMap<String, u64>,
+    /// The program and its arguments.
+    pub program: Vec<OsString>,
+}
+
+impl HelperArgs {
+    /// Parses the helper's arguments (without `argv[0]`).
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
+        let mut out = HelperArgs::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let flag = arg.to_string_lossy().into_owned();
+            let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
+            match flag.as_str() {
+                "--probe" => out.probe = true,
+                "--require" => out.require.push(value()?.to_string_lossy().into_owned()),
+                "--ro" => out.read_only.push(value()?.into()),
+                "--rw" => out.read_write.push(value()?.into()),
+                "--dev" => out.devices.push(value()?.into()),
+                "--limit" => {
+                    let v = value()?.to_string_lossy().into_owned();
+                    let (name, n) = v
+                        .split_once('=')
+                        .ok_or_else(|| format!("`--limit {v}`: expected NAME=NUMBER"))?;
+                    let n: u64 = n
+                        .parse()
+                        .map_err(|_| format!("`--limit {v}`: `{n}` is not a number"))?;
+                    out.limits.insert(name.to_owned(), n);
+                }
+                "--" => {
+                    out.program = args.collect();
+                    break;
+                }
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        if !out.probe && out.program.is_empty() {
+            return Err("no program given after `--`".to_owned());
+        }
+        Ok(out)
+    }
+}
+
+/// How one layer fared in the helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Fully in force.
+    Full,
+    /// In force, but weaker than asked (an older Landlock ABI).
+    Partial(String),
+    /// Not in force, and why.
+    Failed(String),
+}
+
+impl Applied {
+    fn word(&self) -> String {
+        match self {
+            Applied::Full => "full".to_owned(),
+            Applied::Partial(why) => format!("partial({})", why.replace(' ', "_")),
+            Applied::Failed(why) => format!("none({})", why.replace(' ', "_")),
+        }
+    }
+}
+
+/// Sets the resource limits (soft and hard: the command cannot raise them again).
+pub fn apply_rlimits(limits: &BTreeMap<String, u64>) -> Applied {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let mut failed = Vec::new();
+    for (name, value) in limits {
+        let resource = match name.as_str() {
+            "cpu" => Resource::Cpu,
+            "as" => Resource::As,
+            "nproc" => Resource::Nproc,
+            "fsize" => Resource::Fsize,
+            "nofile" => Resource::Nofile,
+            "core" => Resource::Core,
+            other => {
+                failed.push(format!("unknown limit {other}"));
+                continue;
+            }
+        };
+        let limit = Rlimit {
+            current: Some(*value),
+            maximum: Some(*value),
+        };
+        if let Err(e) = setrlimit(resource, limit) {
+            failed.push(format!("{name}: {e}"));
+        }
+    }
+    if failed.is_empty() {
+        Applied::Full
+    } else {
+        Applied::Failed(failed.join(", "))
+    }
+}
+
+/// Restricts this process (and whatever it runs) with Landlock: `read_only` paths may be
+/// read and executed, `read_write` paths also written, `devices` read and written as files;
+/// nothing else in the file system may be touched.
+pub fn apply_landlock(args: &HelperArgs) -> Applied {
+    // The newest ABI the crate knows; older kernels get the best subset (best-effort).
+    let abi = ABI::V6;
+    let result = (|| -> Result<RulesetStatus, landlock::RulesetError> {
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::from_read(abi);
+        let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
+        let status = Ruleset::default()
+            .handle_access(all)?
+            .create()?
+            .add_rules(path_beneath_rules(&args.read_only, read))?
+            .add_rules(path_beneath_rules(&args.read_write, all))?
+            .add_rules(path_beneath_rules(&args.devices, device))?
+            .restrict_self()?;
+        Ok(status.ruleset)
+    })();
+    match result {
+        Ok(RulesetStatus::FullyEnforced) => Applied::Full,
+        Ok(RulesetStatus::PartiallyEnforced) => {
+            Applied::Partial("the kernel's Landlock ABI is older than 6".to_owned())
+        }
+        Ok(RulesetStatus::NotEnforced) => {
+            Applied::Failed("the kernel does not enforce Landlock".to_owned())
+        }
+        Err(e) => Applied::Failed(e.to_string()),
+    }
+}
+
+/// Namespace flags a confined command may never ask for.
+const NAMESPACE_FLAGS: [libc::c_int; 8] = [
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWCGROUP,
+    0x80, // CLONE_NEWTIME
+];
+
+/// System calls refused outright (EPERM): debugging other processes, mounting, kernel key
+/// rings, eBPF, performance counters, namespace joins, module and kexec loading, swap,
+/// reboot, and other processes' memory.
+const DENIED: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_setns,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_userfaultfd,
+    libc::SYS_chroot,
+];
+
+/// On x86-64 the x32 ABI reaches the same calls with this bit set; the filter refuses
+/// those numbers too, so the x32 entry points cannot go around it.
+#[cfg(target_arch = "x86_64")]
+const X32_BIT: libc::c_long = 0x4000_0000;
+
+fn with_x32(nr: libc::c_long) -> Vec<i64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        vec![nr, nr | X32_BIT]
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        vec![nr]
+    }
+}
+
+/// Builds the seccomp programs: one refusing [`DENIED`] calls and namespace-creating
+/// `unshare`/`clone` with EPERM, one answering `clone3` with ENOSYS (its flags live in
+/// memory a filter cannot read, so libc is made to fall back to `clone`).
+pub fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    let err = |e: seccompiler::BackendError| e.to_string();
+    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for &nr in DENIED {
+        for n in with_x32(nr) {
+            deny.insert(n, Vec::new());
+        }
+    }
+    let mut ns_rules = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        let flag = u64::from(flag.unsigned_abs());
+        let cond = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )
+        .map_err(err)?;
+        ns_rules.push(SeccompRule::new(vec![cond]).map_err(err)?);
+    }
+    for nr in [libc::SYS_unshare, libc::SYS_clone] {
+        for n in with_x32(nr) {
+            deny.insert(n, ns_rules.clone());
+        }
+    }
+    let deny = SeccompFilter::new(
+        deny,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(err)?;
+    let mut nosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for n in with_x32(libc::SYS_clone3) {
+        nosys.insert(n, Vec::new());
+    }
+    let nosys = SeccompFilter::new(
+        nosys,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(err)?;
+    let mut programs = Vec::new();
+    for filter in [deny, nosys] {
+        programs.push(BpfProgram::try_from(filter).map_err(|e| e.to_string())?);
+    }
+    Ok(programs)
+}
+
+/// Installs the seccomp filter (this also sets no-new-privileges).
+pub fn apply_seccomp() -> Applied {
+    let programs = match seccomp_programs() {
+        Ok(p) => p,
+        Err(e) => return Applied::Failed(e),
+    };
+    for program in &programs {
+        if let Err(e) = seccompiler::apply_filter(program) {
+            return Applied::Failed(e.to_string());
+        }
+    }
+    Applied::Full
+}
+
+/// The helper's whole life: parse, apply the layers, then probe-report or exec. Returns the
+/// exit status when it does not exec.
+pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let args = match HelperArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("provrun-confine: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    // Order: limits first (setrlimit is not filtered, but keep it early), then Landlock,
+    // then seccomp last so the helper's own set-up calls are not caught by it.
+    let rlimits = apply_rlimits(&args.limits);
+    let landlock = apply_landlock(&args);
+    let seccomp = apply_seccomp();
+    if args.probe {
+        println!(
+            "landlock={} seccomp={} rlimits={}",
+            landlock.word(),
+            seccomp.word(),
+            rlimits.word()
+        );
+        return 0;
+    }
+    for (name, applied) in [
+        ("landlock", &landlock),
+        ("seccomp", &seccomp),
+        ("rlimits", &rlimits),
+    ] {
+        if let Applied::Failed(why) = applied
+            && args.require.iter().any(|r| r == name)
+        {
+            eprintln!("provrun-confine: the {name} layer could not be applied: {why}");
+            return EXIT_LAYER_FAILED;
+        }
+    }
+    let Some((program, rest)) = args.program.split_first() else {
+        return EXIT_CANNOT_RUN;
+    };
+    let e = std::process::Command::new(program).args(rest).exec();
+    eprintln!(
+        "provrun-confine: cannot run `{}`: {e}",
+        program.to_string_lossy()
+    );
+    EXIT_CANNOT_RUN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_parse() {
+        let a = HelperArgs::parse(
+            [
+                "--require",
+                "landlock",
+                "--ro",
+                "/usr",
+                "--rw",
+                "/output",
+                "--dev",
+                "/dev/null",
+                "--limit",
+                "nproc=64",
+                "--",
+                "sh",
+                "-c",
+                "true",
+            ]
+            .map(OsString::from),
+        )
+        .unwrap();
+        assert_eq!(a.require, ["landlock"]);
+        assert_eq!(a.read_only, [PathBuf::from("/usr")]);
+        assert_eq!(a.limits.get("nproc"), Some(&64));
+        assert_eq!(a.program.len(), 3);
+        assert!(HelperArgs::parse(["--limit", "x"].map(OsString::from)).is_err());
+        assert!(HelperArgs::parse(["--rw", "/a"].map(OsString::from)).is_err());
+    }
+
+    #[test]
+    fn the_seccomp_programs_compile() {
+        let programs = seccomp_programs().unwrap();
+        assert_eq!(programs.len(), 2);
+        assert!(programs.iter().all(|p| !p.is_empty()));
+    }
+}
