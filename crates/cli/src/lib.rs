@@ -1,22 +1,59 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Only `provrun tools` exists so far; `run`, `verify`, `replay`, `show` and `resume` land
-//! with the CLI issue. Flags, exit codes and output formats are a contract (design.md §7):
-//! they only ever grow.
+//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`. Their flags, exit
+//! codes and output formats are a contract (design.md §7): they only ever grow. What this
+//! CLI adds beyond the design is marked *extension* in `--help` and in the crate README.
+//!
+//! Exit codes, all subcommands:
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
+//! | 2 | a usage or spec error; nothing was written |
+//! | 3 | `verify`: the chain is valid but the run never finished |
+//! | 4 | `run`/`resume` (extension): the run paused, waiting for decisions |
+//! | 130 | `run`/`resume` (extension): cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use provrun_tools::ToolRegistry;
 use serde::Serialize;
 
+mod progress;
+mod run;
+mod show;
+mod style;
+mod verify;
+
+/// Exit code: the run finished, every check passed, the replay matched.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the run failed, a check failed, or the replay differs.
+pub const EXIT_FAILED: u8 = 1;
 /// Exit code for a usage or spec error (nothing was written).
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code of `verify` for a valid chain whose run never finished.
+pub const EXIT_INCOMPLETE: u8 = 3;
+/// Exit code of `run` and `resume` for a run that paused, waiting for decisions.
+pub const EXIT_PAUSED: u8 = 4;
+/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT).
+pub const EXIT_CANCELLED: u8 = 130;
+
+/// The prompt `provrun run` sends when `--prompt` is absent.
+pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 
 #[derive(Debug, Parser)]
-#[command(name = "provrun", version, about = "Run LLM agents with provenance")]
+#[command(
+    name = "provrun",
+    version,
+    about = "Run LLM agents with provenance",
+    after_help = "Exit codes: 0 ok · 1 run failed / check failed / replay differs · 2 usage or spec error \
+                  (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,6 +61,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run an agent and write its bundle; prints the agent's answer on stdout.
+    Run(run::RunArgs),
+    /// Check a bundle offline: exit 0 all checks pass, 1 a check fails, 3 never finished.
+    Verify(verify::VerifyArgs),
+    /// Re-execute a bundle's run from the bundle alone and compare it with the recording.
+    Replay(run::ReplayArgs),
+    /// Print a bundle's run as a readable timeline.
+    Show(show::ShowArgs),
     /// List the registered tools with their schemas.
     Tools {
         /// Print one JSON list of `{name, description, schema, mode}`.
@@ -31,8 +76,10 @@ enum Command {
         json: bool,
         /// A tools folder of manifests to load as well (repeatable).
         #[arg(long = "tools-dir", value_name = "DIR")]
-        tools_dirs: Vec<std::path::PathBuf>,
+        tools_dirs: Vec<PathBuf>,
     },
+    /// Continue a paused run with decisions for the calls it waits on.
+    Resume(run::ResumeArgs),
 }
 
 /// One tool as `provrun tools --json` prints it.
@@ -62,18 +109,75 @@ where
             return ExitCode::from(code);
         }
     };
-    match cli.command {
+    let code = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Verify(args) => verify::verify(&args),
+        Command::Replay(args) => run::replay(args),
+        Command::Show(args) => show::show(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
+        Command::Resume(args) => run::resume(args),
+    };
+    ExitCode::from(code)
+}
+
+/// Print one error line `provrun: …` and return `code`.
+pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
+    eprintln!("provrun: {message}");
+    code
+}
+
+/// The registry of linked tools plus these manifest folders.
+pub(crate) fn registry(dirs: &[PathBuf]) -> Result<ToolRegistry, u8> {
+    ToolRegistry::new(dirs).map_err(|e| fail(EXIT_USAGE, e))
+}
+
+/// Refuse a `--out` that exists and is not an empty folder.
+pub(crate) fn check_new_bundle(out: &Path) -> Result<(), u8> {
+    match std::fs::symlink_metadata(out) {
+        Err(_) => Ok(()),
+        Ok(meta) if meta.is_dir() => {
+            let empty = std::fs::read_dir(out)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            if empty {
+                Ok(())
+            } else {
+                Err(fail(
+                    EXIT_USAGE,
+                    format!(
+                        "--out `{}` exists and is not empty; give a new or empty folder",
+                        out.display()
+                    ),
+                ))
+            }
+        }
+        Ok(_) => Err(fail(
+            EXIT_USAGE,
+            format!(
+                "--out `{}` exists and is not a folder; give a new or empty folder",
+                out.display()
+            ),
+        )),
     }
 }
 
-fn tools(json: bool, dirs: &[std::path::PathBuf]) -> ExitCode {
-    let registry = match ToolRegistry::new(dirs) {
+/// `path` as a shell word: unquoted when it is plain, else single-quoted.
+pub(crate) fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
+    let registry = match registry(dirs) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("provrun: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(code) => return code,
     };
     let mut stdout = std::io::stdout().lock();
     let written = if json {
@@ -100,12 +204,9 @@ fn tools(json: bool, dirs: &[std::path::PathBuf]) -> ExitCode {
         })
     };
     match written {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => EXIT_OK,
         // A closed pipe (`provrun tools | head`) is not an error worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("provrun: cannot write the tool list: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(e) => fail(EXIT_FAILED, format!("cannot write the tool list: {e}")),
     }
 }

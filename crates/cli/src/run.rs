@@ -1,0 +1,381 @@
+//! `provrun run`, `provrun resume` and `provrun replay`: everything that executes a run.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use provrun_agent::{
+    AgentError, AgentSpec, Backend, Decision, DeferReason, Durability, ModelRef, RunControl,
+    RunResult, RunSpec, RunStatus,
+};
+
+use crate::progress::Progress;
+use crate::style::Painter;
+use crate::{
+    DEFAULT_PROMPT, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE,
+    check_new_bundle, fail, registry, shell_word,
+};
+
+/// When evidence reaches stable storage (`--durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DurabilityArg {
+    /// Never fsync: survives a killed process, not a power loss.
+    Flush,
+    /// fsync after every event.
+    PerEvent,
+    /// fsync after every step (model response and its tool calls).
+    PerStep,
+    /// One fsync when the run ends (the default).
+    AtEnd,
+    /// Like per-event, with one fsync shared by events written together.
+    GroupCommit,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(d: DurabilityArg) -> Self {
+        match d {
+            DurabilityArg::Flush => Durability::Flush,
+            DurabilityArg::PerEvent => Durability::PerEvent,
+            DurabilityArg::PerStep => Durability::PerStep,
+            DurabilityArg::AtEnd => Durability::AtEnd,
+            DurabilityArg::GroupCommit => Durability::GroupCommit,
+        }
+    }
+}
+
+/// Arguments of `provrun run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The agent spec (TOML). Relative paths in it (a `script:` model, skills) resolve
+    /// against its folder.
+    agent: PathBuf,
+    /// The bundle folder to write; it must not exist or be empty.
+    #[arg(long, value_name = "BUNDLE")]
+    out: PathBuf,
+    /// A file (staged as /input/<name>) or folder (its contents at /input's root) to
+    /// stage; repeatable.
+    #[arg(long = "input", value_name = "PATH")]
+    inputs: Vec<PathBuf>,
+    /// The user's prompt [default: "Do the task your instructions describe."]
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// Use this model instead of the spec's: test, script:PATH, replay:BUNDLE or
+    /// openai:MODEL_NAME (a relative PATH here resolves against the current folder).
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Extension: a host folder the host tools (list_host_files, copy_from_host,
+    /// copy_to_host) may use; without it they are refused.
+    #[arg(long = "host-dir", value_name = "DIR")]
+    host_dir: Option<PathBuf>,
+    /// Extension: a folder of tool manifests to load as well (repeatable).
+    #[arg(long = "tools-dir", value_name = "DIR")]
+    tools_dirs: Vec<PathBuf>,
+    /// Extension: when evidence reaches stable storage.
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
+    durability: DurabilityArg,
+    /// Extension: verify the bundle when the run ends and print the verdict on stderr;
+    /// exit 1 if it does not verify.
+    #[arg(long)]
+    verify: bool,
+}
+
+/// Arguments of `provrun resume`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResumeArgs {
+    /// The paused bundle.
+    bundle: PathBuf,
+    /// Run this waiting call (repeatable).
+    #[arg(long, value_name = "ID", required_unless_present_any = ["deny", "result"])]
+    approve: Vec<String>,
+    /// Do not run this waiting call; the model is told it was denied (repeatable).
+    #[arg(long, value_name = "ID")]
+    deny: Vec<String>,
+    /// Extension: what the model is told for a denied call.
+    #[arg(
+        long = "deny-message",
+        value_name = "TEXT",
+        default_value = "a human denied this call"
+    )]
+    deny_message: String,
+    /// Extension: the result of a client round-trip call the caller ran (repeatable).
+    #[arg(long, value_name = "ID=TEXT", value_parser = parse_result)]
+    result: Vec<(String, String)>,
+    /// Extension: a folder of tool manifests to load as well (repeatable).
+    #[arg(long = "tools-dir", value_name = "DIR")]
+    tools_dirs: Vec<PathBuf>,
+    /// Extension: verify the bundle when the run ends (see `run --verify`).
+    #[arg(long)]
+    verify: bool,
+}
+
+/// Arguments of `provrun replay`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// The recorded bundle; it must verify and be finished.
+    bundle: PathBuf,
+    /// The new bundle folder; it must not exist or be empty.
+    #[arg(long, value_name = "NEW")]
+    out: PathBuf,
+    /// Extension: a folder of tool manifests to load as well (repeatable).
+    #[arg(long = "tools-dir", value_name = "DIR")]
+    tools_dirs: Vec<PathBuf>,
+}
+
+fn parse_result(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((id, content)) if !id.is_empty() => Ok((id.to_string(), content.to_string())),
+        _ => Err("expected ID=TEXT".to_string()),
+    }
+}
+
+/// Run `fut` on a fresh runtime, cancelling `control` on Ctrl-C, with progress on a
+/// terminal.
+fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(EXIT_FAILED, format!("cannot start the runtime: {e}")))?;
+    Ok(runtime.block_on(async {
+        let progress = Progress::start(control);
+        let watcher = control.clone();
+        let ctrl_c = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                watcher.cancel();
+            }
+        });
+        let out = fut.await;
+        ctrl_c.abort();
+        progress.stop();
+        out
+    }))
+}
+
+/// A `--model` as given on the command line: relative file paths resolve against the
+/// current folder.
+fn model_override(text: &str) -> Result<String, String> {
+    let absolute = |p: &Path| -> String {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    Ok(match ModelRef::parse(text)? {
+        ModelRef::Script(p) => format!("script:{}", absolute(&p)),
+        ModelRef::Replay(p) => format!("replay:{}", absolute(&p)),
+        _ => text.trim().to_string(),
+    })
+}
+
+pub(crate) fn run(args: RunArgs) -> u8 {
+    if let Err(code) = check_new_bundle(&args.out) {
+        return code;
+    }
+    let mut agent = match AgentSpec::load(&args.agent) {
+        Ok(a) => a,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    if let Some(model) = &args.model {
+        match model_override(model) {
+            Ok(m) => agent.model = m,
+            Err(e) => return fail(EXIT_USAGE, format!("--model: {e}")),
+        }
+        // Evidence keeps the spec that ran: with the override, not the file's text.
+        agent.source = None;
+    }
+    let registry = match registry(&args.tools_dirs) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mut spec = RunSpec::new(
+        args.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_string()),
+        &args.out,
+    );
+    spec.inputs = args.inputs;
+    spec.host_dir = args.host_dir;
+    spec.durability = args.durability.into();
+
+    let backend = Backend::new().with_registry(registry);
+    let control = RunControl::new();
+    let result = match drive(&control, backend.execute(&control, &agent, &spec)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    finish(result, &args.out, args.verify)
+}
+
+pub(crate) fn resume(args: ResumeArgs) -> u8 {
+    if !args.bundle.is_dir() {
+        return fail(
+            EXIT_USAGE,
+            format!("no bundle at `{}`", args.bundle.display()),
+        );
+    }
+    let mut decisions: Vec<Decision> = args.approve.into_iter().map(Decision::Approve).collect();
+    decisions.extend(args.deny.into_iter().map(|call_id| Decision::Deny {
+        call_id,
+        message: args.deny_message.clone(),
+    }));
+    decisions.extend(
+        args.result
+            .into_iter()
+            .map(|(call_id, content)| Decision::Result {
+                call_id,
+                content,
+                ok: true,
+            }),
+    );
+    let registry = match registry(&args.tools_dirs) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let backend = Backend::new().with_registry(registry);
+    let control = RunControl::new();
+    let result = match drive(&control, backend.resume(&control, &args.bundle, &decisions)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    finish(result, &args.bundle, args.verify)
+}
+
+pub(crate) fn replay(args: ReplayArgs) -> u8 {
+    if !args.bundle.is_dir() {
+        return fail(
+            EXIT_USAGE,
+            format!("no bundle at `{}`", args.bundle.display()),
+        );
+    }
+    if let Err(code) = check_new_bundle(&args.out) {
+        return code;
+    }
+    let registry = match registry(&args.tools_dirs) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let backend = Backend::new().with_registry(registry);
+    let control = RunControl::new();
+    let report = match drive(
+        &control,
+        provrun_agent::replay(&backend, &control, &args.bundle, &args.out),
+    ) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e @ (AgentError::Bundle { .. } | AgentError::Evidence(_)))) => {
+            return fail(EXIT_FAILED, e);
+        }
+        Ok(Err(e)) => return fail(EXIT_USAGE, format!("cannot replay: {e}")),
+        Err(code) => return code,
+    };
+    let paint = Painter::stdout();
+    match &report.difference {
+        None => {
+            println!(
+                "{}: {} tool calls and {} output files are the same as recorded (new bundle: {})",
+                paint.good("replay matches"),
+                report.tool_calls,
+                report.outputs,
+                args.out.display()
+            );
+            EXIT_OK
+        }
+        Some(difference) => {
+            println!(
+                "{}: {difference} (new bundle: {})",
+                paint.bad("replay differs"),
+                args.out.display()
+            );
+            EXIT_FAILED
+        }
+    }
+}
+
+/// Report a run's end and choose the exit code.
+fn finish(result: Result<RunResult, AgentError>, bundle: &Path, verify: bool) -> u8 {
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // "Could not start" leaves nothing behind; evidence that failed mid-run does.
+            let written = bundle.join("events.jsonl").exists();
+            return fail(if written { EXIT_FAILED } else { EXIT_USAGE }, e);
+        }
+    };
+    let mut code = match result.status {
+        RunStatus::Finished => {
+            if !result.output.is_empty() {
+                if result.output.ends_with('\n') {
+                    print!("{}", result.output);
+                } else {
+                    println!("{}", result.output);
+                }
+            }
+            EXIT_OK
+        }
+        RunStatus::Failed => fail(
+            EXIT_FAILED,
+            format!(
+                "the run failed: {}; the bundle `{}` records it",
+                result.error.as_deref().unwrap_or("no reason given"),
+                bundle.display()
+            ),
+        ),
+        RunStatus::Cancelled => fail(
+            EXIT_CANCELLED,
+            format!(
+                "the run was cancelled; the bundle `{}` is finished as cancelled",
+                bundle.display()
+            ),
+        ),
+        RunStatus::Paused => {
+            paused(&result, bundle);
+            EXIT_PAUSED
+        }
+    };
+    if verify {
+        let report = provrun_evidence::verify(bundle);
+        let paint = Painter::stderr();
+        if !report.ok {
+            for line in crate::verify::report_lines(&report, paint) {
+                eprintln!("{line}");
+            }
+        }
+        eprintln!("{}", crate::verify::summary(&report, paint));
+        if !report.ok {
+            code = EXIT_FAILED;
+        }
+    }
+    code
+}
+
+/// Tell the user what a paused run waits on, and the command that continues it.
+fn paused(result: &RunResult, bundle: &Path) {
+    let n = result.deferred.len();
+    eprintln!(
+        "provrun: the run paused: {n} call{} wait{} for a decision",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "s" } else { "" }
+    );
+    let mut flags = Vec::new();
+    for call in &result.deferred {
+        let why = match call.reason {
+            DeferReason::Approval => "needs approval",
+            DeferReason::ClientRoundTrip => "the caller runs it",
+        };
+        let mut args = call.arguments.clone();
+        if args.chars().count() > 120 {
+            args = args.chars().take(117).collect::<String>() + "...";
+        }
+        eprintln!("  {}  {} {}  ({why})", call.call_id, call.name, args);
+        flags.push(match call.reason {
+            DeferReason::Approval => format!("--approve {}", shell_word(&call.call_id)),
+            DeferReason::ClientRoundTrip => {
+                format!(
+                    "--result {}",
+                    shell_word(&format!("{}=RESULT", call.call_id))
+                )
+            }
+        });
+    }
+    eprintln!("continue it with (--deny ID refuses a call):");
+    eprintln!(
+        "  provrun resume {} {}",
+        shell_word(&bundle.display().to_string()),
+        flags.join(" ")
+    );
+}

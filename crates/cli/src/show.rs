@@ -1,0 +1,247 @@
+//! `provrun show BUNDLE`: the run as a readable timeline — who ran what, each model step
+//! with its tokens and time, each tool call with ok/failed and its duration, the files it
+//! produced, how it ended — and whether the bundle verifies.
+
+use std::path::PathBuf;
+
+use provrun_evidence::{Event, EventType, read_events};
+use serde_json::Value;
+
+use crate::style::Painter;
+use crate::{EXIT_OK, EXIT_USAGE, fail};
+
+/// Arguments of `provrun show`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    /// The bundle folder.
+    bundle: PathBuf,
+}
+
+pub(crate) fn show(args: &ShowArgs) -> u8 {
+    if !args.bundle.is_dir() {
+        return fail(
+            EXIT_USAGE,
+            format!("no bundle at `{}`", args.bundle.display()),
+        );
+    }
+    let events = match read_events(&args.bundle) {
+        Ok(e) => e,
+        Err(e) => {
+            return fail(
+                EXIT_USAGE,
+                format!("cannot read `{}`: {e}", args.bundle.display()),
+            );
+        }
+    };
+    let paint = Painter::stdout();
+    let report = provrun_evidence::verify(&args.bundle);
+    for line in timeline(&events, paint) {
+        println!("{line}");
+    }
+    println!("{}", crate::verify::summary(&report, paint));
+    EXIT_OK
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+fn num(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} B"),
+        b if b < 1024 * 1024 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+    }
+}
+
+fn short(value: &Value, max: usize) -> String {
+    let s = match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let s = s.replace(['\n', '\t'], " ");
+    if s.chars().count() > max {
+        s.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    } else {
+        s
+    }
+}
+
+/// The lines of the timeline, in log order.
+fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut step = 0u32;
+    let mut inputs: Vec<String> = Vec::new();
+    let mut outputs: Vec<String> = Vec::new();
+    let mut paused = false;
+    let flush_inputs = |inputs: &mut Vec<String>, lines: &mut Vec<String>| {
+        if !inputs.is_empty() {
+            lines.push(format!(
+                "{} {}",
+                paint.strong("inputs "),
+                std::mem::take(inputs).join(", ")
+            ));
+        }
+    };
+    for e in events {
+        let p = &e.payload;
+        if e.kind != EventType::InputStaged {
+            flush_inputs(&mut inputs, &mut lines);
+        }
+        if std::mem::take(&mut paused) {
+            lines.push(format!(
+                "{} {}",
+                paint.strong("resume "),
+                paint.dim("the run continues with the decisions given")
+            ));
+        }
+        match e.kind {
+            EventType::RunStarted => {
+                let tools: Vec<&str> = p["tools"]
+                    .as_array()
+                    .map(|a| a.iter().map(|t| text(&t["name"])).collect())
+                    .unwrap_or_default();
+                lines.push(format!(
+                    "{} {} · agent {} · model {} · {}",
+                    paint.strong("run    "),
+                    e.run_id,
+                    text(&p["agent"]),
+                    text(&p["model"]),
+                    e.ts
+                ));
+                lines.push(format!(
+                    "{} {}",
+                    paint.strong("tools  "),
+                    if tools.is_empty() {
+                        "none".to_string()
+                    } else {
+                        tools.join(", ")
+                    }
+                ));
+            }
+            EventType::InputStaged => {
+                inputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
+            }
+            EventType::ModelCalled => {
+                step += 1;
+                let usage = &p["usage"];
+                let mut line = format!(
+                    "{} {} ms · {} in / {} out tokens",
+                    paint.strong(&format!("step {step:<2}")),
+                    num(&p["duration_ms"]),
+                    num(&usage["input_tokens"]),
+                    num(&usage["output_tokens"]),
+                );
+                if let Some(reason) = p["finish_reason"].as_str() {
+                    line.push_str(&format!(" · {reason}"));
+                }
+                if let Some(err) = p["error"].as_str() {
+                    line.push_str(&format!(" · {}", paint.bad(&format!("error: {err}"))));
+                }
+                lines.push(line);
+            }
+            EventType::ToolCalled => {
+                let state = if p["deferred"] == true {
+                    paint.warn("waits ")
+                } else if p["ok"] == true {
+                    paint.good("ok    ")
+                } else {
+                    paint.bad("failed")
+                };
+                let mut flags = Vec::new();
+                for flag in ["output_tool", "provider_run"] {
+                    if p[flag] == true {
+                        flags.push(flag);
+                    }
+                }
+                let mut line = format!(
+                    "  {state} {:<16} {:>5} ms  {}",
+                    text(&p["name"]),
+                    num(&p["duration_ms"]),
+                    paint.dim(text(&p["call_id"])),
+                );
+                if !flags.is_empty() {
+                    line.push_str(&format!(" [{}]", flags.join(", ")));
+                }
+                if p["deferred"] != true {
+                    let result = if p["result"].is_null() && !p["result_blob"].is_null() {
+                        format!(
+                            "({} result in a blob)",
+                            size(num(&p["result_blob"]["size"]))
+                        )
+                    } else {
+                        short(&p["result"], 70)
+                    };
+                    if !result.is_empty() {
+                        line.push_str(&format!("  → {result}"));
+                    }
+                }
+                lines.push(line);
+            }
+            EventType::OutputProduced => {
+                outputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
+            }
+            EventType::RunFinished => {
+                if !outputs.is_empty() {
+                    lines.push(format!(
+                        "{} {}",
+                        paint.strong("outputs"),
+                        std::mem::take(&mut outputs).join(", ")
+                    ));
+                }
+                let status = text(&p["status"]);
+                paused = status == "paused";
+                let painted = match status {
+                    "finished" => paint.good(status),
+                    "paused" => paint.warn(status),
+                    _ => paint.bad(status),
+                };
+                let usage = &p["usage"];
+                let mut line = format!(
+                    "{} {painted} · {} model requests · {} tool calls · {} in / {} out tokens · {} events",
+                    paint.strong("end    "),
+                    num(&usage["requests"]),
+                    num(&usage["tool_calls"]),
+                    num(&usage["input_tokens"]),
+                    num(&usage["output_tokens"]),
+                    num(&p["event_count"]),
+                );
+                if let Some(err) = p["error"].as_str() {
+                    line.push_str(&format!(" · {err}"));
+                }
+                lines.push(line);
+            }
+            EventType::Declared => {
+                lines.push(format!(
+                    "  {} {} by {}: {}",
+                    paint.dim("declared"),
+                    text(&p["kind"]),
+                    p["source"].as_str().unwrap_or("a tool"),
+                    short(&p["data"], 70)
+                ));
+            }
+            _ => {}
+        }
+    }
+    flush_inputs(&mut inputs, &mut lines);
+    if !outputs.is_empty() {
+        lines.push(format!(
+            "{} {}",
+            paint.strong("outputs"),
+            outputs.join(", ")
+        ));
+    }
+    if events.last().map(|e| e.kind) != Some(EventType::RunFinished) {
+        lines.push(format!(
+            "{} {}",
+            paint.strong("end    "),
+            paint.warn("the log stops here: the run never finished")
+        ));
+    }
+    lines
+}

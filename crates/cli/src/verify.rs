@@ -1,0 +1,91 @@
+//! `provrun verify BUNDLE [--json]`.
+
+use std::path::PathBuf;
+
+use provrun_evidence::{CheckStatus, VerifyReport};
+
+use crate::style::Painter;
+use crate::{EXIT_FAILED, fail};
+
+/// Arguments of `provrun verify`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct VerifyArgs {
+    /// The bundle folder.
+    bundle: PathBuf,
+    /// Print one JSON object `{"ok", "complete", "checks": [{"code", "status", "detail"}]}`.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn verify(args: &VerifyArgs) -> u8 {
+    let report = provrun_evidence::verify(&args.bundle);
+    if args.json {
+        match serde_json::to_string(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(EXIT_FAILED, format!("cannot print the report: {e}")),
+        }
+    } else {
+        let paint = Painter::stdout();
+        for line in report_lines(&report, paint) {
+            println!("{line}");
+        }
+        println!("{}", summary(&report, paint));
+    }
+    exit_code(&report)
+}
+
+/// `report.exit_code()` as a process exit code.
+pub(crate) fn exit_code(report: &VerifyReport) -> u8 {
+    u8::try_from(report.exit_code()).unwrap_or(EXIT_FAILED)
+}
+
+/// One line per check: status, code, detail.
+pub(crate) fn report_lines(report: &VerifyReport, paint: Painter) -> Vec<String> {
+    report
+        .checks
+        .iter()
+        .map(|c| {
+            let status = match c.status {
+                CheckStatus::Pass => paint.good("pass"),
+                CheckStatus::Fail => paint.bad("FAIL"),
+                CheckStatus::Warn => paint.warn("warn"),
+            };
+            format!("{status}  {:<10} {}", c.code.as_str(), c.detail)
+        })
+        .collect()
+}
+
+/// The verdict in one line.
+pub(crate) fn summary(report: &VerifyReport, paint: Painter) -> String {
+    let failed: Vec<&str> = report.failures().map(|c| c.code.as_str()).collect();
+    let warned = report
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Warn)
+        .count();
+    let warnings = match warned {
+        0 => String::new(),
+        1 => ", 1 warning".to_string(),
+        n => format!(", {n} warnings"),
+    };
+    if !failed.is_empty() {
+        format!(
+            "{}: {} of {} checks failed ({})",
+            paint.bad("bundle does not verify"),
+            failed.len(),
+            report.checks.len(),
+            failed.join(", ")
+        )
+    } else if !report.complete {
+        format!(
+            "{}: the chain is valid but the run never finished{warnings}",
+            paint.warn("bundle incomplete")
+        )
+    } else {
+        format!(
+            "{}: all {} checks pass{warnings}",
+            paint.good("bundle verifies"),
+            report.checks.len()
+        )
+    }
+}
