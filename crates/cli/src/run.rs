@@ -199,7 +199,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    finish(result, &args.out, args.verify)
+    finish(result, &args.out, None, args.verify)
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
@@ -229,11 +229,12 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     let backend = Backend::new().with_registry(registry);
     let control = RunControl::new();
+    let before = log_len(&args.bundle);
     let result = match drive(&control, backend.resume(&control, &args.bundle, &decisions)) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    finish(result, &args.bundle, args.verify)
+    finish(result, &args.bundle, before, args.verify)
 }
 
 pub(crate) fn replay(args: ReplayArgs) -> u8 {
@@ -286,13 +287,27 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
     }
 }
 
-/// Report a run's end and choose the exit code.
-fn finish(result: Result<RunResult, AgentError>, bundle: &Path, verify: bool) -> u8 {
+/// The length of a bundle's evidence log, if it has one.
+fn log_len(bundle: &Path) -> Option<u64> {
+    std::fs::metadata(bundle.join("events.jsonl"))
+        .ok()
+        .map(|m| m.len())
+}
+
+/// Report a run's end and choose the exit code. `log_before` is the evidence log's length
+/// before the run (for a resume).
+fn finish(
+    result: Result<RunResult, AgentError>,
+    bundle: &Path,
+    log_before: Option<u64>,
+    verify: bool,
+) -> u8 {
     let result = match result {
         Ok(r) => r,
         Err(e) => {
-            // "Could not start" leaves nothing behind; evidence that failed mid-run does.
-            let written = bundle.join("events.jsonl").exists();
+            // "Could not start" leaves nothing behind (exit 2); evidence that failed
+            // mid-run does (exit 1).
+            let written = log_len(bundle) != log_before;
             return fail(if written { EXIT_FAILED } else { EXIT_USAGE }, e);
         }
     };

@@ -1,0 +1,794 @@
+//! `provrun run`, `verify`, `replay`, `show` and `resume` as scripts see them: the built
+//! binary, its stdout, stderr and exit code, over the repository's examples and bundles
+//! made (and damaged) here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn example(rel: &str) -> String {
+    examples().join(rel).display().to_string()
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
+    cmd.args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE");
+    cmd
+}
+
+fn provrun(args: &[&str]) -> Output {
+    command(args).output().expect("the provrun binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
+}
+
+#[track_caller]
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A fresh temporary folder and a bundle path inside it that does not exist yet.
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    (dir, bundle)
+}
+
+fn run_scripted(bundle: &Path) {
+    let out = provrun(&[
+        "run",
+        &example("scripted/agent.toml"),
+        "--input",
+        &example("scripted/input"),
+        "--out",
+        &s(bundle),
+    ]);
+    assert_exit(&out, 0);
+}
+
+fn verify_json(bundle: &Path) -> (i32, Value) {
+    let out = provrun(&["verify", &s(bundle), "--json"]);
+    let report: Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    (out.status.code().unwrap(), report)
+}
+
+fn events(bundle: &Path) -> Vec<Value> {
+    std::fs::read_to_string(bundle.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn last_status(bundle: &Path) -> String {
+    let events = events(bundle);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "run_finished");
+    last["payload"]["status"].as_str().unwrap().to_string()
+}
+
+/// Write an agent file (and optional script) into `dir`; returns the agent path.
+fn agent_file(dir: &Path, toml: &str, script: Option<&str>) -> PathBuf {
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, toml).unwrap();
+    if let Some(script) = script {
+        std::fs::write(dir.join("script.json"), script).unwrap();
+    }
+    path
+}
+
+// ---- run -------------------------------------------------------------------------------
+
+#[test]
+fn hello_runs_offline_finishes_and_verifies() {
+    let (_dir, bundle) = scratch();
+    let out = provrun(&[
+        "run",
+        &example("hello/agent.toml"),
+        "--input",
+        &example("hello/input"),
+        "--out",
+        &s(&bundle),
+        "--verify",
+    ]);
+    assert_exit(&out, 0);
+    // The test model's answer: which of its placeholder calls succeeded.
+    let answer: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let names: Vec<&str> = answer["tool_results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["list_dir", "read_file", "write_file"]);
+    assert!(
+        stderr(&out).contains("bundle verifies: all"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read(bundle.join("input/notes.txt")).unwrap(),
+        std::fs::read(examples().join("hello/input/notes.txt")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("output/response.txt")).unwrap(),
+        stdout(&out).trim_end()
+    );
+    assert_eq!(last_status(&bundle), "finished");
+}
+
+#[test]
+fn scripted_run_resolves_its_script_beside_the_agent_file_from_any_folder() {
+    let (dir, bundle) = scratch();
+    let out = command(&[
+        "run",
+        &example("scripted/agent.toml"),
+        "--input",
+        &example("scripted/input/report.txt"),
+        "--out",
+        &s(&bundle),
+        "--prompt",
+        "Summarise the report.",
+    ])
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out),
+        "Wrote /output/summary.md: revenue up 12%, costs flat, two components shipped.\n"
+    );
+    let summary = std::fs::read_to_string(bundle.join("output/summary.md")).unwrap();
+    assert!(summary.starts_with("# Summary of report.txt"), "{summary}");
+    let started = &events(&bundle)[0]["payload"];
+    assert_eq!(started["details"]["prompt"], "Summarise the report.");
+}
+
+#[test]
+fn the_default_prompt_is_sent_when_none_is_given() {
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let started = &events(&bundle)[0]["payload"];
+    assert_eq!(
+        started["details"]["prompt"],
+        "Do the task your instructions describe."
+    );
+}
+
+#[test]
+fn model_flag_overrides_the_spec_and_resolves_against_the_current_folder() {
+    let (_dir, bundle) = scratch();
+    let out = command(&[
+        "run",
+        "hello/agent.toml",
+        "--model",
+        "script:scripted/script.json",
+        "--input",
+        "scripted/input",
+        "--out",
+        &s(&bundle),
+    ])
+    .current_dir(examples())
+    .output()
+    .unwrap();
+    assert_exit(&out, 0);
+    assert!(stdout(&out).starts_with("Wrote /output/summary.md"));
+    let started = &events(&bundle)[0]["payload"];
+    assert!(
+        started["model"].as_str().unwrap().starts_with("script:"),
+        "{started}"
+    );
+    // The spec recorded is the one that ran, override included.
+    let spec = started["details"]["agent_spec"].as_str().unwrap();
+    assert!(spec.contains("script:"), "{spec}");
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+}
+
+#[test]
+fn a_failed_run_exits_1_and_its_bundle_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    // The script ends after one tool call: the second request fails the run.
+    let agent = agent_file(
+        dir.path(),
+        "name = \"short\"\nmodel = \"script:script.json\"\ntools = [\"list_dir\"]\n",
+        Some(
+            r#"[{"tool_calls": [{"id": "c1", "name": "list_dir", "arguments": {"path": "/input"}}]}]"#,
+        ),
+    );
+    let bundle = dir.path().join("bundle");
+    let out = provrun(&["run", &s(&agent), "--out", &s(&bundle)]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).is_empty());
+    let err = stderr(&out);
+    assert!(err.starts_with("provrun: the run failed: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(last_status(&bundle), "failed");
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 0, "{report}");
+}
+
+#[test]
+fn durability_policies_are_accepted_and_a_wrong_one_is_a_usage_error() {
+    for policy in ["flush", "per-event", "per-step", "at-end", "group-commit"] {
+        let (_dir, bundle) = scratch();
+        let out = provrun(&[
+            "run",
+            &example("scripted/agent.toml"),
+            "--input",
+            &example("scripted/input"),
+            "--out",
+            &s(&bundle),
+            "--durability",
+            policy,
+        ]);
+        assert_exit(&out, 0);
+        assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+    }
+    let (_dir, bundle) = scratch();
+    let out = provrun(&[
+        "run",
+        &example("scripted/agent.toml"),
+        "--out",
+        &s(&bundle),
+        "--durability",
+        "sometimes",
+    ]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--durability"), "{}", stderr(&out));
+    assert!(!bundle.exists());
+}
+
+// ---- run: usage and spec errors, nothing written ----------------------------------------
+
+/// Run with these arguments (plus `--out <fresh>`) and check: exit 2, one `provrun: …`
+/// line mentioning every needle, and no bundle.
+#[track_caller]
+fn refused(args: &[&str], needles: &[&str]) {
+    let (_dir, bundle) = scratch();
+    let mut all: Vec<&str> = args.to_vec();
+    let out_path = s(&bundle);
+    all.extend(["--out", &out_path]);
+    let out = provrun(&all);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(err.starts_with("provrun: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!bundle.exists(), "nothing is written");
+    assert!(stdout(&out).is_empty());
+}
+
+#[test]
+fn a_missing_agent_file_is_a_usage_error_naming_it() {
+    refused(
+        &["run", "/nonexistent/agent.toml"],
+        &["/nonexistent/agent.toml"],
+    );
+}
+
+#[test]
+fn a_malformed_agent_file_is_a_usage_error_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"broken\"\nmodel = \"test\"\ntools = [\"list_dir\",\n",
+        None,
+    );
+    refused(&["run", &s(&agent)], &[&s(&agent), "line 3"]);
+
+    let unknown_key = agent_file(
+        dir.path(),
+        "name = \"x\"\nmodel = \"test\"\ncolour = 1\n",
+        None,
+    );
+    refused(&["run", &s(&unknown_key)], &["colour", "line 3"]);
+}
+
+#[test]
+fn an_unknown_tool_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"x\"\nmodel = \"test\"\ntools = [\"list_dir\", \"teleport\"]\n",
+        None,
+    );
+    refused(&["run", &s(&agent)], &["teleport"]);
+}
+
+#[test]
+fn an_unknown_model_scheme_is_a_usage_error_in_the_file_or_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent_file(dir.path(), "name = \"x\"\nmodel = \"gemini:pro\"\n", None);
+    refused(&["run", &s(&agent)], &["model", "gemini:pro"]);
+    refused(
+        &["run", &example("hello/agent.toml"), "--model", "gemini:pro"],
+        &["--model", "gemini:pro"],
+    );
+}
+
+#[test]
+fn a_missing_script_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"x\"\nmodel = \"script:missing.json\"\n",
+        None,
+    );
+    refused(&["run", &s(&agent)], &["missing.json"]);
+}
+
+#[test]
+fn a_missing_input_is_a_usage_error_naming_it() {
+    refused(
+        &[
+            "run",
+            &example("hello/agent.toml"),
+            "--input",
+            "/nonexistent/input.txt",
+        ],
+        &["/nonexistent/input.txt"],
+    );
+}
+
+#[test]
+fn an_existing_non_empty_out_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("taken");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::write(out_dir.join("keep.txt"), "mine").unwrap();
+    let out = provrun(&["run", &example("hello/agent.toml"), "--out", &s(&out_dir)]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--out"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not empty"), "{}", stderr(&out));
+    let entries: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("keep.txt")).unwrap(),
+        "mine"
+    );
+
+    // An existing *empty* folder is fine.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    run_scripted(&empty);
+}
+
+#[test]
+fn missing_required_flags_are_usage_errors() {
+    let out = provrun(&["run", &example("hello/agent.toml")]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--out"), "{}", stderr(&out));
+    let out = provrun(&["run", "--out", "/tmp/x"]);
+    assert_exit(&out, 2);
+    let out = provrun(&["frobnicate"]);
+    assert_exit(&out, 2);
+}
+
+// ---- pause and resume ------------------------------------------------------------------
+
+fn run_approve(bundle: &Path) -> Output {
+    provrun(&["run", &example("approve/agent.toml"), "--out", &s(bundle)])
+}
+
+#[test]
+fn a_paused_run_exits_4_and_resumes_in_a_new_process() {
+    let (_dir, bundle) = scratch();
+    let out = run_approve(&bundle);
+    assert_exit(&out, 4);
+    assert!(stdout(&out).is_empty());
+    let err = stderr(&out);
+    assert!(err.contains("greet  write_file"), "{err}");
+    let resume_cmd = format!("provrun resume {} --approve greet", s(&bundle));
+    assert!(err.contains(&resume_cmd), "{err}");
+    assert_eq!(last_status(&bundle), "paused");
+    // A paused bundle verifies.
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+    assert!(!bundle.join("output/hello.txt").exists());
+
+    // The command printed, run as printed (in a new process).
+    let words: Vec<&str> = resume_cmd.split(' ').skip(1).collect();
+    let out = provrun(&words);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "Wrote /output/hello.txt.\n");
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("output/hello.txt")).unwrap(),
+        "Hello, world.\n"
+    );
+    assert_eq!(last_status(&bundle), "finished");
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 0, "{report}");
+
+    // Finished now: nothing more to resume.
+    let out = provrun(&["resume", &s(&bundle), "--approve", "greet"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("not paused"), "{}", stderr(&out));
+}
+
+#[test]
+fn resume_can_deny_with_a_message() {
+    let (_dir, bundle) = scratch();
+    assert_exit(&run_approve(&bundle), 4);
+    let out = provrun(&[
+        "resume",
+        &s(&bundle),
+        "--deny",
+        "greet",
+        "--deny-message",
+        "not today",
+        "--verify",
+    ]);
+    assert_exit(&out, 0);
+    assert!(!bundle.join("output/hello.txt").exists());
+    let call = events(&bundle)
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "tool_called")
+        .unwrap();
+    assert_eq!(call["payload"]["ok"], false);
+    assert!(
+        call["payload"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("not today"),
+        "{call}"
+    );
+}
+
+#[test]
+fn resume_with_a_wrong_call_id_changes_nothing() {
+    let (_dir, bundle) = scratch();
+    assert_exit(&run_approve(&bundle), 4);
+    let before = std::fs::read(bundle.join("events.jsonl")).unwrap();
+    let out = provrun(&["resume", &s(&bundle), "--approve", "nope"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("nope") && err.contains("greet"), "{err}");
+    assert_eq!(std::fs::read(bundle.join("events.jsonl")).unwrap(), before);
+    // No decision at all is a usage error too.
+    assert_exit(&provrun(&["resume", &s(&bundle)]), 2);
+    assert_exit(
+        &provrun(&["resume", "/nonexistent/bundle", "--approve", "x"]),
+        2,
+    );
+}
+
+// ---- verify ----------------------------------------------------------------------------
+
+#[test]
+fn verify_prints_a_line_per_check_and_a_verdict_or_one_json_object() {
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 0);
+    let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["checks", "complete", "ok"]);
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["complete"], true);
+    let checks = report["checks"].as_array().unwrap();
+    assert!(!checks.is_empty());
+    for c in checks {
+        let mut keys: Vec<&String> = c.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["code", "detail", "status"]);
+        assert!(c["detail"].is_string());
+        assert_ne!(c["status"], "fail");
+    }
+    let codes: Vec<&str> = checks.iter().map(|c| c["code"].as_str().unwrap()).collect();
+    for code in ["layout", "chain", "sequence", "outputs", "statement"] {
+        assert!(codes.contains(&code), "{codes:?}");
+    }
+
+    let out = provrun(&["verify", &s(&bundle)]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), checks.len() + 1, "{text}");
+    assert!(text.lines().next().unwrap().starts_with("pass  "), "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("bundle verifies: all")
+    );
+    assert!(!text.contains('\x1b'), "plain when piped");
+}
+
+#[test]
+fn verify_exits_1_when_an_output_byte_is_flipped() {
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let path = bundle.join("output/summary.md");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[0] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 1);
+    assert_eq!(report["ok"], false);
+    let outputs = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "outputs")
+        .unwrap();
+    assert_eq!(outputs["status"], "fail");
+
+    let out = provrun(&["verify", &s(&bundle)]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains("FAIL  outputs"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("bundle does not verify"));
+}
+
+/// Cut the last line (`run_finished`) off the log and remove the statement: what a run
+/// killed just before its end leaves.
+fn unfinish(bundle: &Path) {
+    let log = std::fs::read_to_string(bundle.join("events.jsonl")).unwrap();
+    let mut lines: Vec<&str> = log.lines().collect();
+    assert!(lines.pop().unwrap().contains("\"type\":\"run_finished\""));
+    std::fs::write(bundle.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::remove_file(bundle.join("statement.json")).unwrap();
+}
+
+#[test]
+fn verify_exits_3_for_a_run_that_never_finished() {
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    unfinish(&bundle);
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["complete"], false);
+    let out = provrun(&["verify", &s(&bundle)]);
+    assert_exit(&out, 3);
+    assert!(stdout(&out).contains("never finished"), "{}", stdout(&out));
+}
+
+#[test]
+fn verify_of_a_missing_bundle_fails() {
+    let out = provrun(&["verify", "/nonexistent/bundle", "--json"]);
+    assert_exit(&out, 1);
+    let report: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(report["ok"], false);
+}
+
+// ---- replay ----------------------------------------------------------------------------
+
+#[test]
+fn replay_of_a_recorded_run_matches() {
+    let (dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let new = dir.path().join("again");
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&new)]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("replay matches: 3 tool calls and 2 output files"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        std::fs::read(bundle.join("output/summary.md")).unwrap(),
+        std::fs::read(new.join("output/summary.md")).unwrap()
+    );
+    assert_exit(&provrun(&["verify", &s(&new)]), 0);
+    // The replay needs nothing but the bundle: not the script, not the input folder.
+    let started = &events(&new)[0]["payload"];
+    assert!(started["model"].as_str().unwrap().starts_with("replay:"));
+}
+
+#[test]
+fn replay_exits_1_naming_the_first_difference() {
+    // The host folder is granted to the run but not to its replay (a replay has only the
+    // bundle), so the host tool's result differs.
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    std::fs::write(host.join("secret.txt"), "on the host only").unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"host\"\nmodel = \"script:script.json\"\ntools = [\"list_host_files\"]\n",
+        Some(
+            r#"[{"tool_calls": [{"id": "h1", "name": "list_host_files", "arguments": {"path": "."}}]},
+                {"text": "listed"}]"#,
+        ),
+    );
+    let bundle = dir.path().join("bundle");
+    let out = provrun(&[
+        "run",
+        &s(&agent),
+        "--host-dir",
+        &s(&host),
+        "--out",
+        &s(&bundle),
+    ]);
+    assert_exit(&out, 0);
+    let call = events(&bundle)
+        .into_iter()
+        .find(|e| e["type"] == "tool_called")
+        .unwrap();
+    assert_eq!(call["payload"]["ok"], true, "{call}");
+    assert!(call["payload"]["result"].to_string().contains("secret.txt"));
+
+    let new = dir.path().join("again");
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&new)]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("replay differs: tool call 1 differs"),
+        "{text}"
+    );
+    assert!(text.contains("list_host_files"), "{text}");
+}
+
+#[test]
+fn replay_refuses_a_tampered_or_unfinished_source() {
+    let (dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let path = bundle.join("input/report.txt");
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&path, perms).unwrap();
+    std::fs::write(&path, "Revenue fell.\n").unwrap();
+    let new = dir.path().join("again");
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&new)]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(err.contains("refusing to replay"), "{err}");
+    assert!(err.contains("inputs"), "names the failed check: {err}");
+    assert!(!new.exists());
+
+    let (dir2, bundle2) = scratch();
+    run_scripted(&bundle2);
+    unfinish(&bundle2);
+    let new = dir2.path().join("again");
+    let out = provrun(&["replay", &s(&bundle2), "--out", &s(&new)]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("never finished"), "{}", stderr(&out));
+}
+
+#[test]
+fn replay_usage_errors() {
+    let (dir, bundle) = scratch();
+    run_scripted(&bundle);
+    // --out is the source itself: not empty.
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&bundle)]);
+    assert_exit(&out, 2);
+    let out = provrun(&[
+        "replay",
+        "/nonexistent/bundle",
+        "--out",
+        &s(&dir.path().join("x")),
+    ]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("/nonexistent/bundle"));
+    assert_exit(&provrun(&["replay", &s(&bundle)]), 2);
+}
+
+// ---- show ------------------------------------------------------------------------------
+
+#[test]
+fn show_prints_the_timeline_plain_when_piped() {
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let out = provrun(&["show", &s(&bundle)]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(!text.contains('\x1b'), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("run ") && lines[0].contains("agent scripted"));
+    assert!(text.contains("inputs  report.txt (123 B)"), "{text}");
+    for step in ["step 1 ", "step 2 ", "step 3 "] {
+        assert!(text.contains(step), "{text}");
+    }
+    assert!(text.contains("ok     list_dir"), "{text}");
+    assert!(text.contains("ok     write_file"), "{text}");
+    assert!(text.contains(" ms "), "durations: {text}");
+    assert!(text.contains("in / "), "tokens: {text}");
+    assert!(text.contains("outputs response.txt"), "{text}");
+    assert!(text.contains("summary.md (126 B)"), "{text}");
+    assert!(text.contains("end     finished · 3 model requests · 3 tool calls"));
+    assert!(lines.last().unwrap().starts_with("bundle verifies"));
+}
+
+#[test]
+fn show_marks_failed_and_waiting_calls() {
+    let (_dir, bundle) = scratch();
+    let out = provrun(&["run", &example("hello/agent.toml"), "--out", &s(&bundle)]);
+    assert_exit(&out, 0);
+    let text = stdout(&provrun(&["show", &s(&bundle)]));
+    assert!(text.contains("failed read_file"), "{text}");
+
+    let (_dir, paused) = scratch();
+    assert_exit(&run_approve(&paused), 4);
+    let text = stdout(&provrun(&["show", &s(&paused)]));
+    assert!(text.contains("waits  write_file"), "{text}");
+    assert!(text.contains("end     paused"), "{text}");
+}
+
+#[test]
+fn show_colours_only_when_asked_and_no_color_wins() {
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    let forced = command(&["show", &s(&bundle)])
+        .env("CLICOLOR_FORCE", "1")
+        .output()
+        .unwrap();
+    assert!(stdout(&forced).contains("\x1b["), "{}", stdout(&forced));
+    let both = command(&["show", &s(&bundle)])
+        .env("CLICOLOR_FORCE", "1")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!stdout(&both).contains('\x1b'));
+}
+
+#[test]
+fn show_of_a_missing_bundle_is_a_usage_error() {
+    let out = provrun(&["show", "/nonexistent/bundle"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).starts_with("provrun: no bundle at `/nonexistent/bundle`"));
+}
+
+// ---- Ctrl-C ----------------------------------------------------------------------------
+
+#[test]
+fn ctrl_c_cancels_the_run_and_finishes_the_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"slow\"\nmodel = \"script:script.json\"\n",
+        Some(r#"[{"text": "too late", "delay_ms": 30000}]"#),
+    );
+    let bundle = dir.path().join("bundle");
+    let child = command(&["run", &s(&agent), "--out", &s(&bundle)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the run has started (its first event is on disk).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !bundle.join("events.jsonl").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_exit(&out, 130);
+    assert!(stderr(&out).contains("cancelled"), "{}", stderr(&out));
+    assert_eq!(last_status(&bundle), "cancelled");
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+}
