@@ -51,7 +51,10 @@ pub use offline::replay::{RecordedResponse, ReplayModel};
 pub use offline::script::{ScriptModel, ScriptStep};
 pub use offline::test_model::{TestModel, arguments_for_schema};
 pub use offline::{Reply, estimate_usage};
-pub use openai::{ApiKey, DEFAULT_BASE_URL, OpenAiConfig, OpenAiModel, RetryPolicy, Timeouts};
+pub use openai::{
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, OpenAiConfig, OpenAiModel, RetryPolicy,
+    Timeouts,
+};
 
 pub use types::{
     Attempt, FinishReason, Message, ModelRequest, ModelResponse, ModelSettings, ProviderToolCall,

@@ -140,7 +140,15 @@ pub struct OpenAiConfig {
     pub timeouts: Timeouts,
     /// Retries.
     pub retry: RetryPolicy,
+    /// The largest response body read from one attempt, in bytes; a longer one ends the
+    /// attempt as a malformed response, so a runaway server cannot exhaust memory.
+    /// Default [`DEFAULT_MAX_RESPONSE_BYTES`].
+    pub max_response_bytes: usize,
 }
+
+/// The default [`OpenAiConfig::max_response_bytes`]: 32 MiB, far above any real chat
+/// completion.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -152,6 +160,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("headers", &header_names)
             .field("timeouts", &self.timeouts)
             .field("retry", &self.retry)
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }
@@ -170,6 +179,7 @@ impl OpenAiConfig {
             headers: Vec::new(),
             timeouts: Timeouts::default(),
             retry: RetryPolicy::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -337,6 +347,7 @@ impl OpenAiModel {
                 http: self.http.clone(),
                 capture: capture.clone(),
                 timeouts: self.config.timeouts,
+                max_body: self.config.max_response_bytes,
             },
         )
     }
@@ -462,6 +473,14 @@ impl OpenAiModel {
                 _ => false,
             };
             (Err(err), retryable)
+        } else if let Some(limit) = cap.too_large {
+            let err = ModelError::MalformedResponse {
+                message: format!(
+                    "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
+                ),
+                exchange: Box::new(raw),
+            };
+            (Err(err), false)
         } else if cap.status.is_none() {
             let message = outcome.err().unwrap_or_else(|| "no response".into());
             (Err(ModelError::InvalidRequest(message)), false)
@@ -546,6 +565,8 @@ struct Capture {
     timeout: Option<(TimeoutKind, Duration)>,
     transport: Option<String>,
     body_error: Option<String>,
+    /// The body passed the size limit (which it was).
+    too_large: Option<usize>,
 }
 
 fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
@@ -589,6 +610,7 @@ struct CaptureService {
     http: reqwest::Client,
     capture: Arc<Mutex<Capture>>,
     timeouts: Timeouts,
+    max_body: usize,
 }
 
 impl tower_service::Service<HttpRequestFactory> for CaptureService {
@@ -652,6 +674,7 @@ impl CaptureService {
             c.retry_after = parse_retry_after(&headers);
         }
         let idle = self.timeouts.idle;
+        let max_body = self.max_body;
         let state = Some((response.bytes_stream(), self.capture.clone()));
         let body = futures_util::stream::unfold(state, move |state| async move {
             let (mut stream, capture) = state?;
@@ -666,7 +689,20 @@ impl CaptureService {
                 }
                 Ok(None) => None,
                 Ok(Some(Ok(chunk))) => {
-                    lock(&capture).body.extend_from_slice(&chunk);
+                    let mut c = lock(&capture);
+                    if c.body.len() + chunk.len() > max_body {
+                        // Keep what fits, then stop reading: memory stays bounded.
+                        let room = max_body - c.body.len();
+                        c.body.extend_from_slice(&chunk[..room]);
+                        c.too_large = Some(max_body);
+                        drop(c);
+                        let e = std::io::Error::other(format!(
+                            "the response body is larger than the limit of {max_body} bytes"
+                        ));
+                        return Some((Err(e), None));
+                    }
+                    c.body.extend_from_slice(&chunk);
+                    drop(c);
                     Some((Ok(chunk), Some((stream, capture))))
                 }
                 Ok(Some(Err(e))) => {

@@ -495,3 +495,47 @@ async fn a_streamed_request_is_retried_before_it_starts() {
         .collect();
     assert_eq!(args, r#"{"country":"UK"}"#);
 }
+
+#[tokio::test]
+async fn an_enormous_body_stops_at_the_size_limit() {
+    // 4 MiB of JSON-looking padding against a 256 KiB limit, plain and streamed.
+    let huge = {
+        let mut b = b"{\"id\":\"x\",\"pad\":\"".to_vec();
+        b.resize(4 << 20, b'a');
+        b.extend_from_slice(b"\"}");
+        b
+    };
+    let server = serve(vec![
+        Canned::json(200, huge.clone()),
+        sse(huge.clone()).mode(Mode::CloseDelimited),
+        Canned::json(500, huge.clone()),
+    ])
+    .await;
+    let mut config = config_for(&server.base_url, "m");
+    config.max_response_bytes = 256 * 1024;
+    config.retry = RetryPolicy::none();
+    let model = OpenAiModel::new(config).unwrap();
+    for streamed in [false, true] {
+        let e = if streamed {
+            stream(&model).await.0.unwrap_err()
+        } else {
+            model.request(&hello()).await.unwrap_err()
+        };
+        match &e {
+            ModelError::MalformedResponse { message, exchange } => {
+                assert!(message.contains("larger than the limit"), "{message}");
+                assert_eq!(exchange.response_body.len(), 256 * 1024);
+            }
+            other => panic!("streamed={streamed}: expected MalformedResponse, got {other:?}"),
+        }
+    }
+    // An error status with a huge body is read up to the limit, and still an HTTP error.
+    let e = model.request(&hello()).await.unwrap_err();
+    let body_len = e.exchange().unwrap().response_body.len();
+    assert!(matches!(e, ModelError::ServerError { .. }), "{e:?}");
+    assert!(body_len <= 256 * 1024, "{body_len}");
+    assert_eq!(
+        provrun_model::DEFAULT_MAX_RESPONSE_BYTES,
+        OpenAiConfig::new("m", "http://127.0.0.1:1/v1", None).max_response_bytes
+    );
+}
