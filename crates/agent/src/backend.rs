@@ -418,6 +418,7 @@ impl Backend {
             tools,
             limits: json!({
                 "max_steps": agent.max_steps,
+                "tool_timeout_s": agent.tool_timeout_s,
                 "approve": agent.approve,
                 "stream": agent.stream,
                 "sandbox": agent.limits,
@@ -912,11 +913,20 @@ impl Run<'_> {
         let output = match decided {
             HookDecision::Deny(message) => ToolOutput::fail(message),
             HookDecision::Replace(content) => ToolOutput::succeed(content),
-            HookDecision::Allow => match tool.acall(call.arguments.as_str(), Some(&self.ctx)).await
-            {
-                Ok(out) => out,
-                Err(e) => ToolOutput::fail(e.to_string()),
-            },
+            HookDecision::Allow => {
+                // A sync tool's blocking thread cannot be stopped: on timeout it is left to
+                // finish in the background and its result is dropped.
+                let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
+                let called = tool.acall(call.arguments.as_str(), Some(&self.ctx));
+                match tokio::time::timeout(limit, called).await {
+                    Ok(Ok(out)) => out,
+                    Ok(Err(e)) => ToolOutput::fail(e.to_string()),
+                    Err(_) => ToolOutput::fail(format!(
+                        "tool `{}` timed out after {} s (tool_timeout_s)",
+                        call.name, self.agent.tool_timeout_s
+                    )),
+                }
+            }
         };
         if hooks.after.is_empty() {
             output

@@ -28,6 +28,10 @@ fn default_max_steps() -> u32 {
     20
 }
 
+fn default_tool_timeout_s() -> u64 {
+    300
+}
+
 /// An agent: its model, instructions, tools and limits. Loadable from the TOML of
 /// design.md §7.
 ///
@@ -59,6 +63,12 @@ pub struct AgentSpec {
     /// Use the model's streamed API.
     #[serde(default)]
     pub stream: bool,
+    /// Seconds one tool call may take (default 300). At the timeout the call is answered
+    /// as failed: an async tool is dropped there; a sync tool runs on a blocking thread
+    /// that cannot be stopped, so it finishes in the background and its result is
+    /// discarded. The sandbox's `[limits]` are separate.
+    #[serde(default = "default_tool_timeout_s")]
+    pub tool_timeout_s: u64,
     /// Which tool calls wait for approval.
     #[serde(default)]
     pub approve: ApprovePolicy,
@@ -93,6 +103,7 @@ impl AgentSpec {
             tools: Vec::new(),
             max_steps: default_max_steps(),
             stream: false,
+            tool_timeout_s: default_tool_timeout_s(),
             approve: ApprovePolicy::None,
             limits: Limits::default(),
             output_schema: None,
@@ -151,6 +162,9 @@ impl AgentSpec {
         ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
         if self.max_steps == 0 {
             return Err(invalid("`max_steps` must be at least 1".into()));
+        }
+        if self.tool_timeout_s == 0 {
+            return Err(invalid("`tool_timeout_s` must be at least 1".into()));
         }
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.tools {
