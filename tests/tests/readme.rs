@@ -21,10 +21,13 @@ fn main() -> ExitCode {
     if std::env::var_os(AS_CLI).is_some() {
         return provrun_cli::main_with_args(std::env::args_os());
     }
-    let checks: [(&str, fn(&Readme) -> Result<(), String>); 3] = [
+    let checks: [(&str, Check); 3] = [
         ("set-up commands", setup_commands),
         ("tour commands", tour_commands),
-        ("every shell block is run or skipped on purpose", blocks_accounted_for),
+        (
+            "every shell block is run or skipped on purpose",
+            blocks_accounted_for,
+        ),
     ];
     let readme = Readme::load();
     let mut failed = 0;
@@ -43,6 +46,9 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     }
 }
+
+/// One check of the README: `Err` says what it got wrong.
+type Check = fn(&Readme) -> Result<(), String>;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -180,9 +186,15 @@ fn expected_exit(line: &str) -> i32 {
 
 fn setup_commands(readme: &Readme) -> Result<(), String> {
     let block = readme.block("Set up on a fresh machine")?;
-    let commands: Vec<&String> = block.lines.iter().filter(|l| !l.trim().is_empty()).collect();
+    let commands: Vec<&String> = block
+        .lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     if commands.len() != 2 {
-        return Err(format!("expected exactly two set-up commands, found {commands:?}"));
+        return Err(format!(
+            "expected exactly two set-up commands, found {commands:?}"
+        ));
     }
     // The second is the test command, byte for byte what .ci/run calls.
     let ci = std::fs::read_to_string(root().join(".ci/run")).map_err(|e| e.to_string())?;
