@@ -24,6 +24,14 @@ use clap::{Parser, Subcommand};
 use provrun_tools::ToolRegistry;
 use serde::Serialize;
 
+/// `println!` that ignores a closed stdout: `provrun show BUNDLE | head` is not an error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod progress;
 mod run;
 mod show;

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use provrun_agent::{RunControl, RunEvent};
 use tokio::task::JoinHandle;
 
+/// How long a run goes before the line appears.
+const QUIET: Duration = Duration::from_millis(150);
+
 const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 #[derive(Debug, Default)]
@@ -44,7 +47,10 @@ impl Progress {
                     },
                     _ = tick.tick() => frame = frame.wrapping_add(1),
                 }
-                draw(&state, FRAMES[frame % FRAMES.len()], started.elapsed());
+                // A run that ends at once leaves no flicker behind.
+                if started.elapsed() >= QUIET {
+                    draw(&state, FRAMES[frame % FRAMES.len()], started.elapsed());
+                }
             }
         });
         Self { task: Some(task) }

@@ -267,7 +267,7 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
     let paint = Painter::stdout();
     match &report.difference {
         None => {
-            println!(
+            out!(
                 "{}: {} tool calls and {} output files are the same as recorded (new bundle: {})",
                 paint.good("replay matches"),
                 report.tool_calls,
@@ -277,7 +277,7 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
             EXIT_OK
         }
         Some(difference) => {
-            println!(
+            out!(
                 "{}: {difference} (new bundle: {})",
                 paint.bad("replay differs"),
                 args.out.display()
@@ -314,11 +314,12 @@ fn finish(
     let mut code = match result.status {
         RunStatus::Finished => {
             if !result.output.is_empty() {
-                if result.output.ends_with('\n') {
-                    print!("{}", result.output);
-                } else {
-                    println!("{}", result.output);
+                use std::io::Write as _;
+                let mut text = result.output.clone();
+                if !text.ends_with('\n') {
+                    text.push('\n');
                 }
+                let _ = std::io::stdout().lock().write_all(text.as_bytes());
             }
             EXIT_OK
         }

@@ -36,9 +36,9 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     let paint = Painter::stdout();
     let report = provrun_evidence::verify(&args.bundle);
     for line in timeline(&events, paint) {
-        println!("{line}");
+        out!("{line}");
     }
-    println!("{}", crate::verify::summary(&report, paint));
+    out!("{}", crate::verify::summary(&report, paint));
     EXIT_OK
 }
 

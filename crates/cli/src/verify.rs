@@ -21,15 +21,15 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
     let report = provrun_evidence::verify(&args.bundle);
     if args.json {
         match serde_json::to_string(&report) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => out!("{text}"),
             Err(e) => return fail(EXIT_FAILED, format!("cannot print the report: {e}")),
         }
     } else {
         let paint = Painter::stdout();
         for line in report_lines(&report, paint) {
-            println!("{line}");
+            out!("{line}");
         }
-        println!("{}", summary(&report, paint));
+        out!("{}", summary(&report, paint));
     }
     exit_code(&report)
 }

@@ -792,3 +792,75 @@ fn ctrl_c_cancels_the_run_and_finishes_the_bundle() {
     assert_eq!(last_status(&bundle), "cancelled");
     assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
 }
+
+// ---- client round trips ----------------------------------------------------------------
+
+#[test]
+fn a_client_round_trip_pauses_and_resumes_with_the_callers_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("ask.toml"),
+        "[[tools]]\nname = \"ask_user\"\ndescription = \"Ask the user a question.\"\n\
+         mode = \"client_round_trip\"\n",
+    )
+    .unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"asker\"\nmodel = \"script:script.json\"\ntools = [\"ask_user\"]\n",
+        Some(
+            r#"[{"tool_calls": [{"id": "q1", "name": "ask_user", "arguments": {}}]},
+                {"text": "thanks"}]"#,
+        ),
+    );
+    let bundle = dir.path().join("bundle");
+    let out = provrun(&[
+        "run",
+        &s(&agent),
+        "--tools-dir",
+        &s(&tools),
+        "--out",
+        &s(&bundle),
+    ]);
+    assert_exit(&out, 4);
+    let err = stderr(&out);
+    assert!(err.contains("q1  ask_user"), "{err}");
+    assert!(err.contains("the caller runs it"), "{err}");
+    assert!(err.contains("--result q1=RESULT"), "{err}");
+
+    // An approval is the wrong decision for a call the caller runs.
+    let out = provrun(&[
+        "resume",
+        &s(&bundle),
+        "--approve",
+        "q1",
+        "--tools-dir",
+        &s(&tools),
+    ]);
+    assert_exit(&out, 2);
+
+    let out = provrun(&[
+        "resume",
+        &s(&bundle),
+        "--result",
+        "q1=blue",
+        "--tools-dir",
+        &s(&tools),
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "thanks\n");
+    let call = events(&bundle)
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "tool_called")
+        .unwrap();
+    assert_eq!(call["payload"]["result"], "blue");
+    assert_eq!(call["payload"]["ok"], true);
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+
+    // A malformed --result is a usage error.
+    let out = provrun(&["resume", &s(&bundle), "--result", "no-equals-sign"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("ID=TEXT"), "{}", stderr(&out));
+}
