@@ -137,8 +137,13 @@ fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8>
     Ok(runtime.block_on(async {
         let progress = Progress::start(control);
         let watcher = control.clone();
+        // The first Ctrl-C cancels the run cleanly; a second one stops at once.
         let ctrl_c = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if watcher.is_cancelled() {
+                    eprintln!("\nprovrun: stopped; the bundle may be unfinished");
+                    std::process::exit(i32::from(EXIT_CANCELLED));
+                }
                 watcher.cancel();
             }
         });
@@ -180,6 +185,17 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         }
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
+    }
+    if let Some(host) = &args.host_dir
+        && !host.is_dir()
+    {
+        return fail(
+            EXIT_USAGE,
+            format!(
+                "--host-dir `{}` does not exist or is not a folder",
+                host.display()
+            ),
+        );
     }
     let registry = match registry(&args.tools_dirs) {
         Ok(r) => r,

@@ -864,3 +864,36 @@ fn a_client_round_trip_pauses_and_resumes_with_the_callers_result() {
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("ID=TEXT"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_missing_host_dir_is_a_usage_error_naming_the_flag() {
+    refused(
+        &[
+            "run",
+            &example("scripted/agent.toml"),
+            "--host-dir",
+            "/nonexistent/host",
+        ],
+        &["--host-dir", "/nonexistent/host"],
+    );
+}
+
+#[test]
+fn inputs_whose_names_clash_are_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for (sub, text) in [("one", "1"), ("two", "2")] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+        std::fs::write(dir.path().join(sub).join("same.txt"), text).unwrap();
+    }
+    refused(
+        &[
+            "run",
+            &example("scripted/agent.toml"),
+            "--input",
+            &s(&dir.path().join("one")),
+            "--input",
+            &s(&dir.path().join("two")),
+        ],
+        &["same.txt"],
+    );
+}
