@@ -54,6 +54,10 @@ pub const EXIT_CANCELLED: u8 = 130;
 /// The prompt `provrun run` sends when `--prompt` is absent.
 pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 
+const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies, status failed) · \
+                         2 usage or spec error, nothing written · 4 paused (stderr names the waiting \
+                         calls and the resume command) · 130 cancelled by Ctrl-C";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "provrun",
@@ -70,6 +74,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run an agent and write its bundle; prints the agent's answer on stdout.
+    #[command(after_help = RUN_EXITS)]
     Run(run::RunArgs),
     /// Check a bundle offline: exit 0 all checks pass, 1 a check fails, 3 never finished.
     Verify(verify::VerifyArgs),
@@ -87,6 +92,7 @@ enum Command {
         tools_dirs: Vec<PathBuf>,
     },
     /// Continue a paused run with decisions for the calls it waits on.
+    #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
 }
 

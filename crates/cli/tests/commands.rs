@@ -424,6 +424,10 @@ fn a_paused_run_exits_4_and_resumes_in_a_new_process() {
     assert_eq!(last_status(&bundle), "finished");
     let (code, report) = verify_json(&bundle);
     assert_eq!(code, 0, "{report}");
+    let timeline = stdout(&provrun(&["show", &s(&bundle)]));
+    assert!(timeline.contains("end     paused"), "{timeline}");
+    assert!(timeline.contains("resume  the run continues"), "{timeline}");
+    assert!(timeline.contains("end     finished"), "{timeline}");
 
     // Finished now: nothing more to resume.
     let out = provrun(&["resume", &s(&bundle), "--approve", "greet"]);
