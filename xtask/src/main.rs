@@ -5,6 +5,8 @@
 //! the docs built with warnings denied. Each step prints its command before it runs and
 //! the first failing step stops the run with a non-zero exit.
 
+mod bench;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -21,7 +23,7 @@ fn main() -> ExitCode {
     let result = match task {
         "ci" => ci(),
         "tidy" => tidy(),
-        "bench" => bench(rest),
+        "bench" => bench::bench(rest),
         "fuzz" => Err("fuzz targets are not set up yet (see the reliability issue)".to_string()),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
@@ -42,7 +44,7 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      tidy + fmt --check + clippy -D warnings + tests + docs (what CI runs)
   tidy    check that every .rs file opens with a //! comment
-  bench   run the benchmarks [--quick] [--json]";
+  bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]";
 
 fn root() -> PathBuf {
     // xtask lives one level below the workspace root.
@@ -158,40 +160,4 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
-}
-
-/// The benches that exist, as (package, bench target).
-const BENCHES: &[(&str, &str)] = &[
-    ("provrun-evidence", "recorder"),
-    ("provrun-sandbox", "fileops"),
-];
-
-fn bench(args: &[String]) -> Result<(), String> {
-    let quick = args.iter().any(|a| a == "--quick");
-    for a in args {
-        if a != "--quick" && a != "--json" {
-            return Err(format!(
-                "bench: unknown flag `{a}` (expected --quick, --json)"
-            ));
-        }
-    }
-    for (package, target) in BENCHES {
-        let manifest = root()
-            .join("crates")
-            .join(package.trim_start_matches("provrun-"));
-        if !manifest
-            .join("benches")
-            .join(format!("{target}.rs"))
-            .exists()
-        {
-            continue;
-        }
-        let mut cmd = cargo();
-        cmd.args(["bench", "--quiet", "-p", package, "--bench", target]);
-        if quick {
-            cmd.args(["--", "--quick"]);
-        }
-        run(&format!("bench {package}/{target}"), cmd)?;
-    }
-    Ok(())
 }
