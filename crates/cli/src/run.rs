@@ -137,9 +137,12 @@ fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8>
     Ok(runtime.block_on(async {
         let progress = Progress::start(control);
         let watcher = control.clone();
-        // The first Ctrl-C cancels the run cleanly; a second one stops at once.
+        // The first Ctrl-C cancels the run cleanly; a second one stops at once. The
+        // handler is registered here, before the run starts, not when the task first runs.
+        let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
         let ctrl_c = tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
+            let Ok(mut sigint) = sigint else { return };
+            while sigint.recv().await.is_some() {
                 if watcher.is_cancelled() {
                     eprintln!("\nprovrun: stopped; the bundle may be unfinished");
                     std::process::exit(i32::from(EXIT_CANCELLED));
