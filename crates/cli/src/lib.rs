@@ -117,10 +117,17 @@ where
 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
+        Err(e)
+            if e.use_stderr()
+                && e.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            eprintln!("provrun: {}", one_line_usage_error(&e.render().to_string()));
+            return ExitCode::from(EXIT_USAGE);
+        }
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            // --help and --version (exit 0), or no subcommand at all (the help, exit 2).
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
     let code = match cli.command {
@@ -132,6 +139,30 @@ where
         Command::Resume(args) => run::resume(args),
     };
     ExitCode::from(code)
+}
+
+/// clap's usage error (several lines: the problem, tips, usage) as one line: the problem
+/// and its tips, then a pointer to `--help`.
+fn one_line_usage_error(rendered: &str) -> String {
+    let mut line = String::new();
+    let mut in_list = false;
+    for part in rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+    {
+        let part = part.strip_prefix("error: ").unwrap_or(part);
+        if line.ends_with(':') {
+            line.push(' ');
+            in_list = true;
+        } else if !line.is_empty() {
+            line.push_str(if in_list { ", " } else { "; " });
+        }
+        line.push_str(part);
+    }
+    line.push_str(" (see --help)");
+    line
 }
 
 /// Print one error line `provrun: …` and return `code`.

@@ -384,7 +384,18 @@ fn an_existing_non_empty_out_is_refused_and_left_alone() {
 fn missing_required_flags_are_usage_errors() {
     let out = provrun(&["run", &example("hello/agent.toml")]);
     assert_exit(&out, 2);
-    assert!(stderr(&out).contains("--out"), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "provrun: the following required arguments were not provided: --out <BUNDLE> (see --help)\n"
+    );
+    let out = provrun(&["verify", "b", "--jsn"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("provrun: ") && err.contains("--jsn"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
     let out = provrun(&["run", "--out", "/tmp/x"]);
     assert_exit(&out, 2);
     let out = provrun(&["frobnicate"]);
