@@ -8,7 +8,7 @@ use provrun_evidence::{Event, EventType, read_events};
 use serde_json::Value;
 
 use crate::style::Painter;
-use crate::{EXIT_OK, EXIT_USAGE, fail};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
 /// Arguments of `provrun show`.
 #[derive(Debug, clap::Args)]
@@ -28,8 +28,11 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         Ok(e) => e,
         Err(e) => {
             return fail(
-                EXIT_USAGE,
-                format!("cannot read `{}`: {e}", args.bundle.display()),
+                EXIT_FAILED,
+                format!(
+                    "cannot read the evidence log of `{}`: {e}",
+                    args.bundle.display()
+                ),
             );
         }
     };

@@ -764,10 +764,22 @@ fn show_colours_only_when_asked_and_no_color_wins() {
 }
 
 #[test]
-fn show_of_a_missing_bundle_is_a_usage_error() {
+fn show_of_a_missing_bundle_is_a_usage_error_and_of_an_unreadable_log_a_failure() {
     let out = provrun(&["show", "/nonexistent/bundle"]);
     assert_exit(&out, 2);
     assert!(stderr(&out).starts_with("provrun: no bundle at `/nonexistent/bundle`"));
+
+    let (_dir, bundle) = scratch();
+    run_scripted(&bundle);
+    std::fs::write(bundle.join("events.jsonl"), "not json\n").unwrap();
+    let out = provrun(&["show", &s(&bundle)]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("provrun: cannot read the evidence log of"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 // ---- Ctrl-C ----------------------------------------------------------------------------
