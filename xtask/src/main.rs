@@ -7,6 +7,8 @@
 
 mod bench;
 
+mod fuzz;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -24,7 +26,8 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "tidy" => tidy(),
         "bench" => bench::bench(rest),
-        "fuzz" => Err("fuzz targets are not set up yet (see the reliability issue)".to_string()),
+        "fuzz" => fuzz::fuzz(rest),
+        "soak" => fuzz::soak(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
