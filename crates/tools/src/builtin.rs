@@ -166,11 +166,12 @@ pub fn run_command(
     /// Seconds before the command and everything it started are killed (default 30).
     timeout_s: Option<u64>,
 ) -> ToolOutput {
-    let _ = (ctx, command, timeout_s);
-    ToolOutput::fail(
-        "run_command is not available in this build yet: commands need OS confinement \
-         (bubblewrap, Landlock, seccomp), which has not landed",
-    )
+    let timeout = timeout_s.map(std::time::Duration::from_secs);
+    match ctx.sandbox().run_command(&command, timeout) {
+        Ok(outcome) if outcome.success() => ToolOutput::succeed(outcome.render()),
+        Ok(outcome) => ToolOutput::fail(outcome.render()),
+        Err(e) => failed(e),
+    }
 }
 
 /// List a folder in the host folder that this run was granted (refused when none was).

@@ -5,7 +5,8 @@
 //! name = "word_count"
 //! description = "Count the words in a text."
 //! mode = "in_process"            # in_process | client_round_trip | remote_mcp
-//! command = ["wc", "-w"]         # in_process tools: a program, given JSON arguments on stdin
+//! command = ["wc", "-w"]         # in_process tools: a program, given JSON arguments on stdin,
+//!                                # run confined like run_command; its stdout is the result
 //! destructive = false
 //! category = "read"              # read | write | execute | network | search | other
 //! # confirm = "…"  summary = "…"  server = "…" (remote_mcp)  timeout_s = 30
@@ -21,8 +22,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::context::RunContext;
 use crate::error::ToolError;
-use crate::tool::{Handler, Tool, ToolCategory, ToolMode};
+use crate::output::ToolOutput;
+use crate::tool::{Handler, JsonMap, Tool, ToolCategory, ToolMode};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -105,11 +108,7 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
                 if command[0].trim().is_empty() {
                     return Err(invalid(format!("{at}: `command`'s program is empty")));
                 }
-                Handler::Unavailable(
-                    "command tools run through the sandbox's run_command confinement, which is \
-                     not available in this build yet"
-                        .to_string(),
-                )
+                command_handler(command.clone(), decl.timeout_s)
             }
             ToolMode::ClientRoundTrip => {
                 if decl.command.is_some() {
@@ -132,11 +131,12 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
                 ))
             }
         };
+        let takes_context = matches!(handler, Handler::Sync(_));
         let mut builder = Tool::builder(decl.name.clone(), decl.description)
             .mode(mode)
             .destructive(decl.destructive)
             .category(decl.category.unwrap_or_default())
-            .handler(false, handler);
+            .handler(takes_context, handler);
         if let Some(schema) = decl.parameters {
             builder = builder.schema(schema);
         }
@@ -150,6 +150,37 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
         tools.push(tool);
     }
     Ok(tools)
+}
+
+/// The body of an in_process command tool: the program runs under the same OS confinement
+/// as `run_command` (see `provrun_sandbox::Sandbox::run_program`), with the call's JSON
+/// arguments on stdin. Its stdout is the result when it exits 0; otherwise the call fails
+/// with the exit status and both streams.
+fn command_handler(argv: Vec<String>, timeout_s: Option<u64>) -> Handler {
+    let run = move |ctx: Option<&RunContext>, args: JsonMap| -> Result<ToolOutput, ToolError> {
+        // `takes_context` is set, so the registry refuses calls without a context first.
+        let Some(ctx) = ctx else {
+            return Ok(ToolOutput::fail("a command tool needs the run's sandbox"));
+        };
+        let stdin = match serde_json::to_vec(&Value::Object(args)) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                bytes
+            }
+            Err(e) => return Ok(ToolOutput::fail(format!("encoding the arguments: {e}"))),
+        };
+        let timeout = timeout_s.map(std::time::Duration::from_secs);
+        Ok(
+            match ctx.sandbox().run_program(&argv, Some(stdin), timeout) {
+                Ok(outcome) if outcome.success() && !outcome.stdout_truncated => {
+                    ToolOutput::succeed(outcome.stdout)
+                }
+                Ok(outcome) => ToolOutput::fail(outcome.render()),
+                Err(e) => ToolOutput::fail(e.to_string()),
+            },
+        )
+    };
+    Handler::Sync(std::sync::Arc::new(run))
 }
 
 /// A TOML error as one line: where (line and column, 1-based) and what.
@@ -206,7 +237,8 @@ mod tests {
         assert_eq!(t.schema()["x-category"], "read");
         assert_eq!(t.schema()["x-summary"], "Count");
         assert_eq!(t.schema()["required"][0], "text");
-        assert!(!t.is_runnable());
+        assert!(t.is_runnable(), "command tools run through the sandbox");
+        assert!(t.takes_context());
     }
 
     #[test]

@@ -268,10 +268,13 @@ fn load_folder_adds_every_manifests_tools() {
         registry.tool("search_docs").unwrap().mode(),
         ToolMode::RemoteMcp
     );
-    // Declared, but not runnable in this process: a clear error, not a panic.
+    // A command tool runs in the run's sandbox: without a context it is refused clearly.
     let err = registry
         .call("word_count", r#"{"text": "a b"}"#, None)
         .unwrap_err();
+    assert!(matches!(err, ToolError::ContextRequired { .. }), "{err:?}");
+    // Declared here, run elsewhere: a clear error, not a panic.
+    let err = registry.call("search_docs", "{}", None).unwrap_err();
     assert!(matches!(err, ToolError::NotRunnable { .. }), "{err:?}");
     // Loading adds to what is there.
     let mut linked = ToolRegistry::linked();
