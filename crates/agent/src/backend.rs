@@ -341,7 +341,8 @@ impl Backend {
             recorder.input_dir(),
             recorder.output_dir(),
             agent.limits.clone(),
-        )?;
+        )?
+        .allow_degraded_commands(agent.allow_degraded_sandbox);
         if let Some(host) = &run.host_dir {
             sandbox = sandbox.with_host_dir(host)?;
         }
@@ -429,6 +430,12 @@ impl Backend {
                 "prompt": run.prompt,
                 "host_dir_granted": run.host_dir.is_some(),
                 "skills": skills,
+                // What confines run_command on this machine; `degraded` names missing layers
+                // (commands then run only if allow_degraded_sandbox is set, without those layers).
+                "sandbox": {
+                    "command_confinement": Sandbox::command_support(),
+                    "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+                },
             }),
         })
     }
@@ -450,7 +457,8 @@ impl Backend {
             recorder.input_dir(),
             recorder.output_dir(),
             agent.limits.clone(),
-        )?;
+        )?
+        .allow_degraded_commands(agent.allow_degraded_sandbox);
         let run_id = recorder.run_id().to_string();
         let active = self.start(control, &agent, &prepared, recorder, sandbox, run_id);
         active.drive(paused.state, Some(pending)).await
