@@ -20,6 +20,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-tests", 4),
     // A one-tool crate over provrun-tools that the linker tests of provrun-tests use.
     ("provrun-linker-probe", 2),
+    // The benchmark driver: a binary over the agent, depended on by nothing.
+    ("provrun-bench", 3),
     // Project automation builds nothing of ours.
     ("xtask", 0),
 ];
