@@ -6,6 +6,7 @@
 //! the first failing step stops the run with a non-zero exit.
 
 mod bench;
+mod setup;
 
 mod fuzz;
 
@@ -98,6 +99,7 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run("clippy", clippy)?;
+    setup::confinement()?; // bubblewrap for the run_command confinement tests
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
     run("test", test)?;
