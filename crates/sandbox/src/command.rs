@@ -384,11 +384,10 @@ fn probe_now() -> Confinement {
         pids_cgroup: None,
         use_nproc: false,
     };
-    let dirs = tempfile::Builder::new().prefix("provrun-probe-").tempdir();
     let helper_path = c.helper.clone();
     let bwrap_path = c.bwrap.clone();
-    let report = match (&dirs, &helper_path) {
-        (Ok(tmp), Some(helper)) => {
+    let report = match tempfile::Builder::new().prefix("provrun-probe-").tempdir() {
+        Ok(tmp) => {
             let roots = RootPaths {
                 input: tmp.path().join("input"),
                 output: tmp.path().join("output"),
@@ -397,20 +396,25 @@ fn probe_now() -> Confinement {
             for d in [&roots.input, &roots.output, &roots.scratch] {
                 let _ = std::fs::create_dir_all(d);
             }
-            // First with bubblewrap; if that fails, the helper alone tells us about the rest.
+            // First with bubblewrap (running the helper's probe when there is a helper, else
+            // `true`); if that fails, the helper alone tells us about the other layers.
             let mut ns_detail = "bubblewrap (`bwrap`) is not installed".to_owned();
             let mut report = None;
+            let mut ns_ok = false;
             if let Some(bwrap) = &bwrap_path {
-                let mut args = bwrap_args(&roots, Some(helper), 64 << 20);
-                args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true));
-                match probe_run(bwrap, &args) {
+                let mut args = bwrap_args(&roots, helper_path.as_deref(), 64 << 20);
+                match &helper_path {
+                    Some(_) => args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true)),
+                    None => args.push(os("/bin/true")),
+                }
+                match probe_run(bwrap, &args, helper_path.is_some()) {
                     Ok(line) => {
+                        ns_ok = true;
                         ns_detail = format!(
                             "bubblewrap {}: user, PID, mount, IPC, UTS, cgroup and network namespaces, all capabilities dropped",
                             bwrap.display()
                         );
-                        c.set("namespaces", true, ns_detail.clone());
-                        report = Some(line);
+                        report = line;
                     }
                     Err(e) => {
                         ns_detail = format!(
@@ -419,20 +423,19 @@ fn probe_now() -> Confinement {
                     }
                 }
             }
-            if report.is_none() {
-                c.set("namespaces", false, ns_detail);
+            c.set("namespaces", ns_ok, ns_detail);
+            if let (None, Some(helper)) = (&report, &helper_path) {
                 let args = helper_args(&roots, false, &[], &BTreeMap::new(), true);
-                report = probe_run(helper, &args).ok();
+                report = probe_run(helper, &args, true).ok().flatten();
             }
             report
         }
-        _ => {
-            let why = if c.bwrap.is_some() {
-                "bubblewrap is installed but the provrun-confine helper is missing"
-            } else {
-                "bubblewrap (`bwrap`) is not installed"
-            };
-            c.set("namespaces", false, why);
+        Err(e) => {
+            c.set(
+                "namespaces",
+                false,
+                format!("no temporary folder to probe in: {e}"),
+            );
             None
         }
     };
@@ -516,8 +519,12 @@ fn probe_now() -> Confinement {
     c
 }
 
-/// Runs a probe and returns its stdout's last line (the helper's report).
-fn probe_run(program: &Path, args: &[OsString]) -> std::result::Result<String, String> {
+/// Runs a probe; with `report`, returns the helper's report line from its stdout.
+fn probe_run(
+    program: &Path,
+    args: &[OsString],
+    report: bool,
+) -> std::result::Result<Option<String>, String> {
     let out = Command::new(program)
         .args(args)
         .env_clear()
@@ -525,12 +532,15 @@ fn probe_run(program: &Path, args: &[OsString]) -> std::result::Result<String, S
         .output()
         .map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().rfind(|l| l.starts_with("landlock=")) {
-        Some(line) if out.status.success() => Ok(line.to_owned()),
-        _ => {
+    let line = stdout.lines().rfind(|l| l.starts_with("landlock="));
+    match line {
+        _ if !out.status.success() => {
             let err = String::from_utf8_lossy(&out.stderr);
             Err(format!("{}: {}", out.status, err.trim()))
         }
+        Some(line) => Ok(Some(line.to_owned())),
+        None if !report => Ok(None),
+        None => Err("the helper printed no report".to_owned()),
     }
 }
 

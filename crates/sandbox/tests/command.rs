@@ -739,3 +739,87 @@ fn programs_get_stdin_and_capabilities_are_gone() {
     assert!(o.stdout.contains("Seccomp:\t2"), "{o:?}");
     fx.assert_untouched();
 }
+
+/// Run by [`missing_layers_refuse_unless_degraded_is_allowed`] in a child test process
+/// that cannot find the `provrun-confine` helper (so Landlock, seccomp and rlimits are
+/// missing while bubblewrap still works).
+#[test]
+#[ignore = "run by missing_layers_refuse_unless_degraded_is_allowed"]
+fn degraded_inner() {
+    let support = Sandbox::command_support();
+    for layer in ["landlock", "seccomp", "rlimits"] {
+        assert!(support.degraded.iter().any(|d| d == layer), "{support:?}");
+    }
+    assert!(support.layers["namespaces"].available, "{support:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("a.txt"), "alpha\n").unwrap();
+    let sandbox = Sandbox::new(
+        &input,
+        tmp.path().join("output"),
+        tmp.path().join("scratch"),
+        Limits::default(),
+    )
+    .unwrap();
+    let err = sandbox
+        .run_command("echo ran > /output/x", None)
+        .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::ConfinementMissing { .. }),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("landlock") && message.contains("allow_degraded_sandbox"),
+        "{message}"
+    );
+    assert!(
+        !tmp.path().join("output/x").exists(),
+        "a refused command ran"
+    );
+    // Allowed degraded: what is there still holds (bubblewrap keeps /input read-only).
+    let sandbox = sandbox.allow_degraded_commands(true);
+    let o = sandbox
+        .run_command("echo x > /input/a.txt; echo ran > /output/x", None)
+        .unwrap();
+    assert!(o.degraded.iter().any(|d| d == "landlock"), "{o:?}");
+    assert!(
+        o.render().contains("[degraded sandbox: missing"),
+        "{}",
+        o.render()
+    );
+    assert_eq!(
+        std::fs::read_to_string(input.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("output/x")).unwrap(),
+        "ran\n"
+    );
+    println!("DEGRADED-OK");
+}
+
+#[test]
+fn missing_layers_refuse_unless_degraded_is_allowed() {
+    if !confinement_ready() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "degraded_inner",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env(provrun_sandbox::HELPER_ENV, "/nonexistent/provrun-confine")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("DEGRADED-OK"), "{text}");
+}
