@@ -244,9 +244,10 @@ fn with_x32(nr: libc::c_long) -> Vec<i64> {
     }
 }
 
-/// Builds the seccomp programs: one refusing [`DENIED`] calls and namespace-creating
-/// `unshare`/`clone` with EPERM, one answering `clone3` with ENOSYS (its flags live in
-/// memory a filter cannot read, so libc is made to fall back to `clone`).
+/// Builds the seccomp programs: one answering EPERM to the denied calls (ptrace, mount,
+/// keyctl, bpf, perf_event_open, setns, … — the `DENIED` list) and to `unshare`/`clone`
+/// with a namespace flag, one answering `clone3` with ENOSYS (its flags live in memory a
+/// filter cannot read, so libc is made to fall back to `clone`).
 pub fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let err = |e: seccompiler::BackendError| e.to_string();
