@@ -118,7 +118,8 @@ impl Applied {
     }
 }
 
-/// Sets the resource limits (soft and hard: the command cannot raise them again).
+/// Sets the resource limits (soft and hard: the command cannot raise them again), each
+/// at most the hard limit the helper inherited.
 pub fn apply_rlimits(limits: &BTreeMap<String, u64>) -> Applied {
     use rustix::process::{Resource, Rlimit, setrlimit};
     let mut failed = Vec::new();
@@ -135,9 +136,15 @@ pub fn apply_rlimits(limits: &BTreeMap<String, u64>) -> Applied {
                 continue;
             }
         };
+        // Never above the hard limit already in force: raising it would fail (and lowering
+        // is all we want).
+        let value = match rustix::process::getrlimit(resource).maximum {
+            Some(hard) => (*value).min(hard),
+            None => *value,
+        };
         let limit = Rlimit {
-            current: Some(*value),
-            maximum: Some(*value),
+            current: Some(value),
+            maximum: Some(value),
         };
         if let Err(e) = setrlimit(resource, limit) {
             failed.push(format!("{name}: {e}"));
