@@ -38,6 +38,8 @@ use syn::{
 /// - each parameter's type: its JSON Schema (schemars) and its parsing (serde), so every
 ///   parameter type must implement `serde::Deserialize` and `schemars::JsonSchema`, and be
 ///   owned (`String`, not `&str`). `Option<T>` parameters are optional;
+/// - `#[schemars(…)]` and `#[serde(…)]` on a parameter: applied to that argument, e.g.
+///   `#[schemars(example = "/input/notes.txt")]` adds an `examples` entry to its schema;
 /// - a leading `ctx: &RunContext` parameter: the run's context, never part of the schema;
 /// - options `destructive`, `category = "read" | "write" | "execute" | "network" | "search"
 ///   | "other"`, `confirm = "…"`, `summary = "…"`, `mode = "in_process" |
@@ -284,6 +286,8 @@ struct Param {
     ty: Type,
     doc: String,
     optional: bool,
+    /// `#[schemars]` / `#[serde]` attributes moved from the parameter to its field.
+    attrs: Vec<Attribute>,
 }
 
 fn is_option(ty: &Type) -> bool {
@@ -382,6 +386,13 @@ fn generate(
         // parameters, and it belongs in the schema anyway.
         let doc = whole_doc(&doc_lines(&typed.attrs));
         typed.attrs.retain(|a| !a.path().is_ident("doc"));
+        // `#[schemars(…)]` and `#[serde(…)]` on a parameter belong to its schema and its
+        // parsing: move them onto the generated field (rustc rejects them on parameters).
+        let (field_attrs, kept): (Vec<Attribute>, Vec<Attribute>) =
+            std::mem::take(&mut typed.attrs)
+                .into_iter()
+                .partition(|a| a.path().is_ident("schemars") || a.path().is_ident("serde"));
+        typed.attrs = kept;
 
         if let Some(by_ref) = context_kind(&typed.ty) {
             if index != 0 {
@@ -427,6 +438,7 @@ fn generate(
             ty: (*typed.ty).clone(),
             doc,
             optional,
+            attrs: field_attrs,
         });
     }
     let _ = inputs_len;
@@ -450,7 +462,8 @@ fn generate(
         } else {
             quote!()
         };
-        quote!(#doc #default #ident: #ty,)
+        let attrs = &p.attrs;
+        quote!(#doc #default #(#attrs)* #ident: #ty,)
     });
     // A readable error, on the parameter's own type, when it cannot be an argument.
     let arg_checks = params.iter().map(|p| {

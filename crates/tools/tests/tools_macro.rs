@@ -450,3 +450,38 @@ fn tools_built_by_hand_follow_the_same_rules() {
         .unwrap_err();
     assert!(err.to_string().contains("object"), "{err}");
 }
+
+/// Look something up.
+#[tool]
+fn lookup(
+    /// The key.
+    #[schemars(example = "/input/a.txt")]
+    key: String,
+    /// How many, at most.
+    #[serde(rename = "max")]
+    #[schemars(range(min = 1, max = 10))]
+    limit: Option<u8>,
+) -> String {
+    format!("{key}:{limit:?}")
+}
+
+#[test]
+fn schemars_and_serde_attributes_on_parameters_reach_the_argument() {
+    let t = LookupTool::tool();
+    let s = t.schema();
+    assert_eq!(s["properties"]["key"]["examples"], json!(["/input/a.txt"]));
+    assert_eq!(s["properties"]["max"]["maximum"], 10);
+    assert!(
+        s["properties"].get("limit").is_none(),
+        "serde rename applies: {s}"
+    );
+    assert_eq!(
+        t.call(json!({"key": "k", "max": 3}), None).unwrap(),
+        ToolOutput::succeed("k:Some(3)")
+    );
+    let out = t.call(json!({"key": "k", "limit": 3}), None).unwrap();
+    assert!(
+        !out.ok && out.content.contains("unknown field `limit`"),
+        "{out:?}"
+    );
+}
