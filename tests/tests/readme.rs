@@ -221,7 +221,7 @@ fn setup_commands(readme: &Readme) -> Result<(), String> {
                 "run {attempt} of the main job did not report a verified bundle:\n{output}"
             ));
         }
-        if !output.contains(r#"{"tool_results":[{"name":"list_dir","ok":false}"#) {
+        if !output.contains(r#"{"tool_results":[{"name":"list_dir","ok":true},{"name":"read_file","ok":true},{"name":"write_file","ok":true}]}"#) {
             return Err(format!(
                 "the main job's answer is not what the README describes:\n{output}"
             ));

@@ -62,6 +62,7 @@ fn render_listing(listing: &DirListing) -> String {
 pub fn read_file(
     ctx: &RunContext,
     /// The file, e.g. `/input/notes.txt`.
+    #[schemars(example = "/input/notes.txt")]
     path: String,
     /// Byte offset to start reading at (default 0).
     offset: Option<u64>,
@@ -95,8 +96,10 @@ pub fn read_file(
 pub fn write_file(
     ctx: &RunContext,
     /// The file to write, e.g. `/output/summary.md`.
+    #[schemars(example = "/output/summary.md")]
     path: String,
     /// The whole new content of the file.
+    #[schemars(example = "# Summary\n")]
     content: String,
 ) -> ToolOutput {
     match ctx.sandbox().write_file(&path, content.as_bytes()) {
@@ -143,6 +146,7 @@ pub fn str_replace(
 pub fn list_dir(
     ctx: &RunContext,
     /// The folder, e.g. `/input`.
+    #[schemars(example = "/input")]
     path: String,
 ) -> ToolOutput {
     match ctx.sandbox().list_dir(&path) {
@@ -162,6 +166,7 @@ pub fn list_dir(
 pub fn run_command(
     ctx: &RunContext,
     /// The command line, run by `sh -c`.
+    #[schemars(example = "ls -l /input")]
     command: String,
     /// Seconds before the command and everything it started are killed (default 30).
     timeout_s: Option<u64>,
@@ -179,6 +184,7 @@ pub fn run_command(
 pub fn list_host_files(
     ctx: &RunContext,
     /// The folder, relative to the granted host folder (`.` for its root).
+    #[schemars(example = ".")]
     path: String,
 ) -> ToolOutput {
     match ctx.sandbox().list_host_files(&path) {
@@ -194,6 +200,7 @@ pub fn copy_from_host(
     /// The file, relative to the granted host folder.
     host_path: String,
     /// Where to put it, e.g. `/scratch/data.csv`.
+    #[schemars(example = "/scratch/data.csv")]
     path: String,
 ) -> ToolOutput {
     match ctx.sandbox().copy_from_host(&host_path, &path) {
@@ -212,6 +219,7 @@ pub fn copy_from_host(
 pub fn copy_to_host(
     ctx: &RunContext,
     /// The sandbox file, e.g. `/output/report.md`.
+    #[schemars(example = "/output/report.md")]
     path: String,
     /// Where to put it, relative to the granted host folder.
     host_path: String,
