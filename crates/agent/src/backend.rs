@@ -601,6 +601,12 @@ impl Run<'_> {
         state: &mut LoopState,
         mut pending: Option<PendingTurn>,
     ) -> Result<Outcome, AgentError> {
+        // One request for the whole run: the tools and settings do not change.
+        let mut request = ModelRequest {
+            messages: Vec::new(),
+            tools: self.prepared.definitions.clone(),
+            settings: self.settings(),
+        };
         loop {
             if let Some(turn) = pending.take() {
                 if let Some(outcome) = self.turn(state, turn).await? {
@@ -622,19 +628,18 @@ impl Run<'_> {
             }
             let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
             self.control.emit(RunEvent::ModelRequest { step });
-            let request = ModelRequest {
-                messages: state.messages.clone(),
-                tools: self.prepared.definitions.clone(),
-                settings: self.settings(),
-            };
+            // The history moves into the request and back: no copy of it per request.
+            request.messages = std::mem::take(&mut state.messages);
             let response = tokio::select! {
-                r = self.request(&request) => r,
-                () = self.control.cancelled() => {
-                    return Ok(Outcome {
-                        status: RunStatus::Cancelled,
-                        ..Outcome::failed("the run was cancelled while waiting for the model")
-                    });
-                }
+                r = self.request(&request) => Some(r),
+                () = self.control.cancelled() => None,
+            };
+            state.messages = std::mem::take(&mut request.messages);
+            let Some(response) = response else {
+                return Ok(Outcome {
+                    status: RunStatus::Cancelled,
+                    ..Outcome::failed("the run was cancelled while waiting for the model")
+                });
             };
             state.requests += 1;
             let response = match response {
