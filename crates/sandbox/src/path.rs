@@ -105,6 +105,16 @@ impl VirtualPath {
             )
         };
         let names = normalise(raw, &rest, root.as_str(), limits)?;
+        // The limit holds for the normal form too: a relative path gains `/scratch/`, and
+        // a path shown back to the model must parse again.
+        let len = root.as_str().len() + names.iter().map(|n| n.len() + 1).sum::<usize>();
+        if len > limits.max_path_bytes {
+            return Err(SandboxError::PathTooLong {
+                path: shown(raw),
+                len,
+                max: limits.max_path_bytes,
+            });
+        }
         Ok(VirtualPath { root, names })
     }
 
@@ -326,6 +336,35 @@ mod tests {
 
     fn parse(s: &str) -> Result<VirtualPath> {
         VirtualPath::parse(s, &Limits::default())
+    }
+
+    #[test]
+    fn a_relative_path_whose_normal_form_is_too_long_is_refused() {
+        // Found by the sandbox_path fuzz target: 1 020 bytes relative became 1 029 bytes
+        // as `/scratch/…`, which did not parse back.
+        let limits = Limits::default();
+        let n = |len: usize| "n".repeat(len);
+        // 1 020 bytes as sent, 1 029 as `/scratch/…`: refused.
+        let raw = [n(203), n(203), n(203), n(203), n(204)].join("/");
+        assert_eq!(raw.len(), 1020);
+        assert!(raw.len() <= limits.max_path_bytes);
+        let e = parse(&raw).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SandboxError::PathTooLong {
+                    len: 1029,
+                    max: 1024,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // 1 015 bytes as sent, exactly 1 024 as `/scratch/…`: accepted, and round-trips.
+        let fits = [n(203), n(203), n(203), n(203), n(199)].join("/");
+        let p = parse(&fits).unwrap();
+        assert_eq!(p.to_string().len(), 1024);
+        assert_eq!(parse(&p.to_string()).unwrap(), p);
     }
 
     #[test]
