@@ -193,12 +193,13 @@ impl Usage {
         fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
             match (a, b) {
                 (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
             }
         }
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.total_tokens += other.total_tokens;
+        // Counts come from the server: absurd ones saturate rather than overflow.
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.cached_input_tokens = add_opt(self.cached_input_tokens, other.cached_input_tokens);
         self.reasoning_tokens = add_opt(self.reasoning_tokens, other.reasoning_tokens);
     }

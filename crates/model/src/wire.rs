@@ -413,7 +413,7 @@ fn parse_usage(v: &Value) -> Option<Usage> {
     Some(Usage {
         input_tokens: input,
         output_tokens: output,
-        total_tokens: number(o.get("total_tokens")).unwrap_or(input + output),
+        total_tokens: number(o.get("total_tokens")).unwrap_or(input.saturating_add(output)),
         cached_input_tokens: number(
             o.get("prompt_tokens_details")
                 .and_then(|d| d.get("cached_tokens")),
@@ -782,6 +782,20 @@ mod tests {
             deltas.push(d)
         });
         (r, deltas)
+    }
+
+    #[test]
+    fn absurd_usage_counts_saturate_instead_of_overflowing() {
+        // Found by the response_parser fuzz target: token counts near u64::MAX made the
+        // derived total overflow (a panic in debug builds, a wrapped total in release).
+        let body = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":18446744073709551615,"completion_tokens":1e300}}"#;
+        let p = parse_body(body.as_bytes(), Some(JSON_MEDIA_TYPE), &mut |_| {}).unwrap();
+        let usage = p.usage.unwrap();
+        assert_eq!(usage.total_tokens, u64::MAX);
+        let mut sum = usage;
+        sum.add(&usage);
+        assert_eq!((sum.input_tokens, sum.total_tokens), (u64::MAX, u64::MAX));
     }
 
     #[test]
