@@ -368,7 +368,16 @@ impl Model for SlowModel {
 /// `runs` runs started at once, each with one tool call, all waiting on a slow model
 /// together; reports the process's peak RSS.
 fn concurrent_idle(name: &str, runs: usize) -> Figure {
-    raise_fd_limit();
+    let limit = raise_fd_limit();
+    // Each run in flight holds a few descriptors (its log, its sandbox folders).
+    if limit < (runs as u64) * 5 {
+        let mut f = Figure::new(name, runs as u64, 0.0);
+        f.skipped = Some(format!(
+            "the open-files limit is {limit} and cannot be raised here; {runs} runs in flight need about {}",
+            runs * 5
+        ));
+        return f;
+    }
     let dir = work_dir();
     let k = 1;
     let model = Arc::new(SlowModel {
@@ -414,8 +423,9 @@ fn concurrent_idle(name: &str, runs: usize) -> Figure {
 }
 
 /// Each run holds a few descriptors (log, sandbox folders): allow many thousands.
+/// Returns the soft limit in force afterwards.
 #[allow(unsafe_code)]
-fn raise_fd_limit() {
+fn raise_fd_limit() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -433,7 +443,9 @@ fn raise_fd_limit() {
                 let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }
+        let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
     }
+    lim.rlim_cur
 }
 
 /// A finished bundle holding `files` outputs of `file_mib` MiB each; `verify` is timed
@@ -574,7 +586,7 @@ fn cli_single_run(name: &str, provrun: Option<&Path>, times: usize) -> Figure {
     fig
 }
 
-const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH]
+const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]
 scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run";
 
 fn main() {
@@ -612,7 +624,16 @@ fn main() {
             );
             vec![ours, base]
         }
-        "concurrent_10k_idle" => vec![concurrent_idle(scenario, if quick { 1000 } else { 10_000 })],
+        "concurrent_10k_idle" => {
+            // `--runs N` overrides the count, e.g. where the descriptor limit is too low.
+            let runs = args
+                .iter()
+                .position(|a| a == "--runs")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(if quick { 1000 } else { 10_000 });
+            vec![concurrent_idle(scenario, runs)]
+        }
         "verify_1g" => verify_big(scenario, 16, if quick { 4 } else { 64 }),
         "cli_single_run" => vec![cli_single_run(
             scenario,
