@@ -134,7 +134,7 @@ fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8>
         .enable_all()
         .build()
         .map_err(|e| fail(EXIT_FAILED, format!("cannot start the runtime: {e}")))?;
-    Ok(runtime.block_on(async {
+    let out = runtime.block_on(async {
         let progress = Progress::start(control);
         let watcher = control.clone();
         // The first Ctrl-C cancels the run cleanly; a second one stops at once. The
@@ -154,7 +154,12 @@ fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8>
         ctrl_c.abort();
         progress.stop();
         out
-    }))
+    });
+    // The bundle is finished by now. A sync tool that timed out may still be running on
+    // the blocking pool; do not let it keep the process alive (dropping the runtime
+    // would wait for it).
+    runtime.shutdown_background();
+    Ok(out)
 }
 
 /// A `--model` as given on the command line: relative file paths resolve against the
