@@ -932,3 +932,35 @@ async fn progress_events_arrive_in_order_and_permits_gate_calls() {
     assert!(!fx.bundle.join("output/v.txt").exists());
     assert_verifies(&fx.bundle, true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beside_the_final_result_are_recorded_as_not_run() {
+    let fx = fixture();
+    let mut a = agent(&["write_file"]);
+    a.output_schema = Some(json!({"type": "object", "properties": {"answer": {"type": "string"}}}));
+    let model = script(json!([
+        {"tool_calls": [
+            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/late.txt", "content": "x"}},
+            {"id": "f1", "name": "final_result", "arguments": {"answer": "done"}}
+        ]}
+    ]));
+    let r = run_with(Backend::new().with_model(model), &a, &fx).await;
+    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.output, r#"{"answer":"done"}"#);
+    assert_eq!(
+        tool_results(&fx.bundle),
+        vec![
+            ("final_result".into(), true, "final result accepted".into()),
+            (
+                "write_file".into(),
+                false,
+                "not run: a final result was already given".into()
+            ),
+        ]
+    );
+    assert!(
+        !fx.bundle.join("output/late.txt").exists(),
+        "a call beside the answer must not run"
+    );
+    assert_verifies(&fx.bundle, true);
+}

@@ -719,16 +719,13 @@ impl Run<'_> {
                 out.content,
                 false,
             ));
-            for other in response.tool_calls.iter().filter(|c| c.id != answer.id) {
-                let skipped = ToolOutput::fail("not run: the final result was not valid");
-                self.evidence.completed(other, &skipped, 0, None).await?;
-                state.messages.push(Message::tool_result(
-                    &other.id,
-                    &other.name,
-                    skipped.content,
-                    false,
-                ));
-            }
+            self.skip_others(
+                state,
+                response,
+                &answer.id,
+                "not run: the final result was not valid",
+            )
+            .await?;
             return Ok(None);
         }
         if !self.agent.stream {
@@ -741,8 +738,33 @@ impl Run<'_> {
             "final result accepted",
             true,
         ));
-        for other in response.tool_calls.iter().filter(|c| c.id != answer.id) {
-            let skipped = ToolOutput::fail("not run: a final result was already given");
+        self.skip_others(
+            state,
+            response,
+            &answer.id,
+            "not run: a final result was already given",
+        )
+        .await?;
+        let output = to_canonical_string(&parsed).unwrap_or_else(|_| parsed.to_string());
+        Ok(Some(Outcome {
+            status: RunStatus::Finished,
+            output,
+            error: None,
+            deferred: Vec::new(),
+        }))
+    }
+
+    /// Record every call of `response` but the answer `answer_id` as not run, and tell the
+    /// model why.
+    async fn skip_others(
+        &self,
+        state: &mut LoopState,
+        response: &ModelResponse,
+        answer_id: &str,
+        why: &str,
+    ) -> Result<(), AgentError> {
+        for other in response.tool_calls.iter().filter(|c| c.id != answer_id) {
+            let skipped = ToolOutput::fail(why);
             self.evidence.completed(other, &skipped, 0, None).await?;
             state.messages.push(Message::tool_result(
                 &other.id,
@@ -751,13 +773,7 @@ impl Run<'_> {
                 false,
             ));
         }
-        let output = to_canonical_string(&parsed).unwrap_or_else(|_| parsed.to_string());
-        Ok(Some(Outcome {
-            status: RunStatus::Finished,
-            output,
-            error: None,
-            deferred: Vec::new(),
-        }))
+        Ok(())
     }
 
     /// Run one turn's calls concurrently, then record them in call order (so the log
