@@ -233,7 +233,10 @@ impl ModelError {
             | ModelError::StreamIncomplete { exchange, .. }
             | ModelError::ScriptExhausted { exchange, .. }
             | ModelError::ReplayDiverged { exchange, .. } => Some(exchange),
-            _ => None,
+            ModelError::Config(_)
+            | ModelError::InvalidRequest(_)
+            | ModelError::InvalidScript { .. }
+            | ModelError::Function(_) => None,
         }
     }
 
