@@ -62,6 +62,7 @@ fn make_template(dir: &std::path::Path) {
         mode: Some("in_process".into()),
         arguments_blob: None,
         result_blob: None,
+        decided_by: None,
     })
     .unwrap();
     std::fs::write(rec.output_dir().join("response.txt"), b"done").unwrap();

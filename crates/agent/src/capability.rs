@@ -246,6 +246,7 @@ impl ToolEvidence {
                 mode: flags.mode,
                 arguments_blob,
                 result_blob,
+                decided_by: None,
             })
             .await?;
         Ok(seq)

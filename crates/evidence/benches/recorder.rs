@@ -40,6 +40,7 @@ fn small_event(i: usize) -> ToolCalled {
         mode: None,
         arguments_blob: None,
         result_blob: None,
+        decided_by: None,
     }
 }
 

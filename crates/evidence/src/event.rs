@@ -283,6 +283,16 @@ pub struct ToolCalled {
     /// Blob holding the result when it was too large to inline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_blob: Option<BlobRef>,
+    /// What decided a completed call's result (added after format 1 first shipped; absent
+    /// in older logs and on deferred calls): `tool` (the tool ran and this is its output),
+    /// `hook` (a before hook denied or replaced the call: the tool did not run),
+    /// `after_hook` (the tool ran and an after hook rewrote its output), `approval` (a
+    /// resume denied the call), `caller` (the caller gave the result of a call it runs),
+    /// `runtime` (the runtime answered without a tool: an unknown tool, a call beside a
+    /// final result, the output tool's verdict), `provider` (the provider ran it).
+    /// Replay reruns only what a tool decided and takes the rest from the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 impl Payload for ToolCalled {
     const TYPE: EventType = EventType::ToolCalled;
@@ -483,6 +493,7 @@ mod tests {
             mode: None,
             arguments_blob: None,
             result_blob: None,
+            decided_by: None,
         };
         assert_eq!(t.confidence(), Confidence::Observed);
         t.provider_run = true;
