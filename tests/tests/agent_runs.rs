@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use provrun::agent::{
-    AgentSpec, ApprovePolicy, Backend, BeforeToolHook, Decision, DeferReason, HookDecision,
-    RunControl, RunResult, RunSpec, RunStatus, ToolCallInfo, ToolHooks, replay,
+    AfterToolHook, AgentSpec, ApprovePolicy, Backend, BeforeToolHook, Decision, DeferReason,
+    HookDecision, ResumeSpec, RunControl, RunResult, RunSpec, RunStatus, ToolCallInfo, ToolHooks,
+    replay,
 };
 use provrun::evidence::{EventType, read_events, verify};
 use provrun::model::{
@@ -15,6 +16,7 @@ use provrun::model::{
     Reply, ScriptModel, StreamDelta, ToolCall, Usage,
 };
 use provrun::tool;
+use provrun::tools::{Tool, ToolOutput, ToolRegistry};
 use serde_json::{Value, json};
 
 /// Ask the caller for a number (the caller runs this tool).
@@ -127,8 +129,14 @@ fn assert_verifies(bundle: &Path, complete: bool) {
     assert_eq!(report.complete, complete);
 }
 
-async fn assert_replays(fx: &Fixture) {
-    let out = fx.root.join(format!("replay-{}", std::process::id()));
+/// Replay the fixture's bundle with a plain backend (no hooks, the linked tools) into a
+/// new bundle: it must match, verify, write the same log line for line (types, tool
+/// names, results, flags, statuses — pauses included) and end with the same status.
+/// Returns the new bundle.
+async fn assert_replays(fx: &Fixture) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let out = fx.root.join(format!("replay-{n}"));
     let report = replay(&Backend::new(), &RunControl::new(), &fx.bundle, &out)
         .await
         .unwrap();
@@ -139,6 +147,36 @@ async fn assert_replays(fx: &Fixture) {
         timeline(&fx.bundle),
         "replay wrote another log"
     );
+    assert_eq!(
+        tool_calls_in_full(&out),
+        tool_calls_in_full(&fx.bundle),
+        "replay made other tool calls"
+    );
+    out
+}
+
+/// Every tool_called payload without its timing.
+fn tool_calls_in_full(bundle: &Path) -> Vec<Value> {
+    read_events(bundle)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .map(|e| {
+            let mut p = e.payload;
+            p.as_object_mut().unwrap().remove("duration_ms");
+            p
+        })
+        .collect()
+}
+
+/// The `decided_by` of each completed call, in order.
+fn decided_by(bundle: &Path) -> Vec<String> {
+    read_events(bundle)
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled && e.payload["deferred"] != true)
+        .map(|e| e.payload["decided_by"].as_str().unwrap().to_string())
+        .collect()
 }
 
 fn s(items: &[&str]) -> Vec<String> {
@@ -254,7 +292,7 @@ async fn bad_arguments_and_unknown_tools_are_failed_results_the_model_sees() {
             "model_called",
         ])
     );
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     assert!(seen[0].contains("not valid JSON"), "{}", seen[0]);
     assert!(
         seen[1].contains("`path`") && seen[1].contains("invalid type"),
@@ -274,7 +312,12 @@ async fn bad_arguments_and_unknown_tools_are_failed_results_the_model_sees() {
         .find(|e| e.payload["call_id"] == "bad-json")
         .unwrap();
     assert_eq!(bad.payload["arguments"], "{not json");
+    assert_eq!(
+        decided_by(&fx.bundle),
+        s(&["tool", "tool", "tool", "runtime"])
+    );
     assert_verifies(&fx.bundle, true);
+    assert_replays(&fx).await;
 }
 
 struct Gate;
@@ -330,7 +373,60 @@ async fn hooks_deny_and_replace_calls_without_running_the_tool() {
         "a denied call must not run"
     );
     assert!(fx.bundle.join("output/ok.txt").exists());
+    assert_eq!(decided_by(&fx.bundle), s(&["hook", "hook", "tool"]));
     assert_verifies(&fx.bundle, true);
+    // The replay has no hooks: it takes the hooks' decisions from the log, runs only w2.
+    let again = assert_replays(&fx).await;
+    assert!(!again.join("output/secret.txt").exists());
+    assert!(again.join("output/ok.txt").exists());
+}
+
+/// Rewrites what the model sees of every `read_file` and `write_file` result.
+struct Rewrite;
+
+#[async_trait]
+impl AfterToolHook for Rewrite {
+    async fn after(&self, call: &ToolCallInfo, output: ToolOutput) -> ToolOutput {
+        match call.name.as_str() {
+            "read_file" => ToolOutput::succeed(output.content.to_uppercase()),
+            "write_file" => ToolOutput::succeed("[written]"),
+            _ => output,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_hooks_rewrite_results_and_replay_runs_the_tool_but_keeps_the_rewrite() {
+    let fx = fixture();
+    let a = agent(&["read_file", "write_file", "list_dir"]);
+    let model = script(json!([
+        {"tool_calls": [
+            {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
+            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/w.txt", "content": "w"}},
+            {"id": "l1", "name": "list_dir", "arguments": {"path": "/output"}}
+        ]},
+        {"text": "ok"}
+    ]));
+    let backend = Backend::new()
+        .with_model(model)
+        .with_hooks(ToolHooks::new().after(Rewrite));
+    let r = run_with(backend, &a, &fx).await;
+    assert_eq!(r.status, RunStatus::Finished);
+    let results = tool_results(&fx.bundle);
+    assert_eq!(results[0].2, "ALPHA\n");
+    assert_eq!(results[1].2, "[written]");
+    assert_eq!(
+        decided_by(&fx.bundle),
+        s(&["after_hook", "after_hook", "tool"])
+    );
+    assert_verifies(&fx.bundle, true);
+    // The replay runs write_file again (its file is an output) but the model is given
+    // the rewritten results, as recorded.
+    let again = assert_replays(&fx).await;
+    assert_eq!(
+        std::fs::read_to_string(again.join("output/w.txt")).unwrap(),
+        "w"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,6 +465,9 @@ async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
         ])
     );
     assert_verifies(&fx.bundle, true);
+    // A run still paused replays up to its pause, and ends paused too.
+    let again = assert_replays(&fx).await;
+    assert!(!again.join("output/out.txt").exists());
 
     // Decisions that do not fit are refused before anything is written.
     let before = std::fs::read(fx.bundle.join("events.jsonl")).unwrap();
@@ -419,6 +518,12 @@ async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
         ])
     );
     assert_verifies(&fx.bundle, true);
+    // The replay pauses at the same call and resumes with the recorded approval.
+    let again = assert_replays(&fx).await;
+    assert_eq!(
+        std::fs::read_to_string(again.join("output/out.txt")).unwrap(),
+        "approved"
+    );
     // A finished run cannot be resumed again.
     let err = Backend::new()
         .resume(
@@ -460,7 +565,11 @@ async fn a_denied_approval_tells_the_model_and_runs_nothing() {
         vec![("write_file".into(), false, "denied: not today".into())]
     );
     assert!(!fx.bundle.join("output/o.txt").exists());
+    assert_eq!(decided_by(&fx.bundle), s(&["approval"]));
     assert_verifies(&fx.bundle, true);
+    // The replay is denied the same call with the same message.
+    let again = assert_replays(&fx).await;
+    assert!(!again.join("output/o.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,7 +618,10 @@ async fn a_client_round_trip_pauses_for_the_callers_result() {
         tool_results(&fx.bundle),
         vec![("ask_caller".into(), true, "42".into())]
     );
+    assert_eq!(decided_by(&fx.bundle), s(&["caller"]));
     assert_verifies(&fx.bundle, true);
+    // The replay pauses for the caller and is given the recorded result.
+    assert_replays(&fx).await;
 }
 
 async fn output_tool_run(stream: bool) -> (Fixture, RunResult) {
@@ -604,6 +716,10 @@ async fn a_cancelled_run_finishes_its_bundle_as_cancelled() {
         ])
     );
     assert_verifies(&fx.bundle, true);
+    // Replayed up to the last recorded request, and cancelled there.
+    let again = assert_replays(&fx).await;
+    let finished = read_events(&again).unwrap().pop().unwrap();
+    assert_eq!(finished.payload["usage"]["requests"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -633,6 +749,7 @@ async fn max_steps_ends_the_run_as_failed_with_a_verifiable_bundle() {
     );
     assert!(!fx.bundle.join("output/response.txt").exists());
     assert_verifies(&fx.bundle, true);
+    assert_replays(&fx).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -665,6 +782,7 @@ async fn a_failing_model_fails_the_run_and_records_the_request() {
         "the request sent is kept"
     );
     assert_verifies(&fx.bundle, true);
+    assert_replays(&fx).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -710,10 +828,31 @@ impl Model for SearchingProvider {
             finish_reason: None,
             model: None,
             id: Some("resp1".into()),
+            // What Groq sends for a tool it ran (../shared/fixtures/openai/21_*), so that
+            // a replay parses the same response back; no request body is kept.
             raw: RawExchange {
-                request_body: b"{}".to_vec().into(),
-                request_media_type: "application/json".into(),
-                response_body: b"{}".to_vec().into(),
+                response_body: json!({
+                    "id": "resp1",
+                    "object": "chat.completion",
+                    "choices": [{
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": "It rained.",
+                            "executed_tools": [{
+                                "index": 0,
+                                "type": "search",
+                                "arguments": "{\"query\":\"weather\"}",
+                                "output": "rain"
+                            }]
+                        }
+                    }],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+                })
+                .to_string()
+                .into_bytes()
+                .into(),
                 ..RawExchange::default()
             },
         })
@@ -747,6 +886,7 @@ async fn provider_run_tools_are_recorded_as_parsed() {
         ])
     );
     assert_verifies(&fx.bundle, true);
+    assert_replays(&fx).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -852,6 +992,7 @@ async fn skills_are_listed_to_the_model_and_loaded_on_demand() {
         64
     );
     assert_verifies(&fx.bundle, true);
+    assert_replays(&fx).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -930,7 +1071,11 @@ async fn progress_events_arrive_in_order_and_permits_gate_calls() {
         ]
     );
     assert!(!fx.bundle.join("output/v.txt").exists());
+    // w1 was permitted (the tool ran), w2 denied by the hook.
+    assert_eq!(decided_by(&fx.bundle), s(&["tool", "tool", "hook"]));
     assert_verifies(&fx.bundle, true);
+    let again = assert_replays(&fx).await;
+    assert!(again.join("output/w.txt").exists() && !again.join("output/v.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -963,4 +1108,234 @@ async fn calls_beside_the_final_result_are_recorded_as_not_run() {
         "a call beside the answer must not run"
     );
     assert_verifies(&fx.bundle, true);
+    assert_replays(&fx).await;
+}
+
+async fn schema_checked_run(stream: bool) -> (Fixture, RunResult) {
+    let fx = fixture();
+    let mut a = agent(&[]);
+    a.stream = stream;
+    a.output_schema = Some(json!({
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": false
+    }));
+    let model = script(json!([
+        {"tool_calls": [{"id": "f1", "name": "final_result", "arguments": {"answer": 5}}]},
+        {"tool_calls": [{"id": "f2", "name": "final_result", "arguments": {"answer": "five"}}]}
+    ]));
+    let r = run_with(Backend::new().with_model(model), &a, &fx).await;
+    (fx, r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn final_results_that_do_not_follow_the_output_schema_are_failed_results() {
+    for stream in [false, true] {
+        let (fx, r) = schema_checked_run(stream).await;
+        assert_eq!(r.status, RunStatus::Finished, "stream {stream}");
+        assert_eq!(r.output, r#"{"answer":"five"}"#);
+        let results = tool_results(&fx.bundle);
+        assert_eq!(results.len(), 2, "{results:?}");
+        assert_eq!(
+            (results[0].0.as_str(), results[0].1),
+            ("final_result", false)
+        );
+        assert!(
+            results[0]
+                .2
+                .contains("do not follow the output schema: at '/answer'"),
+            "{}",
+            results[0].2
+        );
+        assert_eq!(
+            results[1],
+            ("final_result".into(), true, "final result accepted".into())
+        );
+        // The model is told why (the rejected answer's result is in the next request).
+        let events = read_events(&fx.bundle).unwrap();
+        let second = events
+            .iter()
+            .filter(|e| e.kind == EventType::ModelCalled)
+            .nth(1)
+            .unwrap();
+        let blob: provrun::evidence::BlobRef =
+            serde_json::from_value(second.payload["request"].clone()).unwrap();
+        let request = provrun::evidence::read_blob(&fx.bundle, &blob).unwrap();
+        assert!(
+            String::from_utf8_lossy(&request).contains("do not follow the output schema"),
+            "the second request carries the verdict"
+        );
+        let expected: &[&str] = if stream {
+            &[
+                "tool_called:final_result:failed:output_tool",
+                "model_called",
+                "tool_called:final_result:ok:output_tool",
+                "model_called",
+            ]
+        } else {
+            &[
+                "model_called",
+                "tool_called:final_result:failed:output_tool",
+                "model_called",
+                "tool_called:final_result:ok:output_tool",
+            ]
+        };
+        assert_eq!(timeline(&fx.bundle)[3..7], s(expected));
+        assert_verifies(&fx.bundle, true);
+        assert_replays(&fx).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_output_schema_is_a_spec_error_before_anything_runs() {
+    let fx = fixture();
+    let mut a = agent(&[]);
+    a.output_schema = Some(json!({"type": "object", "properties": {"a": {"type": 5}}}));
+    let run = RunSpec::new("go", &fx.bundle).input(&fx.input);
+    let err = Backend::new()
+        .execute(&RunControl::new(), &a, &run)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`output_schema` is not a valid JSON Schema"),
+        "{err}"
+    );
+    assert!(!fx.bundle.exists());
+    let err = AgentSpec::from_toml_str(
+        "name = \"x\"\nmodel = \"test\"\n[output_schema]\ntype = \"object\"\nrequired = \"a\"\n",
+        Some(Path::new("a.toml")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("a.toml") && err.contains("not a valid JSON Schema"),
+        "{err}"
+    );
+}
+
+/// A registry whose only tool, `stamp`, answers `text`.
+fn stamp_registry(text: &'static str) -> ToolRegistry {
+    let mut reg = ToolRegistry::empty();
+    reg.add(
+        Tool::builder("stamp", "Stamps the run.")
+            .sync_handler(false, move |_, _| ToolOutput::succeed(text))
+            .build()
+            .unwrap(),
+    );
+    reg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_names_the_first_call_whose_tool_now_answers_differently() {
+    let fx = fixture();
+    let a = agent(&["stamp"]);
+    let model = script(json!([
+        {"tool_calls": [{"id": "s1", "name": "stamp", "arguments": {}}]},
+        {"text": "stamped"}
+    ]));
+    let backend = Backend::new()
+        .with_model(model)
+        .with_registry(stamp_registry("version 1"));
+    assert_eq!(run_with(backend, &a, &fx).await.status, RunStatus::Finished);
+    // The same tool registry replays to a match.
+    let same = fx.root.join("same");
+    let backend = Backend::new().with_registry(stamp_registry("version 1"));
+    let report = replay(&backend, &RunControl::new(), &fx.bundle, &same)
+        .await
+        .unwrap();
+    assert!(report.matches(), "{:?}", report.difference);
+    assert_eq!((report.tool_calls, report.outputs), (1, 1));
+    // Another implementation of the tool is a named difference.
+    let other = fx.root.join("other");
+    let backend = Backend::new().with_registry(stamp_registry("version 2"));
+    let report = replay(&backend, &RunControl::new(), &fx.bundle, &other)
+        .await
+        .unwrap();
+    let difference = report.difference.unwrap();
+    assert!(
+        difference.starts_with("tool call 1 differs")
+            && difference.contains("\"version 1\"")
+            && difference.contains("\"version 2\""),
+        "{difference}"
+    );
+    // The new bundle records what happened: the model then saw another history, so
+    // the replay diverged and failed; it still verifies.
+    assert_eq!(report.result.status, RunStatus::Failed);
+    assert_verifies(&other, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_grants_the_host_folder_again() {
+    let fx = fixture();
+    let host = fx.root.join("host");
+    std::fs::create_dir(&host).unwrap();
+    let mut a = agent(&["copy_to_host"]);
+    a.approve = ApprovePolicy::Destructive;
+    let model = script(json!([
+        {"tool_calls": [{"id": "c1", "name": "copy_to_host",
+                         "arguments": {"path": "/input/a.txt", "host_path": "copied.txt"}}]},
+        {"text": "copied"}
+    ]));
+    let mut run = RunSpec::new("go", &fx.bundle).input(&fx.input);
+    run.host_dir = Some(host.clone());
+    let r = Backend::new()
+        .with_model(model.clone())
+        .execute(&RunControl::new(), &a, &run)
+        .await
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Paused);
+    let approve = [Decision::Approve("c1".into())];
+    // Without the folder the resume is refused, and so is a folder for a run without one.
+    let err = Backend::new()
+        .with_model(model.clone())
+        .resume(&RunControl::new(), &fx.bundle, &approve)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("grant it again"), "{err}");
+    let r = Backend::new()
+        .with_model(model)
+        .resume_with(
+            &RunControl::new(),
+            &fx.bundle,
+            &approve,
+            &ResumeSpec::new().host_dir(&host),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+    assert_eq!(
+        std::fs::read_to_string(host.join("copied.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert!(tool_results(&fx.bundle)[0].1);
+    assert_verifies(&fx.bundle, true);
+
+    let fx2 = fixture();
+    let mut a = agent(&["write_file"]);
+    a.approve = ApprovePolicy::All;
+    let model = script(json!([
+        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "/output/o.txt", "content": "x"}}]}
+    ]));
+    assert_eq!(
+        run_with(Backend::new().with_model(model.clone()), &a, &fx2)
+            .await
+            .status,
+        RunStatus::Paused
+    );
+    let err = Backend::new()
+        .with_model(model)
+        .resume_with(
+            &RunControl::new(),
+            &fx2.bundle,
+            &[Decision::Approve("w1".into())],
+            &ResumeSpec::new().host_dir(&host),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not granted a host folder"),
+        "{err}"
+    );
 }

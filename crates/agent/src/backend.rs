@@ -18,14 +18,16 @@ use provrun_tools::{RunContext, RunDeps, RunInfo, Tool, ToolMode, ToolOutput, To
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::capability::{EvidenceModel, ToolEvidence};
+use crate::capability::{DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, ToolEvidence};
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
 use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
+use crate::output::OutputSchema;
+use crate::replay::Replaying;
 use crate::skills::{self, Skill, USE_SKILL_TOOL};
 use crate::spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, RunResult, RunSpec,
-    RunUsage,
+    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
+    RunSpec, RunUsage,
 };
 
 /// The name of the output tool an agent with an `output_schema` answers through.
@@ -54,6 +56,9 @@ pub struct Backend {
     model: Option<Arc<dyn Model>>,
     registry: Option<ToolRegistry>,
     hooks: ToolHooks,
+    /// Set by [`crate::replay`]: the recorded decisions that stand in for hooks, and where
+    /// a recorded cancellation ends the run.
+    replaying: Option<Arc<Replaying>>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -62,6 +67,7 @@ impl std::fmt::Debug for Backend {
             .field("model", &self.model.as_ref().map(|m| m.name().to_string()))
             .field("registry", &self.registry.as_ref().map(ToolRegistry::len))
             .field("hooks", &self.hooks)
+            .field("replaying", &self.replaying.is_some())
             .finish()
     }
 }
@@ -119,6 +125,7 @@ struct Prepared {
     instructions: String,
     skills: Vec<Skill>,
     model: Arc<dyn Model>,
+    output_schema: Option<OutputSchema>,
 }
 
 /// One run in progress.
@@ -172,6 +179,12 @@ impl Backend {
     /// Run these hooks around every tool call.
     pub fn with_hooks(mut self, hooks: ToolHooks) -> Self {
         self.hooks = hooks;
+        self
+    }
+
+    /// Replay mode: recorded decisions instead of hooks (see [`crate::replay`]).
+    pub(crate) fn replaying(mut self, replaying: Arc<Replaying>) -> Self {
+        self.replaying = Some(replaying);
         self
     }
 
@@ -245,7 +258,15 @@ impl Backend {
             }
             instructions.push_str(&skills::skills_prompt(&skills));
         }
+        let mut output_schema = None;
         if let Some(schema) = &agent.output_schema {
+            output_schema =
+                Some(
+                    OutputSchema::new(schema).map_err(|message| AgentError::InvalidSpec {
+                        origin: format!("agent spec `{}`", agent.name),
+                        message: format!("`output_schema` is not a valid JSON Schema: {message}"),
+                    })?,
+                );
             if tools.contains_key(OUTPUT_TOOL) {
                 return Err(AgentError::UnusableTool {
                     name: OUTPUT_TOOL.into(),
@@ -266,6 +287,7 @@ impl Backend {
             instructions,
             skills,
             model,
+            output_schema,
         })
     }
 
@@ -377,8 +399,10 @@ impl Backend {
             },
         });
         let mut model = EvidenceModel::new(Arc::clone(&prepared.model), recorder.clone());
-        if agent.output_schema.is_some() {
-            model = model.with_output_tool(OUTPUT_TOOL);
+        if let Some(schema) = &prepared.output_schema {
+            model = model
+                .with_output_tool(OUTPUT_TOOL)
+                .with_output_schema(schema.clone());
         }
         Run {
             backend: self,
@@ -441,24 +465,66 @@ impl Backend {
     }
 
     /// Continue a paused run (in this process or another) with decisions for the calls
-    /// it waits on: every waiting call needs exactly one.
+    /// it waits on: every waiting call needs exactly one. A run that was granted a host
+    /// folder needs [`Backend::resume_with`] to grant it again.
     pub async fn resume(
         &self,
         control: &RunControl,
         bundle: &Path,
         decisions: &[Decision],
     ) -> Result<RunResult, AgentError> {
+        self.resume_with(control, bundle, decisions, &ResumeSpec::default())
+            .await
+    }
+
+    /// [`Backend::resume`] with options: `spec.host_dir` grants the host folder again.
+    /// It is required when the run was granted one and refused when it was not (the
+    /// evidence says whether a run had a host folder, and that must stay true).
+    pub async fn resume_with(
+        &self,
+        control: &RunControl,
+        bundle: &Path,
+        decisions: &[Decision],
+        spec: &ResumeSpec,
+    ) -> Result<RunResult, AgentError> {
         let paused = crate::replay::read_paused(bundle)?;
         let agent = paused.agent;
+        match (&spec.host_dir, paused.host_dir_granted) {
+            (Some(host), false) => {
+                return Err(AgentError::Input {
+                    path: host.clone(),
+                    message: "this run was not granted a host folder, so its resume cannot be"
+                        .into(),
+                });
+            }
+            (None, true) => {
+                return Err(AgentError::Bundle {
+                    path: bundle.to_path_buf(),
+                    message: "the run was granted a host folder: grant it again to resume \
+                              (--host-dir DIR)"
+                        .into(),
+                });
+            }
+            (Some(host), true) if !host.is_dir() => {
+                return Err(AgentError::Input {
+                    path: host.clone(),
+                    message: "the host folder does not exist or is not a folder".into(),
+                });
+            }
+            _ => {}
+        }
         let prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
         let recorder = Recorder::reopen(bundle, Durability::AtEnd)?;
-        let sandbox = Sandbox::with_temp_scratch(
+        let mut sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
             recorder.output_dir(),
             agent.limits.clone(),
         )?
         .allow_degraded_commands(agent.allow_degraded_sandbox);
+        if let Some(host) = &spec.host_dir {
+            sandbox = sandbox.with_host_dir(host)?;
+        }
         let run_id = recorder.run_id().to_string();
         let active = self.start(control, &agent, &prepared, recorder, sandbox, run_id);
         active.drive(paused.state, Some(pending)).await
@@ -559,12 +625,41 @@ fn make_writable(path: &Path) {
     }
 }
 
+/// What a turn's answer through the output tool came to.
+enum Answer {
+    /// The turn has no answer (or the agent no output schema): its calls run as usual.
+    None,
+    /// The answer does not follow the schema; every call of the turn is answered.
+    Rejected,
+    /// The run ends with this answer.
+    Accepted(Outcome),
+}
+
+/// A call's result and what decided it.
+struct Decided {
+    output: ToolOutput,
+    by: DecidedBy,
+    /// Taken from a recording (replay), not produced now.
+    from_log: bool,
+}
+
+impl Decided {
+    fn new(output: ToolOutput, by: DecidedBy) -> Self {
+        Self {
+            output,
+            by,
+            from_log: false,
+        }
+    }
+}
+
 /// The result of dispatching one call, not yet recorded.
 enum CallResult {
     Done {
         output: ToolOutput,
         duration_ms: u64,
         mode: Option<String>,
+        decided_by: DecidedBy,
     },
     Deferred {
         call: DeferredCall,
@@ -614,7 +709,9 @@ impl Run<'_> {
                 }
                 self.recorder.step_async().await?;
             }
-            if self.control.is_cancelled() {
+            let replay_cancels =
+                (self.backend.replaying.as_ref()).is_some_and(|r| r.cancels_at(state.requests));
+            if self.control.is_cancelled() || replay_cancels {
                 return Ok(Outcome {
                     status: RunStatus::Cancelled,
                     ..Outcome::failed("the run was cancelled")
@@ -662,15 +759,19 @@ impl Run<'_> {
                     deferred: Vec::new(),
                 });
             }
-            if let Some(outcome) = self.output_turn(state, &response).await? {
-                return Ok(outcome);
-            }
-            let turn = PendingTurn {
-                calls: response.tool_calls.clone(),
-                ..PendingTurn::default()
-            };
-            if let Some(outcome) = self.turn(state, turn).await? {
-                return Ok(outcome);
+            match self.output_turn(state, &response).await? {
+                Answer::Accepted(outcome) => return Ok(outcome),
+                // Every call of the turn is answered: the model tries again.
+                Answer::Rejected => {}
+                Answer::None => {
+                    let turn = PendingTurn {
+                        calls: response.tool_calls.clone(),
+                        ..PendingTurn::default()
+                    };
+                    if let Some(outcome) = self.turn(state, turn).await? {
+                        return Ok(outcome);
+                    }
+                }
             }
             self.recorder.step_async().await?;
         }
@@ -691,34 +792,36 @@ impl Run<'_> {
         }
     }
 
-    /// A response that answers through the output tool ends the run with that answer;
-    /// other calls in it are recorded as not run.
+    /// A response that answers through the output tool ends the run with that answer,
+    /// when it follows the output schema; other calls in it are recorded as not run.
+    /// An answer that does not is a failed result the model sees, and the run goes on.
     async fn output_turn(
         &self,
         state: &mut LoopState,
         response: &ModelResponse,
-    ) -> Result<Option<Outcome>, AgentError> {
-        if self.agent.output_schema.is_none() {
-            return Ok(None);
-        }
-        let Some(answer) = response.tool_calls.iter().find(|c| c.name == OUTPUT_TOOL) else {
-            return Ok(None);
+    ) -> Result<Answer, AgentError> {
+        let Some(schema) = &self.prepared.output_schema else {
+            return Ok(Answer::None);
         };
-        let parsed = crate::capability::arguments_value(&answer.arguments);
-        if !parsed.is_object() {
-            // Not an object: tell the model, as a failed result, and let it try again.
-            let out = ToolOutput::fail(format!(
-                "invalid arguments for tool `{OUTPUT_TOOL}`: expected a JSON object following the output schema"
-            ));
-            self.evidence
-                .completed(answer, &out, 0, Some("output".into()))
-                .await?;
-            state.messages.push(Message::tool_result(
-                &answer.id,
-                OUTPUT_TOOL,
-                out.content,
-                false,
-            ));
+        let Some(answer) = response.tool_calls.iter().find(|c| c.name == OUTPUT_TOOL) else {
+            return Ok(Answer::None);
+        };
+        let checked = schema.check(&answer.arguments);
+        let verdict = match &checked {
+            Ok(_) => ToolOutput::succeed(OUTPUT_ACCEPTED),
+            Err(why) => ToolOutput::fail(why.clone()),
+        };
+        if !self.agent.stream {
+            // Streamed: the evidence model already wrote it, before its model_called.
+            self.evidence.output_verdict(answer, &verdict, 0).await?;
+        }
+        state.messages.push(Message::tool_result(
+            &answer.id,
+            OUTPUT_TOOL,
+            verdict.content,
+            verdict.ok,
+        ));
+        let Ok(parsed) = checked else {
             self.skip_others(
                 state,
                 response,
@@ -726,18 +829,8 @@ impl Run<'_> {
                 "not run: the final result was not valid",
             )
             .await?;
-            return Ok(None);
-        }
-        if !self.agent.stream {
-            // Streamed: the evidence model already wrote it, before its model_called.
-            self.evidence.output_tool(answer, 0).await?;
-        }
-        state.messages.push(Message::tool_result(
-            &answer.id,
-            OUTPUT_TOOL,
-            "final result accepted",
-            true,
-        ));
+            return Ok(Answer::Rejected);
+        };
         self.skip_others(
             state,
             response,
@@ -746,7 +839,7 @@ impl Run<'_> {
         )
         .await?;
         let output = to_canonical_string(&parsed).unwrap_or_else(|_| parsed.to_string());
-        Ok(Some(Outcome {
+        Ok(Answer::Accepted(Outcome {
             status: RunStatus::Finished,
             output,
             error: None,
@@ -765,7 +858,9 @@ impl Run<'_> {
     ) -> Result<(), AgentError> {
         for other in response.tool_calls.iter().filter(|c| c.id != answer_id) {
             let skipped = ToolOutput::fail(why);
-            self.evidence.completed(other, &skipped, 0, None).await?;
+            self.evidence
+                .completed(other, &skipped, 0, None, DecidedBy::Runtime)
+                .await?;
             state.messages.push(Message::tool_result(
                 &other.id,
                 &other.name,
@@ -784,6 +879,7 @@ impl Run<'_> {
         state: &mut LoopState,
         turn: PendingTurn,
     ) -> Result<Option<Outcome>, AgentError> {
+        let step = state.requests;
         let futures = turn.calls.iter().map(|call| {
             let already = turn.completed.contains_key(&call.id);
             let decision = turn.decisions.get(&call.id);
@@ -791,7 +887,7 @@ impl Run<'_> {
                 if already {
                     None
                 } else {
-                    Some(self.dispatch(call, decision).await)
+                    Some(self.dispatch(call, decision, step).await)
                 }
             }
         });
@@ -809,9 +905,10 @@ impl Run<'_> {
                     output,
                     duration_ms,
                     mode,
+                    decided_by,
                 }) => {
                     self.evidence
-                        .completed(call, &output, duration_ms, mode)
+                        .completed(call, &output, duration_ms, mode, decided_by)
                         .await?;
                     state.tool_calls += 1;
                     outputs.push((call, output));
@@ -855,9 +952,14 @@ impl Run<'_> {
         }
     }
 
-    /// One call: approval, hooks and the tool. The caller records the result (exactly one
-    /// completed `tool_called`, or a deferred one).
-    async fn dispatch(&self, call: &ToolCall, decision: Option<&Decision>) -> CallResult {
+    /// One call of the turn answering request `step`: approval, hooks and the tool. The
+    /// caller records the result (exactly one completed `tool_called`, or a deferred one).
+    async fn dispatch(
+        &self,
+        call: &ToolCall,
+        decision: Option<&Decision>,
+        step: u64,
+    ) -> CallResult {
         let started = Instant::now();
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::CallBegin {
@@ -868,18 +970,21 @@ impl Run<'_> {
         }
         let tool = self.prepared.tools.get(&call.name);
         let mode = tool.map(|t| t.mode().as_str().to_string());
-        let output = match tool {
+        let decided = match tool {
             None => {
                 let known: Vec<&str> = self.prepared.tools.keys().map(String::as_str).collect();
-                ToolOutput::fail(format!(
-                    "unknown tool `{}`; this agent's tools are: {}",
-                    call.name,
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ))
+                Decided::new(
+                    ToolOutput::fail(format!(
+                        "unknown tool `{}`; this agent's tools are: {}",
+                        call.name,
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )),
+                    DecidedBy::Runtime,
+                )
             }
             Some(tool) => {
                 let info = ToolCallInfo {
@@ -904,18 +1009,28 @@ impl Run<'_> {
                             mode,
                         };
                     }
-                    (_, Some(Decision::Deny { message, .. })) => {
-                        ToolOutput::fail(format!("denied: {message}"))
-                    }
-                    (_, Some(Decision::Result { content, ok, .. })) => ToolOutput {
-                        content: content.clone(),
-                        ok: *ok,
-                    },
-                    _ => self.run_tool(tool, call, &info).await,
+                    (_, Some(Decision::Deny { message, .. })) => Decided::new(
+                        ToolOutput::fail(format!("denied: {message}")),
+                        DecidedBy::Approval,
+                    ),
+                    (_, Some(Decision::Result { content, ok, .. })) => Decided::new(
+                        ToolOutput {
+                            content: content.clone(),
+                            ok: *ok,
+                        },
+                        DecidedBy::Caller,
+                    ),
+                    _ => self.run_tool(tool, call, &info, step).await,
                 }
             }
         };
-        let output = cut(output);
+        // A result taken from a recording was cut when it was recorded.
+        let output = if decided.from_log {
+            decided.output
+        } else {
+            cut(decided.output)
+        };
+        let decided_by = decided.by;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::ToolResult {
@@ -929,38 +1044,75 @@ impl Run<'_> {
             output,
             duration_ms,
             mode,
+            decided_by,
         }
     }
 
-    async fn run_tool(&self, tool: &Tool, call: &ToolCall, info: &ToolCallInfo) -> ToolOutput {
+    /// The hooks and the tool; in a replay, the recorded decisions instead of hooks.
+    async fn run_tool(
+        &self,
+        tool: &Tool,
+        call: &ToolCall,
+        info: &ToolCallInfo,
+        step: u64,
+    ) -> Decided {
+        if let Some(replaying) = &self.backend.replaying {
+            let recorded = replaying.call(step, &call.id);
+            return match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
+                Some((DecidedBy::Hook, output)) => Decided {
+                    output: output.clone(),
+                    by: DecidedBy::Hook,
+                    from_log: true,
+                },
+                Some((DecidedBy::AfterHook, output)) => {
+                    // The tool runs (its effects on /output count), the model saw the
+                    // rewritten output.
+                    let _ = self.call_tool(tool, call).await;
+                    Decided {
+                        output: output.clone(),
+                        by: DecidedBy::AfterHook,
+                        from_log: true,
+                    }
+                }
+                _ => Decided::new(self.call_tool(tool, call).await, DecidedBy::Tool),
+            };
+        }
         let hooks: &ToolHooks = &self.backend.hooks;
         let decided = if hooks.before.is_empty() {
             HookDecision::Allow
         } else {
             hooks.run_before(info, self.control).await
         };
-        let output = match decided {
-            HookDecision::Deny(message) => ToolOutput::fail(message),
-            HookDecision::Replace(content) => ToolOutput::succeed(content),
-            HookDecision::Allow => {
-                // A sync tool's blocking thread cannot be stopped: on timeout it is left to
-                // finish in the background and its result is dropped.
-                let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
-                let called = tool.acall(call.arguments.as_str(), Some(&self.ctx));
-                match tokio::time::timeout(limit, called).await {
-                    Ok(Ok(out)) => out,
-                    Ok(Err(e)) => ToolOutput::fail(e.to_string()),
-                    Err(_) => ToolOutput::fail(format!(
-                        "tool `{}` timed out after {} s (tool_timeout_s)",
-                        call.name, self.agent.tool_timeout_s
-                    )),
-                }
-            }
+        let (output, by) = match decided {
+            HookDecision::Deny(message) => (ToolOutput::fail(message), DecidedBy::Hook),
+            HookDecision::Replace(content) => (ToolOutput::succeed(content), DecidedBy::Hook),
+            HookDecision::Allow => (self.call_tool(tool, call).await, DecidedBy::Tool),
         };
         if hooks.after.is_empty() {
-            output
+            return Decided::new(output, by);
+        }
+        let after = hooks.run_after(info, output.clone()).await;
+        let by = if by == DecidedBy::Tool && after != output {
+            DecidedBy::AfterHook
         } else {
-            hooks.run_after(info, output).await
+            by
+        };
+        Decided::new(after, by)
+    }
+
+    /// The tool itself, bounded by `tool_timeout_s`.
+    async fn call_tool(&self, tool: &Tool, call: &ToolCall) -> ToolOutput {
+        // A sync tool's blocking thread cannot be stopped: on timeout it is left to
+        // finish in the background and its result is dropped.
+        let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
+        let called = tool.acall(call.arguments.as_str(), Some(&self.ctx));
+        match tokio::time::timeout(limit, called).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => ToolOutput::fail(e.to_string()),
+            Err(_) => ToolOutput::fail(format!(
+                "tool `{}` timed out after {} s (tool_timeout_s)",
+                call.name, self.agent.tool_timeout_s
+            )),
         }
     }
 

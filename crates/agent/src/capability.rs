@@ -19,6 +19,10 @@ use provrun_tools::ToolOutput;
 use serde_json::Value;
 
 use crate::error::AgentError;
+use crate::output::OutputSchema;
+
+/// What the model is told when its final result is accepted.
+pub const OUTPUT_ACCEPTED: &str = "final result accepted";
 
 /// The format name of the message history a `trace_imported` blob holds.
 pub const TRACE_FORMAT: &str = "provrun-messages/1";
@@ -36,6 +40,7 @@ pub struct EvidenceModel {
     inner: Arc<dyn Model>,
     recorder: Recorder,
     output_tool: Option<String>,
+    output_schema: Option<OutputSchema>,
 }
 
 impl std::fmt::Debug for EvidenceModel {
@@ -54,12 +59,21 @@ impl EvidenceModel {
             inner,
             recorder,
             output_tool: None,
+            output_schema: None,
         }
     }
 
     /// The name of the output tool whose streamed calls are recorded before the request.
     pub fn with_output_tool(mut self, name: impl Into<String>) -> Self {
         self.output_tool = Some(name.into());
+        self
+    }
+
+    /// The schema a streamed answer is checked against before it is recorded: one that
+    /// does not follow it is recorded as a failed result with why. Without a schema,
+    /// every answer is recorded as accepted.
+    pub fn with_output_schema(mut self, schema: OutputSchema) -> Self {
+        self.output_schema = Some(schema);
         self
     }
 
@@ -164,14 +178,19 @@ impl Model for EvidenceModel {
         let started = Instant::now();
         let result = self.inner.request_stream(request, on_delta).await;
         if let (Ok(response), Some(output_tool)) = (&result, &self.output_tool) {
-            let tools = ToolEvidence::new(self.recorder.clone());
-            for call in response
-                .tool_calls
-                .iter()
-                .filter(|c| &c.name == output_tool)
-            {
-                tools
-                    .output_tool(call, 0)
+            // The first answer is the one the loop takes; other calls of the response,
+            // a second answer among them, are recorded by the loop as not run.
+            if let Some(call) = response.tool_calls.iter().find(|c| &c.name == output_tool) {
+                let verdict = match self
+                    .output_schema
+                    .as_ref()
+                    .map(|s| s.check(&call.arguments))
+                {
+                    Some(Err(why)) => ToolOutput::fail(why),
+                    _ => ToolOutput::succeed(OUTPUT_ACCEPTED),
+                };
+                ToolEvidence::new(self.recorder.clone())
+                    .output_verdict(call, &verdict, 0)
                     .await
                     .map_err(|e| ModelError::Function(e.to_string()))?;
             }
@@ -196,6 +215,59 @@ pub struct ToolEvidence {
     recorder: Recorder,
 }
 
+/// What decided a completed call's result (the `decided_by` member of `tool_called`).
+///
+/// Replay reruns the calls a tool decided and takes the others' results from the log,
+/// since the hooks, approvals and callers that decided them are not there to ask again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecidedBy {
+    /// The tool ran; the result is its output.
+    Tool,
+    /// A before hook denied or replaced the call; the tool did not run.
+    Hook,
+    /// The tool ran and an after hook rewrote its output.
+    AfterHook,
+    /// A resume denied the call; the tool did not run.
+    Approval,
+    /// The caller ran the call (a client round trip, or a result given on resume).
+    Caller,
+    /// The runtime answered without a tool: an unknown tool, a call beside a final
+    /// result, the output tool's verdict.
+    Runtime,
+    /// The provider ran the tool itself.
+    Provider,
+}
+
+impl DecidedBy {
+    /// The name evidence records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::Tool => "tool",
+            DecidedBy::Hook => "hook",
+            DecidedBy::AfterHook => "after_hook",
+            DecidedBy::Approval => "approval",
+            DecidedBy::Caller => "caller",
+            DecidedBy::Runtime => "runtime",
+            DecidedBy::Provider => "provider",
+        }
+    }
+
+    /// The value of a recorded name, `None` for an unknown one.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            DecidedBy::Tool,
+            DecidedBy::Hook,
+            DecidedBy::AfterHook,
+            DecidedBy::Approval,
+            DecidedBy::Caller,
+            DecidedBy::Runtime,
+            DecidedBy::Provider,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == name)
+    }
+}
+
 /// The flags and mode of one `tool_called` event.
 #[derive(Debug, Clone, Default)]
 pub struct CallFlags {
@@ -207,6 +279,8 @@ pub struct CallFlags {
     pub provider_run: bool,
     /// The tool's mode, when known.
     pub mode: Option<String>,
+    /// What decided the result (completed calls only).
+    pub decided_by: Option<DecidedBy>,
 }
 
 impl ToolEvidence {
@@ -246,19 +320,20 @@ impl ToolEvidence {
                 mode: flags.mode,
                 arguments_blob,
                 result_blob,
-                decided_by: None,
+                decided_by: flags.decided_by.map(|d| d.as_str().to_string()),
             })
             .await?;
         Ok(seq)
     }
 
-    /// Record a completed call of a function tool.
+    /// Record a completed call of a function tool, and what decided its result.
     pub async fn completed(
         &self,
         call: &ToolCall,
         output: &ToolOutput,
         duration_ms: u64,
         mode: Option<String>,
+        decided_by: DecidedBy,
     ) -> Result<u64, AgentError> {
         self.record(
             &call.name,
@@ -268,6 +343,7 @@ impl ToolEvidence {
             duration_ms,
             CallFlags {
                 mode,
+                decided_by: Some(decided_by),
                 ..CallFlags::default()
             },
         )
@@ -291,17 +367,29 @@ impl ToolEvidence {
         .await
     }
 
-    /// Record the answer given through the output tool; its result is the arguments.
+    /// Record the answer given through the output tool, accepted.
     pub async fn output_tool(&self, call: &ToolCall, duration_ms: u64) -> Result<u64, AgentError> {
-        let output = ToolOutput::succeed("final result accepted");
+        self.output_verdict(call, &ToolOutput::succeed(OUTPUT_ACCEPTED), duration_ms)
+            .await
+    }
+
+    /// Record the answer given through the output tool with the verdict the model sees:
+    /// accepted, or failed with why (arguments that do not follow the output schema).
+    pub async fn output_verdict(
+        &self,
+        call: &ToolCall,
+        verdict: &ToolOutput,
+        duration_ms: u64,
+    ) -> Result<u64, AgentError> {
         self.record(
             &call.name,
             &call.id,
             arguments_value(&call.arguments),
-            Some(&output),
+            Some(verdict),
             duration_ms,
             CallFlags {
                 output_tool: true,
+                decided_by: Some(DecidedBy::Runtime),
                 ..CallFlags::default()
             },
         )
@@ -327,6 +415,7 @@ impl ToolEvidence {
                 CallFlags {
                     provider_run: true,
                     mode: Some("provider".to_string()),
+                    decided_by: Some(DecidedBy::Provider),
                     ..CallFlags::default()
                 },
             )

@@ -31,23 +31,28 @@ mod capability;
 mod control;
 mod error;
 mod hooks;
+mod output;
 mod replay;
 mod skills;
 mod spec;
 
 pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, OUTPUT_TOOL, execute};
-pub use capability::{CallFlags, EvidenceModel, TRACE_FORMAT, ToolEvidence, arguments_value};
+pub use capability::{
+    CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,
+    arguments_value,
+};
 pub use control::{Permit, RunControl, RunEvent};
 pub use error::AgentError;
 pub use hooks::{
     AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
 };
+pub use output::OutputSchema;
 pub use provrun_evidence::{Durability, RunStatus};
 pub use replay::{
     ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
 };
 pub use skills::{Skill, USE_SKILL_TOOL, load_skills, parse_skill};
 pub use spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, RunResult, RunSpec,
-    RunUsage,
+    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
+    RunSpec, RunUsage,
 };

@@ -3,16 +3,18 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use provrun_evidence::{BlobRef, Event, EventType, read_blob, read_events, verify};
+use provrun_evidence::{BlobRef, Event, EventType, RunStatus, read_blob, read_events, verify};
 use provrun_model::{Message, RecordedResponse, ReplayModel, ToolCall, Usage};
 use provrun_tools::ToolOutput;
 use serde_json::Value;
 
 use crate::backend::Backend;
+use crate::capability::DecidedBy;
 use crate::control::RunControl;
 use crate::error::AgentError;
-use crate::spec::{AgentSpec, DeferReason, DeferredCall, RunResult, RunSpec};
+use crate::spec::{AgentSpec, Decision, DeferReason, DeferredCall, RunResult, RunSpec};
 
 fn bundle_err(path: &Path, message: impl Into<String>) -> AgentError {
     AgentError::Bundle {
@@ -109,6 +111,8 @@ pub(crate) struct PausedRun {
     pub(crate) state: crate::backend::LoopState,
     pub(crate) pending: PausedTurn,
     pub(crate) deferred: Vec<DeferredCall>,
+    /// Whether `run_started` says the run was granted a host folder.
+    pub(crate) host_dir_granted: bool,
 }
 
 fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
@@ -147,6 +151,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
         ));
     }
     let (agent, _prompt) = recorded_agent(bundle, &events)?;
+    let host_dir_granted = events[0].payload["details"]["host_dir_granted"] == true;
     let trace = events
         .iter()
         .rev()
@@ -235,12 +240,119 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
         },
         pending: PausedTurn { calls, completed },
         deferred,
+        host_dir_granted,
     })
 }
 
 /// The calls a paused bundle waits on (for `provrun show` and scripts).
 pub fn waiting_calls(bundle: &Path) -> Result<Vec<DeferredCall>, AgentError> {
     Ok(read_paused(bundle)?.deferred)
+}
+
+/// A completed call as a recording holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordedCall {
+    pub(crate) output: ToolOutput,
+    pub(crate) decided_by: Option<DecidedBy>,
+    mode: Option<String>,
+}
+
+/// What a replay takes from the recording besides the model's responses: the result of
+/// every call that no tool decided (hooks, approvals, callers), and where a cancelled
+/// run stopped.
+#[derive(Debug, Default)]
+pub(crate) struct Replaying {
+    /// Completed calls by (the model request whose response asked for them, call id).
+    calls: HashMap<(u64, String), RecordedCall>,
+    /// A cancelled recording: the number of model requests it had made.
+    cancel_at: Option<u64>,
+}
+
+impl Replaying {
+    fn from_events(bundle: &Path, events: &[Event]) -> Result<Self, AgentError> {
+        let mut calls = HashMap::new();
+        let mut step = 0u64;
+        for e in events {
+            let p = &e.payload;
+            match e.kind {
+                EventType::ModelCalled => step += 1,
+                EventType::ToolCalled
+                    if p["deferred"] != true
+                        && p["output_tool"] != true
+                        && p["provider_run"] != true =>
+                {
+                    let call = RecordedCall {
+                        output: ToolOutput {
+                            content: tool_result(bundle, p)?,
+                            ok: p["ok"] == true,
+                        },
+                        decided_by: p["decided_by"].as_str().and_then(DecidedBy::parse),
+                        mode: p["mode"].as_str().map(str::to_string),
+                    };
+                    let id = p["call_id"].as_str().unwrap_or_default().to_string();
+                    calls.insert((step, id), call);
+                }
+                _ => {}
+            }
+        }
+        let finished = events
+            .iter()
+            .rev()
+            .find(|e| e.kind == EventType::RunFinished);
+        let cancel_at = finished
+            .filter(|e| e.payload["status"] == RunStatus::Cancelled.as_str())
+            .map(|e| e.payload["usage"]["requests"].as_u64().unwrap_or(step));
+        Ok(Self { calls, cancel_at })
+    }
+
+    /// The recorded call `call_id` of the turn answering model request `step`.
+    pub(crate) fn call(&self, step: u64, call_id: &str) -> Option<&RecordedCall> {
+        self.calls.get(&(step, call_id.to_string()))
+    }
+
+    /// Whether a replay that has made `requests` model requests has reached the point
+    /// where the recording was cancelled.
+    pub(crate) fn cancels_at(&self, requests: u64) -> bool {
+        self.cancel_at.is_some_and(|at| requests >= at)
+    }
+
+    /// The decisions the recording gave the calls a replay now waits on (in the turn of
+    /// model request `step`), or `None` when the recording never decided them (it ended
+    /// paused there).
+    fn decisions(&self, step: u64, waiting: &[DeferredCall]) -> Option<Vec<Decision>> {
+        waiting
+            .iter()
+            .map(|w| {
+                let r = self.call(step, &w.call_id)?;
+                let id = w.call_id.clone();
+                let denied = r.output.content.strip_prefix("denied: ");
+                Some(match (r.decided_by, denied) {
+                    (Some(DecidedBy::Approval), Some(message)) => Decision::Deny {
+                        call_id: id,
+                        message: message.to_string(),
+                    },
+                    (Some(DecidedBy::Caller | DecidedBy::Approval), _) => Decision::Result {
+                        call_id: id,
+                        content: r.output.content.clone(),
+                        ok: r.output.ok,
+                    },
+                    // Logs older than `decided_by`: what the call's mode and result show.
+                    (None, _) if r.mode.as_deref() == Some("client_round_trip") => {
+                        Decision::Result {
+                            call_id: id,
+                            content: r.output.content.clone(),
+                            ok: r.output.ok,
+                        }
+                    }
+                    (None, Some(message)) if !r.output.ok => Decision::Deny {
+                        call_id: id,
+                        message: message.to_string(),
+                    },
+                    _ => Decision::Approve(id),
+                })
+            })
+            .collect()
+    }
 }
 
 /// What a replay found.
@@ -271,13 +383,15 @@ struct CallKey {
     arguments: Value,
     result: Value,
     ok: bool,
+    deferred: bool,
     output_tool: bool,
+    decided_by: Value,
 }
 
 fn call_keys(events: &[Event]) -> Vec<CallKey> {
     events
         .iter()
-        .filter(|e| e.kind == EventType::ToolCalled && e.payload["deferred"] != true)
+        .filter(|e| e.kind == EventType::ToolCalled)
         .map(|e| {
             let p = &e.payload;
             let blob_digest = |k: &str| p[k]["digest"]["sha256"].clone();
@@ -295,10 +409,26 @@ fn call_keys(events: &[Event]) -> Vec<CallKey> {
                     p["result"].clone()
                 },
                 ok: p["ok"] == true,
+                deferred: p["deferred"] == true,
                 output_tool: p["output_tool"] == true,
+                decided_by: p["decided_by"].clone(),
             }
         })
         .collect()
+}
+
+fn describe(k: &CallKey) -> String {
+    if k.deferred {
+        return format!("{} {} (waiting for a decision)", k.name, k.arguments);
+    }
+    let mut s = format!("{} {} → {}", k.name, k.arguments, k.result);
+    if !k.ok {
+        s.push_str(" (failed)");
+    }
+    if let Some(by) = k.decided_by.as_str() {
+        s.push_str(&format!(" [decided by {by}]"));
+    }
+    s
 }
 
 fn outputs(events: &[Event]) -> Vec<(String, String)> {
@@ -316,10 +446,23 @@ fn outputs(events: &[Event]) -> Vec<(String, String)> {
 
 /// Re-execute a recorded run from its bundle alone — its agent spec, prompt, staged
 /// inputs and recorded model responses — into a new bundle at `out`, and compare every
-/// tool result and output file with the recording.
+/// tool call (deferred ones too), tool result, output file and the final status with the
+/// recording.
 ///
-/// The source must verify (a tampered or unfinished bundle is refused). Runs that paused
-/// for decisions cannot be replayed yet.
+/// The source must verify (a tampered or unfinished bundle is refused). What the
+/// recording alone decided is taken from it, so that the replay goes the same way:
+/// - calls a hook denied or replaced are not run, their recorded result is used; calls
+///   whose output an after hook rewrote run (for their effects) and the recorded result is
+///   used; the backend's own hooks are not run at all;
+/// - a run that paused and was resumed pauses at the same calls, and is resumed (in
+///   this process, through [`Backend::resume`]) with the decisions the recording shows:
+///   approved, denied with its message, or the caller's result; a recording that ended
+///   paused is replayed up to that pause and ends `paused` too;
+/// - a cancelled run is replayed up to the model requests it had made and ends
+///   `cancelled`.
+///
+/// Every other call — the tool ran, or the runtime refused it — runs again and its
+/// result is compared. A run that was granted a host folder is replayed without one.
 pub async fn replay(
     backend: &Backend,
     control: &RunControl,
@@ -335,15 +478,7 @@ pub async fn replay(
         ));
     }
     let events = read_events(source)?;
-    if events
-        .iter()
-        .any(|e| e.kind == EventType::ToolCalled && e.payload["deferred"] == true)
-    {
-        return Err(bundle_err(
-            source,
-            "this run paused for decisions; replaying such runs is not supported yet",
-        ));
-    }
+    let replaying = Arc::new(Replaying::from_events(source, &events)?);
     let (mut agent, prompt) = recorded_agent(source, &events)?;
     agent.model = format!("replay:{}", source.display());
     let mut run = RunSpec::new(prompt, out);
@@ -354,8 +489,17 @@ pub async fn replay(
     if staged_any {
         run.inputs.push(input);
     }
-    let backend = backend.clone().with_model(std::sync::Arc::new(model));
-    let result = backend.execute(control, &agent, &run).await?;
+    let backend = backend
+        .clone()
+        .with_model(Arc::new(model))
+        .replaying(Arc::clone(&replaying));
+    let mut result = backend.execute(control, &agent, &run).await?;
+    while result.status == RunStatus::Paused {
+        let Some(decisions) = replaying.decisions(result.usage.requests, &result.deferred) else {
+            break;
+        };
+        result = backend.resume(control, out, &decisions).await?;
+    }
     let new_events = read_events(out)?;
 
     let (old_calls, new_calls) = (call_keys(&events), call_keys(&new_events));
@@ -363,14 +507,10 @@ pub async fn replay(
     for (i, pair) in old_calls.iter().zip(new_calls.iter()).enumerate() {
         if pair.0 != pair.1 {
             difference = Some(format!(
-                "tool call {} differs: recorded {} {} → {}, replayed {} {} → {}",
+                "tool call {} differs: recorded {}, replayed {}",
                 i + 1,
-                pair.0.name,
-                pair.0.arguments,
-                pair.0.result,
-                pair.1.name,
-                pair.1.arguments,
-                pair.1.result
+                describe(pair.0),
+                describe(pair.1)
             ));
             break;
         }
@@ -417,7 +557,7 @@ pub async fn replay(
     }
     Ok(ReplayReport {
         result,
-        tool_calls: old_calls.len(),
+        tool_calls: old_calls.iter().filter(|c| !c.deferred).count(),
         outputs: old_out.len(),
         difference,
     })

@@ -75,8 +75,11 @@ pub struct AgentSpec {
     /// Sandbox quotas; the defaults are safe, not unlimited.
     #[serde(default)]
     pub limits: Limits,
-    /// A JSON Schema for structured output: the model then answers through a
-    /// `final_result` tool whose arguments follow it.
+    /// A JSON Schema for structured output (draft 2020-12 unless `$schema` names another;
+    /// `type` must be `object`; it may refer only to itself): the model then answers
+    /// through a `final_result` tool, whose arguments are checked against it — an answer
+    /// that does not follow it is a failed result the model sees. A schema that does not
+    /// compile is a spec error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
     /// Folders of skills (each skill a folder with a `SKILL.md`), relative to the spec file.
@@ -179,6 +182,10 @@ impl AgentSpec {
                 "`output_schema` must be a JSON Schema with `type = \"object\"`".into(),
             ));
         }
+        if let Some(schema) = &self.output_schema {
+            crate::output::OutputSchema::new(schema)
+                .map_err(|e| invalid(format!("`output_schema` is not a valid JSON Schema: {e}")))?;
+        }
         Ok(())
     }
 
@@ -279,6 +286,29 @@ impl RunSpec {
     /// Add an input to stage.
     pub fn input(mut self, path: impl Into<PathBuf>) -> Self {
         self.inputs.push(path.into());
+        self
+    }
+}
+
+/// How a paused run is continued, beside the decisions (see
+/// [`crate::Backend::resume_with`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResumeSpec {
+    /// The host folder to grant again: needed when the run was granted one, refused
+    /// when it was not.
+    pub host_dir: Option<PathBuf>,
+}
+
+impl ResumeSpec {
+    /// No options: for a run without a host folder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Grant this host folder again.
+    pub fn host_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.host_dir = Some(path.into());
         self
     }
 }
