@@ -4,8 +4,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use provrun_agent::{
-    AgentError, AgentSpec, Backend, Decision, DeferReason, Durability, ModelRef, RunControl,
-    RunResult, RunSpec, RunStatus,
+    AgentError, AgentSpec, Backend, Decision, DeferReason, Durability, ModelRef, ResumeSpec,
+    RunControl, RunResult, RunSpec, RunStatus,
 };
 
 use crate::progress::Progress;
@@ -99,6 +99,10 @@ pub(crate) struct ResumeArgs {
     /// Extension: the result of a client round-trip call the caller ran (repeatable).
     #[arg(long, value_name = "ID=TEXT", value_parser = parse_result)]
     result: Vec<(String, String)>,
+    /// Extension: grant the host folder again to a run that was granted one (`run
+    /// --host-dir`); required for such a run, refused for others.
+    #[arg(long = "host-dir", value_name = "DIR")]
+    host_dir: Option<PathBuf>,
     /// Extension: a folder of tool manifests to load as well (repeatable).
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
@@ -214,7 +218,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         &args.out,
     );
     spec.inputs = args.inputs;
-    spec.host_dir = args.host_dir;
+    spec.host_dir = args.host_dir.clone();
     spec.durability = args.durability.into();
 
     let backend = Backend::new().with_registry(registry);
@@ -223,7 +227,13 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    finish(result, &args.out, None, args.verify)
+    finish(
+        result,
+        &args.out,
+        None,
+        args.verify,
+        args.host_dir.as_deref(),
+    )
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
@@ -251,14 +261,34 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Some(host) = &args.host_dir
+        && !host.is_dir()
+    {
+        return fail(
+            EXIT_USAGE,
+            format!(
+                "--host-dir `{}` does not exist or is not a folder",
+                host.display()
+            ),
+        );
+    }
+    let mut options = ResumeSpec::new();
+    options.host_dir = args.host_dir.clone();
     let backend = Backend::new().with_registry(registry);
     let control = RunControl::new();
     let before = log_len(&args.bundle);
-    let result = match drive(&control, backend.resume(&control, &args.bundle, &decisions)) {
+    let resumed = backend.resume_with(&control, &args.bundle, &decisions, &options);
+    let result = match drive(&control, resumed) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    finish(result, &args.bundle, before, args.verify)
+    finish(
+        result,
+        &args.bundle,
+        before,
+        args.verify,
+        args.host_dir.as_deref(),
+    )
 }
 
 pub(crate) fn replay(args: ReplayArgs) -> u8 {
@@ -320,11 +350,14 @@ fn log_len(bundle: &Path) -> Option<u64> {
 
 /// Report a run's end and choose the exit code. `log_before` is the evidence log's length
 /// before the run (for a resume).
+/// `host_dir` is the folder the run was granted, for the resume command printed when it
+/// pauses.
 fn finish(
     result: Result<RunResult, AgentError>,
     bundle: &Path,
     log_before: Option<u64>,
     verify: bool,
+    host_dir: Option<&Path>,
 ) -> u8 {
     let result = match result {
         Ok(r) => r,
@@ -363,7 +396,7 @@ fn finish(
             ),
         ),
         RunStatus::Paused => {
-            paused(&result, bundle);
+            paused(&result, bundle, host_dir);
             EXIT_PAUSED
         }
     };
@@ -384,7 +417,7 @@ fn finish(
 }
 
 /// Tell the user what a paused run waits on, and the command that continues it.
-fn paused(result: &RunResult, bundle: &Path) {
+fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
     let n = result.deferred.len();
     eprintln!(
         "provrun: the run paused: {n} call{} wait{} for a decision",
@@ -411,6 +444,12 @@ fn paused(result: &RunResult, bundle: &Path) {
                 )
             }
         });
+    }
+    if let Some(host) = host_dir {
+        flags.push(format!(
+            "--host-dir {}",
+            shell_word(&host.display().to_string())
+        ));
     }
     eprintln!("continue it with (--deny ID refuses a call):");
     eprintln!(

@@ -494,6 +494,68 @@ fn resume_with_a_wrong_call_id_changes_nothing() {
     );
 }
 
+#[test]
+fn resume_grants_the_host_folder_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    let input = dir.path().join("note.txt");
+    std::fs::write(&input, "kept\n").unwrap();
+    let agent = agent_file(
+        dir.path(),
+        "name = \"out\"\nmodel = \"script:script.json\"\ntools = [\"copy_to_host\"]\napprove = \"destructive\"\n",
+        Some(
+            r#"[{"tool_calls": [{"id": "c1", "name": "copy_to_host",
+                                 "arguments": {"path": "/input/note.txt", "host_path": "note.txt"}}]},
+                {"text": "copied"}]"#,
+        ),
+    );
+    let bundle = dir.path().join("bundle");
+    let out = provrun(&[
+        "run",
+        &s(&agent),
+        "--input",
+        &s(&input),
+        "--host-dir",
+        &s(&host),
+        "--out",
+        &s(&bundle),
+    ]);
+    assert_exit(&out, 4);
+    // The printed command grants the folder again.
+    let resume_cmd = format!(
+        "provrun resume {} --approve c1 --host-dir {}",
+        s(&bundle),
+        s(&host)
+    );
+    assert!(stderr(&out).contains(&resume_cmd), "{}", stderr(&out));
+    // Without it the resume is refused and changes nothing.
+    let before = std::fs::read(bundle.join("events.jsonl")).unwrap();
+    let out = provrun(&["resume", &s(&bundle), "--approve", "c1"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--host-dir"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(bundle.join("events.jsonl")).unwrap(), before);
+    let out = provrun(&[
+        "resume",
+        &s(&bundle),
+        "--approve",
+        "c1",
+        "--host-dir",
+        &s(&dir.path().join("missing")),
+    ]);
+    assert_exit(&out, 2);
+    // As printed, in a new process.
+    let words: Vec<&str> = resume_cmd.split(' ').skip(1).collect();
+    let out = provrun(&words);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "copied\n");
+    assert_eq!(
+        std::fs::read_to_string(host.join("note.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+}
+
 // ---- verify ----------------------------------------------------------------------------
 
 #[test]
@@ -658,6 +720,57 @@ fn replay_exits_1_naming_the_first_difference() {
         "{text}"
     );
     assert!(text.contains("list_host_files"), "{text}");
+}
+
+#[test]
+fn replay_of_a_paused_then_resumed_bundle_matches() {
+    let (dir, bundle) = scratch();
+    assert_exit(&run_approve(&bundle), 4);
+    // Still paused: replayed up to the pause.
+    let paused = dir.path().join("paused");
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&paused)]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("replay matches: 0 tool calls and 0 output files"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(last_status(&paused), "paused");
+    // Resumed with a denial: the replay pauses and is denied the same way.
+    let denied = dir.path().join("denied");
+    std::fs::create_dir(&denied).unwrap();
+    let src = dir.path().join("src-denied");
+    assert_exit(&run_approve(&src), 4);
+    assert_exit(
+        &provrun(&[
+            "resume",
+            &s(&src),
+            "--deny",
+            "greet",
+            "--deny-message",
+            "no",
+        ]),
+        0,
+    );
+    let out = provrun(&["replay", &s(&src), "--out", &s(&denied)]);
+    assert_exit(&out, 0);
+    assert!(!denied.join("output/hello.txt").exists());
+    // Resumed with an approval: the replay writes the file too.
+    assert_exit(&provrun(&["resume", &s(&bundle), "--approve", "greet"]), 0);
+    let again = dir.path().join("again");
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&again)]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("replay matches: 1 tool calls and 2 output files"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        std::fs::read(bundle.join("output/hello.txt")).unwrap(),
+        std::fs::read(again.join("output/hello.txt")).unwrap()
+    );
+    assert_eq!(last_status(&again), "finished");
+    assert_exit(&provrun(&["verify", &s(&again)]), 0);
 }
 
 #[test]
