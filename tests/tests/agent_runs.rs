@@ -1339,3 +1339,61 @@ async fn a_resume_grants_the_host_folder_again() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_paused_twice_replays_through_both_pauses() {
+    let fx = fixture();
+    let mut a = agent(&["write_file", "read_file"]);
+    a.approve = ApprovePolicy::Destructive;
+    let model = script(json!([
+        {"tool_calls": [
+            {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
+            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/one.txt", "content": "1"}}
+        ]},
+        {"tool_calls": [
+            {"id": "w2", "name": "write_file", "arguments": {"path": "/output/two.txt", "content": "2"}},
+            {"id": "w3", "name": "write_file", "arguments": {"path": "/output/three.txt", "content": "3"}}
+        ]},
+        {"text": "one and three"}
+    ]));
+    let backend = Backend::new().with_model(model);
+    assert_eq!(
+        run_with(backend.clone(), &a, &fx).await.status,
+        RunStatus::Paused
+    );
+    let control = RunControl::new();
+    let r = backend
+        .resume(&control, &fx.bundle, &[Decision::Approve("w1".into())])
+        .await
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Paused);
+    let r = backend
+        .resume(
+            &control,
+            &fx.bundle,
+            &[
+                Decision::Deny {
+                    call_id: "w2".into(),
+                    message: "not two".into(),
+                },
+                Decision::Approve("w3".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(
+        decided_by(&fx.bundle),
+        s(&["tool", "tool", "approval", "tool"])
+    );
+    assert_verifies(&fx.bundle, true);
+    let again = assert_replays(&fx).await;
+    assert!(again.join("output/one.txt").exists());
+    assert!(!again.join("output/two.txt").exists());
+    assert!(again.join("output/three.txt").exists());
+    let paused = timeline(&again)
+        .iter()
+        .filter(|l| *l == "run_finished:paused")
+        .count();
+    assert_eq!(paused, 2);
+}

@@ -5,6 +5,7 @@
 //! another draft in `$schema`). A schema may only refer to itself: no `$ref` is ever
 //! loaded from a file or the network.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use boon::{Compiler, Draft, SchemaIndex, Schemas, UrlLoader};
@@ -64,9 +65,13 @@ impl OutputSchema {
             .add_resource(SCHEMA_URL, schema.clone())
             .map_err(|e| format!("{e:#}"))?;
         let mut schemas = Schemas::new();
-        let index = compiler
-            .compile(SCHEMA_URL, &mut schemas)
-            .map_err(|e| format!("{e:#}"))?;
+        // A panic in the compiler is a refused schema, not a crash.
+        let compiled = catch_unwind(AssertUnwindSafe(|| {
+            compiler
+                .compile(SCHEMA_URL, &mut schemas)
+                .map_err(|e| format!("{e:#}"))
+        }));
+        let index = compiled.unwrap_or_else(|_| Err("the schema compiler failed".into()))?;
         Ok(Self {
             inner: Arc::new((schemas, index)),
         })
@@ -91,11 +96,15 @@ impl OutputSchema {
             ));
         }
         let (schemas, index) = &*self.inner;
-        match schemas.validate(&value, *index) {
+        // The answer is model output: a panic in the validator is a refused answer.
+        let verdict = catch_unwind(AssertUnwindSafe(|| {
+            schemas.validate(&value, *index).map_err(|e| e.to_string())
+        }))
+        .unwrap_or_else(|_| Err("the schema validator failed on this answer".into()));
+        match verdict {
             Ok(()) => Ok(value),
-            Err(e) => {
+            Err(text) => {
                 // boon's text: a heading line, then one `- at 'PATH': why` line per cause.
-                let text = e.to_string();
                 let causes: Vec<&str> = text
                     .lines()
                     .skip(1)
