@@ -493,7 +493,8 @@ impl Backend {
             (Some(host), false) => {
                 return Err(AgentError::Input {
                     path: host.clone(),
-                    message: "this run was not granted a host folder, so its resume cannot be"
+                    message: "the run was not granted a host folder when it started, so a \
+                              resume cannot grant one"
                         .into(),
                 });
             }
