@@ -62,6 +62,8 @@ fn make_template(dir: &std::path::Path) {
         mode: Some("in_process".into()),
         arguments_blob: None,
         result_blob: None,
+        mcp: None,
+        mcp_blob: None,
     })
     .unwrap();
     std::fs::write(rec.output_dir().join("response.txt"), b"done").unwrap();

@@ -40,6 +40,8 @@ fn small_event(i: usize) -> ToolCalled {
         mode: None,
         arguments_blob: None,
         result_blob: None,
+        mcp: None,
+        mcp_blob: None,
     }
 }
 

@@ -59,6 +59,8 @@ pub fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
         mode: Some("in_process".into()),
         arguments_blob: None,
         result_blob: None,
+        mcp: None,
+        mcp_blob: None,
     }
 }
 
