@@ -22,6 +22,7 @@ use crate::capability::{EvidenceModel, ToolEvidence};
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
 use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
+use crate::remote::{RecordedMcp, Remote};
 use crate::skills::{self, Skill, USE_SKILL_TOOL};
 use crate::spec::{
     AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, RunResult, RunSpec,
@@ -54,6 +55,7 @@ pub struct Backend {
     model: Option<Arc<dyn Model>>,
     registry: Option<ToolRegistry>,
     hooks: ToolHooks,
+    recorded_mcp: Option<RecordedMcp>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -119,6 +121,7 @@ struct Prepared {
     instructions: String,
     skills: Vec<Skill>,
     model: Arc<dyn Model>,
+    remote: Remote,
 }
 
 /// One run in progress.
@@ -175,6 +178,51 @@ impl Backend {
         self
     }
 
+    /// Answer the agent's MCP tools from a recording instead of connecting to the servers
+    /// (what [`crate::replay`] does).
+    pub fn with_recorded_mcp(mut self, recorded: RecordedMcp) -> Self {
+        self.recorded_mcp = Some(recorded);
+        self
+    }
+
+    /// Connect the agent's MCP servers (or stand in with the recording) and add their
+    /// tools to the run's.
+    async fn connect_remote(
+        &self,
+        agent: &AgentSpec,
+        prepared: &mut Prepared,
+    ) -> Result<(), AgentError> {
+        if agent.mcp.is_empty() && self.recorded_mcp.is_none() {
+            return Ok(());
+        }
+        let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
+        let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref()).await?;
+        for t in remote.tools() {
+            if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {
+                remote.shutdown().await;
+                return Err(AgentError::UnusableTool {
+                    name: t.name.clone(),
+                    reason: format!(
+                        "MCP server `{}` lists a tool of that name, and the agent already has \
+                         one (give the server a different `prefix`)",
+                        t.server
+                    ),
+                });
+            }
+            let tool = match crate::remote::as_tool(&t) {
+                Ok(tool) => tool,
+                Err(e) => {
+                    remote.shutdown().await;
+                    return Err(e);
+                }
+            };
+            prepared.definitions.push(tool.definition());
+            prepared.tools.insert(t.name.clone(), tool);
+        }
+        prepared.remote = remote;
+        Ok(())
+    }
+
     fn model_for(&self, agent: &AgentSpec) -> Result<Arc<dyn Model>, AgentError> {
         if let Some(m) = &self.model {
             return Ok(Arc::clone(m));
@@ -212,7 +260,9 @@ impl Backend {
                 ToolMode::RemoteMcp => {
                     return Err(AgentError::UnusableTool {
                         name: tool.name().to_string(),
-                        reason: "it runs in an MCP server, which this build does not support yet"
+                        reason: "it is declared to run in an MCP server: name the server in \
+                                 the agent spec's `[[mcp]]` section instead, and its tools are \
+                                 listed at run start"
                             .to_string(),
                     });
                 }
@@ -266,6 +316,7 @@ impl Backend {
             instructions,
             skills,
             model,
+            remote: Remote::none(),
         })
     }
 
@@ -281,7 +332,7 @@ impl Backend {
         agent: &AgentSpec,
         run: &RunSpec,
     ) -> Result<RunResult, AgentError> {
-        let prepared = self.prepare(agent)?;
+        let mut prepared = self.prepare(agent)?;
         for input in &run.inputs {
             if let Err(e) = std::fs::symlink_metadata(input) {
                 return Err(AgentError::Input {
@@ -298,12 +349,26 @@ impl Backend {
                 message: "the host folder does not exist or is not a folder".into(),
             });
         }
+        self.connect_remote(agent, &mut prepared).await?;
+        let result = self.execute_prepared(control, agent, &prepared, run).await;
+        prepared.remote.shutdown().await;
+        result
+    }
+
+    /// The run itself, once its tools (MCP servers included) are ready.
+    async fn execute_prepared(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        run: &RunSpec,
+    ) -> Result<RunResult, AgentError> {
         let bundle_existed = run.bundle.exists();
         let run_id = run
             .run_id
             .clone()
             .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
-        let started = self.run_started(agent, &prepared, run)?;
+        let started = self.run_started(agent, prepared, run)?;
         let recorder = Recorder::create(&run.bundle, &run_id, run.durability, &started)?;
 
         // Stage inputs; on failure leave nothing behind, as if the run never started.
@@ -356,7 +421,7 @@ impl Backend {
                 .push(Message::system(prepared.instructions.clone()));
         }
         state.messages.push(Message::user(run.prompt.clone()));
-        let active = self.start(control, agent, &prepared, recorder, sandbox, run_id);
+        let active = self.start(control, agent, prepared, recorder, sandbox, run_id);
         active.drive(state, None).await
     }
 
@@ -406,11 +471,33 @@ impl Backend {
                 schema_sha256: sha256_hex(canonical.as_bytes()),
             });
         }
+        let mcp = prepared.remote.describe(|schema| {
+            to_canonical_string(schema)
+                .map(|c| sha256_hex(c.as_bytes()))
+                .unwrap_or_default()
+        });
         let skills: Vec<Value> = prepared
             .skills
             .iter()
             .map(|s| json!({"name": s.name, "sha256": s.sha256}))
             .collect();
+        let mut details = json!({
+            "agent_spec": agent.source_text(),
+            "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
+            "prompt": run.prompt,
+            "host_dir_granted": run.host_dir.is_some(),
+            "skills": skills,
+            // What confines run_command on this machine; `degraded` names missing layers
+            // (commands then run only if allow_degraded_sandbox is set, without those layers).
+            "sandbox": {
+                "command_confinement": Sandbox::command_support(),
+                "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+            },
+        });
+        if !mcp.is_null() {
+            // The MCP servers and their tools, full schemas included (see docs/evidence.md).
+            details["mcp"] = mcp;
+        }
         Ok(RunStarted {
             builder: BUILDER.to_string(),
             agent_spec_digest: agent.digest(),
@@ -424,19 +511,7 @@ impl Backend {
                 "stream": agent.stream,
                 "sandbox": agent.limits,
             }),
-            details: json!({
-                "agent_spec": agent.source_text(),
-                "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
-                "prompt": run.prompt,
-                "host_dir_granted": run.host_dir.is_some(),
-                "skills": skills,
-                // What confines run_command on this machine; `degraded` names missing layers
-                // (commands then run only if allow_degraded_sandbox is set, without those layers).
-                "sandbox": {
-                    "command_confinement": Sandbox::command_support(),
-                    "allow_degraded_sandbox": agent.allow_degraded_sandbox,
-                },
-            }),
+            details,
         })
     }
 
@@ -450,8 +525,25 @@ impl Backend {
     ) -> Result<RunResult, AgentError> {
         let paused = crate::replay::read_paused(bundle)?;
         let agent = paused.agent;
-        let prepared = self.prepare(&agent)?;
+        let mut prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
+        self.connect_remote(&agent, &mut prepared).await?;
+        let result = self
+            .resume_prepared(control, bundle, &agent, &prepared, paused.state, pending)
+            .await;
+        prepared.remote.shutdown().await;
+        result
+    }
+
+    async fn resume_prepared(
+        &self,
+        control: &RunControl,
+        bundle: &Path,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        state: LoopState,
+        pending: PendingTurn,
+    ) -> Result<RunResult, AgentError> {
         let recorder = Recorder::reopen(bundle, Durability::AtEnd)?;
         let sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
@@ -460,8 +552,8 @@ impl Backend {
         )?
         .allow_degraded_commands(agent.allow_degraded_sandbox);
         let run_id = recorder.run_id().to_string();
-        let active = self.start(control, &agent, &prepared, recorder, sandbox, run_id);
-        active.drive(paused.state, Some(pending)).await
+        let active = self.start(control, agent, prepared, recorder, sandbox, run_id);
+        active.drive(state, Some(pending)).await
     }
 }
 
@@ -565,6 +657,8 @@ enum CallResult {
         output: ToolOutput,
         duration_ms: u64,
         mode: Option<String>,
+        /// A `remote_mcp` call's MCP details.
+        mcp: Option<Value>,
     },
     Deferred {
         call: DeferredCall,
@@ -809,10 +903,20 @@ impl Run<'_> {
                     output,
                     duration_ms,
                     mode,
+                    mcp,
                 }) => {
-                    self.evidence
-                        .completed(call, &output, duration_ms, mode)
-                        .await?;
+                    match mcp {
+                        Some(mcp) => {
+                            self.evidence
+                                .completed_remote(call, &output, duration_ms, mcp)
+                                .await?
+                        }
+                        None => {
+                            self.evidence
+                                .completed(call, &output, duration_ms, mode)
+                                .await?
+                        }
+                    };
                     state.tool_calls += 1;
                     outputs.push((call, output));
                 }
@@ -868,6 +972,7 @@ impl Run<'_> {
         }
         let tool = self.prepared.tools.get(&call.name);
         let mode = tool.map(|t| t.mode().as_str().to_string());
+        let mut mcp = None;
         let output = match tool {
             None => {
                 let known: Vec<&str> = self.prepared.tools.keys().map(String::as_str).collect();
@@ -911,7 +1016,11 @@ impl Run<'_> {
                         content: content.clone(),
                         ok: *ok,
                     },
-                    _ => self.run_tool(tool, call, &info).await,
+                    _ => {
+                        let (output, remote) = self.run_tool(tool, call, &info).await;
+                        mcp = remote;
+                        output
+                    }
                 }
             }
         };
@@ -929,19 +1038,37 @@ impl Run<'_> {
             output,
             duration_ms,
             mode,
+            mcp,
         }
     }
 
-    async fn run_tool(&self, tool: &Tool, call: &ToolCall, info: &ToolCallInfo) -> ToolOutput {
+    /// Hooks and the tool; for a tool in an MCP server, also its `mcp` evidence details.
+    async fn run_tool(
+        &self,
+        tool: &Tool,
+        call: &ToolCall,
+        info: &ToolCallInfo,
+    ) -> (ToolOutput, Option<Value>) {
         let hooks: &ToolHooks = &self.backend.hooks;
         let decided = if hooks.before.is_empty() {
             HookDecision::Allow
         } else {
             hooks.run_before(info, self.control).await
         };
+        let mut mcp = None;
         let output = match decided {
             HookDecision::Deny(message) => ToolOutput::fail(message),
             HookDecision::Replace(content) => ToolOutput::succeed(content),
+            HookDecision::Allow if tool.mode() == ToolMode::RemoteMcp => {
+                let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
+                let (output, details) = self
+                    .prepared
+                    .remote
+                    .call(&call.name, &call.id, &call.arguments, limit)
+                    .await;
+                mcp = Some(details);
+                output
+            }
             HookDecision::Allow => {
                 // A sync tool's blocking thread cannot be stopped: on timeout it is left to
                 // finish in the background and its result is dropped.
@@ -957,11 +1084,12 @@ impl Run<'_> {
                 }
             }
         };
-        if hooks.after.is_empty() {
+        let output = if hooks.after.is_empty() {
             output
         } else {
             hooks.run_after(info, output).await
-        }
+        };
+        (output, mcp)
     }
 
     async fn finish(self, state: LoopState, outcome: Outcome) -> Result<RunResult, AgentError> {

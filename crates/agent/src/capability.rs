@@ -207,6 +207,8 @@ pub struct CallFlags {
     pub provider_run: bool,
     /// The tool's mode, when known.
     pub mode: Option<String>,
+    /// A `remote_mcp` call's MCP details (the `mcp` object of the event).
+    pub mcp: Option<Value>,
 }
 
 impl ToolEvidence {
@@ -231,6 +233,13 @@ impl ToolEvidence {
             None => (Value::Null, false),
         };
         let (result_value, result_blob) = self.recorder.tool_value(result_value)?;
+        let (mcp, mcp_blob) = match flags.mcp {
+            Some(value) => {
+                let (inline, blob) = self.recorder.tool_value(value)?;
+                (Some(inline), blob)
+            }
+            None => (None, None),
+        };
         let seq = self
             .recorder
             .record_async(&ToolCalled {
@@ -246,6 +255,8 @@ impl ToolEvidence {
                 mode: flags.mode,
                 arguments_blob,
                 result_blob,
+                mcp,
+                mcp_blob,
             })
             .await?;
         Ok(seq)
@@ -267,6 +278,30 @@ impl ToolEvidence {
             duration_ms,
             CallFlags {
                 mode,
+                ..CallFlags::default()
+            },
+        )
+        .await
+    }
+
+    /// Record a completed call of a tool that ran in an MCP server, with its `mcp`
+    /// details (see [`CallFlags::mcp`]).
+    pub async fn completed_remote(
+        &self,
+        call: &ToolCall,
+        output: &ToolOutput,
+        duration_ms: u64,
+        mcp: Value,
+    ) -> Result<u64, AgentError> {
+        self.record(
+            &call.name,
+            &call.id,
+            arguments_value(&call.arguments),
+            Some(output),
+            duration_ms,
+            CallFlags {
+                mode: Some("remote_mcp".to_string()),
+                mcp: Some(mcp),
                 ..CallFlags::default()
             },
         )

@@ -31,6 +31,7 @@ mod capability;
 mod control;
 mod error;
 mod hooks;
+mod remote;
 mod replay;
 mod skills;
 mod spec;
@@ -43,6 +44,7 @@ pub use hooks::{
     AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
 };
 pub use provrun_evidence::{Durability, RunStatus};
+pub use remote::RecordedMcp;
 pub use replay::{
     ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
 };
