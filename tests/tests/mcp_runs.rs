@@ -347,3 +347,57 @@ async fn large_mcp_details_go_to_a_blob_and_replay_from_it() {
         "{call}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_declared_in_a_tools_folder_is_used_by_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("tools");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("servers.toml"),
+        format!("[[mcp]]\nname = \"shared\"\ncommand = \"{SERVER}\"\nprefix = \"s\"\n"),
+    )
+    .unwrap();
+    let mut registry = provrun::tools::ToolRegistry::linked();
+    assert_eq!(registry.load_folder(&folder).unwrap(), 0, "servers, no tools");
+    assert!(registry.mcp_server("shared").is_some());
+
+    let agent = AgentSpec::from_toml_str(
+        "name = \"t\"\nmodel = \"test\"\nallow_degraded_sandbox = true\n\
+         [[mcp]]\nname = \"shared\"\ntools = [\"echo\"]\n",
+        None,
+    )
+    .unwrap();
+    let script = json!([
+        {"tool_calls": [{"id": "e", "name": "s_echo", "arguments": {"text": "via folder"}}]},
+        {"text": "done"}
+    ]);
+    let bundle = tmp.path().join("b");
+    let result = backend(script)
+        .with_registry(registry)
+        .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
+        .await
+        .unwrap();
+    assert_eq!(result.status, RunStatus::Finished);
+    let events = read_events(&bundle).unwrap();
+    let tools: Vec<&str> = events[0].payload["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["s_echo"], "the agent's own `tools` filter applies");
+    assert_eq!(tool_calls(&events)[0]["result"], "echo: via folder");
+
+    // Without the folder, the bare name is a clear start-up error.
+    let err = backend(json!([{"text": "x"}]))
+        .execute(
+            &RunControl::new(),
+            &agent,
+            &RunSpec::new("go", tmp.path().join("c")),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no tools folder declares it"), "{err}");
+}
