@@ -268,6 +268,14 @@ async fn a_server_that_hangs_or_sends_garbage_times_out_with_a_clear_message() {
             "{mode}: {}",
             call.output.content
         );
+        assert_eq!(
+            call.output
+                .content
+                .contains("it sent a line that is not JSON-RPC: `this is not JSON-RPC {{{`"),
+            mode == "garbage",
+            "{mode}: {}",
+            call.output.content
+        );
         servers.shutdown().await;
     }
 }

@@ -17,6 +17,7 @@
 //! [`McpError`] or a failed [`ToolOutput`] that says what happened.
 
 mod schema;
+mod tap;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -180,6 +181,8 @@ struct Server {
     peer: Peer<RoleClient>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
     child: Option<Mutex<ConfinedChild>>,
+    /// The first line a stdio server sent that is not JSON.
+    bad_line: Option<tap::BadLine>,
     /// The stdio server's private sandbox (its scratch) and its empty input and output.
     _home: Option<(Sandbox, tempfile::TempDir)>,
 }
@@ -193,12 +196,15 @@ impl Server {
         let Ok(mut child) = child.lock() else {
             return String::new();
         };
-        describe_child(&mut child)
+        describe_child(&mut child, self.bad_line.as_ref())
     }
 }
 
-fn describe_child(child: &mut ConfinedChild) -> String {
+fn describe_child(child: &mut ConfinedChild, bad_line: Option<&tap::BadLine>) -> String {
     let mut parts = Vec::new();
+    if let Some(line) = bad_line.and_then(|b| b.lock().ok()).and_then(|b| b.clone()) {
+        parts.push(format!("it sent a line that is not JSON-RPC: `{line}`"));
+    }
     if let Some(status) = child.exit_status() {
         parts.push(format!("the server process ended ({status})"));
     }
@@ -602,6 +608,7 @@ async fn connect_one(
     let limit = Duration::from_secs(spec.startup_timeout_s());
     let mut child = None;
     let mut home = None;
+    let mut bad_line = None;
     let started = match spec.transport() {
         McpTransportKind::Stdio => {
             let program = resolve_program(
@@ -658,6 +665,8 @@ async fn connect_one(
             };
             child = Some(spawned);
             home = Some((sandbox, dir));
+            let (stdout, bad) = tap::Tap::new(stdout);
+            bad_line = Some(bad);
             tokio::time::timeout(limit, initialise((stdout, stdin))).await
         }
         McpTransportKind::Http => {
@@ -686,7 +695,7 @@ async fn connect_one(
         }
     };
     let state = |child: &mut Option<ConfinedChild>| match child {
-        Some(c) => describe_child(c),
+        Some(c) => describe_child(c, bad_line.as_ref()),
         None => String::new(),
     };
     let (service, tools) = match started {
@@ -743,6 +752,7 @@ async fn connect_one(
             peer: service.peer().clone(),
             service: tokio::sync::Mutex::new(Some(service)),
             child: child.map(Mutex::new),
+            bad_line,
             _home: home,
         },
         tools,
