@@ -359,7 +359,11 @@ async fn a_server_declared_in_a_tools_folder_is_used_by_naming_it() {
     )
     .unwrap();
     let mut registry = provrun::tools::ToolRegistry::linked();
-    assert_eq!(registry.load_folder(&folder).unwrap(), 0, "servers, no tools");
+    assert_eq!(
+        registry.load_folder(&folder).unwrap(),
+        0,
+        "servers, no tools"
+    );
     assert!(registry.mcp_server("shared").is_some());
 
     let agent = AgentSpec::from_toml_str(

@@ -471,11 +471,22 @@ impl Backend {
                 schema_sha256: sha256_hex(canonical.as_bytes()),
             });
         }
-        let mcp = prepared.remote.describe(|schema| {
-            to_canonical_string(schema)
-                .map(|c| sha256_hex(c.as_bytes()))
-                .unwrap_or_default()
-        });
+        // Each MCP tool's digest is the one `tools` has: of the schema as offered to the
+        // model (the listed one, as `Tool` normalises it).
+        let digests: HashMap<&str, &str> = tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.schema_sha256.as_str()))
+            .collect();
+        let mut mcp = prepared.remote.describe(|_| String::new());
+        for server in mcp.as_array_mut().into_iter().flatten() {
+            for tool in server["tools"].as_array_mut().into_iter().flatten() {
+                let digest = tool["name"]
+                    .as_str()
+                    .and_then(|n| digests.get(n))
+                    .map(|d| d.to_string());
+                tool["schema_sha256"] = digest.map(Value::String).unwrap_or(Value::Null);
+            }
+        }
         let skills: Vec<Value> = prepared
             .skills
             .iter()

@@ -134,6 +134,8 @@ impl McpTool {
                 });
             }
         }
+        // The order a live connection lists them in: by exposed name.
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
 }
