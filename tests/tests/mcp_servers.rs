@@ -230,6 +230,17 @@ async fn an_http_server_on_loopback_is_reached_with_a_bearer_token_from_the_envi
         err.contains("PROVRUN_TEST_SURELY_UNSET_VARIABLE") && err.contains("not set"),
         "{err}"
     );
+
+    // A server that is gone: a start-up error, not a hang.
+    let url = server.url.clone();
+    drop(server);
+    let mut gone = http("web", &url);
+    gone.timeout_s = Some(5);
+    let err = McpServers::connect(&[gone], &options())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("MCP server `web`: "), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

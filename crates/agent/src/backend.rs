@@ -478,13 +478,19 @@ impl Backend {
             .map(|t| (t.name.as_str(), t.schema_sha256.as_str()))
             .collect();
         let mut mcp = prepared.remote.describe(|_| String::new());
-        for server in mcp.as_array_mut().into_iter().flatten() {
-            for tool in server["tools"].as_array_mut().into_iter().flatten() {
-                let digest = tool["name"]
-                    .as_str()
+        // (A replayed recording's description is a bundle's data: never index into it
+        // blindly.)
+        let servers = mcp.as_array_mut().into_iter().flatten();
+        for server in servers.filter_map(Value::as_object_mut) {
+            let tools = server.get_mut("tools").and_then(Value::as_array_mut);
+            for tool in tools.into_iter().flatten().filter_map(Value::as_object_mut) {
+                let digest = tool
+                    .get("name")
+                    .and_then(Value::as_str)
                     .and_then(|n| digests.get(n))
-                    .map(|d| d.to_string());
-                tool["schema_sha256"] = digest.map(Value::String).unwrap_or(Value::Null);
+                    .map(|d| Value::String(d.to_string()))
+                    .unwrap_or(Value::Null);
+                tool.insert("schema_sha256".into(), digest);
             }
         }
         let skills: Vec<Value> = prepared
