@@ -257,17 +257,23 @@ fn server_err(spec: &McpServerSpec, message: impl Into<String>) -> McpError {
 }
 
 /// The program of a stdio declaration as a host path: a relative path with a `/`
-/// resolves against `base`; a bare name is looked up on the sandbox's `PATH` as is.
+/// resolves against `base`, and a path that exists becomes its real path; a bare name is
+/// looked up on the sandbox's `PATH` as is.
 fn resolve_program(command: &str, base: Option<&Path>) -> String {
     let path = Path::new(command);
-    if command.contains('/') && path.is_relative() {
-        let joined = base.unwrap_or(Path::new(".")).join(path);
-        return std::path::absolute(&joined)
-            .unwrap_or(joined)
-            .display()
-            .to_string();
-    }
-    command.to_string()
+    let joined = if command.contains('/') && path.is_relative() {
+        base.unwrap_or(Path::new(".")).join(path)
+    } else if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        return command.to_string();
+    };
+    // The real file (no `..`, no links): that is what the sandbox binds and runs.
+    std::fs::canonicalize(&joined)
+        .or_else(|_| std::path::absolute(&joined))
+        .unwrap_or(joined)
+        .display()
+        .to_string()
 }
 
 impl McpServers {
@@ -815,9 +821,17 @@ mod tests {
     fn relative_programs_resolve_against_the_base() {
         assert_eq!(resolve_program("cat", Some(Path::new("/x"))), "cat");
         assert_eq!(
-            resolve_program("/bin/cat", Some(Path::new("/x"))),
-            "/bin/cat"
+            resolve_program("/nonexistent/cat", Some(Path::new("/x"))),
+            "/nonexistent/cat"
         );
         assert_eq!(resolve_program("bin/s", Some(Path::new("/x"))), "/x/bin/s");
+        // An existing file is resolved to its real path, `..` and links gone.
+        assert_eq!(
+            resolve_program("../bin/sh", Some(Path::new("/usr"))),
+            std::fs::canonicalize("/bin/sh")
+                .unwrap()
+                .display()
+                .to_string()
+        );
     }
 }
