@@ -405,3 +405,41 @@ async fn a_server_declared_in_a_tools_folder_is_used_by_naming_it() {
         .to_string();
     assert!(err.contains("no tools folder declares it"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_does_not_wait_for_a_hung_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("b");
+    let agent = agent_with(&["--mode", "hang"], "");
+    let script = json!([
+        {"tool_calls": [{"id": "h", "name": "srv_echo", "arguments": {"text": "a"}}]},
+        {"text": "never reached"}
+    ]);
+    let control = RunControl::new();
+    let mut events = control.subscribe();
+    let canceller = control.clone();
+    // Cancel as soon as the call to the hung server begins (tool_timeout_s is 300 s).
+    tokio::spawn(async move {
+        while let Some(e) = events.recv().await {
+            if matches!(e, provrun::agent::RunEvent::CallBegin { .. }) {
+                canceller.cancel();
+            }
+        }
+    });
+    let result = backend(script)
+        .execute(&control, &agent, &RunSpec::new("go", &bundle))
+        .await
+        .unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled);
+    let events = read_events(&bundle).unwrap();
+    let calls = tool_calls(&events);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["ok"], false);
+    assert!(
+        calls[0]["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("cancelled")
+    );
+    assert!(verify(&bundle).ok);
+}

@@ -1078,11 +1078,18 @@ impl Run<'_> {
             HookDecision::Replace(content) => ToolOutput::succeed(content),
             HookDecision::Allow if tool.mode() == ToolMode::RemoteMcp => {
                 let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
-                let (output, details) = self
-                    .prepared
-                    .remote
-                    .call(&call.name, &call.id, &call.arguments, limit)
-                    .await;
+                let called =
+                    self.prepared
+                        .remote
+                        .call(&call.name, &call.id, &call.arguments, limit);
+                // A cancelled run does not wait for a slow server.
+                let (output, details) = tokio::select! {
+                    done = called => done,
+                    () = self.control.cancelled() => (
+                        ToolOutput::fail("cancelled: the run was cancelled during the MCP call"),
+                        json!({"error": "the run was cancelled during the call"}),
+                    ),
+                };
                 mcp = Some(details);
                 output
             }
