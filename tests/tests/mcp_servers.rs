@@ -65,7 +65,11 @@ async fn a_stdio_server_lists_named_tools_and_answers_calls_with_claims() {
     assert_eq!(echo.output.content, "echo: hi");
     assert_eq!(echo.evidence["tool"], "echo");
     assert_eq!(echo.evidence["server"]["transport"], "stdio");
-    assert_eq!(echo.evidence["server"]["command"][0], SERVER);
+    let real = std::fs::canonicalize(SERVER).unwrap();
+    assert_eq!(
+        echo.evidence["server"]["command"][0],
+        real.display().to_string()
+    );
     assert_eq!(echo.evidence["claims"]["confidence"], "parsed");
     assert_eq!(
         echo.evidence["claims"]["implementation"]["name"],
