@@ -263,6 +263,10 @@ async fn a_server_that_crashes_mid_call_gives_a_failed_result_naming_its_exit() 
         "{text}"
     );
     assert!(text.contains("crashing in the middle of a call"), "{text}");
+    assert!(
+        text.contains("the server process ended (exit code 3)"),
+        "{text}"
+    );
     assert!(call.evidence["error"].is_string());
     servers.shutdown().await;
 }
@@ -308,13 +312,13 @@ async fn start_up_failures_are_clear_errors() {
     );
 
     let mut silent = stdio("mute", &["--mode", "silent"]);
-    silent.timeout_s = Some(1);
+    silent.timeout_s = Some(3);
     let err = McpServers::connect(&[silent], &options())
         .await
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("did not initialise and list its tools within 1 s"),
+        err.contains("did not initialise and list its tools within 3 s"),
         "{err}"
     );
     assert!(

@@ -189,7 +189,33 @@ struct Server {
     _home: Option<(Sandbox, tempfile::TempDir)>,
 }
 
+/// How long a failed call or start-up waits for a stdio server that is going away to be
+/// gone, so that its exit status and all of its stderr make it into the message.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Wait (up to [`SETTLE`]) until the child has exited and its stderr is read to the end.
+async fn settle(child: &Mutex<ConfinedChild>) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let done = child
+            .lock()
+            .map(|mut c| c.stderr_closed() && c.exit_status().is_some())
+            .unwrap_or(true);
+        if done || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 impl Server {
+    /// After a failed call: give a stdio server that is going away time to be gone.
+    async fn settle(&self) {
+        if let Some(child) = &self.child {
+            settle(child).await;
+        }
+    }
+
     /// The child's state, for messages: its exit status and the end of its stderr.
     fn child_state(&self) -> String {
         let Some(child) = &self.child else {
@@ -498,6 +524,7 @@ impl McpServers {
                 }
             }
             Ok(Err(e)) => {
+                server.settle().await;
                 let message = format!(
                     "MCP server `{}` failed the call: {e}{}",
                     server.spec.name,
@@ -709,9 +736,15 @@ async fn connect_one(
     let (service, tools) = match started {
         Ok(Ok(ok)) => ok,
         Ok(Err(message)) => {
-            // Give a crashing child a moment to be reaped, so its exit status is known.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            return Err(server_err(spec, format!("{message}{}", state(&mut child))));
+            let child = child.map(Mutex::new);
+            if let Some(c) = &child {
+                settle(c).await;
+            }
+            let shown = child
+                .and_then(|c| c.into_inner().ok())
+                .map(|mut c| describe_child(&mut c, bad_line.as_ref()))
+                .unwrap_or_default();
+            return Err(server_err(spec, format!("{message}{shown}")));
         }
         Err(_) => {
             return Err(server_err(

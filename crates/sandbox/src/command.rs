@@ -750,6 +750,7 @@ pub struct ConfinedChild {
     child: Child,
     cgroup: Option<Cgroup>,
     stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    stderr_closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
     degraded: Vec<String>,
 }
 
@@ -775,6 +776,12 @@ impl ConfinedChild {
             .lock()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
+    }
+
+    /// Whether its stderr has been read to the end (the child and all it started have
+    /// closed it): [`ConfinedChild::stderr_text`] then has everything it will ever have.
+    pub fn stderr_closed(&self) -> bool {
+        self.stderr_closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The layers that were missing when it started (empty when fully confined).
@@ -1007,8 +1014,10 @@ impl Sandbox {
             }
         };
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stderr_closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(mut pipe) = child.stderr.take() {
             let keep = std::sync::Arc::clone(&stderr);
+            let closed = std::sync::Arc::clone(&stderr_closed);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 loop {
@@ -1024,13 +1033,17 @@ impl Sandbox {
                         Err(_) => break,
                     }
                 }
+                closed.store(true, std::sync::atomic::Ordering::SeqCst);
             });
+        } else {
+            stderr_closed.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         tracing::info!(program = %argv[0], pid = child.id(), "confined child started");
         Ok(ConfinedChild {
             child,
             cgroup,
             stderr,
+            stderr_closed,
             degraded: conf.degraded.clone(),
         })
     }

@@ -63,16 +63,16 @@ fn stderr_is_kept_and_an_exit_is_seen() {
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.take_stdout().unwrap(), &mut out).unwrap();
     assert_eq!(out, "");
-    // stdout closed: the program is gone; its status and stderr follow shortly.
-    let mut status = None;
-    for _ in 0..500 {
-        status = child.exit_status();
-        if status.is_some() && child.stderr_text().contains("broken") {
-            break;
-        }
+    // stdout closed: the program is gone; wait for its stderr to be read to the end.
+    while !child.stderr_closed() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let status = status.expect("the child exited");
+    let mut status = child.exit_status();
+    while status.is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        status = child.exit_status();
+    }
+    let status = status.unwrap();
     assert!(status.contains("exit code"), "{status}");
     assert!(
         child.stderr_text().contains("broken"),
