@@ -64,15 +64,17 @@ fn stderr_is_kept_and_an_exit_is_seen() {
     std::io::Read::read_to_string(&mut child.take_stdout().unwrap(), &mut out).unwrap();
     assert_eq!(out, "");
     // stdout closed: the program is gone; wait for its stderr to be read to the end.
-    while !child.stderr_closed() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let mut status = child.exit_status();
-    while status.is_none() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    // (Bounded, so a regression fails instead of hanging the suite.)
+    let mut status = None;
+    for _ in 0..6000 {
         status = child.exit_status();
+        if status.is_some() && child.stderr_closed() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let status = status.unwrap();
+    assert!(child.stderr_closed(), "stderr never reached its end");
+    let status = status.expect("the child exited");
     assert!(status.contains("exit code"), "{status}");
     assert!(
         child.stderr_text().contains("broken"),
