@@ -63,6 +63,8 @@ fn make_template(dir: &std::path::Path) {
         arguments_blob: None,
         result_blob: None,
         decided_by: None,
+        mcp: None,
+        mcp_blob: None,
     })
     .unwrap();
     std::fs::write(rec.output_dir().join("response.txt"), b"done").unwrap();

@@ -402,9 +402,11 @@ async fn after_hooks_rewrite_results_and_replay_runs_the_tool_but_keeps_the_rewr
     let model = script(json!([
         {"tool_calls": [
             {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
-            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/w.txt", "content": "w"}},
-            {"id": "l1", "name": "list_dir", "arguments": {"path": "/output"}}
+            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/w.txt", "content": "w"}}
         ]},
+        // In a turn of its own: calls of one turn run concurrently, so a listing beside the
+        // write could see the folder before or after it.
+        {"tool_calls": [{"id": "l1", "name": "list_dir", "arguments": {"path": "/output"}}]},
         {"text": "ok"}
     ]));
     let backend = Backend::new()

@@ -14,14 +14,16 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-model", 0),
     ("provrun-macros", 0),
     ("provrun-tools", 1),
-    ("provrun-agent", 2),
-    ("provrun-cli", 3),
-    ("provrun", 3),
-    ("provrun-tests", 4),
+    // The MCP client: between the tools it builds on and the agent that uses it.
+    ("provrun-mcp", 2),
+    ("provrun-agent", 3),
+    ("provrun-cli", 4),
+    ("provrun", 4),
+    ("provrun-tests", 5),
     // A one-tool crate over provrun-tools that the linker tests of provrun-tests use.
     ("provrun-linker-probe", 2),
     // The benchmark driver: a binary over the agent, depended on by nothing.
-    ("provrun-bench", 3),
+    ("provrun-bench", 4),
     // Project automation builds nothing of ours.
     ("xtask", 0),
 ];

@@ -23,6 +23,7 @@ use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
 use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
 use crate::output::OutputSchema;
+use crate::remote::{RecordedMcp, Remote};
 use crate::replay::Replaying;
 use crate::skills::{self, Skill, USE_SKILL_TOOL};
 use crate::spec::{
@@ -59,6 +60,7 @@ pub struct Backend {
     /// Set by [`crate::replay`]: the recorded decisions that stand in for hooks, and where
     /// a recorded cancellation ends the run.
     replaying: Option<Arc<Replaying>>,
+    recorded_mcp: Option<RecordedMcp>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -126,6 +128,7 @@ struct Prepared {
     skills: Vec<Skill>,
     model: Arc<dyn Model>,
     output_schema: Option<OutputSchema>,
+    remote: Remote,
 }
 
 /// One run in progress.
@@ -188,6 +191,51 @@ impl Backend {
         self
     }
 
+    /// Answer the agent's MCP tools from a recording instead of connecting to the servers
+    /// (what [`crate::replay`] does).
+    pub fn with_recorded_mcp(mut self, recorded: RecordedMcp) -> Self {
+        self.recorded_mcp = Some(recorded);
+        self
+    }
+
+    /// Connect the agent's MCP servers (or stand in with the recording) and add their
+    /// tools to the run's.
+    async fn connect_remote(
+        &self,
+        agent: &AgentSpec,
+        prepared: &mut Prepared,
+    ) -> Result<(), AgentError> {
+        if agent.mcp.is_empty() && self.recorded_mcp.is_none() {
+            return Ok(());
+        }
+        let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
+        let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref()).await?;
+        for t in remote.tools() {
+            if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {
+                remote.shutdown().await;
+                return Err(AgentError::UnusableTool {
+                    name: t.name.clone(),
+                    reason: format!(
+                        "MCP server `{}` lists a tool of that name, and the agent already has \
+                         one (give the server a different `prefix`)",
+                        t.server
+                    ),
+                });
+            }
+            let tool = match crate::remote::as_tool(&t) {
+                Ok(tool) => tool,
+                Err(e) => {
+                    remote.shutdown().await;
+                    return Err(e);
+                }
+            };
+            prepared.definitions.push(tool.definition());
+            prepared.tools.insert(t.name.clone(), tool);
+        }
+        prepared.remote = remote;
+        Ok(())
+    }
+
     fn model_for(&self, agent: &AgentSpec) -> Result<Arc<dyn Model>, AgentError> {
         if let Some(m) = &self.model {
             return Ok(Arc::clone(m));
@@ -225,7 +273,9 @@ impl Backend {
                 ToolMode::RemoteMcp => {
                     return Err(AgentError::UnusableTool {
                         name: tool.name().to_string(),
-                        reason: "it runs in an MCP server, which this build does not support yet"
+                        reason: "it is declared to run in an MCP server: name the server in \
+                                 the agent spec's `[[mcp]]` section instead, and its tools are \
+                                 listed at run start"
                             .to_string(),
                     });
                 }
@@ -288,6 +338,7 @@ impl Backend {
             skills,
             model,
             output_schema,
+            remote: Remote::none(),
         })
     }
 
@@ -303,7 +354,7 @@ impl Backend {
         agent: &AgentSpec,
         run: &RunSpec,
     ) -> Result<RunResult, AgentError> {
-        let prepared = self.prepare(agent)?;
+        let mut prepared = self.prepare(agent)?;
         for input in &run.inputs {
             if let Err(e) = std::fs::symlink_metadata(input) {
                 return Err(AgentError::Input {
@@ -320,12 +371,26 @@ impl Backend {
                 message: "the host folder does not exist or is not a folder".into(),
             });
         }
+        self.connect_remote(agent, &mut prepared).await?;
+        let result = self.execute_prepared(control, agent, &prepared, run).await;
+        prepared.remote.shutdown().await;
+        result
+    }
+
+    /// The run itself, once its tools (MCP servers included) are ready.
+    async fn execute_prepared(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        run: &RunSpec,
+    ) -> Result<RunResult, AgentError> {
         let bundle_existed = run.bundle.exists();
         let run_id = run
             .run_id
             .clone()
             .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
-        let started = self.run_started(agent, &prepared, run)?;
+        let started = self.run_started(agent, prepared, run)?;
         let recorder = Recorder::create(&run.bundle, &run_id, run.durability, &started)?;
 
         // Stage inputs; on failure leave nothing behind, as if the run never started.
@@ -378,7 +443,7 @@ impl Backend {
                 .push(Message::system(prepared.instructions.clone()));
         }
         state.messages.push(Message::user(run.prompt.clone()));
-        let active = self.start(control, agent, &prepared, recorder, sandbox, run_id);
+        let active = self.start(control, agent, prepared, recorder, sandbox, run_id);
         active.drive(state, None).await
     }
 
@@ -430,11 +495,50 @@ impl Backend {
                 schema_sha256: sha256_hex(canonical.as_bytes()),
             });
         }
+        // Each MCP tool's digest is the one `tools` has: of the schema as offered to the
+        // model (the listed one, as `Tool` normalises it).
+        let digests: HashMap<&str, &str> = tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.schema_sha256.as_str()))
+            .collect();
+        let mut mcp = prepared.remote.describe(|_| String::new());
+        // (A replayed recording's description is a bundle's data: never index into it
+        // blindly.)
+        let servers = mcp.as_array_mut().into_iter().flatten();
+        for server in servers.filter_map(Value::as_object_mut) {
+            let tools = server.get_mut("tools").and_then(Value::as_array_mut);
+            for tool in tools.into_iter().flatten().filter_map(Value::as_object_mut) {
+                let digest = tool
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| digests.get(n))
+                    .map(|d| Value::String(d.to_string()))
+                    .unwrap_or(Value::Null);
+                tool.insert("schema_sha256".into(), digest);
+            }
+        }
         let skills: Vec<Value> = prepared
             .skills
             .iter()
             .map(|s| json!({"name": s.name, "sha256": s.sha256}))
             .collect();
+        let mut details = json!({
+            "agent_spec": agent.source_text(),
+            "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
+            "prompt": run.prompt,
+            "host_dir_granted": run.host_dir.is_some(),
+            "skills": skills,
+            // What confines run_command on this machine; `degraded` names missing layers
+            // (commands then run only if allow_degraded_sandbox is set, without those layers).
+            "sandbox": {
+                "command_confinement": Sandbox::command_support(),
+                "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+            },
+        });
+        if !mcp.is_null() {
+            // The MCP servers and their tools, full schemas included (see docs/evidence.md).
+            details["mcp"] = mcp;
+        }
         Ok(RunStarted {
             builder: BUILDER.to_string(),
             agent_spec_digest: agent.digest(),
@@ -448,19 +552,7 @@ impl Backend {
                 "stream": agent.stream,
                 "sandbox": agent.limits,
             }),
-            details: json!({
-                "agent_spec": agent.source_text(),
-                "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
-                "prompt": run.prompt,
-                "host_dir_granted": run.host_dir.is_some(),
-                "skills": skills,
-                // What confines run_command on this machine; `degraded` names missing layers
-                // (commands then run only if allow_degraded_sandbox is set, without those layers).
-                "sandbox": {
-                    "command_confinement": Sandbox::command_support(),
-                    "allow_degraded_sandbox": agent.allow_degraded_sandbox,
-                },
-            }),
+            details,
         })
     }
 
@@ -514,8 +606,32 @@ impl Backend {
             }
             _ => {}
         }
-        let prepared = self.prepare(&agent)?;
+        let mut prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
+        self.connect_remote(&agent, &mut prepared).await?;
+        let result = self
+            .resume_prepared(
+                control,
+                bundle,
+                &agent,
+                &prepared,
+                (paused.state, pending),
+                spec.host_dir.as_deref(),
+            )
+            .await;
+        prepared.remote.shutdown().await;
+        result
+    }
+
+    async fn resume_prepared(
+        &self,
+        control: &RunControl,
+        bundle: &Path,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        (state, pending): (LoopState, PendingTurn),
+        host_dir: Option<&Path>,
+    ) -> Result<RunResult, AgentError> {
         let recorder = Recorder::reopen(bundle, Durability::AtEnd)?;
         let mut sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
@@ -523,12 +639,12 @@ impl Backend {
             agent.limits.clone(),
         )?
         .allow_degraded_commands(agent.allow_degraded_sandbox);
-        if let Some(host) = &spec.host_dir {
+        if let Some(host) = host_dir {
             sandbox = sandbox.with_host_dir(host)?;
         }
         let run_id = recorder.run_id().to_string();
-        let active = self.start(control, &agent, &prepared, recorder, sandbox, run_id);
-        active.drive(paused.state, Some(pending)).await
+        let active = self.start(control, agent, prepared, recorder, sandbox, run_id);
+        active.drive(state, Some(pending)).await
     }
 }
 
@@ -642,6 +758,8 @@ struct Decided {
     by: DecidedBy,
     /// Taken from a recording (replay), not produced now.
     from_log: bool,
+    /// A `remote_mcp` call's MCP evidence details.
+    mcp: Option<Value>,
 }
 
 impl Decided {
@@ -650,7 +768,13 @@ impl Decided {
             output,
             by,
             from_log: false,
+            mcp: None,
         }
+    }
+
+    fn with_mcp(mut self, mcp: Option<Value>) -> Self {
+        self.mcp = mcp;
+        self
     }
 }
 
@@ -661,6 +785,8 @@ enum CallResult {
         duration_ms: u64,
         mode: Option<String>,
         decided_by: DecidedBy,
+        /// A `remote_mcp` call's MCP details.
+        mcp: Option<Value>,
     },
     Deferred {
         call: DeferredCall,
@@ -907,10 +1033,20 @@ impl Run<'_> {
                     duration_ms,
                     mode,
                     decided_by,
+                    mcp,
                 }) => {
-                    self.evidence
-                        .completed(call, &output, duration_ms, mode, decided_by)
-                        .await?;
+                    match mcp {
+                        Some(mcp) => {
+                            self.evidence
+                                .completed_remote(call, &output, duration_ms, mcp, decided_by)
+                                .await?
+                        }
+                        None => {
+                            self.evidence
+                                .completed(call, &output, duration_ms, mode, decided_by)
+                                .await?
+                        }
+                    };
                     state.tool_calls += 1;
                     outputs.push((call, output));
                 }
@@ -1032,6 +1168,7 @@ impl Run<'_> {
             cut(decided.output)
         };
         let decided_by = decided.by;
+        let mcp = decided.mcp;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::ToolResult {
@@ -1046,10 +1183,12 @@ impl Run<'_> {
             duration_ms,
             mode,
             decided_by,
+            mcp,
         }
     }
 
-    /// The hooks and the tool; in a replay, the recorded decisions instead of hooks.
+    /// The hooks and the tool; in a replay, the recorded decisions instead of hooks. For a
+    /// tool in an MCP server, the result also carries its `mcp` evidence details.
     async fn run_tool(
         &self,
         tool: &Tool,
@@ -1064,6 +1203,7 @@ impl Run<'_> {
                     output: output.clone(),
                     by: DecidedBy::Hook,
                     from_log: true,
+                    mcp: None,
                 },
                 Some((DecidedBy::AfterHook, output)) => {
                     // The tool runs (its effects on /output count), the model saw the
@@ -1073,9 +1213,13 @@ impl Run<'_> {
                         output: output.clone(),
                         by: DecidedBy::AfterHook,
                         from_log: true,
+                        mcp: None,
                     }
                 }
-                _ => Decided::new(self.call_tool(tool, call).await, DecidedBy::Tool),
+                _ => {
+                    let (output, mcp) = self.call_tool(tool, call).await;
+                    Decided::new(output, DecidedBy::Tool).with_mcp(mcp)
+                }
             };
         }
         let hooks: &ToolHooks = &self.backend.hooks;
@@ -1084,13 +1228,16 @@ impl Run<'_> {
         } else {
             hooks.run_before(info, self.control).await
         };
-        let (output, by) = match decided {
-            HookDecision::Deny(message) => (ToolOutput::fail(message), DecidedBy::Hook),
-            HookDecision::Replace(content) => (ToolOutput::succeed(content), DecidedBy::Hook),
-            HookDecision::Allow => (self.call_tool(tool, call).await, DecidedBy::Tool),
+        let (output, by, mcp) = match decided {
+            HookDecision::Deny(message) => (ToolOutput::fail(message), DecidedBy::Hook, None),
+            HookDecision::Replace(content) => (ToolOutput::succeed(content), DecidedBy::Hook, None),
+            HookDecision::Allow => {
+                let (output, mcp) = self.call_tool(tool, call).await;
+                (output, DecidedBy::Tool, mcp)
+            }
         };
         if hooks.after.is_empty() {
-            return Decided::new(output, by);
+            return Decided::new(output, by).with_mcp(mcp);
         }
         let after = hooks.run_after(info, output.clone()).await;
         let by = if by == DecidedBy::Tool && after != output {
@@ -1098,23 +1245,40 @@ impl Run<'_> {
         } else {
             by
         };
-        Decided::new(after, by)
+        Decided::new(after, by).with_mcp(mcp)
     }
 
-    /// The tool itself, bounded by `tool_timeout_s`.
-    async fn call_tool(&self, tool: &Tool, call: &ToolCall) -> ToolOutput {
+    /// The tool itself, bounded by `tool_timeout_s`; for a tool in an MCP server, also
+    /// its `mcp` evidence details.
+    async fn call_tool(&self, tool: &Tool, call: &ToolCall) -> (ToolOutput, Option<Value>) {
+        let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
+        if tool.mode() == ToolMode::RemoteMcp {
+            let called = self
+                .prepared
+                .remote
+                .call(&call.name, &call.id, &call.arguments, limit);
+            // A cancelled run does not wait for a slow server.
+            let (output, details) = tokio::select! {
+                done = called => done,
+                () = self.control.cancelled() => (
+                    ToolOutput::fail("cancelled: the run was cancelled during the MCP call"),
+                    json!({"error": "the run was cancelled during the call"}),
+                ),
+            };
+            return (output, Some(details));
+        }
         // A sync tool's blocking thread cannot be stopped: on timeout it is left to
         // finish in the background and its result is dropped.
-        let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
         let called = tool.acall(call.arguments.as_str(), Some(&self.ctx));
-        match tokio::time::timeout(limit, called).await {
+        let output = match tokio::time::timeout(limit, called).await {
             Ok(Ok(out)) => out,
             Ok(Err(e)) => ToolOutput::fail(e.to_string()),
             Err(_) => ToolOutput::fail(format!(
                 "tool `{}` timed out after {} s (tool_timeout_s)",
                 call.name, self.agent.tool_timeout_s
             )),
-        }
+        };
+        (output, None)
     }
 
     async fn finish(self, state: LoopState, outcome: Outcome) -> Result<RunResult, AgentError> {

@@ -281,6 +281,8 @@ pub struct CallFlags {
     pub mode: Option<String>,
     /// What decided the result (completed calls only).
     pub decided_by: Option<DecidedBy>,
+    /// A `remote_mcp` call's MCP details (the `mcp` object of the event).
+    pub mcp: Option<Value>,
 }
 
 impl ToolEvidence {
@@ -305,6 +307,13 @@ impl ToolEvidence {
             None => (Value::Null, false),
         };
         let (result_value, result_blob) = self.recorder.tool_value(result_value)?;
+        let (mcp, mcp_blob) = match flags.mcp {
+            Some(value) => {
+                let (inline, blob) = self.recorder.tool_value(value)?;
+                (Some(inline), blob)
+            }
+            None => (None, None),
+        };
         let seq = self
             .recorder
             .record_async(&ToolCalled {
@@ -321,6 +330,8 @@ impl ToolEvidence {
                 arguments_blob,
                 result_blob,
                 decided_by: flags.decided_by.map(|d| d.as_str().to_string()),
+                mcp,
+                mcp_blob,
             })
             .await?;
         Ok(seq)
@@ -343,6 +354,32 @@ impl ToolEvidence {
             duration_ms,
             CallFlags {
                 mode,
+                decided_by: Some(decided_by),
+                ..CallFlags::default()
+            },
+        )
+        .await
+    }
+
+    /// Record a completed call of a tool that ran in an MCP server, with its `mcp`
+    /// details (see [`CallFlags::mcp`]).
+    pub async fn completed_remote(
+        &self,
+        call: &ToolCall,
+        output: &ToolOutput,
+        duration_ms: u64,
+        mcp: Value,
+        decided_by: DecidedBy,
+    ) -> Result<u64, AgentError> {
+        self.record(
+            &call.name,
+            &call.id,
+            arguments_value(&call.arguments),
+            Some(output),
+            duration_ms,
+            CallFlags {
+                mode: Some("remote_mcp".to_string()),
+                mcp: Some(mcp),
                 decided_by: Some(decided_by),
                 ..CallFlags::default()
             },

@@ -75,6 +75,10 @@ pub enum AgentError {
         /// What is wrong.
         message: String,
     },
+    /// An MCP server of the agent could not be started, reached, initialised or listed,
+    /// or lists a tool that cannot be offered (an invalid schema, a name clash).
+    #[error("{0}")]
+    Mcp(String),
     /// `resume` was given decisions that do not match the calls the run waits on.
     #[error("{0}")]
     Decisions(String),

@@ -32,6 +32,7 @@ mod control;
 mod error;
 mod hooks;
 mod output;
+mod remote;
 mod replay;
 mod skills;
 mod spec;
@@ -48,6 +49,7 @@ pub use hooks::{
 };
 pub use output::OutputSchema;
 pub use provrun_evidence::{Durability, RunStatus};
+pub use remote::RecordedMcp;
 pub use replay::{
     ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
 };

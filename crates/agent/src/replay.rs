@@ -14,6 +14,7 @@ use crate::backend::Backend;
 use crate::capability::DecidedBy;
 use crate::control::RunControl;
 use crate::error::AgentError;
+use crate::remote::RecordedMcp;
 use crate::spec::{AgentSpec, Decision, DeferReason, DeferredCall, RunResult, RunSpec};
 
 fn bundle_err(path: &Path, message: impl Into<String>) -> AgentError {
@@ -355,6 +356,41 @@ impl Replaying {
     }
 }
 
+/// The MCP side of a recording, for a replay that answers `remote_mcp` calls from it
+/// instead of the servers: `None` when the run used no MCP server.
+fn recorded_mcp(bundle: &Path, events: &[Event]) -> Result<Option<RecordedMcp>, AgentError> {
+    let description = events
+        .first()
+        .map(|e| e.payload["details"]["mcp"].clone())
+        .unwrap_or(Value::Null);
+    if description.is_null() {
+        return Ok(None);
+    }
+    let mut results = HashMap::new();
+    for e in events.iter().filter(|e| {
+        e.kind == EventType::ToolCalled
+            && e.payload["mode"] == "remote_mcp"
+            && e.payload["deferred"] != true
+    }) {
+        let p = &e.payload;
+        let output = ToolOutput {
+            content: tool_result(bundle, p)?,
+            ok: p["ok"] == true,
+        };
+        let mcp = match blob_of(bundle, p.get("mcp_blob"))? {
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| bundle_err(bundle, format!("an mcp blob is not JSON: {e}")))?,
+            None => p["mcp"].clone(),
+        };
+        let call_id = p["call_id"].as_str().unwrap_or_default().to_string();
+        results.insert(call_id, (output, mcp));
+    }
+    Ok(Some(RecordedMcp {
+        description,
+        results,
+    }))
+}
+
 /// What a replay found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayReport {
@@ -489,10 +525,14 @@ pub async fn replay(
     if staged_any {
         run.inputs.push(input);
     }
-    let backend = backend
+    let mut backend = backend
         .clone()
         .with_model(Arc::new(model))
         .replaying(Arc::clone(&replaying));
+    if let Some(recorded) = recorded_mcp(source, &events)? {
+        // Tools that ran in MCP servers answer from the recording: no server is reached.
+        backend = backend.with_recorded_mcp(recorded);
+    }
     let mut result = backend.execute(control, &agent, &run).await?;
     while result.status == RunStatus::Paused {
         let Some(decisions) = replaying.decisions(result.usage.requests, &result.deferred) else {

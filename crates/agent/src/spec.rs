@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use provrun_evidence::{Durability, RunStatus};
 use provrun_sandbox::Limits;
+use provrun_tools::McpServerSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -88,6 +89,11 @@ pub struct AgentSpec {
     /// Run even where a sandbox layer is missing, recording the degradation.
     #[serde(default)]
     pub allow_degraded_sandbox: bool,
+    /// MCP servers whose tools the agent may call, next to `tools` (`[[mcp]]` sections):
+    /// each server's tools are listed at run start and named `PREFIX_tool`. A section with
+    /// only a `name` uses the tools folder's declaration of that name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<McpServerSpec>,
     /// Where relative paths in the spec (a script, skills) resolve; the spec file's folder.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -112,6 +118,7 @@ impl AgentSpec {
             output_schema: None,
             skills: Vec::new(),
             allow_degraded_sandbox: false,
+            mcp: Vec::new(),
             base_dir: None,
             source: None,
         }
@@ -173,6 +180,18 @@ impl AgentSpec {
         for t in &self.tools {
             if !seen.insert(t.as_str()) {
                 return Err(invalid(format!("tool `{t}` is listed twice in `tools`")));
+            }
+        }
+        let mut servers = std::collections::BTreeSet::new();
+        for server in &self.mcp {
+            server
+                .check(true)
+                .map_err(|m| invalid(format!("`[[mcp]]`: {m}")))?;
+            if !servers.insert(server.name.as_str()) {
+                return Err(invalid(format!(
+                    "`[[mcp]]`: MCP server `{}` is listed twice",
+                    server.name
+                )));
             }
         }
         if let Some(schema) = &self.output_schema

@@ -41,6 +41,8 @@ fn small_event(i: usize) -> ToolCalled {
         arguments_blob: None,
         result_blob: None,
         decided_by: None,
+        mcp: None,
+        mcp_blob: None,
     }
 }
 

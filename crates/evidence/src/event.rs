@@ -293,6 +293,15 @@ pub struct ToolCalled {
     /// Replay reruns only what a tool decided and takes the rest from the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// A `remote_mcp` call's MCP details: the server reached (`server`, observed), the
+    /// tool's name there (`tool`), and what the server claimed (`claims`, whose own
+    /// `confidence` is `parsed`); see docs/evidence.md. `null` with `mcp_blob` set when too
+    /// large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Value>,
+    /// Blob holding `mcp` when it was too large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_blob: Option<BlobRef>,
 }
 impl Payload for ToolCalled {
     const TYPE: EventType = EventType::ToolCalled;
@@ -494,6 +503,8 @@ mod tests {
             arguments_blob: None,
             result_blob: None,
             decided_by: None,
+            mcp: None,
+            mcp_blob: None,
         };
         assert_eq!(t.confidence(), Confidence::Observed);
         t.provider_run = true;

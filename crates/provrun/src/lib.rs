@@ -10,6 +10,8 @@
 pub use provrun_agent as agent;
 #[cfg(feature = "evidence")]
 pub use provrun_evidence as evidence;
+#[cfg(feature = "mcp")]
+pub use provrun_mcp as mcp;
 #[cfg(feature = "model")]
 pub use provrun_model as model;
 #[cfg(feature = "sandbox")]

@@ -310,6 +310,7 @@ fn pids_cgroup_parent() -> Option<PathBuf> {
     })
 }
 
+#[derive(Debug)]
 struct Cgroup {
     dir: PathBuf,
 }
@@ -404,7 +405,9 @@ fn probe_now() -> Confinement {
             if let Some(bwrap) = &bwrap_path {
                 let mut args = bwrap_args(&roots, helper_path.as_deref(), 64 << 20);
                 match &helper_path {
-                    Some(_) => args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true)),
+                    Some(_) => {
+                        args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true, &[]))
+                    }
                     None => args.push(os("/bin/true")),
                 }
                 match probe_run(bwrap, &args, helper_path.is_some()) {
@@ -425,7 +428,7 @@ fn probe_now() -> Confinement {
             }
             c.set("namespaces", ns_ok, ns_detail);
             if let (None, Some(helper)) = (&report, &helper_path) {
-                let args = helper_args(&roots, false, &[], &BTreeMap::new(), true);
+                let args = helper_args(&roots, false, &[], &BTreeMap::new(), true, &[]);
                 report = probe_run(helper, &args, true).ok().flatten();
             }
             report
@@ -624,6 +627,7 @@ fn helper_args(
     require: &[&str],
     limits: &BTreeMap<String, u64>,
     probe: bool,
+    extra_read_only: &[PathBuf],
 ) -> Vec<OsString> {
     let mut a = Vec::new();
     if inside {
@@ -651,6 +655,7 @@ fn helper_args(
     let mut read_only: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
     read_only.push(PathBuf::from("/etc"));
     read_only.push(input);
+    read_only.extend(extra_read_only.iter().cloned());
     if inside {
         // Inside the PID namespace /proc shows only the sandbox's own processes.
         read_only.extend([HELPER_INSIDE, "/proc", "/dev"].map(PathBuf::from));
@@ -735,6 +740,83 @@ fn join_cgroup_at_exec(cmd: &mut Command, procs: std::fs::File) {
     }
 }
 
+/// How much of a long-lived child's stderr is kept (the first bytes).
+const CHILD_STDERR_CAP: usize = 64 * 1024;
+
+/// A long-lived confined child started by [`Sandbox::spawn_program`]. Its whole tree is
+/// killed by [`ConfinedChild::kill`] or when it is dropped.
+#[derive(Debug)]
+pub struct ConfinedChild {
+    child: Child,
+    cgroup: Option<Cgroup>,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    stderr_closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    degraded: Vec<String>,
+}
+
+impl ConfinedChild {
+    /// The child's stdin, once (`None` after the first take).
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    /// The child's stdout, once (`None` after the first take).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// The process id of the child (bubblewrap or the helper, when they wrap it).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The first 64 KiB the child wrote to stderr so far, as text.
+    pub fn stderr_text(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Whether its stderr has been read to the end (the child and all it started have
+    /// closed it): [`ConfinedChild::stderr_text`] then has everything it will ever have.
+    pub fn stderr_closed(&self) -> bool {
+        self.stderr_closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The layers that were missing when it started (empty when fully confined).
+    pub fn degraded(&self) -> &[String] {
+        &self.degraded
+    }
+
+    /// Whether it has exited, and how (`None` while running).
+    pub fn exit_status(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(match exit_parts(status) {
+                (Some(code), _) => format!("exit code {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                _ => "ended".to_owned(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Kill the whole tree and reap the child.
+    pub fn kill(&mut self) {
+        kill_tree(&mut self.child, self.cgroup.as_ref());
+        let _ = self.child.wait();
+        if let Some(cg) = self.cgroup.take() {
+            cg.remove();
+        }
+    }
+}
+
+impl Drop for ConfinedChild {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 impl Sandbox {
     /// What this machine offers `run_command` (probed once per process).
     pub fn command_support() -> &'static Confinement {
@@ -781,87 +863,13 @@ impl Sandbox {
             .min(max_timeout)
             .max(Duration::from_millis(100));
         let before = self.recount()?;
-        let roots = self.root_paths().clone();
-        let namespaces = conf.has("namespaces");
-        let helper = conf
-            .helper
-            .as_deref()
-            .filter(|_| conf.has("landlock") || conf.has("seccomp") || conf.has("rlimits"));
-
-        let mut rl: BTreeMap<String, u64> = BTreeMap::new();
-        rl.insert("cpu".into(), limits.command_cpu_s);
-        rl.insert("as".into(), limits.command_memory_bytes);
-        rl.insert(
-            "fsize".into(),
-            limits.max_total_bytes.saturating_sub(before.bytes),
-        );
-        rl.insert("nofile".into(), 1024);
-        rl.insert("core".into(), 0);
-        if conf.use_nproc {
-            rl.insert("nproc".into(), limits.command_processes);
-        }
-        let require: Vec<&str> = ["landlock", "seccomp", "rlimits"]
-            .into_iter()
-            .filter(|l| conf.has(l))
-            .collect();
-
-        let mut args: Vec<OsString> = Vec::new();
-        let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
-            (true, Some(bwrap), h) => {
-                args = bwrap_args(&roots, h, limits.command_tmp_bytes);
-                if h.is_some() {
-                    args.extend(helper_args(&roots, true, &require, &rl, false));
-                }
-                bwrap.clone()
-            }
-            (_, _, Some(h)) => {
-                args.extend(helper_args(&roots, false, &require, &rl, false));
-                h.to_path_buf()
-            }
-            _ => PathBuf::from(&argv[0]),
-        };
-        let direct = args.is_empty();
-        args.extend(argv.iter().skip(usize::from(direct)).map(os));
-
-        let mut cmd = Command::new(&program);
-        cmd.args(&args)
-            .env_clear()
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            });
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        if !namespaces {
-            // Without bubblewrap the environment is set here, and the roots are at their
-            // host paths.
-            cmd.env("PATH", SANDBOX_PATH)
-                .env("HOME", &roots.scratch)
-                .env("TMPDIR", &roots.scratch)
-                .env("LANG", "C.UTF-8")
-                .current_dir(&roots.scratch);
-        }
-        let cgroup = match &conf.pids_cgroup {
-            Some(parent) => {
-                let cg = Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES)
-                    .map_err(|e| SandboxError::CommandStart {
-                    message: format!("creating the pids cgroup: {e}"),
-                })?;
-                match cg.procs() {
-                    Ok(procs) => join_cgroup_at_exec(&mut cmd, procs),
-                    Err(e) => {
-                        cg.remove();
-                        return Err(SandboxError::CommandStart {
-                            message: format!("opening the pids cgroup: {e}"),
-                        });
-                    }
-                }
-                Some(cg)
-            }
-            None => None,
-        };
+        let (mut cmd, program, cgroup) =
+            self.confined_command(conf, argv, &[], &[], before.bytes)?;
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
 
         let started = Instant::now();
         let mut child = match cmd.spawn() {
@@ -964,6 +972,183 @@ impl Sandbox {
             "command ran"
         );
         Ok(outcome)
+    }
+
+    /// Starts `argv` as a long-lived confined child with piped stdin, stdout and stderr —
+    /// for a server that talks over its standard streams (an MCP stdio server). The layers
+    /// are those of [`Sandbox::run_program`], and so is the refusal when one is missing and
+    /// degraded mode is not allowed; there is no timeout: the caller ends the child with
+    /// [`ConfinedChild::kill`] (dropping it kills it too). `env` is the child's whole
+    /// environment beyond `PATH`, `HOME`, `TMPDIR` and `LANG`; `read_only` host paths (the
+    /// server's program, its data) are made visible read-only at the same paths.
+    pub fn spawn_program(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+    ) -> Result<ConfinedChild> {
+        let conf = probe();
+        if !conf.is_complete() && !self.degraded_allowed() {
+            return Err(SandboxError::ConfinementMissing {
+                missing: conf.missing_summary(),
+            });
+        }
+        if argv.is_empty() {
+            return Err(SandboxError::CommandStart {
+                message: "no program given".to_owned(),
+            });
+        }
+        let before = self.recount()?;
+        let (mut cmd, program, cgroup) =
+            self.confined_command(conf, argv, env, read_only, before.bytes)?;
+        cmd.stdin(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(SandboxError::CommandStart {
+                    message: format!("{}: {e}", program.display()),
+                });
+            }
+        };
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stderr_closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Some(mut pipe) = child.stderr.take() {
+            let keep = std::sync::Arc::clone(&stderr);
+            let closed = std::sync::Arc::clone(&stderr_closed);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if let Ok(mut kept) = keep.lock() {
+                                let room = CHILD_STDERR_CAP.saturating_sub(kept.len());
+                                kept.extend_from_slice(&buf[..n.min(room)]);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+        } else {
+            stderr_closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        tracing::info!(program = %argv[0], pid = child.id(), "confined child started");
+        Ok(ConfinedChild {
+            child,
+            cgroup,
+            stderr,
+            stderr_closed,
+            degraded: conf.degraded.clone(),
+        })
+    }
+
+    /// The command that runs `argv` under every layer this machine has, with `env` as its
+    /// only environment and `read_only` host paths visible (read-only, at the same paths);
+    /// stdout and stderr piped. The pids cgroup, when there is one, is joined at exec.
+    fn confined_command(
+        &self,
+        conf: &Confinement,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+        used_bytes: u64,
+    ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
+        let limits = self.limits().clone();
+        let roots = self.root_paths().clone();
+        let namespaces = conf.has("namespaces");
+        let helper = conf
+            .helper
+            .as_deref()
+            .filter(|_| conf.has("landlock") || conf.has("seccomp") || conf.has("rlimits"));
+
+        let mut rl: BTreeMap<String, u64> = BTreeMap::new();
+        rl.insert("cpu".into(), limits.command_cpu_s);
+        rl.insert("as".into(), limits.command_memory_bytes);
+        rl.insert(
+            "fsize".into(),
+            limits.max_total_bytes.saturating_sub(used_bytes),
+        );
+        rl.insert("nofile".into(), 1024);
+        rl.insert("core".into(), 0);
+        if conf.use_nproc {
+            rl.insert("nproc".into(), limits.command_processes);
+        }
+        let require: Vec<&str> = ["landlock", "seccomp", "rlimits"]
+            .into_iter()
+            .filter(|l| conf.has(l))
+            .collect();
+
+        let mut args: Vec<OsString> = Vec::new();
+        let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
+            (true, Some(bwrap), h) => {
+                args = bwrap_args(&roots, h, limits.command_tmp_bytes);
+                // Before the trailing `--chdir /scratch --`: extra binds and variables.
+                let tail = args.split_off(args.len() - 3);
+                for p in read_only {
+                    args.extend([os("--ro-bind"), p.clone().into(), p.clone().into()]);
+                }
+                for (k, v) in env {
+                    args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
+                }
+                args.extend(tail);
+                if h.is_some() {
+                    args.extend(helper_args(&roots, true, &require, &rl, false, read_only));
+                }
+                bwrap.clone()
+            }
+            (_, _, Some(h)) => {
+                args.extend(helper_args(&roots, false, &require, &rl, false, read_only));
+                h.to_path_buf()
+            }
+            _ => PathBuf::from(&argv[0]),
+        };
+        let direct = args.is_empty();
+        args.extend(argv.iter().skip(usize::from(direct)).map(os));
+
+        let mut cmd = Command::new(&program);
+        cmd.args(&args)
+            .env_clear()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if !namespaces {
+            // Without bubblewrap the environment is set here, and the roots are at their
+            // host paths.
+            cmd.env("PATH", SANDBOX_PATH)
+                .env("HOME", &roots.scratch)
+                .env("TMPDIR", &roots.scratch)
+                .env("LANG", "C.UTF-8")
+                .current_dir(&roots.scratch);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+        }
+        let cgroup = match &conf.pids_cgroup {
+            Some(parent) => {
+                let cg = Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES)
+                    .map_err(|e| SandboxError::CommandStart {
+                    message: format!("creating the pids cgroup: {e}"),
+                })?;
+                match cg.procs() {
+                    Ok(procs) => join_cgroup_at_exec(&mut cmd, procs),
+                    Err(e) => {
+                        cg.remove();
+                        return Err(SandboxError::CommandStart {
+                            message: format!("opening the pids cgroup: {e}"),
+                        });
+                    }
+                }
+                Some(cg)
+            }
+            None => None,
+        };
+        Ok((cmd, program, cgroup))
     }
 
     /// Measures /output and /scratch and says whether they are over quota.

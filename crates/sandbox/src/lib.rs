@@ -46,7 +46,7 @@ mod path;
 mod sandbox;
 mod stage;
 
-pub use command::{CommandOutcome, Confinement, HELPER_ENV, HELPER_NAME, Layer};
+pub use command::{CommandOutcome, ConfinedChild, Confinement, HELPER_ENV, HELPER_NAME, Layer};
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
 pub use limits::Limits;

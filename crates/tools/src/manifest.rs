@@ -15,6 +15,10 @@
 //! type = "object"
 //! properties.text = { type = "string", description = "The text." }
 //! required = ["text"]
+//!
+//! [[mcp]]                        # an MCP server (see `McpServerSpec`); agents use it by
+//! name = "notes"                 # naming it in their own `[[mcp]]` section
+//! command = "bin/notes-server"   # relative to this manifest's folder
 //! ```
 
 use std::path::Path;
@@ -24,6 +28,7 @@ use serde_json::Value;
 
 use crate::context::RunContext;
 use crate::error::ToolError;
+use crate::mcp::McpServerSpec;
 use crate::output::ToolOutput;
 use crate::tool::{Handler, JsonMap, Tool, ToolCategory, ToolMode};
 
@@ -32,6 +37,15 @@ use crate::tool::{Handler, JsonMap, Tool, ToolCategory, ToolMode};
 struct Manifest {
     #[serde(default)]
     tools: Vec<ManifestTool>,
+    #[serde(default)]
+    mcp: Vec<McpServerSpec>,
+}
+
+/// What one manifest declares.
+#[derive(Debug, Default)]
+pub(crate) struct Declared {
+    pub(crate) tools: Vec<Tool>,
+    pub(crate) servers: Vec<McpServerSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,22 +75,55 @@ struct ManifestTool {
 
 /// Read one manifest and build its tools.
 #[allow(clippy::disallowed_methods)] // reads the operator's own manifest, not model input
-pub(crate) fn load_manifest(path: &Path) -> Result<Vec<Tool>, ToolError> {
+pub(crate) fn load_manifest(path: &Path) -> Result<Declared, ToolError> {
     let text = std::fs::read_to_string(path).map_err(|source| ToolError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    parse_manifest(path, &text)
+    let mut declared = parse_declarations(path, &text)?;
+    // A relative program path in a manifest is relative to the manifest's folder.
+    let folder = path.parent().unwrap_or(Path::new("."));
+    for server in &mut declared.servers {
+        if let Some(command) = &server.command
+            && command.contains('/')
+            && Path::new(command).is_relative()
+        {
+            let joined = folder.join(command);
+            server.command = Some(
+                std::path::absolute(&joined)
+                    .unwrap_or(joined)
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    Ok(declared)
 }
 
 /// Build the tools a manifest's text declares; `path` is only for messages.
+#[cfg(test)]
 pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolError> {
+    parse_declarations(path, text).map(|d| d.tools)
+}
+
+/// The tools and MCP servers a manifest's text declares; `path` is only for messages.
+pub(crate) fn parse_declarations(path: &Path, text: &str) -> Result<Declared, ToolError> {
     let invalid = |message: String| ToolError::InvalidManifest {
         path: path.to_path_buf(),
         message,
     };
     let manifest: Manifest = toml::from_str(text).map_err(|e| invalid(one_line(text, &e)))?;
-    if manifest.tools.is_empty() {
+    let mut names = std::collections::BTreeSet::new();
+    for server in &manifest.mcp {
+        server.check(false).map_err(&invalid)?;
+        if !names.insert(server.name.clone()) {
+            return Err(invalid(format!(
+                "MCP server `{}` is declared twice",
+                server.name
+            )));
+        }
+    }
+    if manifest.tools.is_empty() && manifest.mcp.is_empty() {
         return Err(ToolError::EmptyManifest {
             path: path.to_path_buf(),
         });
@@ -127,7 +174,8 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
                 }
                 let server = decl.server.as_deref().unwrap_or("an MCP server");
                 Handler::Unavailable(format!(
-                    "it runs in {server}, and MCP servers are not supported in this build yet"
+                    "it runs in {server}; an agent reaches an MCP server's tools by naming \
+                     the server in its spec's `[[mcp]]` section, which lists them at run start"
                 ))
             }
         };
@@ -149,7 +197,10 @@ pub(crate) fn parse_manifest(path: &Path, text: &str) -> Result<Vec<Tool>, ToolE
         let tool = builder.build().map_err(|e| invalid(format!("{at}: {e}")))?;
         tools.push(tool);
     }
-    Ok(tools)
+    Ok(Declared {
+        tools,
+        servers: manifest.mcp,
+    })
 }
 
 /// The body of an in_process command tool: the program runs under the same OS confinement
@@ -331,6 +382,31 @@ mod tests {
             err.contains("type: \\\"object\\\"") || err.contains("\"object\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn mcp_servers_are_declared_as_plain_data() {
+        let d = parse_declarations(
+            Path::new("m.toml"),
+            "[[mcp]]\nname = \"notes\"\ncommand = \"/bin/notes\"\nargs = [\"-v\"]\n",
+        )
+        .unwrap();
+        assert!(
+            d.tools.is_empty(),
+            "a manifest of servers alone is not empty"
+        );
+        assert_eq!(d.servers.len(), 1);
+        assert_eq!(d.servers[0].command.as_deref(), Some("/bin/notes"));
+        assert_eq!(d.servers[0].args, ["-v"]);
+        let twice = "[[mcp]]\nname = \"a\"\nurl = \"http://h/mcp\"\n".repeat(2);
+        let err = parse_declarations(Path::new("m.toml"), &twice)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("declared twice"), "{err}");
+        let err = parse_declarations(Path::new("m.toml"), "[[mcp]]\nname = \"a\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs `command"), "{err}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::args::ToolArgs;
 use crate::context::RunContext;
 use crate::error::ToolError;
 use crate::manifest;
+use crate::mcp::McpServerSpec;
 use crate::output::ToolOutput;
 use crate::tool::Tool;
 
@@ -19,6 +20,7 @@ use crate::tool::Tool;
 #[derive(Debug, Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Tool>,
+    servers: BTreeMap<String, McpServerSpec>,
 }
 
 /// Every tool that `#[tool]` registered in the linked binary, built once per process.
@@ -68,7 +70,10 @@ impl ToolRegistry {
             .iter()
             .map(|t| (t.name().to_string(), t.clone()))
             .collect();
-        Self { tools }
+        Self {
+            tools,
+            servers: BTreeMap::new(),
+        }
     }
 
     /// The linked tools plus those of each tools folder, loaded in order (a later folder's
@@ -138,6 +143,21 @@ impl ToolRegistry {
         }
     }
 
+    /// Add an MCP server declaration; one with the same name is replaced and returned.
+    pub fn add_mcp_server(&mut self, server: McpServerSpec) -> Option<McpServerSpec> {
+        self.servers.insert(server.name.clone(), server)
+    }
+
+    /// The MCP server declared under this name (by a tools folder or `add_mcp_server`).
+    pub fn mcp_server(&self, name: &str) -> Option<&McpServerSpec> {
+        self.servers.get(name)
+    }
+
+    /// Every MCP server declaration, sorted by name.
+    pub fn mcp_servers(&self) -> impl Iterator<Item = &McpServerSpec> {
+        self.servers.values()
+    }
+
     /// All tools, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &Tool> {
         self.tools.values()
@@ -158,7 +178,8 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
-    /// Read every manifest (`*.toml`) in `folder` and add its tools; returns how many.
+    /// Read every manifest (`*.toml`) in `folder` and add its tools (and its MCP server
+    /// declarations, see [`ToolRegistry::mcp_servers`]); returns how many tools.
     ///
     /// Files whose names start with `_` are skipped, as are files that are not `.toml`.
     /// Manifests are read in name order. A manifest with no tools, an invalid manifest, or
@@ -187,8 +208,23 @@ impl ToolRegistry {
         paths.sort();
 
         let mut loaded: BTreeMap<String, (Tool, PathBuf)> = BTreeMap::new();
+        let mut servers: BTreeMap<String, (McpServerSpec, PathBuf)> = BTreeMap::new();
         for path in paths {
-            for tool in manifest::load_manifest(&path)? {
+            let declared = manifest::load_manifest(&path)?;
+            for server in declared.servers {
+                if let Some((_, first)) = servers.get(&server.name) {
+                    return Err(ToolError::InvalidManifest {
+                        path: path.clone(),
+                        message: format!(
+                            "MCP server `{}` is also declared in `{}`",
+                            server.name,
+                            first.display()
+                        ),
+                    });
+                }
+                servers.insert(server.name.clone(), (server, path.clone()));
+            }
+            for tool in declared.tools {
                 if let Some((_, first)) = loaded.get(tool.name()) {
                     return Err(ToolError::InvalidManifest {
                         path: path.clone(),
@@ -205,6 +241,9 @@ impl ToolRegistry {
         let count = loaded.len();
         for (_, (tool, _)) in loaded {
             self.add(tool);
+        }
+        for (_, (server, _)) in servers {
+            self.add_mcp_server(server);
         }
         Ok(count)
     }

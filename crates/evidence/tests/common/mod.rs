@@ -60,6 +60,8 @@ pub fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
         arguments_blob: None,
         result_blob: None,
         decided_by: None,
+        mcp: None,
+        mcp_blob: None,
     }
 }
 

@@ -1,0 +1,870 @@
+//! Tools that run in MCP servers: the client side of the Model Context Protocol for
+//! provrun, on the official Rust SDK (`rmcp`).
+//!
+//! [`McpServers::connect`] starts or reaches each declared server ([`McpServerSpec`]): a
+//! stdio server is started for the run as a confined child (the `run_command` layers of
+//! `provrun-sandbox`, in its own private, empty `/input`, `/output` and `/scratch`: it sees
+//! none of the run's files and gets no environment but what its declaration names); a
+//! Streamable HTTP server is reached at its URL, with an optional bearer token read from an
+//! environment variable. Each server's tools are listed, checked ([`check_input_schema`])
+//! and named `PREFIX_tool` ([`exposed_name`]), ready to be offered to a model next to
+//! built-in tools. [`McpServers::call`] runs one call with a time limit and gives back what
+//! the model sees plus the evidence to record: who answered (observed) and what the server
+//! claimed (structured content, `isError`, annotations — confidence `parsed`).
+//!
+//! Nothing a server sends can panic the caller: a server that crashes, hangs, sends lines
+//! that are not JSON-RPC or lists a tool with a broken schema gives a start-up
+//! [`McpError`] or a failed [`ToolOutput`] that says what happened.
+
+mod schema;
+mod tap;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use provrun_sandbox::{ConfinedChild, Limits, Sandbox, SandboxError};
+use provrun_tools::{McpServerSpec, McpTransportKind, ToolOutput, is_valid_tool_name};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::IntoTransport;
+use rmcp::{Peer, RoleClient, ServiceExt};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+pub use schema::check_input_schema;
+
+/// What joins a server's prefix and its tool's name: `notes` + `find` → `notes_find`.
+/// OpenAI-compatible providers accept only `[A-Za-z0-9_-]{1,64}` as function names, so a
+/// dot is not an option.
+pub const NAME_SEPARATOR: &str = "_";
+
+/// How long the client waits for a server to close politely before it is killed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Why MCP servers could not be used; every variant names the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The declaration is not usable, or the server did not start, initialise or list its
+    /// tools in time.
+    #[error("MCP server `{server}`: {message}")]
+    Server {
+        /// The declared server name.
+        server: String,
+        /// What happened, with the server's stderr or exit status where known.
+        message: String,
+    },
+    /// A listed tool's input schema is not a valid object schema.
+    #[error("MCP server `{server}`: tool `{tool}` lists an invalid input schema: {message}")]
+    InvalidSchema {
+        /// The declared server name.
+        server: String,
+        /// The tool as the server names it.
+        tool: String,
+        /// What is wrong with the schema, and where.
+        message: String,
+    },
+    /// The sandbox refused to start a stdio server (e.g. a confinement layer is missing
+    /// and `allow_degraded_sandbox` is not set).
+    #[error("MCP server `{server}` cannot be started: {source}")]
+    Sandbox {
+        /// The declared server name.
+        server: String,
+        /// Why the sandbox refused.
+        #[source]
+        source: SandboxError,
+    },
+}
+
+/// Settings for starting stdio servers.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// Where a relative `command` path resolves (the agent spec's folder).
+    pub base_dir: Option<PathBuf>,
+    /// The quotas and limits of each server's private sandbox.
+    pub limits: Limits,
+    /// Start stdio servers even where a confinement layer is missing.
+    pub allow_degraded_sandbox: bool,
+}
+
+/// One tool an MCP server offers, as provrun exposes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct McpTool {
+    /// The name the model and evidence use (`PREFIX_tool`).
+    pub name: String,
+    /// The declared name of the server that runs it.
+    pub server: String,
+    /// The tool's name on the server.
+    pub remote_name: String,
+    /// What the model is told the tool does.
+    pub description: String,
+    /// The input schema, as listed.
+    pub schema: Value,
+    /// The server's annotations for the tool (hints, not facts), as listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// Whether calls count as destructive for the approval policy.
+    pub destructive: bool,
+}
+
+impl McpTool {
+    /// Rebuild the tools a run recorded (`run_started.details.mcp`, see
+    /// [`McpServers::describe`]), for replaying without the servers.
+    pub fn recorded(description: &Value) -> Vec<McpTool> {
+        let mut out = Vec::new();
+        for server in description.as_array().into_iter().flatten() {
+            let server_name = server["name"].as_str().unwrap_or_default();
+            for t in server["tools"].as_array().into_iter().flatten() {
+                let (Some(name), Some(remote)) = (t["name"].as_str(), t["remote_name"].as_str())
+                else {
+                    continue;
+                };
+                out.push(McpTool {
+                    name: name.to_string(),
+                    server: server_name.to_string(),
+                    remote_name: remote.to_string(),
+                    description: t["description"].as_str().unwrap_or_default().to_string(),
+                    schema: t["schema"].clone(),
+                    annotations: t.get("annotations").filter(|a| !a.is_null()).cloned(),
+                    destructive: t["destructive"] == true,
+                });
+            }
+        }
+        // The order a live connection lists them in: by exposed name.
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
+
+/// The name a server's tool gets: `PREFIX_tool` (or the tool's own name with an empty
+/// prefix), with any character a provider would refuse replaced by `_`; `None` when the
+/// result is longer than 64 characters.
+pub fn exposed_name(prefix: &str, remote: &str) -> Option<String> {
+    let clean: String = remote
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = if prefix.is_empty() {
+        clean
+    } else {
+        format!("{prefix}{NAME_SEPARATOR}{clean}")
+    };
+    (is_valid_tool_name(&name) && !name.contains('.')).then_some(name)
+}
+
+/// What one finished call gives back.
+#[derive(Debug, Clone)]
+pub struct McpCall {
+    /// What the model sees.
+    pub output: ToolOutput,
+    /// The `mcp` object of the call's `tool_called` event: `server` (what was started or
+    /// reached: observed), `tool` (the server's name for it), and `claims` (what the
+    /// server said about the call and itself, `confidence: "parsed"`).
+    pub evidence: Value,
+}
+
+/// One connected server.
+struct Server {
+    spec: McpServerSpec,
+    /// What we started or reached (observed).
+    endpoint: Value,
+    /// What the server said it is in `initialize` (parsed).
+    implementation: Value,
+    peer: Peer<RoleClient>,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    child: Option<Mutex<ConfinedChild>>,
+    /// The first line a stdio server sent that is not JSON.
+    bad_line: Option<tap::BadLine>,
+    /// The stdio server's private sandbox (its scratch) and its empty input and output.
+    _home: Option<(Sandbox, tempfile::TempDir)>,
+}
+
+/// How long a failed call or start-up waits for a stdio server that is going away to be
+/// gone, so that its exit status and all of its stderr make it into the message.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Wait (up to [`SETTLE`]) until the child has exited and its stderr is read to the end.
+async fn settle(child: &Mutex<ConfinedChild>) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let done = child
+            .lock()
+            .map(|mut c| c.stderr_closed() && c.exit_status().is_some())
+            .unwrap_or(true);
+        if done || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+impl Server {
+    /// After a failed call: give a stdio server that is going away time to be gone.
+    async fn settle(&self) {
+        if let Some(child) = &self.child {
+            settle(child).await;
+        }
+    }
+
+    /// The child's state, for messages: its exit status and the end of its stderr.
+    fn child_state(&self) -> String {
+        let Some(child) = &self.child else {
+            return String::new();
+        };
+        let Ok(mut child) = child.lock() else {
+            return String::new();
+        };
+        describe_child(&mut child, self.bad_line.as_ref())
+    }
+}
+
+fn describe_child(child: &mut ConfinedChild, bad_line: Option<&tap::BadLine>) -> String {
+    let mut parts = Vec::new();
+    if let Some(line) = bad_line.and_then(|b| b.lock().ok()).and_then(|b| b.clone()) {
+        parts.push(format!("it sent a line that is not JSON-RPC: `{line}`"));
+    }
+    if let Some(status) = child.exit_status() {
+        parts.push(format!("the server process ended ({status})"));
+    }
+    let stderr = child.stderr_text();
+    let stderr = stderr.trim();
+    if !stderr.is_empty() {
+        let tail: String = {
+            let chars: Vec<char> = stderr.chars().collect();
+            let from = chars.len().saturating_sub(400);
+            chars[from..].iter().collect()
+        };
+        parts.push(format!("its stderr ends: {}", tail.replace('\n', " | ")));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join("; "))
+    }
+}
+
+/// The MCP servers of one run, connected, with their tools listed.
+pub struct McpServers {
+    servers: Vec<Server>,
+    tools: BTreeMap<String, (usize, McpTool)>,
+}
+
+impl std::fmt::Debug for McpServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServers")
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .iter()
+                    .map(|s| &s.spec.name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn server_err(spec: &McpServerSpec, message: impl Into<String>) -> McpError {
+    McpError::Server {
+        server: spec.name.clone(),
+        message: message.into(),
+    }
+}
+
+/// The program of a stdio declaration as a host path: a relative path with a `/`
+/// resolves against `base`, and a path that exists becomes its real path; a bare name is
+/// looked up on the sandbox's `PATH` as is.
+fn resolve_program(command: &str, base: Option<&Path>) -> String {
+    let path = Path::new(command);
+    let joined = if command.contains('/') && path.is_relative() {
+        base.unwrap_or(Path::new(".")).join(path)
+    } else if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        return command.to_string();
+    };
+    // The real file (no `..`, no links): that is what the sandbox binds and runs.
+    std::fs::canonicalize(&joined)
+        .or_else(|_| std::path::absolute(&joined))
+        .unwrap_or(joined)
+        .display()
+        .to_string()
+}
+
+impl McpServers {
+    /// No servers (a run without `[[mcp]]`).
+    pub fn none() -> Self {
+        Self {
+            servers: Vec::new(),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// Start or reach every server, initialise it and list its tools, each within its
+    /// `timeout_s`. On any error the servers already started are stopped and the error
+    /// says which server failed and why.
+    pub async fn connect(
+        specs: &[McpServerSpec],
+        options: &ConnectOptions,
+    ) -> Result<Self, McpError> {
+        let mut out = Self::none();
+        let mut names = BTreeSet::new();
+        for spec in specs {
+            if !names.insert(spec.name.clone()) {
+                out.shutdown().await;
+                return Err(server_err(spec, "is declared twice"));
+            }
+            match connect_one(spec, options).await {
+                Ok((server, listed)) => {
+                    let index = out.servers.len();
+                    out.servers.push(server);
+                    if let Err(e) = out.add_tools(index, listed) {
+                        out.shutdown().await;
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    out.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn add_tools(&mut self, index: usize, listed: Vec<rmcp::model::Tool>) -> Result<(), McpError> {
+        let spec = self.servers[index].spec.clone();
+        let wanted: Option<BTreeSet<&str>> = spec
+            .tools
+            .as_ref()
+            .map(|t| t.iter().map(String::as_str).collect());
+        let mut seen = BTreeSet::new();
+        for tool in listed {
+            let remote = tool.name.to_string();
+            seen.insert(remote.clone());
+            if wanted
+                .as_ref()
+                .is_some_and(|w| !w.contains(remote.as_str()))
+            {
+                continue;
+            }
+            let schema = Value::Object((*tool.input_schema).clone());
+            check_input_schema(&schema).map_err(|message| McpError::InvalidSchema {
+                server: spec.name.clone(),
+                tool: remote.clone(),
+                message,
+            })?;
+            let name = exposed_name(spec.tool_prefix(), &remote).ok_or_else(|| {
+                server_err(
+                    &spec,
+                    format!(
+                        "tool `{remote}` cannot be named for a model: `{}{NAME_SEPARATOR}{remote}` \
+                         is longer than 64 characters (choose a shorter `prefix`)",
+                        spec.tool_prefix()
+                    ),
+                )
+            })?;
+            if let Some((other, _)) = self.tools.get(&name) {
+                return Err(server_err(
+                    &spec,
+                    format!(
+                        "tool `{remote}` would be named `{name}`, which MCP server `{}` already \
+                         uses (give one of them a different `prefix`)",
+                        self.servers[*other].spec.name
+                    ),
+                ));
+            }
+            let annotations = tool
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok());
+            // MCP's defaults: a tool is destructive unless it says it only reads, or says
+            // it is not destructive. The declaration can only make it more careful.
+            let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            let not_destructive =
+                tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(false);
+            let destructive = spec.destructive || !(read_only || not_destructive);
+            let description = tool
+                .description
+                .as_deref()
+                .map(str::to_string)
+                .filter(|d| !d.trim().is_empty())
+                .or_else(|| tool.title.clone())
+                .unwrap_or_else(|| format!("Tool `{remote}` of MCP server `{}`.", spec.name));
+            self.tools.insert(
+                name.clone(),
+                (
+                    index,
+                    McpTool {
+                        name,
+                        server: spec.name.clone(),
+                        remote_name: remote,
+                        description,
+                        schema,
+                        annotations,
+                        destructive,
+                    },
+                ),
+            );
+        }
+        if let Some(wanted) = wanted {
+            let missing: Vec<&str> = wanted.into_iter().filter(|w| !seen.contains(*w)).collect();
+            if !missing.is_empty() {
+                return Err(server_err(
+                    &spec,
+                    format!(
+                        "`tools` names {} that the server does not list; it lists: {}",
+                        missing.join(", "),
+                        seen.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every tool of every server, by exposed name.
+    pub fn tools(&self) -> impl Iterator<Item = &McpTool> {
+        self.tools.values().map(|(_, t)| t)
+    }
+
+    /// Whether no server is connected.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The servers and their tools as `run_started.details.mcp` records them: per server
+    /// its name, transport, command or URL, what it said it is (`implementation`, parsed)
+    /// and its tools with their full schemas and the SHA-256 of each schema's canonical
+    /// JSON (`schema_sha256`, as in `run_started.tools`).
+    pub fn describe(&self, digest: impl Fn(&Value) -> String) -> Value {
+        let servers: Vec<Value> = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let tools: Vec<Value> = self
+                    .tools
+                    .values()
+                    .filter(|(idx, _)| *idx == i)
+                    .map(|(_, t)| {
+                        let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
+                        v["schema_sha256"] = Value::String(digest(&t.schema));
+                        v
+                    })
+                    .collect();
+                json!({
+                    "name": s.spec.name,
+                    "endpoint": s.endpoint,
+                    "implementation": s.implementation,
+                    "tools": tools,
+                })
+            })
+            .collect();
+        Value::Array(servers)
+    }
+
+    /// Call the tool exposed as `name` with the model's `arguments` text (a JSON object,
+    /// or nothing), waiting at most `timeout`. `None` when no server offers `name`.
+    ///
+    /// The result the model sees is the text of the content blocks (other blocks as their
+    /// JSON; the structured content when there are no blocks); `ok` is false when the
+    /// server set `isError` or the call failed (no answer in time, the server gone, a
+    /// protocol error) — then the text says which.
+    pub async fn call(&self, name: &str, arguments: &str, timeout: Duration) -> Option<McpCall> {
+        let (index, tool) = self.tools.get(name)?;
+        let server = &self.servers[*index];
+        let mut evidence = json!({
+            "server": server.endpoint,
+            "tool": tool.remote_name,
+        });
+        let args = match parse_arguments(arguments) {
+            Ok(a) => a,
+            Err(message) => {
+                evidence["error"] = Value::String(message.clone());
+                return Some(McpCall {
+                    output: ToolOutput::fail(format!(
+                        "invalid arguments for tool `{name}`: {message}"
+                    )),
+                    evidence,
+                });
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.remote_name.clone());
+        params.arguments = Some(args);
+        let answer = tokio::time::timeout(timeout, server.peer.call_tool(params)).await;
+        let output = match answer {
+            Ok(Ok(result)) => {
+                let result = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let is_error = result.get("isError").and_then(Value::as_bool);
+                let text = result_text(&result);
+                evidence["claims"] = json!({
+                    "confidence": "parsed",
+                    "implementation": server.implementation,
+                    "annotations": tool.annotations,
+                    "is_error": is_error,
+                    "content": result.get("content").cloned().unwrap_or(Value::Null),
+                    "structured_content": result.get("structuredContent").cloned(),
+                });
+                if is_error == Some(true) {
+                    ToolOutput::fail(text)
+                } else {
+                    ToolOutput::succeed(text)
+                }
+            }
+            Ok(Err(e)) => {
+                server.settle().await;
+                let message = format!(
+                    "MCP server `{}` failed the call: {e}{}",
+                    server.spec.name,
+                    server.child_state()
+                );
+                evidence["error"] = Value::String(message.clone());
+                ToolOutput::fail(message)
+            }
+            Err(_) => {
+                let message = format!(
+                    "MCP server `{}` gave no answer within {} s (it may hang, or send \
+                     messages that are not JSON-RPC){}",
+                    server.spec.name,
+                    timeout.as_secs_f64(),
+                    server.child_state()
+                );
+                evidence["error"] = Value::String(message.clone());
+                ToolOutput::fail(message)
+            }
+        };
+        tracing::info!(tool = name, server = %server.spec.name, ok = output.ok, "MCP tool called");
+        Some(McpCall { output, evidence })
+    }
+
+    /// Close every connection and kill every stdio server's process tree. Idempotent;
+    /// dropping the value kills the children too.
+    pub async fn shutdown(&self) {
+        for server in &self.servers {
+            if let Some(service) = server.service.lock().await.take() {
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, service.cancel()).await;
+            }
+            if let Some(child) = &server.child
+                && let Ok(mut child) = child.lock()
+            {
+                child.kill();
+            }
+        }
+    }
+}
+
+/// The model's argument text as a JSON object (nothing → `{}`).
+fn parse_arguments(text: &str) -> Result<JsonObject, String> {
+    if text.trim().is_empty() {
+        return Ok(JsonObject::new());
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "expected a JSON object, got {}",
+            match other {
+                Value::Array(_) => "an array",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
+/// What the model sees of a `tools/call` result (as JSON): text blocks as their text,
+/// other blocks as compact JSON, one per line; the structured content when there are no
+/// blocks.
+fn result_text(result: &Value) -> String {
+    let blocks = result["content"].as_array().cloned().unwrap_or_default();
+    if blocks.is_empty() {
+        return match result.get("structuredContent") {
+            Some(v) if !v.is_null() => v.to_string(),
+            _ => String::new(),
+        };
+    }
+    blocks
+        .iter()
+        .map(|b| match (b["type"].as_str(), b["text"].as_str()) {
+            (Some("text"), Some(t)) => t.to_string(),
+            _ => b.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn initialise<T, E, A>(
+    transport: T,
+) -> Result<
+    (
+        RunningService<RoleClient, ClientConfig>,
+        Vec<rmcp::model::Tool>,
+    ),
+    String,
+>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("provrun", env!("CARGO_PKG_VERSION")),
+    );
+    let service = info
+        .serve(transport)
+        .await
+        .map_err(|e| format!("initialize failed: {e}"))?;
+    let tools = service
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    Ok((service, tools))
+}
+
+async fn connect_one(
+    spec: &McpServerSpec,
+    options: &ConnectOptions,
+) -> Result<(Server, Vec<rmcp::model::Tool>), McpError> {
+    spec.check(false).map_err(|m| server_err(spec, m))?;
+    let limit = Duration::from_secs(spec.startup_timeout_s());
+    let mut child = None;
+    let mut home = None;
+    let mut bad_line = None;
+    let started = match spec.transport() {
+        McpTransportKind::Stdio => {
+            let program = resolve_program(
+                spec.command.as_deref().unwrap_or_default(),
+                options.base_dir.as_deref(),
+            );
+            let dir = tempfile::Builder::new()
+                .prefix("provrun-mcp-")
+                .tempdir()
+                .map_err(|e| server_err(spec, format!("making its private folders: {e}")))?;
+            let (input, output) = (dir.path().join("input"), dir.path().join("output"));
+            for d in [&input, &output] {
+                std::fs::create_dir_all(d)
+                    .map_err(|e| server_err(spec, format!("making its private folders: {e}")))?;
+            }
+            let sandbox = Sandbox::with_temp_scratch(&input, &output, options.limits.clone())
+                .map_err(|source| McpError::Sandbox {
+                    server: spec.name.clone(),
+                    source,
+                })?
+                .allow_degraded_commands(options.allow_degraded_sandbox);
+            let mut argv = vec![program.clone()];
+            argv.extend(spec.args.iter().cloned());
+            let env: Vec<(String, String)> = spec
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let read_only: Vec<PathBuf> = if Path::new(&program).is_absolute() {
+                vec![PathBuf::from(&program)]
+            } else {
+                Vec::new()
+            };
+            let mut spawned = sandbox
+                .spawn_program(&argv, &env, &read_only)
+                .map_err(|source| McpError::Sandbox {
+                    server: spec.name.clone(),
+                    source,
+                })?;
+            let pipes = spawned
+                .take_stdin()
+                .zip(spawned.take_stdout())
+                .ok_or_else(|| server_err(spec, "its pipes were not opened"))
+                .and_then(|(stdin, stdout)| {
+                    let stdin = tokio::process::ChildStdin::from_std(stdin);
+                    let stdout = tokio::process::ChildStdout::from_std(stdout);
+                    stdin
+                        .and_then(|i| stdout.map(|o| (o, i)))
+                        .map_err(|e| server_err(spec, format!("its pipes: {e}")))
+                });
+            let (stdout, stdin) = match pipes {
+                Ok(p) => p,
+                Err(e) => return Err(e),
+            };
+            child = Some(spawned);
+            home = Some((sandbox, dir));
+            let (stdout, bad) = tap::Tap::new(stdout);
+            bad_line = Some(bad);
+            tokio::time::timeout(limit, initialise((stdout, stdin))).await
+        }
+        McpTransportKind::Http => {
+            let url = spec.url.clone().unwrap_or_default();
+            let mut config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url,
+                );
+            if let Some(var) = &spec.bearer_token_env {
+                let token = std::env::var(var).map_err(|_| {
+                    server_err(
+                        spec,
+                        format!("`bearer_token_env` names `{var}`, which is not set"),
+                    )
+                })?;
+                config = config.auth_header(token);
+            }
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            tokio::time::timeout(limit, initialise(transport)).await
+        }
+        McpTransportKind::Reference => {
+            return Err(server_err(
+                spec,
+                "names neither `command` nor `url`, and no tools folder declares it",
+            ));
+        }
+    };
+    let state = |child: &mut Option<ConfinedChild>| match child {
+        Some(c) => describe_child(c, bad_line.as_ref()),
+        None => String::new(),
+    };
+    let (service, tools) = match started {
+        Ok(Ok(ok)) => ok,
+        Ok(Err(message)) => {
+            let child = child.map(Mutex::new);
+            if let Some(c) = &child {
+                settle(c).await;
+            }
+            let shown = child
+                .and_then(|c| c.into_inner().ok())
+                .map(|mut c| describe_child(&mut c, bad_line.as_ref()))
+                .unwrap_or_default();
+            return Err(server_err(spec, format!("{message}{shown}")));
+        }
+        Err(_) => {
+            return Err(server_err(
+                spec,
+                format!(
+                    "did not initialise and list its tools within {} s (timeout_s){}",
+                    limit.as_secs(),
+                    state(&mut child)
+                ),
+            ));
+        }
+    };
+    let implementation = service
+        .peer_info()
+        .and_then(|p| p.server_info.clone())
+        .map(|i| json!({"name": i.name, "version": i.version}))
+        .unwrap_or(Value::Null);
+    let endpoint = match spec.transport() {
+        McpTransportKind::Stdio => {
+            let mut argv = vec![resolve_program(
+                spec.command.as_deref().unwrap_or_default(),
+                options.base_dir.as_deref(),
+            )];
+            argv.extend(spec.args.iter().cloned());
+            json!({
+                "name": spec.name,
+                "transport": "stdio",
+                "command": argv,
+                "env": spec.env.keys().collect::<Vec<_>>(),
+                "degraded": child.as_ref().map(|c| c.degraded().to_vec()).unwrap_or_default(),
+            })
+        }
+        _ => json!({
+            "name": spec.name,
+            "transport": "streamable_http",
+            "url": spec.url,
+            "bearer_token_env": spec.bearer_token_env,
+        }),
+    };
+    tracing::info!(server = %spec.name, tools = tools.len(), "MCP server ready");
+    Ok((
+        Server {
+            spec: spec.clone(),
+            endpoint,
+            implementation,
+            peer: service.peer().clone(),
+            service: tokio::sync::Mutex::new(Some(service)),
+            child: child.map(Mutex::new),
+            bad_line,
+            _home: home,
+        },
+        tools,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prefixed_cleaned_and_bounded() {
+        assert_eq!(exposed_name("notes", "find").as_deref(), Some("notes_find"));
+        assert_eq!(exposed_name("", "find").as_deref(), Some("find"));
+        assert_eq!(
+            exposed_name("fs", "read.file/v2").as_deref(),
+            Some("fs_read_file_v2")
+        );
+        assert_eq!(exposed_name("p", &"x".repeat(63)), None);
+        assert_eq!(exposed_name("", ""), None);
+    }
+
+    #[test]
+    fn arguments_must_be_an_object() {
+        assert!(parse_arguments("").unwrap().is_empty());
+        assert_eq!(parse_arguments("{\"a\":1}").unwrap()["a"], 1);
+        assert!(parse_arguments("[1]").unwrap_err().contains("an array"));
+        assert!(parse_arguments("{").unwrap_err().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn result_text_joins_blocks_and_falls_back_to_structured_content() {
+        let r = json!({"content": [{"type": "text", "text": "a"}, {"type": "image", "data": "AA", "mimeType": "image/png"}]});
+        let t = result_text(&r);
+        assert!(t.starts_with("a\n{"), "{t}");
+        assert!(t.contains("image/png"), "{t}");
+        assert_eq!(
+            result_text(&json!({"content": [], "structuredContent": {"n": 1}})),
+            "{\"n\":1}"
+        );
+        assert_eq!(result_text(&json!({})), "");
+    }
+
+    #[test]
+    fn recorded_descriptions_rebuild_the_tools() {
+        let d = json!([{"name": "notes", "tools": [
+            {"name": "notes_find", "remote_name": "find", "description": "d", "schema": {"type": "object"}, "destructive": false},
+            {"bad": true}
+        ]}]);
+        let tools = McpTool::recorded(&d);
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].server, "notes");
+        assert_eq!(tools[0].remote_name, "find");
+        assert!(McpTool::recorded(&json!("garbage")).is_empty());
+    }
+
+    #[test]
+    fn relative_programs_resolve_against_the_base() {
+        assert_eq!(resolve_program("cat", Some(Path::new("/x"))), "cat");
+        assert_eq!(
+            resolve_program("/nonexistent/cat", Some(Path::new("/x"))),
+            "/nonexistent/cat"
+        );
+        assert_eq!(resolve_program("bin/s", Some(Path::new("/x"))), "/x/bin/s");
+        // An existing file is resolved to its real path, `..` and links gone.
+        assert_eq!(
+            resolve_program("../bin/sh", Some(Path::new("/usr"))),
+            std::fs::canonicalize("/bin/sh")
+                .unwrap()
+                .display()
+                .to_string()
+        );
+    }
+}
