@@ -524,6 +524,7 @@ impl Recorder {
             if durability.syncs() {
                 file.sync_data()
                     .map_err(|e| EvidenceError::io("sync", &log_path, e))?;
+                #[cfg(feature = "sync-probe")]
                 fsutil::synced_log(&log_path, scan.good_len);
             }
         }
