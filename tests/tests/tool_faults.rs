@@ -234,3 +234,121 @@ async fn a_panicking_tool_does_not_poison_the_next_run() {
         assert!(verify(&bundle).ok);
     }
 }
+
+/// Whether this machine can run confined commands; under `CI=true` it must.
+fn commands_ready() -> bool {
+    let support = provrun::sandbox::Sandbox::command_support();
+    if support.is_complete() {
+        return true;
+    }
+    let why = support.missing_summary();
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("CI must run the command tool faults for real, but this machine lacks: {why}");
+    }
+    eprintln!(
+        "\n**********************************************************************\n\
+         **  WARNING: COMMAND TOOL FAULTS SKIPPED: this machine lacks: {why}\n\
+         **********************************************************************\n"
+    );
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_tools_that_print_invalid_utf8_are_recorded_with_a_note() {
+    if !commands_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A manifest command tool and `run_command`, each printing two invalid sequences
+    // (\377 and a lone \303) between valid text; the manifest one also on stderr, then fails.
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("bytes.toml"),
+        r#"
+        [[tools]]
+        name = "emit_bytes"
+        description = "Prints bytes that are not UTF-8."
+        command = ["sh", "-c", 'cat >/dev/null; printf "ok \377 mid \303( end"']
+
+        [[tools]]
+        name = "emit_bytes_and_fail"
+        description = "Prints bytes that are not UTF-8 to stderr, then fails."
+        command = ["sh", "-c", 'printf "bad \376" >&2; exit 3']
+        "#,
+    )
+    .unwrap();
+    let registry = provrun::tools::ToolRegistry::new([tools.as_path()]).unwrap();
+    let bundle = dir.path().join("bundle");
+    let mut agent = AgentSpec::new("bytes", "test");
+    agent.tools = ["emit_bytes", "emit_bytes_and_fail", "run_command"]
+        .map(String::from)
+        .to_vec();
+    let model = ScriptModel::from_value(&json!([
+        {"tool_calls": [
+            {"id": "m1", "name": "emit_bytes", "arguments": {}},
+            {"id": "m2", "name": "emit_bytes_and_fail", "arguments": {}},
+            {"id": "r1", "name": "run_command",
+             "arguments": {"command": "printf 'x \\377\\376 y\\n'; printf '\\351' >&2"}}
+        ]},
+        {"text": "survived"}
+    ]))
+    .unwrap();
+    let r = Backend::new()
+        .with_model(Arc::new(model))
+        .with_registry(registry)
+        .execute(
+            &RunControl::new(),
+            &agent,
+            &RunSpec::new("Print bytes.", &bundle),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+    assert_eq!(r.output, "survived");
+
+    let c = calls(&bundle);
+    let by_name = |n: &str| c.iter().find(|c| c.name == n).unwrap();
+    // The manifest tool's stdout is its result: decoded with U+FFFD, and a note on its
+    // own line says so, so the text never passes for the program's exact bytes.
+    let m1 = by_name("emit_bytes");
+    assert!(m1.ok, "{}", m1.result);
+    assert_eq!(
+        m1.result,
+        "ok \u{FFFD} mid \u{FFFD}( end\n\
+         [stdout: 2 byte sequences that are not UTF-8 shown as U+FFFD]"
+    );
+    // A failing one reports both streams, with the same note for stderr.
+    let m2 = by_name("emit_bytes_and_fail");
+    assert!(!m2.ok, "{}", m2.result);
+    assert!(m2.result.starts_with("exit code 3"), "{}", m2.result);
+    assert!(
+        m2.result.contains("--- stderr ---\nbad \u{FFFD}\n[stderr: 1 byte sequence that is not UTF-8 shown as U+FFFD]"),
+        "{}",
+        m2.result
+    );
+    // run_command renders both streams, each with its note.
+    let r1 = by_name("run_command");
+    assert!(r1.ok, "{}", r1.result);
+    assert!(
+        r1.result.contains(
+            "--- stdout ---\nx \u{FFFD}\u{FFFD} y\n[stdout: 2 byte sequences that are not UTF-8 shown as U+FFFD]"
+        ),
+        "{}",
+        r1.result
+    );
+    assert!(
+        r1.result.contains(
+            "--- stderr ---\n\u{FFFD}\n[stderr: 1 byte sequence that is not UTF-8 shown as U+FFFD]"
+        ),
+        "{}",
+        r1.result
+    );
+
+    let report = verify(&bundle);
+    assert!(
+        report.ok && report.complete,
+        "{:?}",
+        report.failures().collect::<Vec<_>>()
+    );
+}

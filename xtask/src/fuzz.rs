@@ -1,10 +1,16 @@
 //! `cargo xtask fuzz` and `cargo xtask soak`: the reliability suite's long-running parts.
 //!
 //! `fuzz TARGET|--all --seconds N` runs cargo-fuzz targets from `fuzz/` (its own Cargo
-//! workspace, built with nightly into `fuzz/target`) for N seconds each, starting from the
-//! committed seeds in `fuzz/corpus/<target>`; what libFuzzer finds on the way goes to
+//! workspace, built into `fuzz/target`) for N seconds each, starting from the committed
+//! seeds in `fuzz/corpus/<target>`; what libFuzzer finds on the way goes to
 //! `fuzz/target/corpus/<target>` and crashes to `fuzz/artifacts/<target>`, both ignored by
-//! git. It ends with executions and crashes per target, and fails if any target crashed.
+//! git. It ends with executions and crashes per target, names every crash file, and fails
+//! if any target crashed.
+//!
+//! cargo-fuzz needs nightly-only compiler flags. With a rustup `nightly` toolchain it uses
+//! that; without one it uses the default toolchain with `RUSTC_BOOTSTRAP=1`, which unlocks
+//! the same flags on a stable compiler. `PROVRUN_FUZZ_TOOLCHAIN=nightly|bootstrap` forces
+//! one of the two.
 //!
 //! `soak [--kills N] [--seconds N]` is the nightly mode: the SIGKILL crash test with many
 //! more kills, then every fuzz target for longer.
@@ -26,11 +32,31 @@ pub const TARGETS: &[&str] = &[
 
 const FUZZ_USAGE: &str = "usage: cargo xtask fuzz (TARGET | --all) [--seconds N]
 targets: tool_args, response_parser, evidence_verify, sandbox_path, agent_spec
-needs: cargo install cargo-fuzz, and a nightly toolchain (rustup toolchain install nightly)";
+needs: cargo install cargo-fuzz --locked; a rustup nightly toolchain is used when there is
+one, else the default toolchain with RUSTC_BOOTSTRAP=1 (PROVRUN_FUZZ_TOOLCHAIN=nightly|bootstrap
+forces one)";
 
 const SOAK_USAGE: &str = "usage: cargo xtask soak [--kills N] [--seconds N]
   --kills N    SIGKILLs in the crash-consistency test (default 500)
   --seconds N  fuzzing time per target (default 300)";
+
+/// How cargo-fuzz gets the nightly-only compiler flags it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Toolchain {
+    /// `cargo +nightly fuzz …` through rustup.
+    Nightly,
+    /// `cargo fuzz …` on the default toolchain with `RUSTC_BOOTSTRAP=1`.
+    Bootstrap,
+}
+
+impl Toolchain {
+    fn describe(self) -> &'static str {
+        match self {
+            Toolchain::Nightly => "rustup nightly",
+            Toolchain::Bootstrap => "default toolchain with RUSTC_BOOTSTRAP=1",
+        }
+    }
+}
 
 /// What one fuzz run did.
 struct FuzzRun {
@@ -38,6 +64,8 @@ struct FuzzRun {
     executions: Option<u64>,
     crashed: bool,
     seconds: f64,
+    /// Crash files libFuzzer wrote during this run.
+    artifacts: Vec<std::path::PathBuf>,
 }
 
 fn flag_value(args: &[String], flag: &str, default: u64) -> Result<u64, String> {
@@ -83,11 +111,11 @@ pub fn fuzz(args: &[String]) -> Result<(), String> {
 }
 
 fn fuzz_targets(targets: &[&str], seconds: u64) -> Result<(), String> {
-    check_tools()?;
-    build()?;
+    let toolchain = check_tools()?;
+    build(toolchain)?;
     let mut runs = Vec::new();
     for t in targets {
-        runs.push(fuzz_one(t, seconds)?);
+        runs.push(fuzz_one(toolchain, t, seconds)?);
     }
     println!("\nfuzz summary ({seconds} s per target):");
     println!(
@@ -100,12 +128,20 @@ fn fuzz_targets(targets: &[&str], seconds: u64) -> Result<(), String> {
             r.target,
             r.executions.map_or("?".to_string(), |n| n.to_string()),
             r.seconds,
-            if r.crashed {
-                "CRASHED (see fuzz/artifacts)"
-            } else {
-                "ok"
+            match (r.crashed, r.artifacts.is_empty()) {
+                (false, _) => "ok",
+                (true, false) => "CRASHED",
+                (true, true) => "FAILED (no crash file: see its output above)",
             }
         );
+        for a in &r.artifacts {
+            println!("      crash file: {}", a.display());
+            println!(
+                "      reproduce: cd fuzz && cargo fuzz run {} {} --sanitizer none --debug-assertions",
+                r.target,
+                a.display()
+            );
+        }
     }
     let crashed: Vec<&str> = runs
         .iter()
@@ -115,50 +151,100 @@ fn fuzz_targets(targets: &[&str], seconds: u64) -> Result<(), String> {
     if crashed.is_empty() {
         Ok(())
     } else {
-        Err(format!("fuzz: crashes in {}", crashed.join(", ")))
+        Err(format!("fuzz: crashed or failed: {}", crashed.join(", ")))
     }
 }
 
-fn check_tools() -> Result<(), String> {
-    let ok = Command::new("cargo")
-        .args(["+nightly", "fuzz", "--version"])
-        .stdout(Stdio::null())
+/// Whether `cmd` runs and exits 0 (its output discarded).
+fn succeeds(mut cmd: Command) -> bool {
+    cmd.stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "fuzz: `cargo +nightly fuzz` is not available\n{FUZZ_USAGE}"
-        ))
-    }
+        .is_ok_and(|s| s.success())
 }
 
-/// `cargo +nightly fuzz …` in `fuzz/`, built into `fuzz/target` whatever the caller's
-/// CARGO_TARGET_DIR. No sanitizer (the code under test has no unsafe; coverage-guided
-/// search is what matters) and debug assertions on, so overflows are found too.
-fn cargo_fuzz(sub: &str) -> Command {
+/// Picks the toolchain and checks that cargo-fuzz runs on it.
+fn check_tools() -> Result<Toolchain, String> {
+    let forced = std::env::var("PROVRUN_FUZZ_TOOLCHAIN").ok();
+    let toolchain = match forced.as_deref() {
+        Some("nightly") => Toolchain::Nightly,
+        Some("bootstrap") => Toolchain::Bootstrap,
+        Some(other) => {
+            return Err(format!(
+                "fuzz: PROVRUN_FUZZ_TOOLCHAIN={other:?}: expected `nightly` or `bootstrap`"
+            ));
+        }
+        None => {
+            let mut probe = Command::new("cargo");
+            probe.args(["+nightly", "--version"]);
+            if succeeds(probe) {
+                Toolchain::Nightly
+            } else {
+                Toolchain::Bootstrap
+            }
+        }
+    };
+    let mut version = cargo_fuzz_command(toolchain);
+    version.arg("--version");
+    if !succeeds(version) {
+        return Err(format!(
+            "fuzz: cargo-fuzz does not run on the {} (install it with \
+             `cargo install cargo-fuzz --locked`)\n{FUZZ_USAGE}",
+            toolchain.describe()
+        ));
+    }
+    println!("fuzz: cargo-fuzz on the {}", toolchain.describe());
+    Ok(toolchain)
+}
+
+/// `cargo [+nightly] fuzz`, in `fuzz/`, built into `fuzz/target` whatever the caller's
+/// CARGO_TARGET_DIR.
+fn cargo_fuzz_command(toolchain: Toolchain) -> Command {
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root().join("fuzz"))
         .env_remove("CARGO_TARGET_DIR")
-        .env_remove("RUSTC_WRAPPER")
-        .args([
-            "+nightly",
-            "fuzz",
-            sub,
-            "--sanitizer",
-            "none",
-            "--debug-assertions",
-        ]);
+        .env_remove("RUSTC_WRAPPER");
+    match toolchain {
+        Toolchain::Nightly => {
+            cmd.arg("+nightly");
+        }
+        Toolchain::Bootstrap => {
+            cmd.env("RUSTC_BOOTSTRAP", "1");
+        }
+    }
+    cmd.arg("fuzz");
     cmd
 }
 
-fn build() -> Result<(), String> {
-    run("fuzz build", cargo_fuzz("build"))
+/// `cargo fuzz SUB` with the build options every fuzz command shares: no sanitizer (the
+/// code under test has no unsafe; coverage-guided search is what matters) and debug
+/// assertions on, so overflows are found too.
+fn cargo_fuzz(toolchain: Toolchain, sub: &str) -> Command {
+    let mut cmd = cargo_fuzz_command(toolchain);
+    cmd.args([sub, "--sanitizer", "none", "--debug-assertions"]);
+    cmd
 }
 
-fn fuzz_one(target: &str, seconds: u64) -> Result<FuzzRun, String> {
+fn build(toolchain: Toolchain) -> Result<(), String> {
+    run("fuzz build", cargo_fuzz(toolchain, "build"))
+}
+
+/// Files in `dir` (not recursive).
+fn files_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+fn fuzz_one(toolchain: Toolchain, target: &str, seconds: u64) -> Result<FuzzRun, String> {
     let root = root();
     let work = root.join("fuzz/target/corpus").join(target);
     let seeds = root.join("fuzz/corpus").join(target);
@@ -166,7 +252,8 @@ fn fuzz_one(target: &str, seconds: u64) -> Result<FuzzRun, String> {
     for d in [&work, &artifacts] {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
-    let mut cmd = cargo_fuzz("run");
+    let before = files_in(&artifacts);
+    let mut cmd = cargo_fuzz(toolchain, "run");
     cmd.arg(target)
         .arg(&work)
         .arg(&seeds)
@@ -203,6 +290,13 @@ fn fuzz_one(target: &str, seconds: u64) -> Result<FuzzRun, String> {
     }
     let status = child.wait().map_err(|e| format!("fuzz {target}: {e}"))?;
     let seconds = started.elapsed().as_secs_f64();
+    let artifacts: Vec<_> = files_in(&artifacts)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    for a in &artifacts {
+        eprintln!("fuzz {target}: crash file {}", a.display());
+    }
     println!(
         "<== fuzz {target}: {} executions in {seconds:.1}s{}",
         executions.map_or("?".to_string(), |n| n.to_string()),
@@ -211,8 +305,9 @@ fn fuzz_one(target: &str, seconds: u64) -> Result<FuzzRun, String> {
     Ok(FuzzRun {
         target: target.to_string(),
         executions,
-        crashed: !status.success(),
+        crashed: !status.success() || !artifacts.is_empty(),
         seconds,
+        artifacts,
     })
 }
 

@@ -1,4 +1,4 @@
-//! Project automation for provrun: `cargo xtask ci | tidy | bench | fuzz`.
+//! Project automation for provrun: `cargo xtask ci | tidy | bench | fuzz | soak`.
 //!
 //! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
 //! tidy check, `cargo fmt --check`, clippy with warnings denied, the whole test suite, and
@@ -48,7 +48,9 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      tidy + fmt --check + clippy -D warnings + tests + docs (what CI runs)
   tidy    check that every .rs file opens with a //! comment
-  bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]";
+  bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]
+  fuzz    run cargo-fuzz targets: (TARGET | --all) [--seconds N] (CI: --all --seconds 20)
+  soak    the long reliability mode: many SIGKILLs, faults, then every fuzz target longer";
 
 fn root() -> PathBuf {
     // xtask lives one level below the workspace root.

@@ -39,6 +39,7 @@ pub(crate) fn hash_file(path: &Path, sync: bool) -> io::Result<(String, u64)> {
     let (mut file, hint) = open_regular_len(path)?;
     if sync {
         file.sync_data()?;
+        synced_file(path);
     }
     let mut hasher = Sha256::new();
     // A buffer the file's size (one extra byte to see the end in one read), at most
@@ -147,8 +148,46 @@ fn walk_into(dir: &Path, prefix: &str, depth: usize, walk: &mut Walk) {
 
 /// fsync a directory so that names created in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    File::open(dir)?.sync_all()?;
+    synced_dir(dir);
+    Ok(())
 }
+
+/// Tell the sync probe (feature `sync-probe`) that `path`'s data was synced.
+#[cfg(feature = "sync-probe")]
+pub(crate) fn synced_file(path: &Path) {
+    crate::probe::report(crate::probe::SyncPoint::File {
+        path: path.to_path_buf(),
+    });
+}
+
+/// Tell the sync probe (feature `sync-probe`) that the directory `path` was synced.
+#[cfg(feature = "sync-probe")]
+pub(crate) fn synced_dir(path: &Path) {
+    crate::probe::report(crate::probe::SyncPoint::Dir {
+        path: path.to_path_buf(),
+    });
+}
+
+/// Tell the sync probe (feature `sync-probe`) that the log at `path` is durable up to
+/// `len` bytes.
+#[cfg(feature = "sync-probe")]
+pub(crate) fn synced_log(path: &Path, len: u64) {
+    crate::probe::report(crate::probe::SyncPoint::Log {
+        path: path.to_path_buf(),
+        len,
+    });
+}
+
+/// Without the `sync-probe` feature: nothing.
+#[cfg(not(feature = "sync-probe"))]
+#[inline(always)]
+pub(crate) fn synced_file(_path: &Path) {}
+
+/// Without the `sync-probe` feature: nothing.
+#[cfg(not(feature = "sync-probe"))]
+#[inline(always)]
+pub(crate) fn synced_dir(_path: &Path) {}
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -167,6 +206,8 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> 
         f.write_all(bytes)?;
         if sync {
             f.sync_data()?;
+            #[cfg(feature = "sync-probe")]
+            synced_file(&dir.join(name));
         }
         fs::rename(&tmp, dir.join(name))?;
         if sync {

@@ -70,6 +70,8 @@ mod error;
 mod event;
 mod fsutil;
 mod log;
+#[cfg(feature = "sync-probe")]
+pub mod probe;
 mod read;
 mod recorder;
 mod statement;

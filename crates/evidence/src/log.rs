@@ -33,6 +33,9 @@ pub(crate) struct LogScan {
     pub lines: Vec<RawLine>,
     /// Length of a trailing line that has no `\n` (a torn write), if any.
     pub torn_len: Option<u64>,
+    /// Whether every byte of that trailing line is zero (what a power loss leaves where
+    /// the file system had extended the file but not yet written its data).
+    pub torn_zeros: bool,
     /// SHA-256 hex of every byte of the file.
     pub file_sha256: String,
     /// Bytes up to and including the last `\n`.
@@ -46,6 +49,7 @@ pub(crate) fn scan_log(path: &Path) -> io::Result<LogScan> {
     let mut line_hasher = Sha256::new();
     let mut line_buf: Option<Vec<u8>> = Some(Vec::new());
     let mut line_len = 0u64;
+    let mut line_zeros = true;
     let mut lines = Vec::new();
     let mut good_len = 0u64;
     let mut total = 0u64;
@@ -68,6 +72,7 @@ pub(crate) fn scan_log(path: &Path) -> io::Result<LogScan> {
             };
             line_hasher.update(piece);
             line_len += piece.len() as u64;
+            line_zeros &= piece.iter().all(|b| *b == 0);
             if let Some(b) = line_buf.as_mut() {
                 if b.len() + piece.len() > MAX_LINE_BYTES {
                     line_buf = None;
@@ -87,12 +92,14 @@ pub(crate) fn scan_log(path: &Path) -> io::Result<LogScan> {
                     hash,
                 });
                 line_len = 0;
+                line_zeros = true;
             }
         }
     }
     Ok(LogScan {
         lines,
         torn_len: (line_len > 0).then_some(line_len),
+        torn_zeros: line_len > 0 && line_zeros,
         file_sha256: hex::encode(whole.finalize()),
         good_len,
     })

@@ -173,7 +173,7 @@ impl SyncShared {
     }
 }
 
-fn committer_loop(shared: Arc<SyncShared>, log: File, blob_dir: PathBuf) {
+fn committer_loop(shared: Arc<SyncShared>, log: File, log_path: PathBuf, blob_dir: PathBuf) {
     loop {
         let (target, blobs) = {
             let mut st = lock(&shared.state);
@@ -188,11 +188,20 @@ fn committer_loop(shared: Arc<SyncShared>, log: File, blob_dir: PathBuf) {
         let result = (|| -> std::io::Result<()> {
             for b in &blobs {
                 File::open(b)?.sync_data()?;
+                fsutil::synced_file(b);
             }
             if !blobs.is_empty() {
                 sync_dir(&blob_dir)?;
             }
-            log.sync_data()
+            // Every line written before this point is covered by the sync below.
+            #[cfg(feature = "sync-probe")]
+            let written = log.metadata()?.len();
+            log.sync_data()?;
+            #[cfg(feature = "sync-probe")]
+            fsutil::synced_log(&log_path, written);
+            #[cfg(not(feature = "sync-probe"))]
+            let _ = &log_path;
+            Ok(())
         })();
         let wake: Vec<Waker> = {
             let mut st = lock(&shared.state);
@@ -515,6 +524,8 @@ impl Recorder {
             if durability.syncs() {
                 file.sync_data()
                     .map_err(|e| EvidenceError::io("sync", &log_path, e))?;
+                #[cfg(feature = "sync-probe")]
+                fsutil::synced_log(&log_path, scan.good_len);
             }
         }
         remove_leftovers(&root, &referenced, durability.syncs())?;
@@ -568,9 +579,10 @@ impl Recorder {
                 .map_err(|e| EvidenceError::io("dup", &log_path, e))?;
             let shared = Arc::clone(&sync);
             let blob_dir = root.join("blobs/sha256");
+            let synced_path = log_path.clone();
             let handle = std::thread::Builder::new()
                 .name("provrun-evidence-sync".into())
-                .spawn(move || committer_loop(shared, clone, blob_dir))
+                .spawn(move || committer_loop(shared, clone, synced_path, blob_dir))
                 .map_err(|e| EvidenceError::io("spawn sync thread for", &log_path, e))?;
             committer = Some(handle);
         }
@@ -700,6 +712,8 @@ impl Recorder {
                 st.broken = Some(format!("fsync {}: {e}", log_path.display()));
                 return Err(EvidenceError::io("sync", log_path, e));
             }
+            #[cfg(feature = "sync-probe")]
+            fsutil::synced_log(&inner.root.join(EVENTS_FILE), st.bytes);
             return Ok(Durable::ready(Ok(seq)));
         }
         let ticket = inner.sync.request();

@@ -368,6 +368,127 @@ fn torn_last_line_is_incomplete_not_corrupt() {
     assert_eq!(r.exit_code(), 3);
 }
 
+/// A finished bundle turned into an unfinished one whose log is `log`.
+fn unfinished_with_log(name: &str, log: &[u8]) -> VerifyReport {
+    let orig = make_bundle(name, Durability::Flush);
+    let dir = scratch(&format!("{name}-copy"));
+    copy_tree(&orig, &dir);
+    fs::remove_file(dir.join("statement.json")).unwrap();
+    fs::write(dir.join("events.jsonl"), log).unwrap();
+    verify(&dir)
+}
+
+#[test]
+fn zeros_after_the_last_complete_line_are_a_torn_tail() {
+    // What a power loss can leave: the file extended, its last data never written.
+    let lines = read_lines(&make_bundle("zeros-src", Durability::Flush));
+    let mut log: Vec<u8> = lines[..3]
+        .iter()
+        .flat_map(|l| format!("{l}\n").into_bytes())
+        .collect();
+    let mut cut = log.clone();
+    log.resize(log.len() + 4096, 0);
+    let r = unfinished_with_log("zeros-tail", &log);
+    assert!(r.ok && !r.complete, "{r:#?}");
+    assert_eq!(r.exit_code(), 3);
+    let parse = r.check(CheckCode::Parse).unwrap();
+    assert_eq!(parse.status, CheckStatus::Warn);
+    assert!(parse.detail.contains("4096 zero bytes"), "{}", parse.detail);
+    // Part of the next line, then zeros: torn as well.
+    cut.extend_from_slice(&lines[3].as_bytes()[..20]);
+    cut.resize(cut.len() + 100, 0);
+    let r = unfinished_with_log("zeros-torn", &cut);
+    assert_eq!(r.exit_code(), 3, "{r:#?}");
+}
+
+#[test]
+fn zeros_inside_the_log_or_followed_by_data_are_corrupt() {
+    let lines = read_lines(&make_bundle("zeros-mid-src", Durability::Flush));
+    let text = |ls: &[String]| -> Vec<u8> {
+        ls.iter()
+            .flat_map(|l| format!("{l}\n").into_bytes())
+            .collect()
+    };
+    // A line overwritten by zeros, the rest intact after it.
+    let mut log = text(&lines[..2]);
+    log.extend(std::iter::repeat_n(0u8, lines[2].len()));
+    log.push(b'\n');
+    log.extend(text(&lines[3..5]));
+    let r = unfinished_with_log("zeros-mid", &log);
+    assert_eq!(r.exit_code(), 1, "{r:#?}");
+    assert!(fails(&r).contains(&CheckCode::Parse), "{r:#?}");
+    // A run of zeros, then a later line with its newline (a block written out of order).
+    let mut log = text(&lines[..2]);
+    log.extend(std::iter::repeat_n(0u8, 512));
+    log.extend(text(&lines[3..4]));
+    let r = unfinished_with_log("zeros-then-data", &log);
+    assert_eq!(r.exit_code(), 1, "{r:#?}");
+    assert!(fails(&r).contains(&CheckCode::Parse), "{r:#?}");
+    // Zeros, then more bytes without a newline: still torn, since no complete line
+    // follows the zeros (nothing recorded is claimed by them).
+    let mut log = text(&lines[..2]);
+    log.extend(std::iter::repeat_n(0u8, 16));
+    log.extend_from_slice(b"tail");
+    let r = unfinished_with_log("zeros-then-bytes", &log);
+    assert_eq!(r.exit_code(), 3, "{r:#?}");
+    assert!(
+        !r.check(CheckCode::Parse)
+            .unwrap()
+            .detail
+            .contains("zero bytes")
+    );
+}
+
+#[test]
+fn a_damaged_blob_no_event_names_is_a_warning_only_while_unfinished() {
+    // A power loss can keep a blob's name but not its data (empty or zero-filled).
+    let orig = make_bundle("blob-damage", Durability::Flush);
+    let stray = sha256_hex(b"never recorded");
+    let lines = read_lines(&orig);
+    for (finished, content) in [(false, &b""[..]), (false, &[0u8; 40][..]), (true, &b""[..])] {
+        let dir = scratch("blob-damage-copy");
+        copy_tree(&orig, &dir);
+        fs::write(dir.join("blobs/sha256").join(&stray), content).unwrap();
+        if !finished {
+            fs::remove_file(dir.join("statement.json")).unwrap();
+            let log: String = lines[..lines.len() - 3]
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect();
+            fs::write(dir.join("events.jsonl"), log).unwrap();
+        }
+        let r = verify(&dir);
+        let blobs = r.check(CheckCode::Blobs).unwrap();
+        if finished {
+            assert_eq!(r.exit_code(), 1, "{r:#?}");
+            assert_eq!(blobs.status, CheckStatus::Fail);
+        } else {
+            assert_eq!(r.exit_code(), 3, "{r:#?}");
+            assert_eq!(blobs.status, CheckStatus::Warn);
+        }
+        assert!(
+            blobs.detail.contains("does not match its name"),
+            "{}",
+            blobs.detail
+        );
+    }
+    // A blob an event names, with other content: always a failure.
+    let dir = scratch("blob-damage-named");
+    copy_tree(&orig, &dir);
+    fs::remove_file(dir.join("statement.json")).unwrap();
+    let named = fs::read_dir(dir.join("blobs/sha256"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let len = fs::metadata(&named).unwrap().len() as usize;
+    fs::write(&named, vec![0u8; len]).unwrap();
+    let r = verify(&dir);
+    assert_eq!(r.exit_code(), 1, "{r:#?}");
+    assert_eq!(r.check(CheckCode::Blobs).unwrap().status, CheckStatus::Fail);
+}
+
 #[test]
 fn every_line_prefix_of_a_finished_log_is_incomplete() {
     let orig = make_bundle("prefix", Durability::Flush);

@@ -135,10 +135,16 @@ pub struct CommandOutcome {
     pub exit_code: Option<i32>,
     /// The signal that ended it, when one did.
     pub signal: Option<i32>,
-    /// Standard output, cut at `Limits::command_output_bytes` (lossy UTF-8).
+    /// Standard output, cut at `Limits::command_output_bytes`, decoded as UTF-8 with each
+    /// invalid byte sequence replaced by U+FFFD (counted in `stdout_invalid_utf8`).
     pub stdout: String,
-    /// Standard error, cut the same way.
+    /// Standard error, cut and decoded the same way.
     pub stderr: String,
+    /// How many byte sequences in the kept standard output were not UTF-8 (each shown as
+    /// U+FFFD in `stdout`). Zero when the output was valid UTF-8.
+    pub stdout_invalid_utf8: u64,
+    /// The same for standard error.
+    pub stderr_invalid_utf8: u64,
     /// Bytes the command wrote to standard output in all.
     pub stdout_bytes: u64,
     /// Bytes it wrote to standard error in all.
@@ -163,6 +169,23 @@ impl CommandOutcome {
     /// Whether the command exited with code 0 and was not killed.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.quota_exceeded
+    }
+
+    /// A one-line note saying that `stream`'s bytes were not all UTF-8, or `None` when
+    /// they were. Appended wherever the decoded text stands for the bytes.
+    pub fn invalid_utf8_note(&self, stream: &str) -> Option<String> {
+        let n = match stream {
+            "stdout" => self.stdout_invalid_utf8,
+            "stderr" => self.stderr_invalid_utf8,
+            _ => 0,
+        };
+        (n > 0).then(|| {
+            format!(
+                "[{stream}: {n} byte sequence{} that {} not UTF-8 shown as U+FFFD]",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "is" } else { "are" }
+            )
+        })
     }
 
     /// The outcome as text for a model: status line, notes, then the two streams.
@@ -208,14 +231,19 @@ impl CommandOutcome {
                 continue;
             }
             text.push_str(&format!("\n--- {name} ---\n{body}"));
+            let mut notes = Vec::new();
             if cut {
-                if !body.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str(&format!(
+                notes.push(format!(
                     "[{name} cut: showing the first {} of {total} bytes]",
                     body.len()
                 ));
+            }
+            notes.extend(self.invalid_utf8_note(name));
+            for note in notes {
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&note);
             }
         }
         text
@@ -948,13 +976,24 @@ impl Sandbox {
         let quota_exceeded =
             over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
         let (exit_code, signal) = exit_parts(status);
+        let (stdout, stdout_invalid_utf8) = decode_lossy(&out);
+        let (stderr, stderr_invalid_utf8) = decode_lossy(&err);
+        if stdout_invalid_utf8 + stderr_invalid_utf8 > 0 {
+            tracing::warn!(
+                stdout = stdout_invalid_utf8,
+                stderr = stderr_invalid_utf8,
+                "command output is not UTF-8: invalid sequences shown as U+FFFD"
+            );
+        }
         let outcome = CommandOutcome {
             exit_code,
             signal,
             stdout_truncated: out_total > out.len() as u64,
             stderr_truncated: err_total > err.len() as u64,
-            stdout: String::from_utf8_lossy(&out).into_owned(),
-            stderr: String::from_utf8_lossy(&err).into_owned(),
+            stdout,
+            stderr,
+            stdout_invalid_utf8,
+            stderr_invalid_utf8,
             stdout_bytes: out_total,
             stderr_bytes: err_total,
             timed_out,
@@ -1165,9 +1204,32 @@ impl Sandbox {
     }
 }
 
+/// `bytes` as UTF-8, each invalid sequence replaced by U+FFFD, and how many there were.
+fn decode_lossy(bytes: &[u8]) -> (String, u64) {
+    let mut text = String::with_capacity(bytes.len());
+    let mut invalid = 0u64;
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            text.push(char::REPLACEMENT_CHARACTER);
+            invalid += 1;
+        }
+    }
+    (text, invalid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_counted() {
+        assert_eq!(decode_lossy(b"plain"), ("plain".to_owned(), 0));
+        let (text, n) = decode_lossy(b"a\xff\xfeb\xc3\x28c");
+        assert_eq!(n, 3, "{text:?}");
+        assert_eq!(text, "a\u{fffd}\u{fffd}b\u{fffd}(c");
+        assert_eq!(text, String::from_utf8_lossy(b"a\xff\xfeb\xc3\x28c"));
+    }
 
     #[test]
     fn the_outcome_renders_cuts_and_timeouts() {
@@ -1176,6 +1238,8 @@ mod tests {
             signal: Some(9),
             stdout: "abc".into(),
             stderr: String::new(),
+            stdout_invalid_utf8: 0,
+            stderr_invalid_utf8: 0,
             stdout_bytes: 10,
             stderr_bytes: 0,
             stdout_truncated: true,

@@ -206,7 +206,9 @@ pub(crate) fn parse_declarations(path: &Path, text: &str) -> Result<Declared, To
 /// The body of an in_process command tool: the program runs under the same OS confinement
 /// as `run_command` (see `provrun_sandbox::Sandbox::run_program`), with the call's JSON
 /// arguments on stdin. Its stdout is the result when it exits 0; otherwise the call fails
-/// with the exit status and both streams.
+/// with the exit status and both streams. Stdout that is not UTF-8 is decoded with each
+/// invalid sequence as U+FFFD and a note saying how many there were is added on its own
+/// line, so the result never passes for the program's exact bytes.
 fn command_handler(argv: Vec<String>, timeout_s: Option<u64>) -> Handler {
     let run = move |ctx: Option<&RunContext>, args: JsonMap| -> Result<ToolOutput, ToolError> {
         // `takes_context` is set, so the registry refuses calls without a context first.
@@ -224,7 +226,14 @@ fn command_handler(argv: Vec<String>, timeout_s: Option<u64>) -> Handler {
         Ok(
             match ctx.sandbox().run_program(&argv, Some(stdin), timeout) {
                 Ok(outcome) if outcome.success() && !outcome.stdout_truncated => {
-                    ToolOutput::succeed(outcome.stdout)
+                    let mut text = outcome.stdout.clone();
+                    if let Some(note) = outcome.invalid_utf8_note("stdout") {
+                        if !text.is_empty() && !text.ends_with('\n') {
+                            text.push('\n');
+                        }
+                        text.push_str(&note);
+                    }
+                    ToolOutput::succeed(text)
                 }
                 Ok(outcome) => ToolOutput::fail(outcome.render()),
                 Err(e) => ToolOutput::fail(e.to_string()),
