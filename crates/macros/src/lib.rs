@@ -278,7 +278,7 @@ fn valid_tool_name(name: &str) -> bool {
         && name.len() <= 64
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 struct Param {
@@ -349,7 +349,7 @@ fn generate(
         return Err(syn::Error::new(
             span,
             format!(
-                "`{tool_name}` is not a valid tool name: use 1 to 64 ASCII letters, digits, `_`, `-` or `.`"
+                "`{tool_name}` is not a valid tool name: use 1 to 64 ASCII letters, digits, `_` or `-` (what OpenAI-compatible providers accept)"
             ),
         ));
     }

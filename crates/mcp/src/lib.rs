@@ -159,7 +159,7 @@ pub fn exposed_name(prefix: &str, remote: &str) -> Option<String> {
     } else {
         format!("{prefix}{NAME_SEPARATOR}{clean}")
     };
-    (is_valid_tool_name(&name) && !name.contains('.')).then_some(name)
+    is_valid_tool_name(&name).then_some(name)
 }
 
 /// What one finished call gives back.

@@ -25,9 +25,7 @@ pub enum ToolError {
         name: String,
     },
     /// A tool name that providers would reject.
-    #[error(
-        "`{name}` is not a valid tool name: use 1 to 64 ASCII letters, digits, `_`, `-` or `.`"
-    )]
+    #[error("`{name}` is not a valid tool name: use 1 to 64 ASCII letters, digits, `_` or `-`")]
     InvalidName {
         /// The rejected name.
         name: String,

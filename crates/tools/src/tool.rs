@@ -175,13 +175,14 @@ impl fmt::Debug for Tool {
 }
 
 /// Whether `name` is a name that OpenAI-compatible providers accept: 1 to 64 of
-/// ASCII letters, digits, `_`, `-`, `.`.
+/// ASCII letters, digits, `_` and `-` (OpenAI's function names refuse anything else,
+/// a `.` among them).
 pub fn is_valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
             .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.')
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
 }
 
 impl Tool {

@@ -442,8 +442,13 @@ fn tools_built_by_hand_follow_the_same_rules() {
         ToolOutput::succeed("HI")
     );
     assert_eq!(t.schema()["x-category"], "other");
-    let err = Tool::builder("bad name", "d").build().unwrap_err();
-    assert!(matches!(err, ToolError::InvalidName { .. }));
+    // A space, a dot (OpenAI's function names refuse it) and 65 characters are refused;
+    // `_` and `-` are fine.
+    for bad in ["bad name", "server.tool", &"x".repeat(65), ""] {
+        let err = Tool::builder(bad, "d").build().unwrap_err();
+        assert!(matches!(err, ToolError::InvalidName { .. }), "{bad:?}");
+    }
+    assert!(Tool::builder("a-b_c9", "d").build().is_ok());
     let err = Tool::builder("s", "d")
         .schema(json!({"type": "array"}))
         .build()
