@@ -55,6 +55,18 @@ impl std::fmt::Debug for OutputSchema {
     }
 }
 
+/// boon's messages run over several lines (a heading, then one `- at 'PATH': why` line
+/// per cause); errors here are one line: the lines joined with `; `, the internal schema
+/// address named as "the schema".
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(|l| l.trim().trim_start_matches("- "))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+        .replace(SCHEMA_URL, "the schema")
+}
+
 impl OutputSchema {
     /// Compile `schema`; `Err` says why it is not a usable JSON Schema.
     pub fn new(schema: &Value) -> Result<Self, String> {
@@ -63,13 +75,13 @@ impl OutputSchema {
         compiler.use_loader(Box::new(NoLoading));
         compiler
             .add_resource(SCHEMA_URL, schema.clone())
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| one_line(&format!("{e:#}")))?;
         let mut schemas = Schemas::new();
         // A panic in the compiler is a refused schema, not a crash.
         let compiled = catch_unwind(AssertUnwindSafe(|| {
             compiler
                 .compile(SCHEMA_URL, &mut schemas)
-                .map_err(|e| format!("{e:#}"))
+                .map_err(|e| one_line(&format!("{e:#}")))
         }));
         let index = compiled.unwrap_or_else(|_| Err("the schema compiler failed".into()))?;
         Ok(Self {
@@ -128,6 +140,19 @@ impl OutputSchema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schema_that_breaks_the_metaschema_is_refused_in_one_line() {
+        // Found by the agent_spec fuzz target: boon's text for this runs over 4 lines.
+        let bad = serde_json::json!({
+            "type": "object",
+            "properties": {"a": {"type": "s ring"}}
+        });
+        let err = OutputSchema::new(&bad).unwrap_err();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains("/properties/a/type"), "{err}");
+        assert!(!err.contains(SCHEMA_URL), "{err}");
+    }
     use serde_json::json;
 
     fn schema() -> OutputSchema {
