@@ -601,16 +601,22 @@ fn main() {
         eprintln!("{USAGE}");
         std::process::exit(2);
     };
+    // `--runs N` overrides a scenario's run count (e.g. to count syscalls per run).
+    let runs_arg: Option<usize> = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok());
     let figures = match scenario.as_str() {
         "scripted_k10_c1" => vec![scripted(
             scenario,
-            if quick { 20 } else { 200 },
+            runs_arg.unwrap_or(if quick { 20 } else { 200 }),
             1,
             Durability::Flush,
         )],
         "scripted_k10_c100" => vec![scripted(
             scenario,
-            if quick { 200 } else { 1000 },
+            runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
             100,
             Durability::Flush,
         )],
@@ -618,7 +624,7 @@ fn main() {
             let base = fsync_baseline(quick);
             let ours = scripted(
                 scenario,
-                if quick { 200 } else { 1000 },
+                runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
                 100,
                 Durability::GroupCommit,
             );
@@ -626,12 +632,7 @@ fn main() {
         }
         "concurrent_10k_idle" => {
             // `--runs N` overrides the count, e.g. where the descriptor limit is too low.
-            let runs = args
-                .iter()
-                .position(|a| a == "--runs")
-                .and_then(|i| args.get(i + 1))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(if quick { 1000 } else { 10_000 });
+            let runs = runs_arg.unwrap_or(if quick { 1000 } else { 10_000 });
             vec![concurrent_idle(scenario, runs)]
         }
         "verify_1g" => verify_big(scenario, 16, if quick { 4 } else { 64 }),

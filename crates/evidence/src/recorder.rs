@@ -422,7 +422,10 @@ fn committer_loop(c: &'static Committer) {
                 error: None,
             });
         }
-        if !sync_batch_by_fs(&mut parts, &dirs) {
+        // A batch of one or two things (a lone run's log line) is cheaper to sync on its
+        // own than with a `syncfs`, which also waits for other programs' dirty data.
+        let items = parts.len() + dirs.len() + parts.iter().map(|p| p.files.len()).sum::<usize>();
+        if items <= 2 || !sync_batch_by_fs(&mut parts, &dirs) {
             sync_batch_each(&mut parts, &mut dirs);
         }
         for part in parts {
@@ -631,8 +634,9 @@ impl Recorder {
             Facts::default(),
         )?;
         if durability.syncs() {
-            // The new folders' names, synced by the committer before the first line (in
-            // the same batch as it under `GroupCommit`, whose first line waits for one).
+            // The new folders' names, synced by the committer before or with the first
+            // line: in the same batch under `GroupCommit` (whose first line waits for
+            // one), with the next step or the end under `PerStep` and `AtEnd`.
             let root = &rec.inner.root;
             let mut dirs = vec![root.join("blobs"), root.clone()];
             dirs.extend(
@@ -641,7 +645,7 @@ impl Recorder {
                     .map(Path::to_path_buf),
             );
             rec.defer_sync(Vec::new(), dirs);
-            if durability != Durability::GroupCommit {
+            if durability == Durability::PerEvent {
                 rec.sync_all().wait()?;
             }
         }
@@ -1152,9 +1156,11 @@ impl Recorder {
                 reason: problem.clone(),
             });
         }
-        let sync = self.inner.durability.syncs();
-        // Few files: keep them open for the committer instead of reopening them.
-        let keep_open = walk.files.len() <= 256;
+        let durability = self.inner.durability;
+        let sync = durability.syncs();
+        // Synced now (per-event policies) and few: keep them open for the committer
+        // instead of reopening them.
+        let keep_open = durability.syncs_each_event() && walk.files.len() <= 256;
         let mut items = Vec::new();
         let mut records = Vec::with_capacity(walk.files.len());
         for f in &walk.files {
@@ -1175,8 +1181,10 @@ impl Recorder {
         }
         if sync {
             // The files and their names must be as durable as the digests that the log
-            // records: one batch of the committer syncs them all before any line naming
-            // them is written.
+            // records. Per-event policies: one batch of the committer syncs them all
+            // before any line naming them is written. `PerStep` and `AtEnd`: they are
+            // synced with (before) the log at the next step or at the end, which is
+            // when those lines become durable.
             let mut dirs: Vec<PathBuf> = walk
                 .files
                 .iter()
@@ -1186,7 +1194,9 @@ impl Recorder {
             dirs.sort();
             dirs.dedup();
             self.defer_sync(items, dirs);
-            self.sync_all().wait()?;
+            if durability.syncs_each_event() {
+                self.sync_all().wait()?;
+            }
         }
         Ok(records)
     }
