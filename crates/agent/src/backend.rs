@@ -14,7 +14,9 @@ use provrun_model::{
     ToolCall, ToolChoice, ToolDefinition, Usage,
 };
 use provrun_sandbox::Sandbox;
-use provrun_tools::{RunContext, RunDeps, RunInfo, Tool, ToolMode, ToolOutput, ToolRegistry};
+use provrun_tools::{
+    RunContext, RunDeps, RunInfo, Tool, ToolCategory, ToolMode, ToolOutput, ToolRegistry,
+};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -119,6 +121,15 @@ struct Prepared {
     instructions: String,
     skills: Vec<Skill>,
     model: Arc<dyn Model>,
+}
+
+/// Whether any of the agent's tools may run a program: category `execute`, or no
+/// category declared (a command tool from a manifest may leave it out).
+fn may_run_commands(prepared: &Prepared) -> bool {
+    prepared
+        .tools
+        .values()
+        .any(|t| matches!(t.category(), ToolCategory::Execute | ToolCategory::Other))
 }
 
 /// One run in progress.
@@ -432,8 +443,11 @@ impl Backend {
                 "skills": skills,
                 // What confines run_command on this machine; `degraded` names missing layers
                 // (commands then run only if allow_degraded_sandbox is set, without those layers).
+                // Probing runs the real confinement once per process (a bubblewrap child),
+                // so it is done only for an agent with a tool that may run a program
+                // (category `execute`, or none declared); otherwise `null`.
                 "sandbox": {
-                    "command_confinement": Sandbox::command_support(),
+                    "command_confinement": may_run_commands(prepared).then(Sandbox::command_support),
                     "allow_degraded_sandbox": agent.allow_degraded_sandbox,
                 },
             }),
