@@ -956,6 +956,14 @@ impl Run<'_> {
         let output = match decided {
             HookDecision::Deny(message) => ToolOutput::fail(message),
             HookDecision::Replace(content) => ToolOutput::succeed(content),
+            HookDecision::Allow if tool.is_bounded_builtin_read() => {
+                // A bounded read of the sandbox: cheaper right here than handed to the
+                // blocking pool and back (and the size limits bound it, not a timeout).
+                match tool.call(call.arguments.as_str(), Some(&self.ctx)) {
+                    Ok(out) => out,
+                    Err(e) => ToolOutput::fail(e.to_string()),
+                }
+            }
             HookDecision::Allow => {
                 // A sync tool's blocking thread cannot be stopped: on timeout it is left to
                 // finish in the background and its result is dropped.
