@@ -151,6 +151,9 @@ struct SyncState {
     wakers: Vec<(u64, Waker)>,
     /// On the committer's queue now.
     queued: bool,
+    /// Something was written (a line, a blob, a file to sync) since the last ticket: a
+    /// new request needs a new batch. When clear, a request reuses the last ticket.
+    dirty: bool,
 }
 
 struct SyncShared {
@@ -222,6 +225,11 @@ impl SyncShared {
 
     /// [`SyncShared::request`] with the state already locked.
     fn request_locked(self: &Arc<Self>, st: &mut SyncState) -> u64 {
+        if !st.dirty {
+            // Nothing new since the last ticket: it covers this request too.
+            return st.requested;
+        }
+        st.dirty = false;
         st.requested += 1;
         let t = st.requested;
         if !st.queued {
@@ -990,6 +998,9 @@ impl Recorder {
             tracing::error!(error = %e, "evidence write failed");
             return Err(EvidenceError::io("write", log_path, e));
         }
+        if let Some(sync) = &inner.sync {
+            lock(&sync.state).dirty = true;
+        }
         st.hasher.update(&line);
         st.bytes += line.len() as u64;
         st.head = Some(head);
@@ -1023,13 +1034,32 @@ impl Recorder {
 
     /// Like [`Recorder::put_blob`], the sync (if any) running on the sync thread.
     pub fn put_blob_async(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
-        match self.put_blob_inner(bytes, media_type) {
+        match self.put_blob_inner(bytes, media_type, true) {
             Ok(d) => d,
             Err(e) => Durable::ready(Err(e)),
         }
     }
 
-    fn put_blob_inner(&self, bytes: &[u8], media_type: &str) -> Result<Durable<BlobRef>> {
+    /// Store a blob that the next event recorded will name: like
+    /// [`Recorder::put_blob_async`], but under `GroupCommit` it does not ask for a sync of
+    /// its own: the blob is synced in the same batch as (and before) the log line of the
+    /// next event, whose [`Durable`] therefore covers both (the returned one resolves at
+    /// once). Under the other policies it is
+    /// [`Recorder::put_blob_async`] (under `PerEvent` it resolves once the blob is synced).
+    pub fn put_blob_for_next_event(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
+        let wait = self.inner.durability != Durability::GroupCommit;
+        match self.put_blob_inner(bytes, media_type, wait) {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
+    fn put_blob_inner(
+        &self,
+        bytes: &[u8],
+        media_type: &str,
+        wait: bool,
+    ) -> Result<Durable<BlobRef>> {
         let hex = sha256_hex(bytes);
         let blob = BlobRef {
             digest: Digest {
@@ -1054,7 +1084,8 @@ impl Recorder {
         let mut st = lock(&shared.state);
         st.pending_files.push(item);
         st.pending_dirs.push(dir);
-        if !durability.syncs_each_event() {
+        st.dirty = true;
+        if !durability.syncs_each_event() || !wait {
             return Ok(Durable::ready(Ok(blob)));
         }
         let ticket = shared.request_locked(&mut st);
@@ -1122,6 +1153,7 @@ impl Recorder {
             let mut st = lock(&shared.state);
             st.pending_files.extend(files);
             st.pending_dirs.extend(dirs);
+            st.dirty = true;
         }
     }
 

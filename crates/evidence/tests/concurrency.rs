@@ -134,3 +134,30 @@ fn many_recorders_share_the_group_committer_and_each_bundle_verifies() {
         }
     }
 }
+
+#[test]
+fn blobs_for_the_next_event_are_synced_with_it_under_every_policy() {
+    for durability in [
+        Durability::Flush,
+        Durability::GroupCommit,
+        Durability::PerEvent,
+        Durability::PerStep,
+        Durability::AtEnd,
+    ] {
+        let dir = scratch("next-event");
+        let rec = Recorder::create(&dir, "r", durability, &run_started()).unwrap();
+        for i in 0..5 {
+            let blob = rec
+                .put_blob_for_next_event(format!("body {i}").as_bytes(), "text/plain")
+                .wait()
+                .unwrap();
+            let mut call = tool_call(&format!("n{i}"), false);
+            call.result_blob = Some(blob);
+            rec.record_async(&call).wait().unwrap();
+            // Nothing new since the event: the step needs no batch of its own.
+            rec.step().unwrap();
+        }
+        rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+        check_all_recorded(&dir, 5);
+    }
+}
