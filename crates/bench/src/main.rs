@@ -1,6 +1,6 @@
 //! `provrun-bench`: the scenario driver behind `cargo xtask bench` (issue 9).
 //!
-//! `provrun-bench SCENARIO [--quick] [--provrun PATH]` runs one named scenario in this
+//! `provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]` runs one named scenario in this
 //! process and prints one JSON line per figure:
 //! `{"name","runs","seconds","runs_per_second","events_per_second","p50_ms","p99_ms","peak_rss_mb"}`
 //! (`peak_rss_mb` is this process's `VmHWM`, so run one scenario per process). Baselines
