@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::canonical::to_canonical_string;
+use crate::canonical::{to_canonical_string, write_canonical, write_canonical_str};
 use crate::error::{EvidenceError, Result};
 use crate::event::{
     BlobRef, Confidence, Declared, Digest, EventType, FORMAT_VERSION, FileRecord, InputStaged,
@@ -977,17 +977,30 @@ impl Recorder {
             obj.insert("event_count".into(), json!(seq + 1));
         }
         let ts = now_rfc3339();
-        let envelope = json!({
-            "v": FORMAT_VERSION,
-            "run_id": inner.run_id,
-            "seq": seq,
-            "prev": st.head,
-            "ts": &ts,
-            "type": kind.as_str(),
-            "confidence": confidence.as_str(),
-            "payload": payload,
-        });
-        let mut line = to_canonical_string(&envelope)?.into_bytes();
+        // The envelope's canonical JSON written directly (its keys in RFC 8785 order),
+        // instead of building a `Value` around the payload and sorting it again.
+        let mut text = String::with_capacity(256);
+        text.push_str("{\"confidence\":");
+        write_canonical_str(confidence.as_str(), &mut text);
+        text.push_str(",\"payload\":");
+        write_canonical(&payload, &mut text)?;
+        text.push_str(",\"prev\":");
+        match &st.head {
+            Some(h) => write_canonical_str(h, &mut text),
+            None => text.push_str("null"),
+        }
+        text.push_str(",\"run_id\":");
+        write_canonical_str(&inner.run_id, &mut text);
+        text.push_str(",\"seq\":");
+        text.push_str(&seq.to_string());
+        text.push_str(",\"ts\":");
+        write_canonical_str(&ts, &mut text);
+        text.push_str(",\"type\":");
+        write_canonical_str(kind.as_str(), &mut text);
+        text.push_str(",\"v\":");
+        text.push_str(&FORMAT_VERSION.to_string());
+        text.push('}');
+        let mut line = text.into_bytes();
         let head = sha256_hex(&line);
         line.push(b'\n');
         if let Err(e) = st.file.write_all(&line) {
@@ -1007,14 +1020,14 @@ impl Recorder {
         st.next_seq += 1;
         match kind {
             EventType::RunStarted => {
-                if let Ok(p) = serde_json::from_value::<RunStarted>(envelope["payload"].clone()) {
+                if let Ok(p) = serde_json::from_value::<RunStarted>(payload) {
                     st.facts.builder = p.builder;
                     st.facts.agent_spec_digest = p.agent_spec_digest;
                 }
                 st.facts.started_on = ts.clone();
             }
             EventType::InputStaged => {
-                if let Ok(p) = serde_json::from_value::<FileRecord>(envelope["payload"].clone()) {
+                if let Ok(p) = serde_json::from_value::<FileRecord>(payload) {
                     st.facts.inputs.push(p);
                 }
             }
