@@ -114,6 +114,22 @@ fn work_dir() -> tempfile::TempDir {
         .expect("create a temp folder")
 }
 
+/// Done with a scenario's folder. With `$PROVRUN_BENCH_TRASH` set (as `cargo xtask bench`
+/// does) it is moved there, to be deleted once every scenario has run: deleting tens of
+/// thousands of files makes ext4 skip their inode numbers for about a minute
+/// ("recently deleted"), which made each file the *next* scenario created cost a scan of
+/// the inode table, several times the cost of the run itself. Otherwise it is deleted.
+fn discard_tree(path: &Path) {
+    if let Some(trash) = std::env::var_os("PROVRUN_BENCH_TRASH").map(PathBuf::from)
+        && std::fs::create_dir_all(&trash).is_ok()
+        && let Some(name) = path.file_name()
+        && std::fs::rename(path, trash.join(name)).is_ok()
+    {
+        return;
+    }
+    remove_tree(path);
+}
+
 /// Staged inputs are read-only: make a tree writable so it can be removed.
 fn remove_tree(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -268,7 +284,7 @@ fn scripted(name: &str, runs: usize, concurrency: usize, durability: Durability)
     let mut fig = Figure::new(name, runs as u64, seconds);
     fig.events = Some(per_run * runs as u64);
     fig.latencies_ms = latencies;
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     fig
 }
 
@@ -418,7 +434,7 @@ fn concurrent_idle(name: &str, runs: usize) -> Figure {
     fig.events = Some(per_run * runs as u64);
     fig.latencies_ms = latencies;
     drop(rt);
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     fig
 }
 
@@ -521,7 +537,7 @@ fn verify_big(name: &str, files: usize, file_mib: usize) -> Vec<Figure> {
         Some(s) => base.latencies_ms = vec![s * 1e3],
         None => base.skipped = Some("sha256sum did not run".into()),
     }
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     vec![ours, base]
 }
 
@@ -582,7 +598,7 @@ fn cli_single_run(name: &str, provrun: Option<&Path>, times: usize) -> Figure {
     let seconds = started.elapsed().as_secs_f64();
     let mut fig = Figure::new(name, times as u64, seconds);
     fig.latencies_ms = lat;
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     fig
 }
 
