@@ -242,6 +242,24 @@ fn store_renamed(dir: &Path, name: &str, path: &Path, bytes: &[u8]) -> io::Resul
     }
 }
 
+/// Write `bytes` to a new temporary file in `dir` named after `name` (not synced);
+/// returns its path and the open file. The caller renames it into place.
+pub(crate) fn write_temp(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<(PathBuf, File)> {
+    let tmp = temp_path(dir, name);
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).map(|()| f));
+    match written {
+        Ok(f) => Ok((tmp, f)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 /// Write `bytes` to `dir/name` atomically (temporary file, then rename). With `sync`,
 /// the file is synced before the rename and the directory after it.
 pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {

@@ -1292,11 +1292,29 @@ impl Recorder {
                 head: st.head.clone().unwrap_or_default(),
             }
         };
-        self.sync_all().wait()?;
         let bytes = facts.to_bytes()?;
         let root = &self.inner.root;
-        write_atomic(root, STATEMENT_FILE, &bytes, self.inner.durability.syncs())
-            .map_err(|e| EvidenceError::io("write", root.join(STATEMENT_FILE), e))?;
+        let statement_err = |e| EvidenceError::io("write", root.join(STATEMENT_FILE), e);
+        if self.inner.durability.syncs() {
+            // The statement's bytes go to a temporary file synced in the same batch as
+            // the log (so one sync, not two, before the rename); the rename, and the
+            // folder's sync that makes it durable, come after the log is durable.
+            let (tmp, file) =
+                fsutil::write_temp(root, STATEMENT_FILE, &bytes).map_err(statement_err)?;
+            self.defer_sync(vec![SyncItem::File(file)], Vec::new());
+            let synced = self.sync_all().wait();
+            let renamed = synced.and_then(|()| {
+                fs::rename(&tmp, root.join(STATEMENT_FILE))
+                    .and_then(|()| sync_dir(root))
+                    .map_err(statement_err)
+            });
+            if let Err(e) = renamed {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        } else {
+            write_atomic(root, STATEMENT_FILE, &bytes, false).map_err(statement_err)?;
+        }
         tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
         Ok(Finished {
             facts,
