@@ -165,7 +165,8 @@ fn run_ours(
 ) -> Result<Vec<Line>, String> {
     let mut cmd = Command::new(bin);
     cmd.arg(scenario)
-        .env("PROVRUN_BENCH_DIR", target_dir().join("bench-tmp"));
+        .env("PROVRUN_BENCH_DIR", target_dir().join("bench-tmp"))
+        .env("PROVRUN_BENCH_TRASH", bench_trash());
     if o.quick {
         cmd.arg("--quick");
     }
@@ -190,6 +191,29 @@ fn run_ours(
             json: l.to_string(),
         })
         .collect())
+}
+
+/// Where the driver leaves each scenario's finished folder; emptied after the last one
+/// (see `discard_tree` in the driver: deleting between scenarios slows the next one).
+fn bench_trash() -> PathBuf {
+    target_dir().join("bench-trash")
+}
+
+/// Delete the finished scenarios' folders (staged inputs are read-only).
+fn empty_trash() {
+    let trash = bench_trash();
+    if !trash.exists() {
+        return;
+    }
+    eprintln!("==> bench: removing {}", trash.display());
+    let _ = Command::new("chmod")
+        .arg("-R")
+        .arg("u+w")
+        .arg(&trash)
+        .status();
+    if let Err(e) = std::fs::remove_dir_all(&trash) {
+        eprintln!("    could not remove {}: {e}", trash.display());
+    }
 }
 
 /// The peer's virtualenv python, created (and the peer installed) on first use.
@@ -358,6 +382,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
         results.extend(median_by(peer, rank_key(s)));
     }
+    empty_trash();
     let goals = goals(&results);
     if o.json {
         for l in &results {

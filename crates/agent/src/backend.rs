@@ -14,7 +14,9 @@ use provrun_model::{
     ToolCall, ToolChoice, ToolDefinition, Usage,
 };
 use provrun_sandbox::Sandbox;
-use provrun_tools::{RunContext, RunDeps, RunInfo, Tool, ToolMode, ToolOutput, ToolRegistry};
+use provrun_tools::{
+    RunContext, RunDeps, RunInfo, Tool, ToolCategory, ToolMode, ToolOutput, ToolRegistry,
+};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -129,6 +131,15 @@ struct Prepared {
     model: Arc<dyn Model>,
     output_schema: Option<OutputSchema>,
     remote: Remote,
+}
+
+/// Whether any of the agent's tools may run a program: category `execute`, or no
+/// category declared (a command tool from a manifest may leave it out).
+fn may_run_commands(prepared: &Prepared) -> bool {
+    prepared
+        .tools
+        .values()
+        .any(|t| matches!(t.category(), ToolCategory::Execute | ToolCategory::Other))
 }
 
 /// One run in progress.
@@ -530,8 +541,12 @@ impl Backend {
             "skills": skills,
             // What confines run_command on this machine; `degraded` names missing layers
             // (commands then run only if allow_degraded_sandbox is set, without those layers).
+            // Probing runs the real confinement once per process (a bubblewrap child),
+            // so it is done only for an agent with a tool that may run a program
+            // (category `execute`, or none declared) or an MCP server; otherwise `null`.
             "sandbox": {
-                "command_confinement": Sandbox::command_support(),
+                "command_confinement": (may_run_commands(prepared) || !mcp.is_null())
+                    .then(Sandbox::command_support),
                 "allow_degraded_sandbox": agent.allow_degraded_sandbox,
             },
         });
@@ -1266,6 +1281,15 @@ impl Run<'_> {
                 ),
             };
             return (output, Some(details));
+        }
+        if tool.is_bounded_builtin_read() {
+            // A bounded read of the sandbox: cheaper right here than handed to the
+            // blocking pool and back (and the size limits bound it, not a timeout).
+            let output = match tool.call(call.arguments.as_str(), Some(&self.ctx)) {
+                Ok(out) => out,
+                Err(e) => ToolOutput::fail(e.to_string()),
+            };
+            return (output, None);
         }
         // A sync tool's blocking thread cannot be stopped: on timeout it is left to
         // finish in the background and its result is dropped.

@@ -81,8 +81,9 @@ impl EvidenceModel {
         if bytes.is_empty() {
             return Ok(None);
         }
+        // Synced with the `model_called` line that names it (one sync, not three).
         self.recorder
-            .put_blob_async(bytes, media_type)
+            .put_blob_for_next_event(bytes, media_type)
             .await
             .map(Some)
             .map_err(evidence_failed)
@@ -469,7 +470,7 @@ impl ToolEvidence {
         })?;
         let trace = self
             .recorder
-            .put_blob_async(&bytes, "application/json")
+            .put_blob_for_next_event(&bytes, "application/json")
             .await?;
         Ok(self
             .recorder

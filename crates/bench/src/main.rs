@@ -1,6 +1,6 @@
 //! `provrun-bench`: the scenario driver behind `cargo xtask bench` (issue 9).
 //!
-//! `provrun-bench SCENARIO [--quick] [--provrun PATH]` runs one named scenario in this
+//! `provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]` runs one named scenario in this
 //! process and prints one JSON line per figure:
 //! `{"name","runs","seconds","runs_per_second","events_per_second","p50_ms","p99_ms","peak_rss_mb"}`
 //! (`peak_rss_mb` is this process's `VmHWM`, so run one scenario per process). Baselines
@@ -112,6 +112,22 @@ fn work_dir() -> tempfile::TempDir {
         .prefix("provrun-bench-")
         .tempdir_in(base)
         .expect("create a temp folder")
+}
+
+/// Done with a scenario's folder. With `$PROVRUN_BENCH_TRASH` set (as `cargo xtask bench`
+/// does) it is moved there, to be deleted once every scenario has run: deleting tens of
+/// thousands of files makes ext4 skip their inode numbers for about a minute
+/// ("recently deleted"), which made each file the *next* scenario created cost a scan of
+/// the inode table, several times the cost of the run itself. Otherwise it is deleted.
+fn discard_tree(path: &Path) {
+    if let Some(trash) = std::env::var_os("PROVRUN_BENCH_TRASH").map(PathBuf::from)
+        && std::fs::create_dir_all(&trash).is_ok()
+        && let Some(name) = path.file_name()
+        && std::fs::rename(path, trash.join(name)).is_ok()
+    {
+        return;
+    }
+    remove_tree(path);
 }
 
 /// Staged inputs are read-only: make a tree writable so it can be removed.
@@ -268,7 +284,7 @@ fn scripted(name: &str, runs: usize, concurrency: usize, durability: Durability)
     let mut fig = Figure::new(name, runs as u64, seconds);
     fig.events = Some(per_run * runs as u64);
     fig.latencies_ms = latencies;
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     fig
 }
 
@@ -418,7 +434,7 @@ fn concurrent_idle(name: &str, runs: usize) -> Figure {
     fig.events = Some(per_run * runs as u64);
     fig.latencies_ms = latencies;
     drop(rt);
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     fig
 }
 
@@ -521,7 +537,7 @@ fn verify_big(name: &str, files: usize, file_mib: usize) -> Vec<Figure> {
         Some(s) => base.latencies_ms = vec![s * 1e3],
         None => base.skipped = Some("sha256sum did not run".into()),
     }
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     vec![ours, base]
 }
 
@@ -582,7 +598,7 @@ fn cli_single_run(name: &str, provrun: Option<&Path>, times: usize) -> Figure {
     let seconds = started.elapsed().as_secs_f64();
     let mut fig = Figure::new(name, times as u64, seconds);
     fig.latencies_ms = lat;
-    remove_tree(dir.path());
+    discard_tree(dir.path());
     fig
 }
 
@@ -601,16 +617,22 @@ fn main() {
         eprintln!("{USAGE}");
         std::process::exit(2);
     };
+    // `--runs N` overrides a scenario's run count (e.g. to count syscalls per run).
+    let runs_arg: Option<usize> = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok());
     let figures = match scenario.as_str() {
         "scripted_k10_c1" => vec![scripted(
             scenario,
-            if quick { 20 } else { 200 },
+            runs_arg.unwrap_or(if quick { 20 } else { 200 }),
             1,
             Durability::Flush,
         )],
         "scripted_k10_c100" => vec![scripted(
             scenario,
-            if quick { 200 } else { 1000 },
+            runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
             100,
             Durability::Flush,
         )],
@@ -618,7 +640,7 @@ fn main() {
             let base = fsync_baseline(quick);
             let ours = scripted(
                 scenario,
-                if quick { 200 } else { 1000 },
+                runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
                 100,
                 Durability::GroupCommit,
             );
@@ -626,12 +648,7 @@ fn main() {
         }
         "concurrent_10k_idle" => {
             // `--runs N` overrides the count, e.g. where the descriptor limit is too low.
-            let runs = args
-                .iter()
-                .position(|a| a == "--runs")
-                .and_then(|i| args.get(i + 1))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(if quick { 1000 } else { 10_000 });
+            let runs = runs_arg.unwrap_or(if quick { 1000 } else { 10_000 });
             vec![concurrent_idle(scenario, runs)]
         }
         "verify_1g" => verify_big(scenario, 16, if quick { 4 } else { 64 }),

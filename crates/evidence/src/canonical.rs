@@ -46,6 +46,20 @@ fn write_value(value: &Value, out: &mut String) -> Result<()> {
             }
             out.push(']');
         }
+        Value::Object(map) if keys_in_canonical_order(map) => {
+            // Already in order (serde_json's map is sorted by bytes, which is the
+            // UTF-16 order for almost every key): no copy, no sort.
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_value(v, out)?;
+            }
+            out.push('}');
+        }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
@@ -62,6 +76,36 @@ fn write_value(value: &Value, out: &mut String) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the map's iteration order is already RFC 8785's (UTF-16 code units).
+fn keys_in_canonical_order(map: &serde_json::Map<String, Value>) -> bool {
+    let mut keys = map.keys();
+    let Some(mut prev) = keys.next() else {
+        return true;
+    };
+    for k in keys {
+        let in_order = if prev.is_ascii() && k.is_ascii() {
+            prev.as_bytes() < k.as_bytes()
+        } else {
+            prev.encode_utf16().cmp(k.encode_utf16()) == std::cmp::Ordering::Less
+        };
+        if !in_order {
+            return false;
+        }
+        prev = k;
+    }
+    true
+}
+
+/// Append the canonical JSON of `value` to `out`.
+pub(crate) fn write_canonical(value: &Value, out: &mut String) -> Result<()> {
+    write_value(value, out)
+}
+
+/// Append `s` as a canonical JSON string to `out`.
+pub(crate) fn write_canonical_str(s: &str, out: &mut String) {
+    write_string(s, out);
 }
 
 fn write_number(n: &serde_json::Number, out: &mut String) -> Result<()> {

@@ -36,11 +36,17 @@ fn open_regular_len(path: &Path) -> io::Result<(File, u64)> {
 /// SHA-256 hex and length of a regular file, read in chunks; with `sync`, the file's
 /// data is also flushed to stable storage.
 pub(crate) fn hash_file(path: &Path, sync: bool) -> io::Result<(String, u64)> {
-    let (mut file, hint) = open_regular_len(path)?;
+    let (hex, size, file) = hash_open(path)?;
     if sync {
         file.sync_data()?;
         synced_file(path);
     }
+    Ok((hex, size))
+}
+
+/// SHA-256 hex and length of a regular file, and the file, still open.
+pub(crate) fn hash_open(path: &Path) -> io::Result<(String, u64, File)> {
+    let (mut file, hint) = open_regular_len(path)?;
     let mut hasher = Sha256::new();
     // A buffer the file's size (one extra byte to see the end in one read), at most
     // 64 KiB: most files here are small, and zeroing 64 KiB for each was a visible cost.
@@ -58,7 +64,7 @@ pub(crate) fn hash_file(path: &Path, sync: bool) -> io::Result<(String, u64)> {
         hasher.update(&buf[..n]);
         size += n as u64;
     }
-    Ok((hex::encode(hasher.finalize()), size))
+    Ok((hex::encode(hasher.finalize()), size, file))
 }
 
 /// SHA-256 hex of bytes.
@@ -197,6 +203,102 @@ pub(crate) fn temp_path(dir: &Path, stem: &str) -> PathBuf {
     dir.join(format!(".{stem}.tmp-{}-{n}", std::process::id()))
 }
 
+/// Store `bytes` as `dir/name` unless that name exists, so that the name never holds
+/// partial content: the bytes go to an unnamed file (`O_TMPFILE`) that is linked into
+/// place once complete (where the file system cannot do that, a temporary name renamed
+/// into place). Returns the open file when it wrote one, `None` when `dir/name` already
+/// existed as a regular file of the same length (content-addressed: the same bytes).
+pub(crate) fn store_new(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<Option<File>> {
+    let path = dir.join(name);
+    match store_unnamed(dir, &path, bytes) {
+        Ok(written) => Ok(written),
+        Err(e) if fallback_needed(&e) => store_renamed(dir, name, &path, bytes),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether an `O_TMPFILE` + `linkat` failure means "not supported here" (old kernel,
+/// a file system without `O_TMPFILE`, no `/proc`) rather than a real error.
+fn fallback_needed(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::ENOENT | libc::EXDEV)
+    )
+}
+
+fn existing_matches(path: &Path, len: usize) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == len as u64)
+}
+
+fn store_unnamed(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .mode(0o644)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir)?;
+    f.write_all(bytes)?;
+    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+    match rustix::fs::linkat(
+        rustix::fs::CWD,
+        proc_path.as_str(),
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::SYMLINK_FOLLOW,
+    ) {
+        Ok(()) => Ok(Some(f)),
+        Err(e) if e == rustix::io::Errno::EXIST => {
+            if existing_matches(path, bytes.len()) {
+                Ok(None)
+            } else {
+                // Something else holds the name (e.g. left by an older writer): replace
+                // it atomically with the right bytes.
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("blob");
+                store_renamed(dir, name, path, bytes)
+            }
+        }
+        Err(e) => Err(io::Error::from_raw_os_error(e.raw_os_error())),
+    }
+}
+
+fn store_renamed(dir: &Path, name: &str, path: &Path, bytes: &[u8]) -> io::Result<Option<File>> {
+    if existing_matches(path, bytes.len()) {
+        return Ok(None);
+    }
+    let tmp = temp_path(dir, name);
+    let written = (|| -> io::Result<File> {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        fs::rename(&tmp, path)?;
+        Ok(f)
+    })();
+    match written {
+        Ok(f) => Ok(Some(f)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Write `bytes` to a new temporary file in `dir` named after `name` (not synced);
+/// returns its path and the open file. The caller renames it into place.
+pub(crate) fn write_temp(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<(PathBuf, File)> {
+    let tmp = temp_path(dir, name);
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).map(|()| f));
+    match written {
+        Ok(f) => Ok((tmp, f)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 /// Write `bytes` to `dir/name` atomically (temporary file, then rename). With `sync`,
 /// the file is synced before the rename and the directory after it.
 pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
@@ -219,4 +321,43 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> 
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_new_writes_once_and_leaves_no_temporary_file() {
+        let dir = tempfile_dir();
+        let first = store_new(&dir, "abc", b"hello").expect("store");
+        assert!(first.is_some(), "the first store writes the file");
+        let second = store_new(&dir, "abc", b"hello").expect("store again");
+        assert!(second.is_none(), "the same bytes are stored once");
+        assert_eq!(fs::read(dir.join("abc")).expect("read"), b"hello");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("abc")]);
+        // A wrong file under the name (e.g. torn by an older writer) is replaced.
+        fs::write(dir.join("def"), b"to").expect("write");
+        assert!(
+            store_new(&dir, "def", b"torn bytes")
+                .expect("store")
+                .is_some()
+        );
+        assert_eq!(fs::read(dir.join("def")).expect("read"), b"torn bytes");
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "provrun-evidence-fsutil-{}-{n}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&dir).expect("create");
+        dir
+    }
 }

@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::canonical::to_canonical_string;
+use crate::canonical::{to_canonical_string, write_canonical, write_canonical_str};
 use crate::error::{EvidenceError, Result};
 use crate::event::{
     BlobRef, Confidence, Declared, Digest, EventType, FORMAT_VERSION, FileRecord, InputStaged,
@@ -52,9 +51,10 @@ pub enum Durability {
     /// One fsync at [`Recorder::finish`]; nothing is durable before it returns.
     #[default]
     AtEnd,
-    /// Like `PerEvent` (a returned event is durable), but a dedicated thread performs
-    /// the fsyncs and one fsync covers every event written before it started, however
-    /// many tasks or runs wrote them. For many concurrent writers sharing a disk.
+    /// Like `PerEvent` (a returned event is durable), but the process-wide sync thread
+    /// performs the syncs, and one batch (one `syncfs(2)` per file system) covers every
+    /// event and blob written before it started, however many tasks or runs wrote them.
+    /// For many concurrent writers sharing a disk.
     GroupCommit,
 }
 
@@ -99,7 +99,48 @@ pub struct Finished {
 }
 
 // ---------------------------------------------------------------------------------------
-// Sync machinery shared with the committer thread.
+// Sync machinery: one committer thread per process, shared by every recorder.
+//
+// A recorder that needs something durable takes a ticket and puts itself on the
+// committer's queue (once, however many tickets it takes before the committer gets to
+// it). The committer takes every queued recorder at once and makes the whole batch
+// durable together: first every pending file (blobs, inputs, outputs) of every recorder,
+// then every distinct pending directory, then every log. Under ext4's ordered mode the
+// first `fdatasync` commits the journal transaction that holds all of them, so the rest
+// are cheap: one commit covers many runs, which is what group commit is for.
+
+/// A file (or directory) waiting to be made durable by the committer.
+enum SyncItem {
+    /// An open file (and its name, for messages and the sync probe): synced with
+    /// `fdatasync`.
+    File(File, PathBuf),
+    /// A path, opened when synced (so that waiting items hold no descriptor).
+    Path(PathBuf),
+}
+
+impl SyncItem {
+    /// The device (file system) the item is on.
+    fn device(&self) -> std::io::Result<u64> {
+        use std::os::unix::fs::MetadataExt as _;
+        match self {
+            SyncItem::File(f, _) => f.metadata().map(|m| m.dev()),
+            SyncItem::Path(p) => fs::metadata(p).map(|m| m.dev()),
+        }
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        match self {
+            SyncItem::File(f, _) => f.sync_data(),
+            SyncItem::Path(p) => File::open(p)?.sync_data(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            SyncItem::File(_, p) | SyncItem::Path(p) => p,
+        }
+    }
+}
 
 #[derive(Default)]
 struct SyncState {
@@ -109,18 +150,29 @@ struct SyncState {
     completed: u64,
     /// A sync failed: sticky.
     error: Option<String>,
-    /// Blob files written but not yet synced.
-    pending_blobs: Vec<PathBuf>,
+    /// Files (blobs, inputs, outputs) written but not yet synced.
+    pending_files: Vec<SyncItem>,
+    /// Directories whose new names are not yet synced.
+    pending_dirs: Vec<PathBuf>,
     /// Async waiters: wake when `completed >= ticket`.
     wakers: Vec<(u64, Waker)>,
-    shutdown: bool,
+    /// On the committer's queue now.
+    queued: bool,
+    /// Something was written (a line, a blob, a file to sync) since the last ticket: a
+    /// new request needs a new batch. When clear, a request reuses the last ticket.
+    dirty: bool,
 }
 
-#[derive(Default)]
 struct SyncShared {
     state: Mutex<SyncState>,
-    work: Condvar,
     done: Condvar,
+    /// The log, synced last in every batch that includes this recorder.
+    log: File,
+    /// The device (file system) of the log.
+    dev: u64,
+    /// The log's path (for the sync probe).
+    #[cfg(feature = "sync-probe")]
+    path: PathBuf,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -129,13 +181,79 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The process-wide committer: a queue of recorders with unsynced tickets.
+struct Committer {
+    queue: Mutex<Vec<Arc<SyncShared>>>,
+    work: Condvar,
+    /// Why the committer thread could not be started, if it could not.
+    failed: Option<String>,
+}
+
+fn committer() -> &'static Committer {
+    static COMMITTER: std::sync::OnceLock<&'static Committer> = std::sync::OnceLock::new();
+    COMMITTER.get_or_init(|| {
+        let mut c = Committer {
+            queue: Mutex::new(Vec::new()),
+            work: Condvar::new(),
+            failed: None,
+        };
+        // Spawned before the committer is shared, so that a failure can be recorded.
+        let (tx, rx) = std::sync::mpsc::channel::<&'static Committer>();
+        let spawned = std::thread::Builder::new()
+            .name("provrun-evidence-sync".into())
+            .spawn(move || {
+                if let Ok(c) = rx.recv() {
+                    committer_loop(c);
+                }
+            });
+        if let Err(e) = &spawned {
+            c.failed = Some(format!("cannot start the evidence sync thread: {e}"));
+        }
+        let c: &'static Committer = Box::leak(Box::new(c));
+        let _ = tx.send(c);
+        c
+    })
+}
+
 impl SyncShared {
+    fn new(log: File, #[allow(unused_variables)] path: &Path) -> std::io::Result<Arc<Self>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let dev = log.metadata()?.dev();
+        Ok(Arc::new(SyncShared {
+            state: Mutex::new(SyncState::default()),
+            done: Condvar::new(),
+            log,
+            dev,
+            #[cfg(feature = "sync-probe")]
+            path: path.to_path_buf(),
+        }))
+    }
+
     /// Ask for a sync covering everything written so far; returns the ticket to wait for.
-    fn request(&self) -> u64 {
+    fn request(self: &Arc<Self>) -> u64 {
         let mut st = lock(&self.state);
+        self.request_locked(&mut st)
+    }
+
+    /// [`SyncShared::request`] with the state already locked.
+    fn request_locked(self: &Arc<Self>, st: &mut SyncState) -> u64 {
+        if !st.dirty {
+            // Nothing new since the last ticket: it covers this request too.
+            return st.requested;
+        }
+        st.dirty = false;
         st.requested += 1;
         let t = st.requested;
-        self.work.notify_one();
+        if !st.queued {
+            let c = committer();
+            if let Some(e) = &c.failed {
+                st.error.get_or_insert_with(|| e.clone());
+                return t;
+            }
+            st.queued = true;
+            lock(&c.queue).push(Arc::clone(self));
+            c.work.notify_one();
+        }
         t
     }
 
@@ -173,55 +291,214 @@ impl SyncShared {
     }
 }
 
-fn committer_loop(shared: Arc<SyncShared>, log: File, log_path: PathBuf, blob_dir: PathBuf) {
+/// One recorder's part of a batch.
+struct BatchPart {
+    shared: Arc<SyncShared>,
+    target: u64,
+    files: Vec<SyncItem>,
+    error: Option<String>,
+}
+
+/// Make a batch durable with one `syncfs(2)` per file system it touches (in practice
+/// one): that writes back and commits every file, directory and log of the batch
+/// together, where one `fdatasync` per file would each force its own journal commit
+/// (delayed allocation puts each file's blocks in a new transaction when it is written
+/// back). Returns `false` where `syncfs` is not available or reports an error (which may
+/// be another program's): the caller then syncs the batch file by file.
+fn sync_batch_by_fs(parts: &mut [BatchPart], dirs: &[(PathBuf, usize)]) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    // Every file system of the batch: (device, the parts on it, a descriptor on it).
+    let mut systems: Vec<(u64, Vec<usize>, Option<File>)> = Vec::new();
+    let note =
+        |dev: u64, owner: usize, systems: &mut Vec<(u64, Vec<usize>, Option<File>)>| match systems
+            .iter_mut()
+            .find(|s| s.0 == dev)
+        {
+            Some(s) => s.1.push(owner),
+            None => systems.push((dev, vec![owner], None)),
+        };
+    for (i, part) in parts.iter_mut().enumerate() {
+        note(part.shared.dev, i, &mut systems);
+        for f in &part.files {
+            match f.device() {
+                Ok(dev) => note(dev, i, &mut systems),
+                Err(e) => {
+                    part.error
+                        .get_or_insert_with(|| format!("fsync failed: {e}"));
+                }
+            }
+        }
+    }
+    for (d, owner) in dirs {
+        match fs::metadata(d) {
+            Ok(m) => note(m.dev(), *owner, &mut systems),
+            Err(e) => {
+                parts[*owner]
+                    .error
+                    .get_or_insert_with(|| format!("fsync failed: {e}"));
+            }
+        }
+    }
+    for (dev, owners, fd) in &mut systems {
+        // A descriptor on this file system: the first log on it, else any file of it.
+        let log = owners
+            .iter()
+            .map(|&i| &parts[i].shared)
+            .find(|s| s.dev == *dev)
+            .map(|s| &s.log);
+        let synced = match log {
+            Some(log) => rustix::fs::syncfs(log),
+            None => {
+                let path = dirs
+                    .iter()
+                    .find(|(d, _)| fs::metadata(d).is_ok_and(|m| m.dev() == *dev))
+                    .map(|(d, _)| d.clone());
+                match path.map(File::open) {
+                    Some(Ok(f)) => {
+                        let r = rustix::fs::syncfs(&f);
+                        *fd = Some(f);
+                        r
+                    }
+                    _ => Err(rustix::io::Errno::NOSYS),
+                }
+            }
+        };
+        match synced {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::NOSYS => return false,
+            Err(e) => {
+                // `syncfs` reports a write-back error of any file on the file system,
+                // another program's too: it does not say whose. Sync this batch file by
+                // file instead, which fails only a recorder whose own files failed.
+                let e = std::io::Error::from_raw_os_error(e.raw_os_error());
+                tracing::warn!(error = %e, "syncfs failed; syncing the batch file by file");
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Make a batch durable one file at a time: files first, then the directories naming
+/// them, then the logs naming both.
+fn sync_batch_each(parts: &mut [BatchPart], dirs: &mut [(PathBuf, usize)]) {
+    for part in parts.iter_mut() {
+        for f in &part.files {
+            if let Err(e) = f.sync() {
+                part.error
+                    .get_or_insert_with(|| format!("fsync of {} failed: {e}", f.path().display()));
+            }
+        }
+    }
+    dirs.sort();
+    let mut i = 0;
+    while i < dirs.len() {
+        let mut j = i + 1;
+        while j < dirs.len() && dirs[j].0 == dirs[i].0 {
+            j += 1;
+        }
+        if let Err(e) = sync_dir(&dirs[i].0) {
+            for (_, owner) in &dirs[i..j] {
+                parts[*owner]
+                    .error
+                    .get_or_insert_with(|| format!("fsync failed: {e}"));
+            }
+        }
+        i = j;
+    }
+    for part in parts.iter_mut() {
+        if part.error.is_none()
+            && let Err(e) = part.shared.log.sync_data()
+        {
+            part.error = Some(format!("fsync failed: {e}"));
+        }
+    }
+}
+
+/// Tell the sync probe what a batch made durable: for each recorder whose part
+/// succeeded, its files, then the directories naming them, then its log up to the length
+/// it had when the sync began.
+#[cfg(feature = "sync-probe")]
+fn report_batch(parts: &[BatchPart], dirs: &[(PathBuf, usize)], written: &[u64]) {
+    for (i, part) in parts.iter().enumerate() {
+        if part.error.is_some() {
+            continue;
+        }
+        for f in &part.files {
+            fsutil::synced_file(f.path());
+        }
+        for (d, owner) in dirs {
+            if *owner == i {
+                fsutil::synced_dir(d);
+            }
+        }
+        fsutil::synced_log(&part.shared.path, written[i]);
+    }
+}
+
+fn committer_loop(c: &'static Committer) {
     loop {
-        let (target, blobs) = {
-            let mut st = lock(&shared.state);
-            while !st.shutdown && st.requested == st.completed {
-                st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        let queued = {
+            let mut q = lock(&c.queue);
+            while q.is_empty() {
+                q = c.work.wait(q).unwrap_or_else(|e| e.into_inner());
             }
-            if st.requested == st.completed {
-                return; // shut down with nothing left to do
-            }
-            (st.requested, std::mem::take(&mut st.pending_blobs))
+            std::mem::take(&mut *q)
         };
-        let result = (|| -> std::io::Result<()> {
-            for b in &blobs {
-                File::open(b)?.sync_data()?;
-                fsutil::synced_file(b);
+        // Snapshot what each recorder has asked for; later requests queue it again.
+        let mut parts = Vec::with_capacity(queued.len());
+        let mut dirs: Vec<(PathBuf, usize)> = Vec::new();
+        for shared in queued {
+            let (target, files) = {
+                let mut st = lock(&shared.state);
+                st.queued = false;
+                for d in std::mem::take(&mut st.pending_dirs) {
+                    dirs.push((d, parts.len()));
+                }
+                (st.requested, std::mem::take(&mut st.pending_files))
+            };
+            parts.push(BatchPart {
+                shared,
+                target,
+                files,
+                error: None,
+            });
+        }
+        // A batch of one or two things (a lone run's log line) is cheaper to sync on its
+        // own than with a `syncfs`, which also waits for other programs' dirty data.
+        let items = parts.len() + dirs.len() + parts.iter().map(|p| p.files.len()).sum::<usize>();
+        // Every log byte written before the sync begins is covered by it.
+        #[cfg(feature = "sync-probe")]
+        let written: Vec<u64> = parts
+            .iter()
+            .map(|p| p.shared.log.metadata().map_or(0, |m| m.len()))
+            .collect();
+        if items <= 2 || !sync_batch_by_fs(&mut parts, &dirs) {
+            sync_batch_each(&mut parts, &mut dirs);
+        }
+        #[cfg(feature = "sync-probe")]
+        report_batch(&parts, &dirs, &written);
+        for part in parts {
+            let wake: Vec<Waker> = {
+                let mut st = lock(&part.shared.state);
+                if let Some(e) = part.error {
+                    tracing::error!(error = %e, "evidence fsync failed");
+                    st.error.get_or_insert(e);
+                }
+                st.completed = st.completed.max(part.target);
+                let completed = st.completed;
+                let failed = st.error.is_some();
+                let (ready, waiting): (Vec<_>, Vec<_>) = st
+                    .wakers
+                    .drain(..)
+                    .partition(|(t, _)| failed || *t <= completed);
+                st.wakers = waiting;
+                ready.into_iter().map(|(_, w)| w).collect()
+            };
+            part.shared.done.notify_all();
+            for w in wake {
+                w.wake();
             }
-            if !blobs.is_empty() {
-                sync_dir(&blob_dir)?;
-            }
-            // Every line written before this point is covered by the sync below.
-            #[cfg(feature = "sync-probe")]
-            let written = log.metadata()?.len();
-            log.sync_data()?;
-            #[cfg(feature = "sync-probe")]
-            fsutil::synced_log(&log_path, written);
-            #[cfg(not(feature = "sync-probe"))]
-            let _ = &log_path;
-            Ok(())
-        })();
-        let wake: Vec<Waker> = {
-            let mut st = lock(&shared.state);
-            if let Err(e) = result {
-                tracing::error!(error = %e, "evidence fsync failed");
-                st.error.get_or_insert_with(|| format!("fsync failed: {e}"));
-            }
-            st.completed = st.completed.max(target);
-            let completed = st.completed;
-            let failed = st.error.is_some();
-            let (ready, waiting): (Vec<_>, Vec<_>) = st
-                .wakers
-                .drain(..)
-                .partition(|(t, _)| failed || *t <= completed);
-            st.wakers = waiting;
-            ready.into_iter().map(|(_, w)| w).collect()
-        };
-        shared.done.notify_all();
-        for w in wake {
-            w.wake();
         }
     }
 }
@@ -326,18 +603,8 @@ struct Inner {
     run_id: String,
     durability: Durability,
     log: Mutex<LogState>,
-    sync: Arc<SyncShared>,
-    committer: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        lock(&self.sync.state).shutdown = true;
-        self.sync.work.notify_all();
-        if let Some(h) = lock(&self.committer).take() {
-            let _ = h.join();
-        }
-    }
+    /// Sync bookkeeping; `None` under `Flush`, which never syncs.
+    sync: Option<Arc<SyncShared>>,
 }
 
 /// Appends evidence to one bundle. Cheap to clone (an `Arc`); clones share one log, and
@@ -405,14 +672,6 @@ impl Recorder {
             .create_new(true)
             .open(&log_path)
             .map_err(|e| EvidenceError::io("create", &log_path, e))?;
-        if durability.syncs() {
-            for d in [root.join("blobs"), root.clone()] {
-                sync_dir(&d).map_err(|e| EvidenceError::io("sync", &d, e))?;
-            }
-            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
-                sync_dir(parent).map_err(|e| EvidenceError::io("sync", parent, e))?;
-            }
-        }
         let rec = Recorder::with_state(
             root,
             run_id.into(),
@@ -424,6 +683,22 @@ impl Recorder {
             0,
             Facts::default(),
         )?;
+        if durability.syncs() {
+            // The new folders' names, synced by the committer before or with the first
+            // line: in the same batch under `GroupCommit` (whose first line waits for
+            // one), with the next step or the end under `PerStep` and `AtEnd`.
+            let root = &rec.inner.root;
+            let mut dirs = vec![root.join("blobs"), root.clone()];
+            dirs.extend(
+                root.parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(Path::to_path_buf),
+            );
+            rec.defer_sync(Vec::new(), dirs);
+            if durability == Durability::PerEvent {
+                rec.sync_all().wait()?;
+            }
+        }
         rec.append(
             EventType::RunStarted,
             started.confidence(),
@@ -570,22 +845,18 @@ impl Recorder {
         bytes: u64,
         facts: Facts,
     ) -> Result<Recorder> {
-        let sync = Arc::new(SyncShared::default());
-        let mut committer = None;
-        if durability.syncs() {
+        let sync = if durability.syncs() {
             let log_path = root.join(EVENTS_FILE);
             let clone = file
                 .try_clone()
                 .map_err(|e| EvidenceError::io("dup", &log_path, e))?;
-            let shared = Arc::clone(&sync);
-            let blob_dir = root.join("blobs/sha256");
-            let synced_path = log_path.clone();
-            let handle = std::thread::Builder::new()
-                .name("provrun-evidence-sync".into())
-                .spawn(move || committer_loop(shared, clone, synced_path, blob_dir))
-                .map_err(|e| EvidenceError::io("spawn sync thread for", &log_path, e))?;
-            committer = Some(handle);
-        }
+            Some(
+                SyncShared::new(clone, &log_path)
+                    .map_err(|e| EvidenceError::io("stat", &log_path, e))?,
+            )
+        } else {
+            None
+        };
         Ok(Recorder {
             inner: Arc::new(Inner {
                 root,
@@ -603,7 +874,6 @@ impl Recorder {
                     facts,
                 }),
                 sync,
-                committer: Mutex::new(committer),
             }),
         })
     }
@@ -666,7 +936,7 @@ impl Recorder {
 
     /// Record an event without blocking on fsync: the line is written (its place in
     /// the order fixed) before this returns; the returned future resolves with its seq
-    /// once it is durable, the fsync running on the recorder's sync thread.
+    /// once it is durable, the fsync running on the process's sync thread.
     pub fn record_async<P: Payload>(&self, payload: &P) -> Durable<u64> {
         match self.record_inner(payload, false) {
             Ok(d) => d,
@@ -716,15 +986,8 @@ impl Recorder {
             fsutil::synced_log(&inner.root.join(EVENTS_FILE), st.bytes);
             return Ok(Durable::ready(Ok(seq)));
         }
-        let ticket = inner.sync.request();
         drop(st);
-        Ok(Durable {
-            state: DurableState::Waiting {
-                shared: Arc::clone(&inner.sync),
-                ticket,
-                value: Some(seq),
-            },
-        })
+        Ok(self.durable_after_sync(seq))
     }
 
     /// Lock the log, refusing if it is broken or closed.
@@ -734,7 +997,9 @@ impl Recorder {
         if let Some(e) = &st.broken {
             return Err(EvidenceError::LogBroken(e.clone()));
         }
-        if let Some(e) = &lock(&inner.sync.state).error {
+        if let Some(sync) = &inner.sync
+            && let Some(e) = &lock(&sync.state).error
+        {
             return Err(EvidenceError::LogBroken(e.clone()));
         }
         if let Some(why) = st.closed {
@@ -761,17 +1026,30 @@ impl Recorder {
             obj.insert("event_count".into(), json!(seq + 1));
         }
         let ts = now_rfc3339();
-        let envelope = json!({
-            "v": FORMAT_VERSION,
-            "run_id": inner.run_id,
-            "seq": seq,
-            "prev": st.head,
-            "ts": &ts,
-            "type": kind.as_str(),
-            "confidence": confidence.as_str(),
-            "payload": payload,
-        });
-        let mut line = to_canonical_string(&envelope)?.into_bytes();
+        // The envelope's canonical JSON written directly (its keys in RFC 8785 order),
+        // instead of building a `Value` around the payload and sorting it again.
+        let mut text = String::with_capacity(256);
+        text.push_str("{\"confidence\":");
+        write_canonical_str(confidence.as_str(), &mut text);
+        text.push_str(",\"payload\":");
+        write_canonical(&payload, &mut text)?;
+        text.push_str(",\"prev\":");
+        match &st.head {
+            Some(h) => write_canonical_str(h, &mut text),
+            None => text.push_str("null"),
+        }
+        text.push_str(",\"run_id\":");
+        write_canonical_str(&inner.run_id, &mut text);
+        text.push_str(",\"seq\":");
+        text.push_str(&seq.to_string());
+        text.push_str(",\"ts\":");
+        write_canonical_str(&ts, &mut text);
+        text.push_str(",\"type\":");
+        write_canonical_str(kind.as_str(), &mut text);
+        text.push_str(",\"v\":");
+        text.push_str(&FORMAT_VERSION.to_string());
+        text.push('}');
+        let mut line = text.into_bytes();
         let head = sha256_hex(&line);
         line.push(b'\n');
         if let Err(e) = st.file.write_all(&line) {
@@ -782,20 +1060,23 @@ impl Recorder {
             tracing::error!(error = %e, "evidence write failed");
             return Err(EvidenceError::io("write", log_path, e));
         }
+        if let Some(sync) = &inner.sync {
+            lock(&sync.state).dirty = true;
+        }
         st.hasher.update(&line);
         st.bytes += line.len() as u64;
         st.head = Some(head);
         st.next_seq += 1;
         match kind {
             EventType::RunStarted => {
-                if let Ok(p) = serde_json::from_value::<RunStarted>(envelope["payload"].clone()) {
+                if let Ok(p) = serde_json::from_value::<RunStarted>(payload) {
                     st.facts.builder = p.builder;
                     st.facts.agent_spec_digest = p.agent_spec_digest;
                 }
                 st.facts.started_on = ts.clone();
             }
             EventType::InputStaged => {
-                if let Ok(p) = serde_json::from_value::<FileRecord>(envelope["payload"].clone()) {
+                if let Ok(p) = serde_json::from_value::<FileRecord>(payload) {
                     st.facts.inputs.push(p);
                 }
             }
@@ -815,13 +1096,32 @@ impl Recorder {
 
     /// Like [`Recorder::put_blob`], the sync (if any) running on the sync thread.
     pub fn put_blob_async(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
-        match self.put_blob_inner(bytes, media_type) {
+        match self.put_blob_inner(bytes, media_type, true) {
             Ok(d) => d,
             Err(e) => Durable::ready(Err(e)),
         }
     }
 
-    fn put_blob_inner(&self, bytes: &[u8], media_type: &str) -> Result<Durable<BlobRef>> {
+    /// Store a blob that the next event recorded will name: like
+    /// [`Recorder::put_blob_async`], but under `GroupCommit` it does not ask for a sync of
+    /// its own: the blob is synced in the same batch as (and before) the log line of the
+    /// next event, whose [`Durable`] therefore covers both (the returned one resolves at
+    /// once). Under the other policies it is
+    /// [`Recorder::put_blob_async`] (under `PerEvent` it resolves once the blob is synced).
+    pub fn put_blob_for_next_event(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
+        let wait = self.inner.durability != Durability::GroupCommit;
+        match self.put_blob_inner(bytes, media_type, wait) {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
+    fn put_blob_inner(
+        &self,
+        bytes: &[u8],
+        media_type: &str,
+        wait: bool,
+    ) -> Result<Durable<BlobRef>> {
         let hex = sha256_hex(bytes);
         let blob = BlobRef {
             digest: Digest {
@@ -831,39 +1131,27 @@ impl Recorder {
             media_type: media_type.to_owned(),
         };
         let dir = self.inner.root.join("blobs/sha256");
-        let path = dir.join(&hex);
-        let exists = match fs::symlink_metadata(&path) {
-            Ok(m) => m.is_file() && m.len() == bytes.len() as u64,
-            Err(_) => false,
-        };
-        if !exists {
-            let tmp = fsutil::temp_path(&dir, &hex);
-            let written = (|| -> std::io::Result<()> {
-                let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-                f.write_all(bytes)?;
-                fs::rename(&tmp, &path)
-            })();
-            if let Err(e) = written {
-                let _ = fs::remove_file(&tmp);
-                return Err(EvidenceError::io("write blob", path, e));
-            }
-        }
+        let written = fsutil::store_new(&dir, &hex, bytes)
+            .map_err(|e| EvidenceError::io("write blob", dir.join(&hex), e))?;
         let durability = self.inner.durability;
-        if !durability.syncs() {
+        let Some(shared) = self.inner.sync.as_ref().filter(|_| durability.syncs()) else {
             return Ok(Durable::ready(Ok(blob)));
-        }
-        let shared = &self.inner.sync;
-        if !durability.syncs_each_event() {
-            lock(&shared.state).pending_blobs.push(path);
-            return Ok(Durable::ready(Ok(blob)));
-        }
-        let ticket = {
-            let mut st = lock(&shared.state);
-            st.pending_blobs.push(path);
-            st.requested += 1;
-            shared.work.notify_one();
-            st.requested
         };
+        // The blob's data and its name in `blobs/sha256/` are synced before the log.
+        let item = match written {
+            // Per-event policies sync it soon: keep the descriptor instead of reopening.
+            Some(f) if durability.syncs_each_event() => SyncItem::File(f, dir.join(&hex)),
+            _ => SyncItem::Path(dir.join(&hex)),
+        };
+        let mut st = lock(&shared.state);
+        st.pending_files.push(item);
+        st.pending_dirs.push(dir);
+        st.dirty = true;
+        if !durability.syncs_each_event() || !wait {
+            return Ok(Durable::ready(Ok(blob)));
+        }
+        let ticket = shared.request_locked(&mut st);
+        drop(st);
         Ok(Durable {
             state: DurableState::Waiting {
                 shared: Arc::clone(shared),
@@ -901,16 +1189,33 @@ impl Recorder {
     }
 
     fn sync_all(&self) -> Durable<()> {
-        if !self.inner.durability.syncs() {
-            return Durable::ready(Ok(()));
-        }
-        let ticket = self.inner.sync.request();
+        self.durable_after_sync(())
+    }
+
+    /// `value`, once a sync requested now (covering everything written so far) is done;
+    /// at once under `Flush`.
+    fn durable_after_sync<T>(&self, value: T) -> Durable<T> {
+        let Some(shared) = &self.inner.sync else {
+            return Durable::ready(Ok(value));
+        };
+        let ticket = shared.request();
         Durable {
             state: DurableState::Waiting {
-                shared: Arc::clone(&self.inner.sync),
+                shared: Arc::clone(shared),
                 ticket,
-                value: Some(()),
+                value: Some(value),
             },
+        }
+    }
+
+    /// Hand files and directories to the committer, to be synced with the next batch
+    /// (and before the log data of that batch).
+    fn defer_sync(&self, files: Vec<SyncItem>, dirs: Vec<PathBuf>) {
+        if let Some(shared) = &self.inner.sync {
+            let mut st = lock(&shared.state);
+            st.pending_files.extend(files);
+            st.pending_dirs.extend(dirs);
+            st.dirty = true;
         }
     }
 
@@ -945,22 +1250,35 @@ impl Recorder {
                 reason: problem.clone(),
             });
         }
-        let sync = self.inner.durability.syncs();
-        let records = walk
-            .files
-            .iter()
-            .map(|f| {
-                let (sha256, size) = fsutil::hash_file(&f.path, sync)
-                    .map_err(|e| EvidenceError::io("hash", &f.path, e))?;
-                Ok(FileRecord {
-                    path: f.rel.clone(),
-                    sha256,
-                    size,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let durability = self.inner.durability;
+        let sync = durability.syncs();
+        // Synced now (per-event policies) and few: keep them open for the committer
+        // instead of reopening them.
+        let keep_open = durability.syncs_each_event() && walk.files.len() <= 256;
+        let mut items = Vec::new();
+        let mut records = Vec::with_capacity(walk.files.len());
+        for f in &walk.files {
+            let (sha256, size, file) =
+                fsutil::hash_open(&f.path).map_err(|e| EvidenceError::io("hash", &f.path, e))?;
+            if sync {
+                items.push(if keep_open {
+                    SyncItem::File(file, f.path.clone())
+                } else {
+                    SyncItem::Path(f.path.clone())
+                });
+            }
+            records.push(FileRecord {
+                path: f.rel.clone(),
+                sha256,
+                size,
+            });
+        }
         if sync {
-            // The files' names must be as durable as the digests that the log records.
+            // The files and their names must be as durable as the digests that the log
+            // records. Per-event policies: one batch of the committer syncs them all
+            // before any line naming them is written. `PerStep` and `AtEnd`: they are
+            // synced with (before) the log at the next step or at the end, which is
+            // when those lines become durable.
             let mut dirs: Vec<PathBuf> = walk
                 .files
                 .iter()
@@ -969,8 +1287,9 @@ impl Recorder {
             dirs.push(dir.clone());
             dirs.sort();
             dirs.dedup();
-            for d in dirs {
-                sync_dir(&d).map_err(|e| EvidenceError::io("sync", &d, e))?;
+            self.defer_sync(items, dirs);
+            if durability.syncs_each_event() {
+                self.sync_all().wait()?;
             }
         }
         Ok(records)
@@ -1022,11 +1341,33 @@ impl Recorder {
                 head: st.head.clone().unwrap_or_default(),
             }
         };
-        self.sync_all().wait()?;
         let bytes = facts.to_bytes()?;
         let root = &self.inner.root;
-        write_atomic(root, STATEMENT_FILE, &bytes, self.inner.durability.syncs())
-            .map_err(|e| EvidenceError::io("write", root.join(STATEMENT_FILE), e))?;
+        let statement_err = |e| EvidenceError::io("write", root.join(STATEMENT_FILE), e);
+        if self.inner.durability.syncs() {
+            // The statement's bytes go to a temporary file synced in the same batch as
+            // the log (so one sync, not two, before the rename); the rename, and the
+            // folder's sync that makes it durable, come after the log is durable.
+            let (tmp, file) =
+                fsutil::write_temp(root, STATEMENT_FILE, &bytes).map_err(statement_err)?;
+            // Named by its final name: that is the name its content is durable under.
+            self.defer_sync(
+                vec![SyncItem::File(file, root.join(STATEMENT_FILE))],
+                Vec::new(),
+            );
+            let synced = self.sync_all().wait();
+            let renamed = synced.and_then(|()| {
+                fs::rename(&tmp, root.join(STATEMENT_FILE))
+                    .and_then(|()| sync_dir(root))
+                    .map_err(statement_err)
+            });
+            if let Err(e) = renamed {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        } else {
+            write_atomic(root, STATEMENT_FILE, &bytes, false).map_err(statement_err)?;
+        }
         tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
         Ok(Finished {
             facts,

@@ -93,3 +93,71 @@ fn async_tasks_waiting_on_group_commit_make_one_chain() {
     rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
     check_all_recorded(&dir, tasks * per);
 }
+
+#[test]
+fn many_recorders_share_the_group_committer_and_each_bundle_verifies() {
+    // Runs under every syncing policy share one sync thread: each run's events, blobs,
+    // inputs and outputs must still end up in its own bundle, complete and valid, and
+    // a dropped recorder must not stop the others' syncs.
+    for durability in [
+        Durability::GroupCommit,
+        Durability::PerEvent,
+        Durability::PerStep,
+        Durability::AtEnd,
+    ] {
+        let dirs: Vec<_> = (0..12).map(|i| scratch(&format!("shared-{i}"))).collect();
+        std::thread::scope(|s| {
+            for (r, dir) in dirs.iter().enumerate() {
+                s.spawn(move || {
+                    let rec =
+                        Recorder::create(dir, format!("r{r}"), durability, &run_started()).unwrap();
+                    std::fs::write(rec.input_dir().join("in.txt"), format!("input {r}")).unwrap();
+                    rec.record_inputs().unwrap();
+                    for i in 0..6 {
+                        let blob = rec
+                            .put_blob(format!("{r}-{i}").as_bytes(), "text/plain")
+                            .unwrap();
+                        let mut call = tool_call(&format!("c{r}-{i}"), false);
+                        call.result_blob = Some(blob);
+                        rec.record(&call).unwrap();
+                        rec.step().unwrap();
+                    }
+                    std::fs::write(rec.output_dir().join("out.txt"), format!("out {r}")).unwrap();
+                    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+                });
+            }
+        });
+        for dir in &dirs {
+            check_all_recorded(dir, 6);
+            let blobs = std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count();
+            assert_eq!(blobs, 6, "one file per blob, no temporary file left");
+        }
+    }
+}
+
+#[test]
+fn blobs_for_the_next_event_are_synced_with_it_under_every_policy() {
+    for durability in [
+        Durability::Flush,
+        Durability::GroupCommit,
+        Durability::PerEvent,
+        Durability::PerStep,
+        Durability::AtEnd,
+    ] {
+        let dir = scratch("next-event");
+        let rec = Recorder::create(&dir, "r", durability, &run_started()).unwrap();
+        for i in 0..5 {
+            let blob = rec
+                .put_blob_for_next_event(format!("body {i}").as_bytes(), "text/plain")
+                .wait()
+                .unwrap();
+            let mut call = tool_call(&format!("n{i}"), false);
+            call.result_blob = Some(blob);
+            rec.record_async(&call).wait().unwrap();
+            // Nothing new since the event: the step needs no batch of its own.
+            rec.step().unwrap();
+        }
+        rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+        check_all_recorded(&dir, 5);
+    }
+}

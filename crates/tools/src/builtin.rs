@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use provrun_sandbox::{DirListing, SandboxError};
 
+use crate::Tool;
 use crate::context::RunContext;
 use crate::output::ToolOutput;
 use crate::tool;
@@ -52,6 +53,12 @@ fn render_listing(listing: &DirListing) -> String {
         );
     }
     text
+}
+
+/// Whether `tool` is the linked `read_file` or `list_dir` (see
+/// [`Tool::is_bounded_builtin_read`]).
+pub(crate) fn is_bounded_read(tool: &Tool) -> bool {
+    tool.same_as(&ReadFileTool::tool()) || tool.same_as(&ListDirTool::tool())
 }
 
 /// Read a text file from /input, /output or /scratch (relative paths are under /scratch).

@@ -241,6 +241,20 @@ impl Tool {
         self.inner.category
     }
 
+    /// Whether this is one of the built-in tools that only read the sandbox within its size
+    /// limits (`read_file`, `list_dir`, as linked, not a replacement of the same name).
+    /// A runtime may call such a tool with [`Tool::call`] right on its async task, as it
+    /// does its own small evidence writes, instead of handing it to the blocking pool: the
+    /// hand-off would cost more than the call.
+    pub fn is_bounded_builtin_read(&self) -> bool {
+        crate::builtin::is_bounded_read(self)
+    }
+
+    /// Whether `self` and `other` are the same tool (clones of one registration).
+    pub fn same_as(&self, other: &Tool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The confirmation prompt for a destructive tool, if one was given.
     pub fn confirm(&self) -> Option<&str> {
         self.inner.confirm.as_deref()

@@ -404,3 +404,25 @@ fn a_missing_folder_is_an_io_error_naming_it() {
         .unwrap_err();
     assert!(matches!(err, ToolError::Io { .. }), "{err:?}");
 }
+
+#[test]
+fn only_the_linked_read_file_and_list_dir_are_bounded_builtin_reads() {
+    let linked = ToolRegistry::linked();
+    for name in BUILTIN_TOOLS {
+        let tool = &linked.get(&[name]).unwrap()[0];
+        assert_eq!(
+            tool.is_bounded_builtin_read(),
+            matches!(name, "read_file" | "list_dir"),
+            "{name}"
+        );
+    }
+    // A tool registered under the same name is not the built-in.
+    let mut reg = ToolRegistry::linked();
+    reg.add(
+        Tool::builder("read_file", "A replacement.")
+            .sync_handler(false, |_, _| provrun_tools::ToolOutput::succeed("mine"))
+            .build()
+            .unwrap(),
+    );
+    assert!(!reg.get(&["read_file"]).unwrap()[0].is_bounded_builtin_read());
+}
