@@ -923,6 +923,16 @@ async fn bad_specs_and_inputs_fail_before_anything_is_written() {
         err.contains("a.toml") && err.contains("unknown model"),
         "{err}"
     );
+    // A value holding a newline (found by the agent_spec fuzz target in CI) is quoted
+    // escaped: the error stays one line.
+    let err = AgentSpec::from_toml_str(
+        "name = \"x\"\nmodel = \"gpt\\n  4\\u001b\"\n",
+        Some(Path::new("a.toml")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!err.contains('\n') && !err.contains('\u{1b}'), "{err}");
+    assert!(err.contains("gpt\\n  4\\u{1b}"), "{err}");
     let err = AgentSpec::from_toml_str(
         "name = \"x\"\nmodel = \"test\"\nmax_step = 3\n",
         Some(Path::new("a.toml")),

@@ -162,9 +162,11 @@ impl AgentSpec {
     /// Check what TOML's types cannot: a name, a known model scheme, sane limits, unique
     /// tool names.
     pub fn validate(&self, origin: &str) -> Result<(), AgentError> {
+        // Messages quote the spec's own values, which may hold any character: control
+        // characters are shown escaped, so that an error stays on one line.
         let invalid = |message: String| AgentError::InvalidSpec {
             origin: origin.to_string(),
-            message,
+            message: escape_controls(&message),
         };
         if self.name.trim().is_empty() {
             return Err(invalid("`name` is empty".into()));
@@ -229,6 +231,23 @@ impl AgentSpec {
             _ => path.to_path_buf(),
         }
     }
+}
+
+/// `text` with every control character (a newline among them) written as its Rust
+/// escape (`\n`, `\u{1b}`).
+fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn one_line(text: &str) -> String {
