@@ -873,17 +873,7 @@ impl Sandbox {
         stdin: Option<Vec<u8>>,
         timeout: Option<Duration>,
     ) -> Result<CommandOutcome> {
-        let conf = probe();
-        if !conf.is_complete() && !self.degraded_allowed() {
-            return Err(SandboxError::ConfinementMissing {
-                missing: conf.missing_summary(),
-            });
-        }
-        if argv.is_empty() {
-            return Err(SandboxError::CommandStart {
-                message: "no program given".to_owned(),
-            });
-        }
+        let conf = self.confinement_for(argv)?;
         let limits = self.limits().clone();
         let max_timeout = Duration::from_secs(limits.max_command_timeout_s);
         let timeout = timeout
@@ -1026,17 +1016,7 @@ impl Sandbox {
         env: &[(String, String)],
         read_only: &[PathBuf],
     ) -> Result<ConfinedChild> {
-        let conf = probe();
-        if !conf.is_complete() && !self.degraded_allowed() {
-            return Err(SandboxError::ConfinementMissing {
-                missing: conf.missing_summary(),
-            });
-        }
-        if argv.is_empty() {
-            return Err(SandboxError::CommandStart {
-                message: "no program given".to_owned(),
-            });
-        }
+        let conf = self.confinement_for(argv)?;
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
             self.confined_command(conf, argv, env, read_only, before.bytes)?;
@@ -1090,6 +1070,23 @@ impl Sandbox {
     /// The command that runs `argv` under every layer this machine has, with `env` as its
     /// only environment and `read_only` host paths visible (read-only, at the same paths);
     /// stdout and stderr piped. The pids cgroup, when there is one, is joined at exec.
+    /// What confines a program here, checked before anything runs: refused when a layer
+    /// is missing and degraded commands are not allowed, or when `argv` names no program.
+    fn confinement_for(&self, argv: &[String]) -> Result<&'static Confinement> {
+        let conf = probe();
+        if !conf.is_complete() && !self.degraded_allowed() {
+            return Err(SandboxError::ConfinementMissing {
+                missing: conf.missing_summary(),
+            });
+        }
+        if argv.is_empty() {
+            return Err(SandboxError::CommandStart {
+                message: "no program given".to_owned(),
+            });
+        }
+        Ok(conf)
+    }
+
     fn confined_command(
         &self,
         conf: &Confinement,
