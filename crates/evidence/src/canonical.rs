@@ -46,35 +46,33 @@ fn write_value(value: &Value, out: &mut String) -> Result<()> {
             }
             out.push(']');
         }
-        Value::Object(map) if keys_in_canonical_order(map) => {
-            // Already in order (serde_json's map is sorted by bytes, which is the
-            // UTF-16 order for almost every key): no copy, no sort.
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_value(v, out)?;
-            }
-            out.push('}');
-        }
+        // Already in order (serde_json's map is sorted by bytes, which is the UTF-16
+        // order for almost every key): no copy, no sort.
+        Value::Object(map) if keys_in_canonical_order(map) => write_members(map.iter(), out)?,
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_value(v, out)?;
-            }
-            out.push('}');
+            write_members(entries.into_iter(), out)?;
         }
     }
+    Ok(())
+}
+
+/// An object's members, in the order given, as `{"k":v,…}`.
+fn write_members<'a>(
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    out: &mut String,
+) -> Result<()> {
+    out.push('{');
+    for (i, (k, v)) in members.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(k, out);
+        out.push(':');
+        write_value(v, out)?;
+    }
+    out.push('}');
     Ok(())
 }
 
