@@ -198,16 +198,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
     }
-    if let Some(host) = &args.host_dir
-        && !host.is_dir()
-    {
-        return fail(
-            EXIT_USAGE,
-            format!(
-                "--host-dir `{}` does not exist or is not a folder",
-                host.display()
-            ),
-        );
+    if let Err(code) = check_host_dir(args.host_dir.as_deref()) {
+        return code;
     }
     let registry = match registry(&args.tools_dirs) {
         Ok(r) => r,
@@ -261,16 +253,8 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if let Some(host) = &args.host_dir
-        && !host.is_dir()
-    {
-        return fail(
-            EXIT_USAGE,
-            format!(
-                "--host-dir `{}` does not exist or is not a folder",
-                host.display()
-            ),
-        );
+    if let Err(code) = check_host_dir(args.host_dir.as_deref()) {
+        return code;
     }
     let mut options = ResumeSpec::new();
     options.host_dir = args.host_dir.clone();
@@ -457,4 +441,18 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
         shell_word(&bundle.display().to_string()),
         flags.join(" ")
     );
+}
+
+/// `--host-dir` must name an existing folder (a usage error otherwise).
+fn check_host_dir(host: Option<&Path>) -> Result<(), u8> {
+    match host {
+        Some(host) if !host.is_dir() => Err(fail(
+            EXIT_USAGE,
+            format!(
+                "--host-dir `{}` does not exist or is not a folder",
+                host.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
