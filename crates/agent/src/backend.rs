@@ -20,7 +20,7 @@ use provrun_tools::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::capability::{DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, ToolEvidence};
+use crate::capability::{CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, ToolEvidence};
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
 use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
@@ -1050,18 +1050,15 @@ impl Run<'_> {
                     decided_by,
                     mcp,
                 }) => {
-                    match mcp {
-                        Some(mcp) => {
-                            self.evidence
-                                .completed_remote(call, &output, duration_ms, mcp, decided_by)
-                                .await?
-                        }
-                        None => {
-                            self.evidence
-                                .completed(call, &output, duration_ms, mode, decided_by)
-                                .await?
-                        }
+                    let flags = CallFlags {
+                        mode,
+                        decided_by: Some(decided_by),
+                        mcp,
+                        ..CallFlags::default()
                     };
+                    self.evidence
+                        .completed_with(call, &output, duration_ms, flags)
+                        .await?;
                     state.tool_calls += 1;
                     outputs.push((call, output));
                 }

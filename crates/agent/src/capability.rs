@@ -347,30 +347,22 @@ impl ToolEvidence {
         mode: Option<String>,
         decided_by: DecidedBy,
     ) -> Result<u64, AgentError> {
-        self.record(
-            &call.name,
-            &call.id,
-            arguments_value(&call.arguments),
-            Some(output),
-            duration_ms,
-            CallFlags {
-                mode,
-                decided_by: Some(decided_by),
-                ..CallFlags::default()
-            },
-        )
-        .await
+        let flags = CallFlags {
+            mode,
+            decided_by: Some(decided_by),
+            ..CallFlags::default()
+        };
+        self.completed_with(call, output, duration_ms, flags).await
     }
 
-    /// Record a completed call of a tool that ran in an MCP server, with its `mcp`
-    /// details (see [`CallFlags::mcp`]).
-    pub async fn completed_remote(
+    /// Record a completed call with any flags: for a tool that ran in an MCP server, its
+    /// `mcp` details (see [`CallFlags::mcp`]) beside its mode and what decided it.
+    pub async fn completed_with(
         &self,
         call: &ToolCall,
         output: &ToolOutput,
         duration_ms: u64,
-        mcp: Value,
-        decided_by: DecidedBy,
+        flags: CallFlags,
     ) -> Result<u64, AgentError> {
         self.record(
             &call.name,
@@ -378,12 +370,7 @@ impl ToolEvidence {
             arguments_value(&call.arguments),
             Some(output),
             duration_ms,
-            CallFlags {
-                mode: Some("remote_mcp".to_string()),
-                mcp: Some(mcp),
-                decided_by: Some(decided_by),
-                ..CallFlags::default()
-            },
+            flags,
         )
         .await
     }
