@@ -1192,7 +1192,10 @@ impl Sandbox {
         let limits = self.limits();
         let mut total = Usage::default();
         for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
-            if let Ok(u) = fsops::scan_usage(self.root_dir(root), limits.max_depth) {
+            if let Ok(u) = self.root_dir(root).and_then(|dir| {
+                fsops::scan_usage(&dir, limits.max_depth)
+                    .map_err(|e| SandboxError::io("measuring", root.as_str(), e))
+            }) {
                 total.bytes = total.bytes.saturating_add(u.bytes);
                 total.files = total.files.saturating_add(u.files);
             }

@@ -347,6 +347,19 @@ pub enum SandboxError {
         reason: &'static str,
     },
 
+    /// A root's handle was released while the run was idle, and the host path now names
+    /// another directory than the one the sandbox was opened over.
+    #[error(
+        "sandbox root {root} was replaced: `{path}` is no longer the directory the sandbox was \
+         opened over, so it is not used"
+    )]
+    RootReplaced {
+        /// The root (`/input`, `/output` or `/scratch`).
+        root: &'static str,
+        /// The host path that now names another directory.
+        path: String,
+    },
+
     /// An operating-system error not covered by a rule above.
     #[error("{op} `{path}` failed: {source}")]
     Io {

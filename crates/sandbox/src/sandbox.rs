@@ -17,9 +17,12 @@ use crate::path::{Root, VirtualPath, parse_host_path};
 /// A file sandbox over three host directories, seen by the agent as `/input` (read-only),
 /// `/output` and `/scratch` (writable).
 ///
-/// Each root is a cap-std [`Dir`] opened once at construction: that is the only use of
-/// ambient authority, and every later access is relative to one of these handles, walks one
-/// name at a time, and never follows a symbolic link. `/input` has no write path at all.
+/// Each root is a cap-std [`Dir`] opened at construction, and every access is relative to
+/// one of these handles, walks one name at a time, and never follows a symbolic link.
+/// `/input` has no write path at all. A run that will be idle a while (waiting on a model)
+/// may give the handles back with [`Sandbox::release_handles`]; the next operation opens the
+/// root again by its host path and refuses it unless it is still the same directory (device
+/// and inode), so a folder swapped in meanwhile is never used.
 ///
 /// Cloning is cheap (the state is behind an `Arc`); clones share the quota. All operations
 /// block on file I/O: call them from a blocking thread (`spawn_blocking` or a pool).
@@ -31,9 +34,9 @@ pub struct Sandbox {
 }
 
 struct Inner {
-    input: Dir,
-    output: Dir,
-    scratch: Dir,
+    input: RootHandle,
+    output: RootHandle,
+    scratch: RootHandle,
     paths: RootPaths,
     limits: Limits,
     quota: Quota,
@@ -162,6 +165,59 @@ fn open_root(path: &Path, create: bool) -> Result<Dir> {
     result.map_err(|e| SandboxError::io("opening sandbox root", path.display().to_string(), e))
 }
 
+/// Device and inode of an open directory: what "the same folder" means on reopening.
+fn identity(dir: &Dir, path: &Path) -> Result<(u64, u64)> {
+    let st = rustix::fs::fstat(dir).map_err(|e| {
+        SandboxError::io("opening sandbox root", path.display().to_string(), e.into())
+    })?;
+    Ok((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// One root's directory handle. Open from construction until [`RootHandle::release`];
+/// opened again on next use, and only if it is still the directory first opened.
+struct RootHandle {
+    root: Root,
+    path: PathBuf,
+    identity: (u64, u64),
+    dir: Mutex<Option<Arc<Dir>>>,
+}
+
+impl RootHandle {
+    fn open(root: Root, path: &Path, create: bool) -> Result<RootHandle> {
+        let dir = open_root(path, create)?;
+        Ok(RootHandle {
+            root,
+            path: path.to_owned(),
+            identity: identity(&dir, path)?,
+            dir: Mutex::new(Some(Arc::new(dir))),
+        })
+    }
+
+    /// The handle, reopened by path (and checked) if it was released.
+    fn get(&self) -> Result<Arc<Dir>> {
+        let mut slot = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(dir) = slot.as_ref() {
+            return Ok(Arc::clone(dir));
+        }
+        let dir = open_root(&self.path, false)?;
+        if identity(&dir, &self.path)? != self.identity {
+            return Err(SandboxError::RootReplaced {
+                root: self.root.as_str(),
+                path: self.path.display().to_string(),
+            });
+        }
+        let dir = Arc::new(dir);
+        *slot = Some(Arc::clone(&dir));
+        tracing::trace!(root = self.root.as_str(), "sandbox root reopened");
+        Ok(dir)
+    }
+
+    /// Closes the handle (once no operation in flight still uses it).
+    fn release(&self) {
+        self.dir.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
 impl Sandbox {
     /// Opens a sandbox over existing `input` and over `output` and `scratch` (created if
     /// missing), with `limits`. Files already in `output` and `scratch` count against the
@@ -212,9 +268,9 @@ impl Sandbox {
         temp: Option<tempfile::TempDir>,
     ) -> Result<Sandbox> {
         limits.check()?;
-        let input_dir = open_root(input, false)?;
-        let output_dir = open_root(output, true)?;
-        let scratch_dir = open_root(scratch, true)?;
+        let input_dir = RootHandle::open(Root::Input, input, false)?;
+        let output_dir = RootHandle::open(Root::Output, output, true)?;
+        let scratch_dir = RootHandle::open(Root::Scratch, scratch, true)?;
         let quota = Quota {
             max_bytes: limits.max_total_bytes,
             max_files: limits.max_files,
@@ -310,11 +366,9 @@ impl Sandbox {
     pub fn recount(&self) -> Result<Usage> {
         let depth = self.inner.limits.max_depth;
         let mut total = Usage::default();
-        for (root, dir) in [
-            (Root::Output, &self.inner.output),
-            (Root::Scratch, &self.inner.scratch),
-        ] {
-            let u = fsops::scan_usage(dir, depth)
+        for root in [Root::Output, Root::Scratch] {
+            let dir = self.dir(root)?;
+            let u = fsops::scan_usage(&dir, depth)
                 .map_err(|e| SandboxError::io("measuring", root.as_str(), e))?;
             total.bytes = total.bytes.saturating_add(u.bytes);
             total.files = total.files.saturating_add(u.files);
@@ -328,16 +382,38 @@ impl Sandbox {
         VirtualPath::parse(path, &self.inner.limits)
     }
 
-    pub(crate) fn root_dir(&self, root: Root) -> &Dir {
+    /// Closes the handles of the three roots until an operation needs one again; for a run
+    /// about to be idle (waiting on a model), so that thousands of idle runs hold no
+    /// descriptors for their sandboxes. The next operation on a root opens it again by its
+    /// host path and fails with [`SandboxError::RootReplaced`] if that is no longer the
+    /// directory first opened. Operations in flight keep their handle until they finish.
+    /// The host folder's handle (if granted) is kept.
+    pub fn release_handles(&self) {
+        for handle in [&self.inner.input, &self.inner.output, &self.inner.scratch] {
+            handle.release();
+        }
+    }
+
+    /// How many of the three roots have an open handle now (0 after
+    /// [`Sandbox::release_handles`], until an operation needs one).
+    pub fn open_handles(&self) -> usize {
+        [&self.inner.input, &self.inner.output, &self.inner.scratch]
+            .iter()
+            .filter(|h| h.dir.lock().unwrap_or_else(|p| p.into_inner()).is_some())
+            .count()
+    }
+
+    pub(crate) fn root_dir(&self, root: Root) -> Result<Arc<Dir>> {
         self.dir(root)
     }
 
-    fn dir(&self, root: Root) -> &Dir {
+    fn dir(&self, root: Root) -> Result<Arc<Dir>> {
         match root {
             Root::Input => &self.inner.input,
             Root::Output => &self.inner.output,
             Root::Scratch => &self.inner.scratch,
         }
+        .get()
     }
 
     fn writable(&self, path: &str) -> Result<VirtualPath> {
@@ -373,7 +449,7 @@ impl Sandbox {
         let vp = self.parse_path(path)?;
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
-        let (mut file, total) = fsops::open_read(self.dir(root), vp.names(), &show)?;
+        let (mut file, total) = fsops::open_read(&*self.dir(root)?, vp.names(), &show)?;
         let shown = vp.to_string();
         let offset = offset.unwrap_or(0);
         if offset > total {
@@ -464,7 +540,7 @@ impl Sandbox {
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
         let w = fsops::atomic_write(
-            self.dir(root),
+            &*self.dir(root)?,
             vp.names(),
             content,
             &show,
@@ -494,7 +570,7 @@ impl Sandbox {
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
         let bytes = fsops::read_whole(
-            self.dir(root),
+            &*self.dir(root)?,
             vp.names(),
             &show,
             self.inner.limits.max_write_bytes,
@@ -546,7 +622,7 @@ impl Sandbox {
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
         fsops::list(
-            self.dir(root),
+            &*self.dir(root)?,
             vp.names(),
             &show,
             self.inner.limits.max_list_entries,
@@ -611,7 +687,7 @@ impl Sandbox {
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
         let max = self.inner.limits.max_write_bytes;
-        let bytes = fsops::read_whole(self.dir(root), vp.names(), &show, max)?;
+        let bytes = fsops::read_whole(&*self.dir(root)?, vp.names(), &show, max)?;
         fsops::atomic_write(&host.dir, &names, &bytes, &show_host, None)?;
         tracing::info!(from = %vp, to = %show_host(&names), bytes = bytes.len(), "copied to host");
         Ok(CopyOutcome {

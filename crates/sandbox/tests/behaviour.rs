@@ -556,3 +556,77 @@ fn virtual_paths_render_and_parse_back() {
         assert_eq!(VirtualPath::parse(raw, &l).unwrap().to_string(), raw);
     }
 }
+
+/// Counts this process's open descriptors naming `dir`.
+fn fds_on(dir: &std::path::Path) -> usize {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == dir))
+        .count()
+}
+
+#[test]
+fn released_handles_close_and_reopen_on_use() {
+    let env = Env::new();
+    assert_eq!(env.sb.open_handles(), 3);
+    assert_eq!(fds_on(&env.output), 1);
+    env.sb.release_handles();
+    assert_eq!(env.sb.open_handles(), 0);
+    assert_eq!(fds_on(&env.input), 0, "a released root holds no descriptor");
+    assert_eq!(fds_on(&env.output), 0);
+    assert_eq!(fds_on(&env.scratch), 0);
+    // The next operation on a root opens that root only.
+    assert_eq!(
+        env.sb
+            .read_file("/input/a.txt", None, None)
+            .unwrap()
+            .content,
+        "alpha\nbeta\n"
+    );
+    assert_eq!(env.sb.open_handles(), 1);
+    assert_eq!(fds_on(&env.input), 1);
+    env.sb.write_file("/output/x.txt", "x").unwrap();
+    assert_eq!(std::fs::read(env.output.join("x.txt")).unwrap(), b"x");
+    assert_eq!(env.sb.open_handles(), 2);
+    // Clones share the handles.
+    let clone = env.sb.clone();
+    clone.release_handles();
+    assert_eq!(env.sb.open_handles(), 0);
+}
+
+#[test]
+fn a_root_swapped_while_released_is_refused() {
+    let env = Env::new();
+    env.sb.write_file("/output/first.txt", "1").unwrap();
+    env.sb.release_handles();
+    // Someone moves the folder away and puts another one in its place.
+    let moved = env.base.join("moved-output");
+    std::fs::rename(&env.output, &moved).unwrap();
+    std::fs::create_dir(&env.output).unwrap();
+    let err = env.sb.write_file("/output/second.txt", "2").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SandboxError::RootReplaced {
+                root: "/output",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("was replaced"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&env.output).unwrap().count(),
+        0,
+        "nothing is written into the folder swapped in"
+    );
+    assert!(!moved.join("second.txt").exists());
+    // A root that is gone is an error too, not a panic.
+    std::fs::remove_dir(&env.output).unwrap();
+    let err = env.sb.list_dir("/output").unwrap_err();
+    assert!(matches!(err, SandboxError::Io { .. }), "{err:?}");
+    // The roots not touched keep working.
+    assert!(env.sb.read_file("/input/a.txt", None, None).is_ok());
+}
