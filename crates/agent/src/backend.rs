@@ -870,7 +870,7 @@ impl Run<'_> {
             // The history moves into the request and back: no copy of it per request.
             request.messages = std::mem::take(&mut state.messages);
             let response = tokio::select! {
-                r = self.request(&request) => Some(r),
+                r = self.request_idle(&request) => Some(r),
                 () = self.control.cancelled() => None,
             };
             state.messages = std::mem::take(&mut request.messages);
@@ -916,6 +916,21 @@ impl Run<'_> {
                 }
             }
             self.recorder.step_async().await?;
+        }
+    }
+
+    /// [`Self::request`], giving back the sandbox's folder handles when the answer is not
+    /// there at once: a run waiting on a model (or on its evidence sync) then holds one
+    /// descriptor, its log, so many thousands can wait together. A model that answers at
+    /// once (the offline models) keeps them and costs no reopen.
+    async fn request_idle(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let mut answer = std::pin::pin!(self.request(request));
+        match std::future::poll_fn(|cx| std::task::Poll::Ready(answer.as_mut().poll(cx))).await {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => {
+                self.ctx.sandbox().release_handles();
+                answer.await
+            }
         }
     }
 
