@@ -438,10 +438,11 @@ impl Goal {
 }
 
 fn goals(results: &[Line]) -> Vec<Goal> {
+    // A skipped scenario measured nothing: its goal is "not measured", never met.
     let get = |name: &str, key: &str| {
         results
             .iter()
-            .find(|l| l.name == name)
+            .find(|l| l.name == name && field(&l.json, "skipped").is_none())
             .and_then(|l| l.get(key))
     };
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -549,5 +550,41 @@ fn print_table(results: &[Line], goals: &[Goal], repeat: usize) {
             "  {:<26} {:<38} {v:>10} (goal {cmp} {}): {met}",
             g.scenario, g.what, g.target
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(json: &str) -> Line {
+        Line {
+            name: field(json, "name").unwrap(),
+            json: json.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_skipped_scenario_is_not_measured_rather_than_met() {
+        let skipped = line(
+            r#"{"name":"concurrent_10k_idle","runs":10000,"seconds":0.0,"peak_rss_mb":4.6,"skipped":"limit"}"#,
+        );
+        let g = goals(&[skipped]);
+        let idle = g
+            .iter()
+            .find(|g| g.scenario == "concurrent_10k_idle")
+            .unwrap();
+        assert_eq!(idle.value, None);
+        assert_eq!(idle.met(), None);
+        let ran = line(
+            r#"{"name":"concurrent_10k_idle","runs":10000,"seconds":7.9,"peak_rss_mb":337.7}"#,
+        );
+        let g = goals(&[ran]);
+        let idle = g
+            .iter()
+            .find(|g| g.scenario == "concurrent_10k_idle")
+            .unwrap();
+        assert_eq!(idle.value, Some(337.7));
+        assert_eq!(idle.met(), Some(true));
     }
 }

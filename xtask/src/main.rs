@@ -53,8 +53,13 @@ tasks:
   soak    the long reliability mode: many SIGKILLs, faults, then every fuzz target longer";
 
 fn root() -> PathBuf {
-    // xtask lives one level below the workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // xtask lives one level below the workspace root. `cargo xtask` (cargo run) says where
+    // it is at run time; the path compiled in is only a fallback, since a build copied
+    // from another clone's target folder would point at that clone.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
