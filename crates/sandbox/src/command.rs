@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::{Result, SandboxError};
-use crate::fsops::{self, Usage};
+use crate::fsops::Usage;
 use crate::sandbox::{RootPaths, Sandbox};
 
 /// Environment variable naming the `provrun-confine` helper binary (overrides the search).
@@ -1192,10 +1192,7 @@ impl Sandbox {
         let limits = self.limits();
         let mut total = Usage::default();
         for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
-            if let Ok(u) = self.root_dir(root).and_then(|dir| {
-                fsops::scan_usage(&dir, limits.max_depth)
-                    .map_err(|e| SandboxError::io("measuring", root.as_str(), e))
-            }) {
+            if let Ok(u) = self.measure(root) {
                 total.bytes = total.bytes.saturating_add(u.bytes);
                 total.files = total.files.saturating_add(u.files);
             }

@@ -364,12 +364,9 @@ impl Sandbox {
     /// Recounts the quota's usage from disk (after something outside the sandbox API, such as
     /// a command, changed /output or /scratch).
     pub fn recount(&self) -> Result<Usage> {
-        let depth = self.inner.limits.max_depth;
         let mut total = Usage::default();
         for root in [Root::Output, Root::Scratch] {
-            let dir = self.dir(root)?;
-            let u = fsops::scan_usage(&dir, depth)
-                .map_err(|e| SandboxError::io("measuring", root.as_str(), e))?;
+            let u = self.measure(root)?;
             total.bytes = total.bytes.saturating_add(u.bytes);
             total.files = total.files.saturating_add(u.files);
         }
@@ -403,8 +400,10 @@ impl Sandbox {
             .count()
     }
 
-    pub(crate) fn root_dir(&self, root: Root) -> Result<Arc<Dir>> {
-        self.dir(root)
+    /// Bytes and entries under one root, from disk.
+    pub(crate) fn measure(&self, root: Root) -> Result<Usage> {
+        fsops::scan_usage(&*self.dir(root)?, self.inner.limits.max_depth)
+            .map_err(|e| SandboxError::io("measuring", root.as_str(), e))
     }
 
     fn dir(&self, root: Root) -> Result<Arc<Dir>> {
