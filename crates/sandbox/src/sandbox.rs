@@ -216,6 +216,11 @@ impl RootHandle {
     fn release(&self) {
         self.dir.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
+
+    /// Whether the handle is open now.
+    fn is_open(&self) -> bool {
+        self.dir.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
 }
 
 impl Sandbox {
@@ -386,17 +391,17 @@ impl Sandbox {
     /// directory first opened. Operations in flight keep their handle until they finish.
     /// The host folder's handle (if granted) is kept.
     pub fn release_handles(&self) {
-        for handle in [&self.inner.input, &self.inner.output, &self.inner.scratch] {
-            handle.release();
+        for root in Root::ALL {
+            self.handle(root).release();
         }
     }
 
     /// How many of the three roots have an open handle now (0 after
     /// [`Sandbox::release_handles`], until an operation needs one).
     pub fn open_handles(&self) -> usize {
-        [&self.inner.input, &self.inner.output, &self.inner.scratch]
-            .iter()
-            .filter(|h| h.dir.lock().unwrap_or_else(|p| p.into_inner()).is_some())
+        Root::ALL
+            .into_iter()
+            .filter(|&root| self.handle(root).is_open())
             .count()
     }
 
@@ -406,13 +411,16 @@ impl Sandbox {
             .map_err(|e| SandboxError::io("measuring", root.as_str(), e))
     }
 
-    fn dir(&self, root: Root) -> Result<Arc<Dir>> {
+    fn handle(&self, root: Root) -> &RootHandle {
         match root {
             Root::Input => &self.inner.input,
             Root::Output => &self.inner.output,
             Root::Scratch => &self.inner.scratch,
         }
-        .get()
+    }
+
+    fn dir(&self, root: Root) -> Result<Arc<Dir>> {
+        self.handle(root).get()
     }
 
     fn writable(&self, path: &str) -> Result<VirtualPath> {
