@@ -18,6 +18,8 @@ const AS_CLI: &str = "PROVRUN_README_AS_CLI";
 const CARGO_RUN: &str = "cargo run -q -p provrun-cli --";
 
 fn main() -> ExitCode {
+    // Like the real `provrun`, this executable is its own confinement helper.
+    provrun_sandbox::arg0_dispatch();
     if std::env::var_os(AS_CLI).is_some() {
         return provrun_cli::main_with_args(std::env::args_os());
     }
