@@ -35,6 +35,7 @@ macro_rules! out {
 mod progress;
 mod run;
 mod show;
+mod sign;
 mod style;
 mod verify;
 
@@ -94,6 +95,12 @@ enum Command {
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
+    /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
+    /// FILE.pub (public, SPKI PEM); prints the key id.
+    Keygen(sign::KeygenArgs),
+    /// Sign a finished bundle's statement with a private key (writes statement.dsse.json);
+    /// exit 1 if the bundle does not verify.
+    Sign(sign::SignArgs),
 }
 
 /// One tool as `provrun tools --json` prints it.
@@ -137,6 +144,8 @@ where
         Command::Show(args) => show::show(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
+        Command::Keygen(args) => sign::keygen(&args),
+        Command::Sign(args) => sign::sign(&args),
     };
     ExitCode::from(code)
 }

@@ -76,6 +76,10 @@ pub(crate) struct RunArgs {
     /// exit 1 if it does not verify.
     #[arg(long)]
     verify: bool,
+    /// Sign the statement with this private key (PKCS#8 PEM, from `provrun keygen`) when
+    /// the run ends: writes statement.dsse.json.
+    #[arg(long = "sign-key", value_name = "FILE")]
+    sign_key: Option<PathBuf>,
 }
 
 /// Arguments of `provrun resume`.
@@ -109,6 +113,9 @@ pub(crate) struct ResumeArgs {
     /// Extension: verify the bundle when the run ends (see `run --verify`).
     #[arg(long)]
     verify: bool,
+    /// Sign the statement with this private key when the run ends (see `run --sign-key`).
+    #[arg(long = "sign-key", value_name = "FILE")]
+    sign_key: Option<PathBuf>,
 }
 
 /// Arguments of `provrun replay`.
@@ -186,6 +193,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     if let Err(code) = check_new_bundle(&args.out) {
         return code;
     }
+    let sign_key = match signing_key(args.sign_key.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let mut agent = match AgentSpec::load(&args.agent) {
         Ok(a) => a,
         Err(e) => return fail(EXIT_USAGE, e),
@@ -225,7 +236,16 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         None,
         args.verify,
         args.host_dir.as_deref(),
+        sign_key.as_ref(),
     )
+}
+
+/// The `--sign-key` seed, read before the run starts so a bad key writes nothing.
+fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
+    path.map(|p| {
+        crate::sign::load_private_key(p).map_err(|e| fail(EXIT_USAGE, format!("--sign-key: {e}")))
+    })
+    .transpose()
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
@@ -235,6 +255,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
             format!("no bundle at `{}`", args.bundle.display()),
         );
     }
+    let sign_key = match signing_key(args.sign_key.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let mut decisions: Vec<Decision> = args.approve.into_iter().map(Decision::Approve).collect();
     decisions.extend(args.deny.into_iter().map(|call_id| Decision::Deny {
         call_id,
@@ -272,6 +296,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         before,
         args.verify,
         args.host_dir.as_deref(),
+        sign_key.as_ref(),
     )
 }
 
@@ -342,6 +367,7 @@ fn finish(
     log_before: Option<u64>,
     verify: bool,
     host_dir: Option<&Path>,
+    sign_key: Option<&[u8; 32]>,
 ) -> u8 {
     let result = match result {
         Ok(r) => r,
@@ -384,8 +410,21 @@ fn finish(
             EXIT_PAUSED
         }
     };
+    if let Some(seed) = sign_key
+        && let Err(e) = crate::sign::sign_bundle(bundle, seed)
+    {
+        code = fail(EXIT_FAILED, e);
+    }
     if verify {
-        let report = provrun_evidence::verify(bundle);
+        let report = match sign_key {
+            Some(seed) => provrun_evidence::verify_with(
+                bundle,
+                &provrun_evidence::VerifyOptions {
+                    public_key: Some(provrun_evidence::dsse::public_key(seed)),
+                },
+            ),
+            None => provrun_evidence::verify(bundle),
+        };
         let paint = Painter::stderr();
         if !report.ok {
             for line in crate::verify::report_lines(&report, paint) {
