@@ -108,9 +108,15 @@ mod signing {
         Ok(seed)
     }
 
-    /// The seed as a PKCS#8 v1 PEM private key (`-----BEGIN PRIVATE KEY-----`).
+    /// The seed as a PKCS#8 v1 PEM private key (`-----BEGIN PRIVATE KEY-----`): the seed
+    /// alone, without the optional public key of v2, which OpenSSL and pyca/cryptography
+    /// do not read.
     pub fn private_key_pem(seed: &[u8; 32]) -> Result<String> {
-        SigningKey::from_bytes(seed)
+        let bytes = ed25519_dalek::pkcs8::KeypairBytes {
+            secret_key: *seed,
+            public_key: None,
+        };
+        bytes
             .to_pkcs8_pem(LineEnding::LF)
             .map(|pem| pem.to_string())
             .map_err(|e| EvidenceError::Key(format!("cannot encode the private key: {e}")))
