@@ -264,3 +264,40 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
         Err(e) => fail(EXIT_FAILED, format!("cannot write the tool list: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// Every subcommand and every flag says what it does, in words a user knows.
+    #[test]
+    fn every_flag_has_help_that_says_what_it_does() {
+        let cli = Cli::command();
+        let mut seen = 0;
+        for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "`{}` has no help", sub.get_name());
+            for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    help.split_whitespace().count() >= 3,
+                    "`{} {id}` has no real help: {help:?}",
+                    sub.get_name()
+                );
+                assert!(
+                    !help.to_lowercase().starts_with("extension"),
+                    "`{} {id}` help starts with jargon: {help:?}",
+                    sub.get_name()
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen > 20, "only {seen} flags seen");
+    }
+}

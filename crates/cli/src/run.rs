@@ -62,18 +62,19 @@ pub(crate) struct RunArgs {
     /// openai:MODEL_NAME (a relative PATH here resolves against the current folder).
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
-    /// Extension: a host folder the host tools (list_host_files, copy_from_host,
-    /// copy_to_host) may use; without it they are refused.
+    /// Grant the host tools (list_host_files, copy_from_host, copy_to_host) this host
+    /// folder; without it they are refused.
     #[arg(long = "host-dir", value_name = "DIR")]
     host_dir: Option<PathBuf>,
-    /// Extension: a folder of tool manifests to load as well (repeatable).
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
-    /// Extension: when evidence reaches stable storage.
+    /// When the evidence log is synced to disk: flush (never), per-event, per-step,
+    /// at-end, or group-commit.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
-    /// Extension: verify the bundle when the run ends and print the verdict on stderr;
-    /// exit 1 if it does not verify.
+    /// Verify the bundle when the run ends and print the verdict on stderr; exit 1 if it
+    /// does not verify.
     #[arg(long)]
     verify: bool,
     /// Sign the statement with this private key (PKCS#8 PEM, from `provrun keygen`) when
@@ -93,24 +94,25 @@ pub(crate) struct ResumeArgs {
     /// Do not run this waiting call; the model is told it was denied (repeatable).
     #[arg(long, value_name = "ID")]
     deny: Vec<String>,
-    /// Extension: what the model is told for a denied call.
+    /// What the model is told for each call denied with --deny.
     #[arg(
         long = "deny-message",
         value_name = "TEXT",
         default_value = "a human denied this call"
     )]
     deny_message: String,
-    /// Extension: the result of a client round-trip call the caller ran (repeatable).
+    /// Give the result of a client round-trip call that you ran yourself (ID=TEXT);
+    /// repeatable.
     #[arg(long, value_name = "ID=TEXT", value_parser = parse_result)]
     result: Vec<(String, String)>,
-    /// Extension: grant the host folder again to a run that was granted one (`run
-    /// --host-dir`); required for such a run, refused for others.
+    /// Grant the host folder again to a run that was granted one with `run --host-dir`;
+    /// required for such a run, refused for others.
     #[arg(long = "host-dir", value_name = "DIR")]
     host_dir: Option<PathBuf>,
-    /// Extension: a folder of tool manifests to load as well (repeatable).
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
-    /// Extension: verify the bundle when the run ends (see `run --verify`).
+    /// Verify the bundle when the run ends (like `run --verify`).
     #[arg(long)]
     verify: bool,
     /// Sign the statement with this private key when the run ends (see `run --sign-key`).
@@ -126,7 +128,7 @@ pub(crate) struct ReplayArgs {
     /// The new bundle folder; it must not exist or be empty.
     #[arg(long, value_name = "NEW")]
     out: PathBuf,
-    /// Extension: a folder of tool manifests to load as well (repeatable).
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
 }
