@@ -33,8 +33,8 @@ fn default_tool_timeout_s() -> u64 {
     300
 }
 
-/// An agent: its model, instructions, tools and limits. Loadable from the TOML of
-/// design.md §7.
+/// An agent: its model, instructions, tools and limits. Loadable from the TOML that
+/// docs/contract.md §4 describes.
 ///
 /// ```
 /// let spec = provrun_agent::AgentSpec::from_toml_str(r#"

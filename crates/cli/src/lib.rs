@@ -1,8 +1,8 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`. Their flags, exit
-//! codes and output formats are a contract (design.md §7): they only ever grow. What this
-//! CLI adds beyond the design is marked *extension* in `--help` and in the crate README.
+//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `keygen`, `sign`,
+//! `completions`, `schema`. Their flags, exit codes and output formats are a contract
+//! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
 //!
@@ -12,8 +12,8 @@
 //! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
 //! | 2 | a usage or spec error; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
-//! | 4 | `run`/`resume` (extension): the run paused, waiting for decisions |
-//! | 130 | `run`/`resume` (extension): cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
+//! | 4 | `run`/`resume`: the run paused, waiting for decisions |
+//! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
 
 use std::ffi::OsString;
 use std::io::Write;
