@@ -62,7 +62,7 @@ const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies
 #[derive(Debug, Parser)]
 #[command(
     name = "provrun",
-    version,
+    version = env!("PROVRUN_LONG_VERSION"),
     about = "Run LLM agents with provenance",
     after_help = "Exit codes: 0 ok · 1 run failed / check failed / replay differs · 2 usage or spec error \
                   (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
@@ -101,6 +101,33 @@ enum Command {
     /// Sign a finished bundle's statement with a private key (writes statement.dsse.json);
     /// exit 1 if the bundle does not verify.
     Sign(sign::SignArgs),
+    /// Print a shell completion script: `provrun completions bash > ~/.local/share/bash-completion/completions/provrun`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print a JSON Schema, so editors can complete and check files: `agent` is agent.toml.
+    Schema {
+        /// Which file format: `agent` (the agent spec).
+        #[arg(value_enum, value_name = "WHAT")]
+        what: SchemaKind,
+    },
+    /// Write the man pages (provrun.1 and one per command) into a folder; `cargo xtask
+    /// man` runs this.
+    #[command(hide = true)]
+    Man {
+        /// The folder to write the pages into (made if missing).
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+}
+
+/// The formats `provrun schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SchemaKind {
+    /// The agent spec (agent.toml).
+    Agent,
 }
 
 /// One tool as `provrun tools --json` prints it.
@@ -146,8 +173,58 @@ where
         Command::Resume(args) => run::resume(args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "provrun", &mut std::io::stdout());
+            EXIT_OK
+        }
+        Command::Schema {
+            what: SchemaKind::Agent,
+        } => match serde_json::to_string_pretty(&provrun_agent::AgentSpec::json_schema()) {
+            Ok(text) => {
+                out!("{text}");
+                EXIT_OK
+            }
+            Err(e) => fail(EXIT_FAILED, format!("cannot print the schema: {e}")),
+        },
+        Command::Man { out_dir } => man_pages(&out_dir),
     };
     ExitCode::from(code)
+}
+
+/// Write `provrun.1` and `provrun-COMMAND.1` for each visible command into `dir`.
+fn man_pages(dir: &Path) -> u8 {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let write = |name: &str, page: clap::Command| -> std::io::Result<()> {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(page).render(&mut roff)?;
+        std::fs::write(dir.join(format!("{name}.1")), roff)
+    };
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| write("provrun", cmd.clone()))
+        .and_then(|()| {
+            cmd.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .try_for_each(|s| {
+                    let name = format!("provrun-{}", s.get_name());
+                    write(
+                        &name,
+                        s.clone()
+                            .display_name(name.clone())
+                            .bin_name(format!("provrun {}", s.get_name())),
+                    )
+                })
+        });
+    match written {
+        Ok(()) => {
+            out!("man pages written to {}", dir.display());
+            EXIT_OK
+        }
+        Err(e) => fail(
+            EXIT_FAILED,
+            format!("cannot write man pages to `{}`: {e}", dir.display()),
+        ),
+    }
 }
 
 /// clap's usage error (several lines: the problem, tips, usage) as one line: the problem

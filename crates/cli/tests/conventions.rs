@@ -1,0 +1,193 @@
+//! What a CLI user expects beyond the commands: shell completions, man pages, `--version`
+//! with the commit, and a JSON Schema of agent.toml that the shipped examples satisfy.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn provrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_provrun"))
+        .args(args)
+        .output()
+        .expect("the provrun binary runs")
+}
+
+fn ok_stdout(args: &[&str]) -> String {
+    let out = provrun(args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn completions_cover_every_command_and_flag() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok_stdout(&["completions", shell]);
+        for word in [
+            "keygen",
+            "sign",
+            "verify",
+            "sign-key",
+            "tools-dir",
+            "schema",
+        ] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    // The bash script is valid bash.
+    let script = ok_stdout(&["completions", "bash"]);
+    let checked = Command::new("bash")
+        .args(["-n", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert_eq!(
+        provrun(&["completions", "tcsh-9000"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn man_pages_are_written_for_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    ok_stdout(&["man", "--out-dir", &out.display().to_string()]);
+    let main = std::fs::read_to_string(out.join("provrun.1")).unwrap();
+    assert!(main.contains(".TH provrun 1"), "{main}");
+    for command in [
+        "run", "verify", "replay", "show", "tools", "resume", "keygen", "sign",
+    ] {
+        let page = std::fs::read_to_string(out.join(format!("provrun-{command}.1")))
+            .unwrap_or_else(|e| panic!("no page for {command}: {e}"));
+        assert!(
+            page.contains(&format!(".TH provrun-{command} 1")),
+            "{command}: {page}"
+        );
+        assert!(main.contains(command), "provrun.1 does not list {command}");
+    }
+    let run = std::fs::read_to_string(out.join("provrun-run.1")).unwrap();
+    assert!(run.contains("sign\\-key"), "{run}");
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let text = ok_stdout(&["--version"]);
+    assert!(
+        text.starts_with(concat!("provrun ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    // In a checkout that tracks the CLI crate, the commit is there; from a tarball it is not.
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    match (
+        git(&["ls-files", "build.rs"]),
+        git(&["rev-parse", "--short=12", "HEAD"]),
+    ) {
+        (Some(_), Some(head)) if std::env::var_os("PROVRUN_BUILD_COMMIT").is_none() => {
+            assert_eq!(
+                text.trim(),
+                format!("provrun {} (commit {head})", env!("CARGO_PKG_VERSION"))
+            );
+        }
+        _ => {
+            assert!(!text.contains("commit") || std::env::var_os("PROVRUN_BUILD_COMMIT").is_some())
+        }
+    }
+}
+
+/// The schema, compiled by an independent JSON Schema validator (boon).
+fn agent_schema() -> (boon::Schemas, boon::SchemaIndex) {
+    let schema: Value = serde_json::from_str(&ok_stdout(&["schema", "agent"])).unwrap();
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    let mut compiler = boon::Compiler::new();
+    compiler
+        .add_resource("urn:provrun:agent", schema)
+        .expect("the schema loads");
+    let mut schemas = boon::Schemas::new();
+    let index = compiler
+        .compile("urn:provrun:agent", &mut schemas)
+        .expect("the schema compiles");
+    (schemas, index)
+}
+
+fn toml_as_json(text: &str) -> Value {
+    let table: toml::Table = text.parse().expect("TOML");
+    serde_json::to_value(table).unwrap()
+}
+
+#[test]
+fn the_shipped_agent_specs_validate_against_the_schema() {
+    let (schemas, index) = agent_schema();
+    let mut checked = Vec::new();
+    for entry in std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .flatten()
+    {
+        let spec = entry.path().join("agent.toml");
+        if !spec.is_file() {
+            continue;
+        }
+        let value = toml_as_json(&std::fs::read_to_string(&spec).unwrap());
+        if let Err(e) = schemas.validate(&value, index) {
+            panic!("{} does not validate: {e:#}", spec.display());
+        }
+        checked.push(entry.file_name());
+    }
+    assert!(checked.len() >= 5, "only {checked:?} checked");
+
+    // What the loader refuses, the schema refuses too.
+    for bad in [
+        "name = \"x\"\nmodel = \"test\"\ncolour = \"blue\"\n",
+        "name = \"x\"\nmodel = \"test\"\napprove = \"sometimes\"\n",
+        "name = \"x\"\nmodel = \"test\"\nmax_steps = -1\n",
+        "name = \"x\"\nmodel = \"test\"\n[limits]\nmax_read_byte = 1\n",
+        "model = \"test\"\n",
+    ] {
+        assert!(
+            schemas.validate(&toml_as_json(bad), index).is_err(),
+            "the schema accepts {bad:?}"
+        );
+        assert!(
+            provrun_agent_refuses(bad),
+            "the loader accepts {bad:?} (schema and loader disagree)"
+        );
+    }
+}
+
+/// Whether `provrun run` refuses this spec text as a spec error (exit 2).
+fn provrun_agent_refuses(text: &str) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("agent.toml");
+    std::fs::write(&spec, text).unwrap();
+    let out = provrun(&[
+        "run",
+        &spec.display().to_string(),
+        "--out",
+        &dir.path().join("b").display().to_string(),
+    ]);
+    out.status.code() == Some(2)
+}
