@@ -23,7 +23,7 @@ fn main() {
         Ok(c) if !c.trim().is_empty() => Some(c.trim().to_owned()),
         // Only a checkout of this very crate: build.rs must be a tracked file.
         _ if git(&["ls-files", "--full-name", "build.rs"]).is_none() => None,
-        _ => git(&["rev-parse", "--short=12", "HEAD"]).map(|hash| {
+        _ => git(&["rev-parse", "--short=12", "HEAD"]).inspect(|_| {
             // Rebuild when HEAD moves: watch HEAD and the branch it names (or packed-refs).
             for path in [
                 Some("HEAD".to_owned()),
@@ -39,7 +39,6 @@ fn main() {
                     println!("cargo:rerun-if-changed={p}");
                 }
             }
-            hash
         }),
     };
     let version = env!("CARGO_PKG_VERSION");

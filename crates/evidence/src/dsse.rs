@@ -125,7 +125,7 @@ mod signing {
     /// The public key as an SPKI PEM public key (`-----BEGIN PUBLIC KEY-----`).
     pub fn public_key_pem(public: &[u8; 32]) -> Result<String> {
         VerifyingKey::from_bytes(public)
-            .and_then(|k| Ok(k.to_public_key_pem(LineEnding::LF)))
+            .map(|k| k.to_public_key_pem(LineEnding::LF))
             .map_err(|e| EvidenceError::Key(format!("not a valid Ed25519 public key: {e}")))?
             .map_err(|e| EvidenceError::Key(format!("cannot encode the public key: {e}")))
     }

@@ -30,10 +30,9 @@ fn names_helper(argv0: &OsStr) -> bool {
 /// `provrun-sandbox` (directly or through the agent runtime):
 ///
 /// ```no_run
-/// fn main() {
-///     provrun_sandbox::arg0_dispatch();
-///     // … the program proper …
-/// }
+/// // first thing in `fn main()`:
+/// provrun_sandbox::arg0_dispatch();
+/// // … the program proper …
 /// ```
 ///
 /// Started as the confinement helper (`argv[0]` ends in `provrun-confine`), it applies the
