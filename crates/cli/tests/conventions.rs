@@ -100,19 +100,33 @@ fn version_names_the_commit_it_was_built_from() {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .filter(|s| !s.is_empty())
     };
-    match (
-        git(&["ls-files", "build.rs"]),
-        git(&["rev-parse", "--short=12", "HEAD"]),
-    ) {
-        (Some(_), Some(head)) if std::env::var_os("PROVRUN_BUILD_COMMIT").is_none() => {
-            assert_eq!(
-                text.trim(),
-                format!("provrun {} (commit {head})", env!("CARGO_PKG_VERSION"))
+    let pinned = std::env::var_os("PROVRUN_BUILD_COMMIT").is_some();
+    match (git(&["ls-files", "build.rs"]), git(&["rev-parse", "HEAD"])) {
+        (Some(_), Some(_)) if !pinned => {
+            // `provrun 0.1.0 (commit abcdef012345)`: a real commit of this repository, and
+            // HEAD or one before it (HEAD may move between the build and this test).
+            let commit = text
+                .trim()
+                .strip_prefix(concat!("provrun ", env!("CARGO_PKG_VERSION"), " (commit "))
+                .and_then(|rest| rest.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("no commit in {text:?}"));
+            assert_eq!(commit.len(), 12, "{text}");
+            assert!(
+                Command::new("git")
+                    .args(["merge-base", "--is-ancestor", commit, "HEAD"])
+                    .current_dir(env!("CARGO_MANIFEST_DIR"))
+                    .status()
+                    .is_ok_and(|s| s.success()),
+                "{commit} is not a commit of this checkout's history"
             );
         }
-        _ => {
-            assert!(!text.contains("commit") || std::env::var_os("PROVRUN_BUILD_COMMIT").is_some())
-        }
+        _ if pinned => assert!(text.contains("(commit "), "{text}"),
+        // A tarball: the version alone.
+        _ => assert_eq!(
+            text.trim(),
+            concat!("provrun ", env!("CARGO_PKG_VERSION")),
+            "{text}"
+        ),
     }
 }
 
