@@ -1113,3 +1113,38 @@ fn keygen_sign_and_verify_key_from_the_command_line() {
     assert_exit(&provrun(&["sign", &s(&bundle), "--key", &s(&key)]), 1);
     assert!(!envelope.exists());
 }
+
+#[test]
+fn a_paused_run_is_signed_again_when_resumed_with_a_key() {
+    let (dir, bundle) = scratch();
+    let key = dir.path().join("k.pem");
+    let public = dir.path().join("k.pem.pub");
+    assert_exit(&provrun(&["keygen", &s(&key)]), 0);
+    let out = provrun(&[
+        "run",
+        &example("approve/agent.toml"),
+        "--out",
+        &s(&bundle),
+        "--sign-key",
+        &s(&key),
+    ]);
+    assert_exit(&out, 4);
+    // The paused bundle is signed as it stands.
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&public)]), 0);
+    let paused_envelope = std::fs::read(bundle.join("statement.dsse.json")).unwrap();
+    let out = provrun(&[
+        "resume",
+        &s(&bundle),
+        "--approve",
+        "greet",
+        "--sign-key",
+        &s(&key),
+    ]);
+    assert_exit(&out, 0);
+    let finished_envelope = std::fs::read(bundle.join("statement.dsse.json")).unwrap();
+    assert_ne!(
+        paused_envelope, finished_envelope,
+        "the old signature was kept"
+    );
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&public)]), 0);
+}
