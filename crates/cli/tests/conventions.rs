@@ -205,3 +205,51 @@ fn provrun_agent_refuses(text: &str) -> bool {
     ]);
     out.status.code() == Some(2)
 }
+
+/// Started as `provrun-confine` (what the sandbox does, inside bubblewrap or directly when
+/// bubblewrap is missing), the `provrun` binary is the confinement helper: it confines
+/// itself, then runs the command. Under its own name the same arguments are a usage error.
+#[test]
+fn the_binary_is_its_own_confinement_helper_by_argv0() {
+    use std::os::unix::process::CommandExt as _;
+    let helper = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_provrun"))
+            .arg0("provrun-confine")
+            .args(args)
+            .env_clear()
+            .output()
+            .unwrap()
+    };
+    let out = helper(&["--probe", "--ro", "/usr"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.starts_with("landlock=") && text.contains(" seccomp="),
+        "{text}"
+    );
+
+    let mut args = vec!["--require", "seccomp"];
+    for dir in ["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc"] {
+        if Path::new(dir).exists() {
+            args.extend(["--ro", dir]);
+        }
+    }
+    args.extend([
+        "--",
+        "/bin/sh",
+        "-c",
+        "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status",
+    ]);
+    let out = helper(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("Seccomp:\t2") && text.contains("NoNewPrivs:\t1"),
+        "{text}"
+    );
+
+    // Bad helper arguments: the helper's own exit status, not the CLI's usage error.
+    assert_eq!(helper(&["--limit", "x"]).status.code(), Some(127));
+    let out = provrun(&["--probe"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
