@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-model", 0),
     ("provrun-macros", 0),
     ("provrun-tools", 1),
+    ("provrun-otel", 1),
     // The MCP client: between the tools it builds on and the agent that uses it.
     ("provrun-mcp", 2),
     ("provrun-agent", 3),

@@ -63,6 +63,7 @@ pub struct Backend {
     /// a recorded cancellation ends the run.
     replaying: Option<Arc<Replaying>>,
     recorded_mcp: Option<RecordedMcp>,
+    otlp: Option<provrun_otel::OtlpConfig>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -72,6 +73,7 @@ impl std::fmt::Debug for Backend {
             .field("registry", &self.registry.as_ref().map(ToolRegistry::len))
             .field("hooks", &self.hooks)
             .field("replaying", &self.replaying.is_some())
+            .field("otlp", &self.otlp)
             .finish()
     }
 }
@@ -194,6 +196,40 @@ impl Backend {
     pub fn with_hooks(mut self, hooks: ToolHooks) -> Self {
         self.hooks = hooks;
         self
+    }
+
+    /// Export each run's spans over OTLP when it ends (finished, failed, cancelled or
+    /// paused), the way `provrun export otlp` does, and record the run's trace id in its
+    /// `run_started` event (`details.otel.trace_id`). The export is bounded by
+    /// `config.timeout` and never changes the run's outcome or its bundle: its result is
+    /// in [`RunResult::otel_export`]. [`provrun_otel::OtlpConfig::from_env`] reads the
+    /// standard `OTEL_*` variables. Replays never export.
+    pub fn with_otlp(mut self, config: provrun_otel::OtlpConfig) -> Self {
+        self.otlp = Some(config);
+        self
+    }
+
+    /// The same backend without OTLP export (replays use it).
+    pub(crate) fn without_otlp(mut self) -> Self {
+        self.otlp = None;
+        self
+    }
+
+    /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    async fn export_otel(
+        &self,
+        result: Result<RunResult, AgentError>,
+    ) -> Result<RunResult, AgentError> {
+        let Some(config) = &self.otlp else {
+            return result;
+        };
+        let mut result = result?;
+        let sent = provrun_otel::export_bundle(&result.bundle, config).await;
+        if let Err(e) = &sent {
+            tracing::warn!(bundle = %result.bundle.display(), "OpenTelemetry export failed: {e}");
+        }
+        result.otel_export = Some(sent.map_err(|e| e.to_string()));
+        Ok(result)
     }
 
     /// Replay mode: recorded decisions instead of hooks (see [`crate::replay`]).
@@ -385,7 +421,7 @@ impl Backend {
         self.connect_remote(agent, &mut prepared).await?;
         let result = self.execute_prepared(control, agent, &prepared, run).await;
         prepared.remote.shutdown().await;
-        result
+        self.export_otel(result).await
     }
 
     /// The run itself, once its tools (MCP servers included) are ready.
@@ -401,7 +437,7 @@ impl Backend {
             .run_id
             .clone()
             .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
-        let started = self.run_started(agent, prepared, run)?;
+        let started = self.run_started(agent, prepared, run, &run_id)?;
         let recorder = Recorder::create(&run.bundle, &run_id, run.durability, &started)?;
 
         // Stage inputs; on failure leave nothing behind, as if the run never started.
@@ -497,6 +533,7 @@ impl Backend {
         agent: &AgentSpec,
         prepared: &Prepared,
         run: &RunSpec,
+        run_id: &str,
     ) -> Result<RunStarted, AgentError> {
         let mut tools = Vec::new();
         for d in &prepared.definitions {
@@ -553,6 +590,10 @@ impl Backend {
         if !mcp.is_null() {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
             details["mcp"] = mcp;
+        }
+        if self.otlp.is_some() {
+            // The trace the run's spans are exported in, derived from the run id.
+            details["otel"] = json!({ "trace_id": provrun_otel::trace_id_for_run(run_id) });
         }
         Ok(RunStarted {
             builder: BUILDER.to_string(),
@@ -635,7 +676,7 @@ impl Backend {
             )
             .await;
         prepared.remote.shutdown().await;
-        result
+        self.export_otel(result).await
     }
 
     async fn resume_prepared(
@@ -1359,6 +1400,7 @@ impl Run<'_> {
             bundle: self.recorder.bundle_dir().to_path_buf(),
             deferred: outcome.deferred,
             error: outcome.error,
+            otel_export: None,
         })
     }
 }

@@ -527,6 +527,7 @@ pub async fn replay(
     }
     let mut backend = backend
         .clone()
+        .without_otlp()
         .with_model(Arc::new(model))
         .replaying(Arc::clone(&replaying));
     if let Some(recorded) = recorded_mcp(source, &events)? {

@@ -454,4 +454,8 @@ pub struct RunResult {
     pub deferred: Vec<DeferredCall>,
     /// What went wrong, for a failed run.
     pub error: Option<String>,
+    /// With [`crate::Backend::with_otlp`]: what the export of the run's spans at its end
+    /// gave (`Err` holds the reason it failed, which never changes the run's outcome);
+    /// `None` when export was not asked for.
+    pub otel_export: Option<Result<provrun_otel::ExportSummary, String>>,
 }

@@ -32,6 +32,7 @@ macro_rules! out {
     }};
 }
 
+mod otel;
 mod progress;
 mod run;
 mod show;
@@ -101,6 +102,10 @@ enum Command {
     /// Sign a finished bundle's statement with a private key (writes statement.dsse.json);
     /// exit 1 if the bundle does not verify.
     Sign(sign::SignArgs),
+    /// Send a bundle's run elsewhere: `export otlp BUNDLE` sends its spans to an
+    /// OpenTelemetry collector.
+    #[command(subcommand)]
+    Export(otel::ExportTarget),
     /// Print a shell completion script: `provrun completions bash > ~/.local/share/bash-completion/completions/provrun`.
     Completions {
         /// The shell to complete for.
@@ -173,6 +178,7 @@ where
         Command::Resume(args) => run::resume(args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
+        Command::Export(target) => otel::export(target),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "provrun", &mut std::io::stdout());

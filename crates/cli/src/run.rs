@@ -226,12 +226,15 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     spec.host_dir = args.host_dir.clone();
     spec.durability = args.durability.into();
 
-    let backend = Backend::new().with_registry(registry);
+    let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
     let control = RunControl::new();
     let result = match drive(&control, backend.execute(&control, &agent, &spec)) {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Ok(r) = &result {
+        crate::otel::report_live_export(r);
+    }
     finish(
         result,
         &args.out,
@@ -284,7 +287,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     }
     let mut options = ResumeSpec::new();
     options.host_dir = args.host_dir.clone();
-    let backend = Backend::new().with_registry(registry);
+    let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
     let control = RunControl::new();
     let before = log_len(&args.bundle);
     let resumed = backend.resume_with(&control, &args.bundle, &decisions, &options);
@@ -292,6 +295,9 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Ok(r) = &result {
+        crate::otel::report_live_export(r);
+    }
     finish(
         result,
         &args.bundle,

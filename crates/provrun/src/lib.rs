@@ -18,6 +18,8 @@ pub use provrun_evidence as evidence;
 pub use provrun_mcp as mcp;
 #[cfg(feature = "model")]
 pub use provrun_model as model;
+#[cfg(feature = "otel")]
+pub use provrun_otel as otel;
 #[cfg(feature = "sandbox")]
 pub use provrun_sandbox as sandbox;
 #[cfg(feature = "tools")]
