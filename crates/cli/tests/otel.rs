@@ -54,10 +54,13 @@ enum Mode {
     Hang,
 }
 
+/// The request bodies a collector got, each with its path.
+type Kept = Mutex<Vec<(String, Vec<u8>)>>;
+
 /// An OTLP/HTTP collector on loopback that keeps every request body it gets.
 struct Receiver {
     url: String,
-    bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    bodies: Arc<Kept>,
 }
 
 impl Receiver {
@@ -99,7 +102,7 @@ impl Receiver {
 }
 
 /// Answer HTTP/1.1 requests on one connection as `mode` says.
-fn serve(stream: TcpStream, mode: Mode, kept: &Mutex<Vec<(String, Vec<u8>)>>) {
+fn serve(stream: TcpStream, mode: Mode, kept: &Kept) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
     loop {
@@ -122,10 +125,10 @@ fn serve(stream: TcpStream, mode: Mode, kept: &Mutex<Vec<(String, Vec<u8>)>>) {
             if line.is_empty() {
                 break;
             }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
             }
         }
         let mut body = vec![0u8; length];
