@@ -256,6 +256,14 @@ pub(crate) struct RecordedCall {
     pub(crate) output: ToolOutput,
     pub(crate) decided_by: Option<DecidedBy>,
     mode: Option<String>,
+    /// The call was stopped at its time limit: replay answers it from the recording.
+    pub(crate) timed_out: bool,
+    /// The call was stopped (or not run) because the run was cancelled: replay answers
+    /// it from the recording.
+    pub(crate) cancelled: bool,
+    /// The call was dispatched (it has a `start_order`); `false` for a call the recording
+    /// answered without running it, or a log from before `start_order`.
+    ran: bool,
 }
 
 /// What a replay takes from the recording besides the model's responses: the result of
@@ -267,6 +275,9 @@ pub(crate) struct Replaying {
     calls: HashMap<(u64, String), RecordedCall>,
     /// A cancelled recording: the number of model requests it had made.
     cancel_at: Option<u64>,
+    /// The recorded order of each turn's calls (by model request): which batch each call
+    /// ran in (see [`order_batches`]).
+    batches: HashMap<u64, HashMap<String, usize>>,
 }
 
 impl Replaying {
@@ -289,6 +300,9 @@ impl Replaying {
                         },
                         decided_by: p["decided_by"].as_str().and_then(DecidedBy::parse),
                         mode: p["mode"].as_str().map(str::to_string),
+                        timed_out: p["timed_out"] == true,
+                        cancelled: p["cancelled"] == true,
+                        ran: p["start_order"].is_u64(),
                     };
                     let id = p["call_id"].as_str().unwrap_or_default().to_string();
                     calls.insert((step, id), call);
@@ -303,7 +317,44 @@ impl Replaying {
         let cancel_at = finished
             .filter(|e| e.payload["status"] == RunStatus::Cancelled.as_str())
             .map(|e| e.payload["usage"]["requests"].as_u64().unwrap_or(step));
-        Ok(Self { calls, cancel_at })
+        let batches = order_batches(events)
+            .into_iter()
+            .map(|(step, batches)| {
+                let by_id = batches
+                    .into_iter()
+                    .enumerate()
+                    .flat_map(|(i, ids)| ids.into_iter().map(move |id| (id, i)))
+                    .collect();
+                (step, by_id)
+            })
+            .collect();
+        Ok(Self {
+            calls,
+            cancel_at,
+            batches,
+        })
+    }
+
+    /// The batch each call of the turn answering model request `step` ran in, by call id,
+    /// when the recording says (logs from before `start_order` do not).
+    pub(crate) fn batches(&self, step: u64) -> Option<&HashMap<String, usize>> {
+        self.batches.get(&step)
+    }
+
+    /// Whether the recording did not run call `call_id` of the turn answering model
+    /// request `step` because the run was cancelled before it started.
+    pub(crate) fn not_run_cancelled(&self, step: u64, call_id: &str) -> bool {
+        self.call(step, call_id)
+            .is_some_and(|c| c.cancelled && !c.ran)
+    }
+
+    /// How many calls the replay answers from the recording because the recording
+    /// stopped them (a time limit, a cancellation) instead of running them again.
+    fn answered_from_recording(&self) -> usize {
+        self.calls
+            .values()
+            .filter(|c| c.timed_out || c.cancelled)
+            .count()
     }
 
     /// The recorded call `call_id` of the turn answering model request `step`.
@@ -356,6 +407,91 @@ impl Replaying {
     }
 }
 
+/// The order a log's turns ran their calls in: for each turn (by the model request whose
+/// response asked for the calls), its batches in order, each the ids of calls that ran
+/// together. Calls without `start_order`/`end_order` (older logs, deferred calls, calls the
+/// runtime answered without running) are left out. A call joins the batch before it when
+/// it started before any call of that batch ended.
+pub(crate) fn order_batches(events: &[Event]) -> HashMap<u64, Vec<Vec<String>>> {
+    let mut spans: HashMap<u64, Vec<(u64, u64, String)>> = HashMap::new();
+    let mut step = 0u64;
+    for e in events {
+        match e.kind {
+            EventType::ModelCalled => step += 1,
+            EventType::ToolCalled => {
+                let p = &e.payload;
+                if let (Some(start), Some(end), Some(id)) = (
+                    p["start_order"].as_u64(),
+                    p["end_order"].as_u64(),
+                    p["call_id"].as_str(),
+                ) {
+                    spans
+                        .entry(step)
+                        .or_default()
+                        .push((start, end, id.to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
+    spans
+        .into_iter()
+        .map(|(step, mut calls)| {
+            calls.sort();
+            let mut batches: Vec<Vec<String>> = Vec::new();
+            let mut first_end = u64::MAX;
+            for (start, end, id) in calls {
+                match batches.last_mut() {
+                    Some(last) if start < first_end => {
+                        last.push(id);
+                        first_end = first_end.min(end);
+                    }
+                    _ => {
+                        batches.push(vec![id]);
+                        first_end = end;
+                    }
+                }
+            }
+            (step, batches)
+        })
+        .collect()
+}
+
+/// The first turn whose calls ran in a different order in the replay than in the
+/// recording (only calls the recording gives an order count).
+fn order_difference(old: &[Event], new: &[Event]) -> Option<String> {
+    let (old, new) = (order_batches(old), order_batches(new));
+    let mut steps: Vec<&u64> = old.keys().collect();
+    steps.sort();
+    for step in steps {
+        let recorded = &old[step];
+        let known: std::collections::HashSet<&String> = recorded.iter().flatten().collect();
+        let replayed: Vec<Vec<String>> = new
+            .get(step)
+            .into_iter()
+            .flatten()
+            .map(|b| b.iter().filter(|id| known.contains(id)).cloned().collect())
+            .filter(|b: &Vec<String>| !b.is_empty())
+            .collect();
+        if *recorded != replayed {
+            let show = |batches: &[Vec<String>]| {
+                batches
+                    .iter()
+                    .map(|b| format!("[{}]", b.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(" then ")
+            };
+            return Some(format!(
+                "the calls of model response {step} ran in a different order: recorded {}, \
+                 replayed {}",
+                show(recorded),
+                show(&replayed)
+            ));
+        }
+    }
+    None
+}
+
 /// The MCP side of a recording, for a replay that answers `remote_mcp` calls from it
 /// instead of the servers: `None` when the run used no MCP server.
 fn recorded_mcp(bundle: &Path, events: &[Event]) -> Result<Option<RecordedMcp>, AgentError> {
@@ -402,6 +538,9 @@ pub struct ReplayReport {
     pub outputs: usize,
     /// The first difference from the recording, if any.
     pub difference: Option<String>,
+    /// Calls answered from the recording instead of run again, because the recording
+    /// stopped them: at their time limit, or when the run was cancelled.
+    pub answered_from_recording: usize,
 }
 
 impl ReplayReport {
@@ -562,6 +701,9 @@ pub async fn replay(
             new_calls.len()
         ));
     }
+    if difference.is_none() {
+        difference = order_difference(&events, &new_events);
+    }
     let (old_out, new_out) = (outputs(&events), outputs(&new_events));
     if difference.is_none() {
         for (o, n) in old_out.iter().zip(new_out.iter()) {
@@ -600,6 +742,7 @@ pub async fn replay(
         tool_calls: old_calls.iter().filter(|c| !c.deferred).count(),
         outputs: old_out.len(),
         difference,
+        answered_from_recording: replaying.answered_from_recording(),
     })
 }
 

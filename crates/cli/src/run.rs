@@ -303,6 +303,16 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
         Err(code) => return code,
     };
     let paint = Painter::stdout();
+    if report.answered_from_recording > 0 {
+        // Said on stderr so that stdout's one line stays the verdict scripts read.
+        eprintln!(
+            "provrun: {} tool call{} stopped in the recording (timed out, or the run was \
+             cancelled) {} answered from the recording, not run again",
+            report.answered_from_recording,
+            if report.answered_from_recording == 1 { "" } else { "s" },
+            if report.answered_from_recording == 1 { "was" } else { "were" },
+        );
+    }
     match &report.difference {
         None => {
             out!(
