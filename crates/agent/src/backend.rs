@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 use provrun_evidence::{
-    Durability, Recorder, RunEnd, RunStarted, RunStatus, ToolInfo, to_canonical_string,
+    BundleLock, Durability, Recorder, RunEnd, RunStarted, RunStatus, ToolInfo, to_canonical_string,
 };
 use provrun_model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, ModelSettings, ScriptModel, TestModel,
@@ -605,6 +605,24 @@ impl Backend {
         decisions: &[Decision],
         spec: &ResumeSpec,
     ) -> Result<RunResult, AgentError> {
+        // One writer per bundle: the lock is taken before the paused state is read, so
+        // two resumes of one run cannot both act on it (the second is refused here).
+        let bundle_lock = BundleLock::acquire(bundle)?;
+        self.resume_locked(control, bundle_lock, decisions, spec)
+            .await
+    }
+
+    /// [`Backend::resume_with`] for a caller that already holds the bundle's lock (taken
+    /// with [`BundleLock::acquire`], e.g. to look at the bundle first): the lock names
+    /// the bundle, and is held until the run pauses again or ends.
+    pub async fn resume_locked(
+        &self,
+        control: &RunControl,
+        bundle_lock: BundleLock,
+        decisions: &[Decision],
+        spec: &ResumeSpec,
+    ) -> Result<RunResult, AgentError> {
+        let bundle = &bundle_lock.path().to_path_buf();
         let paused = crate::replay::read_paused(bundle)?;
         let agent = paused.agent;
         match (&spec.host_dir, paused.host_dir_granted) {
@@ -638,11 +656,11 @@ impl Backend {
         let result = self
             .resume_prepared(
                 control,
-                bundle,
                 &agent,
                 &prepared,
                 (paused.state, pending),
                 spec.host_dir.as_deref(),
+                bundle_lock,
             )
             .await;
         prepared.remote.shutdown().await;
@@ -652,13 +670,13 @@ impl Backend {
     async fn resume_prepared(
         &self,
         control: &RunControl,
-        bundle: &Path,
         agent: &AgentSpec,
         prepared: &Prepared,
         (state, pending): (LoopState, PendingTurn),
         host_dir: Option<&Path>,
+        bundle_lock: BundleLock,
     ) -> Result<RunResult, AgentError> {
-        let recorder = Recorder::reopen(bundle, Durability::AtEnd)?;
+        let recorder = Recorder::reopen_locked(bundle_lock, Durability::AtEnd)?;
         let mut sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
             recorder.output_dir(),
@@ -849,6 +867,10 @@ impl Decided {
         }
     }
 }
+
+/// A dispatched call's result and when it started and ended on its turn's clock (`None`
+/// for a call that did not run).
+type Ordered = (CallResult, Option<(u64, u64)>);
 
 /// The result of dispatching one call, not yet recorded.
 struct CallResult {
@@ -1130,8 +1152,7 @@ impl Run<'_> {
         // Each call done before a pause in this turn took two ticks (its start and end).
         let done_before = u64::try_from(turn.completed.len()).unwrap_or(u64::MAX / 4);
         let clock = AtomicU64::new(2 * done_before);
-        let mut results: Vec<Option<(CallResult, Option<(u64, u64)>)>> =
-            (0..todo.len()).map(|_| None).collect();
+        let mut results: Vec<Option<Ordered>> = (0..todo.len()).map(|_| None).collect();
         for mut batch in self.schedule(step, &todo[..runnable]) {
             // Cancelled before a call started: it does not run (a replay follows the
             // recording's cancellation).

@@ -21,6 +21,7 @@ use crate::event::{
     OutputProduced, Payload, RunFinished, RunStarted, RunStatus,
 };
 use crate::fsutil::{self, sha256_hex, sync_dir, walk_files, write_atomic};
+use crate::lock::BundleLock;
 use crate::log::{parse_line, scan_log};
 use crate::statement::StatementFacts;
 
@@ -605,6 +606,9 @@ struct Inner {
     log: Mutex<LogState>,
     /// Sync bookkeeping; `None` under `Flush`, which never syncs.
     sync: Option<Arc<SyncShared>>,
+    /// The bundle's lock, held as long as the recorder lives (set once the bundle is in
+    /// place).
+    lock: Mutex<Option<BundleLock>>,
 }
 
 /// Appends evidence to one bundle. Cheap to clone (an `Arc`); clones share one log, and
@@ -626,6 +630,54 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// Where a bundle at `root` is built before it appears: its parent folder and its name.
+fn staging_place(root: &Path) -> Result<(PathBuf, String)> {
+    let name = root.file_name().ok_or_else(|| {
+        EvidenceError::io(
+            "create",
+            root,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a bundle needs a folder name of its own (not `.`, `..` or `/`)",
+            ),
+        )
+    })?;
+    let parent = root
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((parent, name.to_string_lossy().into_owned()))
+}
+
+/// What the names of the hidden folders bundles are built in hold.
+const STAGING_MARK: &str = ".provrun-creating-";
+
+/// The start of the names of the hidden folders a bundle called `name` is built in.
+fn staging_prefix(name: &str) -> String {
+    format!(".{name}{STAGING_MARK}")
+}
+
+/// Remove the folders that a `create` of any bundle in `parent` left when its process was
+/// killed: those whose lock nobody holds (a creator still at work holds its own).
+fn remove_abandoned_staging(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') && name.contains(STAGING_MARK)) {
+            continue;
+        }
+        let path = entry.path();
+        if let Ok(held) = BundleLock::acquire(&path) {
+            tracing::debug!(path = %path.display(), "removing a bundle a killed process began");
+            let _ = fs::remove_dir_all(&path);
+            drop(held);
+        }
+    }
+}
+
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
@@ -640,7 +692,15 @@ fn payload_value<P: Payload>(p: &P) -> Result<Value> {
 impl Recorder {
     /// Create a new bundle at `dir` (refusing an existing non-empty directory) with
     /// `input/`, `output/`, `blobs/sha256/` and `events.jsonl`, and record `started` as
-    /// the `run_started` event (seq 0).
+    /// the `run_started` event (seq 0). The recorder holds the bundle's [`BundleLock`]
+    /// for its life.
+    ///
+    /// The bundle appears whole or not at all: it is built in a hidden folder next to
+    /// `dir` (`.NAME.provrun-creating-…`), locked there, given its `run_started` line, and
+    /// only then renamed to `dir` (replacing an empty folder of that name). A process
+    /// killed before the rename leaves no bundle, only that hidden folder, which the
+    /// next `create` beside it removes; one killed after leaves a bundle that verifies
+    /// as incomplete.
     pub fn create(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -657,36 +717,47 @@ impl Recorder {
                 }
             }
             Ok(_) => return Err(EvidenceError::BundleNotEmpty(root)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fs::create_dir_all(&root).map_err(|e| EvidenceError::io("create", &root, e))?;
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(EvidenceError::io("stat", &root, e)),
         }
-        for sub in ["input", "output", "blobs", "blobs/sha256"] {
-            let p = root.join(sub);
-            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
+        let (parent, name) = staging_place(&root)?;
+        fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
+        remove_abandoned_staging(&parent);
+        let staging = parent.join(format!(
+            "{}{}-{}",
+            staging_prefix(&name),
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        fs::create_dir(&staging).map_err(|e| EvidenceError::io("create", &staging, e))?;
+        let built = Self::build_staged(&staging, root.clone(), run_id.into(), durability, started);
+        let (rec, held) = match built {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        // The bundle appears: replaces an empty folder of its name, refused over a
+        // non-empty one (another writer got there first).
+        if let Err(e) = fs::rename(&staging, &root) {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR) => {
+                    EvidenceError::BundleNotEmpty(root)
+                }
+                _ => EvidenceError::io("rename", &root, e),
+            });
         }
-        let log_path = root.join(EVENTS_FILE);
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&log_path)
-            .map_err(|e| EvidenceError::io("create", &log_path, e))?;
-        let rec = Recorder::with_state(
-            root,
-            run_id.into(),
-            durability,
-            file,
-            0,
-            None,
-            Sha256::new(),
-            0,
-            Facts::default(),
-        )?;
+        *lock(&rec.inner.lock) = Some(held.moved_to(root.clone()));
         if durability.syncs() {
-            // The new folders' names, synced by the committer before or with the first
-            // line: in the same batch under `GroupCommit` (whose first line waits for
-            // one), with the next step or the end under `PerStep` and `AtEnd`.
+            // The new folders' names (the rename included), synced by the committer with
+            // the next sync: the next line under `GroupCommit`, the next step or the end
+            // under `PerStep` and `AtEnd`, right now under `PerEvent`. Until then a power
+            // loss may lose the bundle whole, never leave half of one.
             let root = &rec.inner.root;
             let mut dirs = vec![root.join("blobs"), root.clone()];
             dirs.extend(
@@ -699,6 +770,42 @@ impl Recorder {
                 rec.sync_all().wait()?;
             }
         }
+        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
+        Ok(rec)
+    }
+
+    /// The bundle's content in `staging`, locked, with its `run_started` line written;
+    /// the recorder already knows the bundle by its final path `root`.
+    fn build_staged(
+        staging: &Path,
+        root: PathBuf,
+        run_id: String,
+        durability: Durability,
+        started: &RunStarted,
+    ) -> Result<(Recorder, BundleLock)> {
+        let lock = BundleLock::acquire(staging)?;
+        for sub in ["input", "output", "blobs", "blobs/sha256"] {
+            let p = staging.join(sub);
+            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
+        }
+        let log_path = staging.join(EVENTS_FILE);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(|e| EvidenceError::io("create", &log_path, e))?;
+        let rec = Recorder::with_state(
+            root,
+            run_id,
+            durability,
+            file,
+            0,
+            None,
+            Sha256::new(),
+            0,
+            Facts::default(),
+            None,
+        )?;
         rec.append(
             EventType::RunStarted,
             started.confidence(),
@@ -706,8 +813,7 @@ impl Recorder {
             true,
         )?
         .wait()?;
-        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
-        Ok(rec)
+        Ok((rec, lock))
     }
 
     /// Reopen the log of a bundle whose run paused (or whose process died) to continue
@@ -719,8 +825,25 @@ impl Recorder {
     /// A log whose last event is a `run_finished` with a status other than `paused` is
     /// refused. An existing `statement.json` (and its signature) is removed: it no longer describes
     /// the log.
+    ///
+    /// The bundle's [`BundleLock`] is taken first and held for the recorder's life: a
+    /// bundle another writer holds is refused ([`EvidenceError::BundleLocked`]) before
+    /// anything is read or changed.
     pub fn reopen(dir: impl AsRef<Path>, durability: Durability) -> Result<Recorder> {
-        let root = dir.as_ref().to_path_buf();
+        Self::reopen_locked(BundleLock::acquire(dir)?, durability)
+    }
+
+    /// [`Recorder::reopen`] with the bundle's lock already taken (by a caller that read
+    /// the bundle before deciding to write to it, under the same lock).
+    pub fn reopen_locked(bundle_lock: BundleLock, durability: Durability) -> Result<Recorder> {
+        let root = bundle_lock.path().to_path_buf();
+        if !bundle_lock.is_at(&root) {
+            return Err(EvidenceError::io(
+                "lock",
+                &root,
+                std::io::Error::other("the bundle folder was moved or replaced while locked"),
+            ));
+        }
         let log_path = root.join(EVENTS_FILE);
         let invalid = |reason: String| EvidenceError::InvalidLog {
             path: log_path.clone(),
@@ -830,6 +953,7 @@ impl Recorder {
             hasher,
             scan.good_len,
             facts,
+            Some(bundle_lock),
         )
     }
 
@@ -844,6 +968,7 @@ impl Recorder {
         hasher: Sha256,
         bytes: u64,
         facts: Facts,
+        bundle_lock: Option<BundleLock>,
     ) -> Result<Recorder> {
         let sync = if durability.syncs() {
             let log_path = root.join(EVENTS_FILE);
@@ -874,6 +999,7 @@ impl Recorder {
                     facts,
                 }),
                 sync,
+                lock: Mutex::new(bundle_lock),
             }),
         })
     }
