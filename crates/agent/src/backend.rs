@@ -157,9 +157,6 @@ struct Run<'a> {
     evidence: ToolEvidence,
     model: EvidenceModel,
     ctx: RunContext,
-    /// Set when the run is cancelled while a tool runs: the sandbox then kills the
-    /// commands it runs.
-    stop: Arc<AtomicBool>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -475,8 +472,6 @@ impl Backend {
         sandbox: Sandbox,
         run_id: String,
     ) -> Run<'a> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let sandbox = sandbox.with_stop(Arc::clone(&stop));
         let ctx = RunContext::new(RunDeps {
             sandbox,
             run: RunInfo {
@@ -499,7 +494,6 @@ impl Backend {
             recorder,
             model,
             ctx,
-            stop,
         }
     }
 
@@ -1512,31 +1506,38 @@ impl Run<'_> {
         let done = |r: Result<ToolOutput, provrun_tools::ToolError>| {
             Called::new(r.unwrap_or_else(|e| ToolOutput::fail(e.to_string())))
         };
-        // A sync tool's blocking thread cannot be stopped: on timeout it is left to
-        // finish in the background and its result is dropped.
-        let called = tool.acall(call.arguments.as_str(), Some(&self.ctx));
-        let mut bounded = std::pin::pin!(tokio::time::timeout(limit, called));
-        tokio::select! {
-            r = &mut bounded => match r {
-                Ok(r) => done(r),
-                Err(_) => timed_out(),
-            },
-            () = self.control.cancelled() => {
-                if tool.is_async() {
-                    return cancelled();
-                }
-                // Commands the tool runs are killed, tree and all; then the tool has a
-                // moment to give back what it has.
-                self.stop.store(true, Ordering::SeqCst);
-                match tokio::time::timeout(CANCEL_GRACE, &mut bounded).await {
-                    Ok(Ok(r)) => Called {
-                        cancelled: true,
-                        ..done(r)
-                    },
-                    Ok(Err(_)) => timed_out(),
-                    Err(_) => cancelled(),
-                }
+        // The call's own stop switch: set, it kills the commands this call runs (and
+        // only those), tree and all.
+        let stop = Arc::new(AtomicBool::new(false));
+        let ctx = RunContext::new(RunDeps {
+            sandbox: self.ctx.sandbox().clone().with_stop(Arc::clone(&stop)),
+            run: self.ctx.deps().run.clone(),
+        });
+        let mut called = std::pin::pin!(tool.acall(call.arguments.as_str(), Some(&ctx)));
+        // A sync tool's thread cannot be stopped: it is given a moment after its commands
+        // are killed, so that it is (nearly always) gone before the next call starts,
+        // and is otherwise left to finish in the background, its result dropped.
+        let stopped = async |called: std::pin::Pin<&mut _>| {
+            stop.store(true, Ordering::SeqCst);
+            if tool.is_async() {
+                None
+            } else {
+                tokio::time::timeout(CANCEL_GRACE, called).await.ok()
             }
+        };
+        tokio::select! {
+            r = &mut called => done(r),
+            () = tokio::time::sleep(limit) => {
+                let _ = stopped(called).await;
+                timed_out()
+            }
+            () = self.control.cancelled() => match stopped(called).await {
+                Some(r) => Called {
+                    cancelled: true,
+                    ..done(r)
+                },
+                None => cancelled(),
+            },
         }
     }
 
