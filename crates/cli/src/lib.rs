@@ -10,7 +10,7 @@
 //! |---|---|
 //! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
 //! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
-//! | 2 | a usage or spec error; nothing was written |
+//! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume` (extension): the run paused, waiting for decisions |
 //! | 130 | `run`/`resume` (extension): cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
@@ -55,7 +55,8 @@ pub const EXIT_CANCELLED: u8 = 130;
 pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 
 const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies, status failed) · \
-                         2 usage or spec error, nothing written · 4 paused (stderr names the waiting \
+                         2 usage or spec error, or the bundle is held by another writer, nothing \
+                         written · 4 paused (stderr names the waiting \
                          calls and the resume command) · 130 cancelled by Ctrl-C";
 
 #[derive(Debug, Parser)]
