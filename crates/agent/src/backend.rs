@@ -1201,6 +1201,13 @@ impl Run<'_> {
                     .tools
                     .get(&call.name)
                     .map(|t| t.mode().as_str().to_string());
+                if self.control.has_subscriber() {
+                    self.control.emit(RunEvent::CallBegin {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    });
+                }
                 self.control.emit(RunEvent::Deferred {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
