@@ -649,32 +649,33 @@ fn staging_place(root: &Path) -> Result<(PathBuf, String)> {
     Ok((parent, name.to_string_lossy().into_owned()))
 }
 
-/// What the names of the hidden folders bundles are built in hold.
-const STAGING_MARK: &str = ".provrun-creating-";
-
-/// The start of the names of the hidden folders a bundle called `name` is built in.
-fn staging_prefix(name: &str) -> String {
-    format!(".{name}{STAGING_MARK}")
+/// The hidden folder beside it that the bundle called `name` is built in.
+fn staging_name(name: &str) -> String {
+    format!(".{name}.provrun-creating")
 }
 
-/// Remove the folders that a `create` of any bundle in `parent` left when its process was
-/// killed: those whose lock nobody holds (a creator still at work holds its own).
-fn remove_abandoned_staging(parent: &Path) {
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(name.starts_with('.') && name.contains(STAGING_MARK)) {
-            continue;
-        }
-        let path = entry.path();
-        if let Ok(held) = BundleLock::acquire(&path) {
-            tracing::debug!(path = %path.display(), "removing a bundle a killed process began");
-            let _ = fs::remove_dir_all(&path);
+/// Make room for building the bundle at `root` in `staging`: a folder a killed `create`
+/// left there is removed; one that a live `create` holds means another writer is creating
+/// this very bundle, and is refused.
+fn clear_staging(root: &Path, staging: &Path) -> Result<()> {
+    match fs::symlink_metadata(staging) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(EvidenceError::io("stat", staging, e)),
+        Ok(meta) if !meta.is_dir() => return Err(EvidenceError::BundleNotEmpty(root.into())),
+        Ok(_) => {}
+    }
+    match BundleLock::acquire(staging) {
+        Ok(held) => {
+            tracing::debug!(path = %staging.display(), "removing a bundle a killed process began");
+            fs::remove_dir_all(staging).map_err(|e| EvidenceError::io("remove", staging, e))?;
             drop(held);
+            Ok(())
         }
+        Err(EvidenceError::BundleLocked { holder, .. }) => Err(EvidenceError::BundleLocked {
+            path: root.into(),
+            holder,
+        }),
+        Err(e) => Err(e),
     }
 }
 
@@ -696,11 +697,12 @@ impl Recorder {
     /// for its life.
     ///
     /// The bundle appears whole or not at all: it is built in a hidden folder next to
-    /// `dir` (`.NAME.provrun-creating-…`), locked there, given its `run_started` line, and
+    /// `dir` (`.NAME.provrun-creating`), locked there, given its `run_started` line, and
     /// only then renamed to `dir` (replacing an empty folder of that name). A process
     /// killed before the rename leaves no bundle, only that hidden folder, which the
-    /// next `create` beside it removes; one killed after leaves a bundle that verifies
-    /// as incomplete.
+    /// next `create` of the same bundle removes; one killed after leaves a bundle that
+    /// verifies as incomplete. Another `create` of the same bundle at the same moment is
+    /// refused ([`EvidenceError::BundleLocked`] or [`EvidenceError::BundleNotEmpty`]).
     pub fn create(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -722,17 +724,16 @@ impl Recorder {
         }
         let (parent, name) = staging_place(&root)?;
         fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
-        remove_abandoned_staging(&parent);
-        let staging = parent.join(format!(
-            "{}{}-{}",
-            staging_prefix(&name),
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
-        fs::create_dir(&staging).map_err(|e| EvidenceError::io("create", &staging, e))?;
+        let staging = parent.join(staging_name(&name));
+        clear_staging(&root, &staging)?;
+        fs::create_dir(&staging).map_err(|e| match e.kind() {
+            // Another `create` of this bundle got there first.
+            std::io::ErrorKind::AlreadyExists => EvidenceError::BundleLocked {
+                path: root.clone(),
+                holder: None,
+            },
+            _ => EvidenceError::io("create", &staging, e),
+        })?;
         let built = Self::build_staged(&staging, root.clone(), run_id.into(), durability, started);
         let (rec, held) = match built {
             Ok(done) => done,
