@@ -1,11 +1,11 @@
 //! One writer per bundle: [`BundleLock`], an OS advisory lock (`flock`) on the bundle's
-//! own folder.
+//! log, `events.jsonl`.
 //!
-//! The lock is taken on a descriptor of the bundle directory itself, so no file is added
-//! to the bundle (`verify` refuses files it does not know), and it goes away with the
-//! process that holds it, however that process ends: a crashed writer never leaves a
-//! stale lock behind. The descriptor is close-on-exec, so programs a run starts do not
-//! inherit it.
+//! The lock is taken on the very descriptor the writer appends to the log with, so no
+//! file is added to the bundle (`verify` refuses files it does not know), a waiting run
+//! holds no extra descriptor, and the lock goes away with the process that holds it,
+//! however that process ends: a crashed writer never leaves a stale lock behind. The
+//! descriptor is close-on-exec, so programs a run starts do not inherit it.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -23,21 +23,32 @@ use crate::error::{EvidenceError, Result};
 /// [`crate::Recorder::reopen_locked`].
 #[derive(Debug)]
 pub struct BundleLock {
-    dir: File,
+    /// The bundle's log, open for appending: the locked descriptor.
+    log: File,
     path: PathBuf,
 }
 
 impl BundleLock {
-    /// Lock the bundle folder `dir`, without waiting: a bundle another writer holds is
-    /// refused with [`EvidenceError::BundleLocked`], naming the holder's process id
-    /// where the system shows it (`/proc/locks`).
+    /// Lock the bundle at `dir` (its `events.jsonl`, opened for appending), without
+    /// waiting: a bundle another writer holds is refused with
+    /// [`EvidenceError::BundleLocked`], naming the holder's process id where the system
+    /// shows it (`/proc/locks`).
     pub fn acquire(dir: impl AsRef<Path>) -> Result<BundleLock> {
         let path = dir.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| EvidenceError::io("open", &path, e))?;
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(BundleLock { dir: file, path }),
+        let log_path = path.join(crate::recorder::EVENTS_FILE);
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| EvidenceError::io("open", &log_path, e))?;
+        Self::lock(log, path)
+    }
+
+    /// Lock `log`, the open log of the bundle at `path`.
+    pub(crate) fn lock(log: File, path: PathBuf) -> Result<BundleLock> {
+        match flock(&log, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(BundleLock { log, path }),
             Err(rustix::io::Errno::WOULDBLOCK) => Err(EvidenceError::BundleLocked {
-                holder: holder_pid(&file),
+                holder: holder_pid(&log),
                 path,
             }),
             Err(e) => Err(EvidenceError::io("lock", &path, e.into())),
@@ -49,20 +60,21 @@ impl BundleLock {
         &self.path
     }
 
-    /// Whether the folder at the lock's path is still the one locked (it was not moved
-    /// away or replaced).
-    pub(crate) fn is_at(&self, path: &Path) -> bool {
+    /// Whether the log at the lock's bundle path is still the one locked (it was not
+    /// moved away or replaced).
+    pub(crate) fn is_current(&self) -> bool {
         use std::os::unix::fs::MetadataExt;
-        match (self.dir.metadata(), std::fs::metadata(path)) {
+        let log_path = self.path.join(crate::recorder::EVENTS_FILE);
+        match (self.log.metadata(), std::fs::symlink_metadata(log_path)) {
             (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
             _ => false,
         }
     }
 
-    /// The same lock, now known by the path the folder was renamed to.
-    pub(crate) fn moved_to(mut self, path: PathBuf) -> BundleLock {
-        self.path = path;
-        self
+    /// The locked log, for the recorder to append with: the lock lasts as long as this
+    /// descriptor (and its duplicates) stays open.
+    pub(crate) fn into_log(self) -> File {
+        self.log
     }
 }
 
@@ -107,6 +119,7 @@ mod tests {
     #[test]
     fn a_second_lock_is_refused_and_names_this_process() {
         let dir = tempfile_dir("second");
+        std::fs::write(dir.join("events.jsonl"), b"").unwrap();
         let first = BundleLock::acquire(&dir).unwrap();
         let err = BundleLock::acquire(&dir).unwrap_err();
         match &err {

@@ -606,9 +606,6 @@ struct Inner {
     log: Mutex<LogState>,
     /// Sync bookkeeping; `None` under `Flush`, which never syncs.
     sync: Option<Arc<SyncShared>>,
-    /// The bundle's lock, held as long as the recorder lives (set once the bundle is in
-    /// place).
-    lock: Mutex<Option<BundleLock>>,
 }
 
 /// Appends evidence to one bundle. Cheap to clone (an `Arc`); clones share one log, and
@@ -664,7 +661,15 @@ fn clear_staging(root: &Path, staging: &Path) -> Result<()> {
         Ok(meta) if !meta.is_dir() => return Err(EvidenceError::BundleNotEmpty(root.into())),
         Ok(_) => {}
     }
-    match BundleLock::acquire(staging) {
+    // A live `create` locks its log first thing; no log, or a log nobody holds, is what a
+    // killed one left.
+    let held = match BundleLock::acquire(staging) {
+        Err(EvidenceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        other => other.map(Some),
+    };
+    match held {
         Ok(held) => {
             tracing::debug!(path = %staging.display(), "removing a bundle a killed process began");
             fs::remove_dir_all(staging).map_err(|e| EvidenceError::io("remove", staging, e))?;
@@ -735,7 +740,7 @@ impl Recorder {
             _ => EvidenceError::io("create", &staging, e),
         })?;
         let built = Self::build_staged(&staging, root.clone(), run_id.into(), durability, started);
-        let (rec, held) = match built {
+        let rec = match built {
             Ok(done) => done,
             Err(e) => {
                 let _ = fs::remove_dir_all(&staging);
@@ -753,7 +758,6 @@ impl Recorder {
                 _ => EvidenceError::io("rename", &root, e),
             });
         }
-        *lock(&rec.inner.lock) = Some(held.moved_to(root.clone()));
         if durability.syncs() {
             // The new folders' names (the rename included), synced by the committer with
             // the next sync: the next line under `GroupCommit`, the next step or the end
@@ -783,18 +787,20 @@ impl Recorder {
         run_id: String,
         durability: Durability,
         started: &RunStarted,
-    ) -> Result<(Recorder, BundleLock)> {
-        let lock = BundleLock::acquire(staging)?;
-        for sub in ["input", "output", "blobs", "blobs/sha256"] {
-            let p = staging.join(sub);
-            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
-        }
+    ) -> Result<Recorder> {
+        // The log first: locked at once, it is the lock of the bundle being built (and
+        // then of the bundle) for as long as the recorder appends to it.
         let log_path = staging.join(EVENTS_FILE);
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
             .open(&log_path)
             .map_err(|e| EvidenceError::io("create", &log_path, e))?;
+        let file = BundleLock::lock(file, staging.to_path_buf())?.into_log();
+        for sub in ["input", "output", "blobs", "blobs/sha256"] {
+            let p = staging.join(sub);
+            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
+        }
         let rec = Recorder::with_state(
             root,
             run_id,
@@ -805,7 +811,6 @@ impl Recorder {
             Sha256::new(),
             0,
             Facts::default(),
-            None,
         )?;
         rec.append(
             EventType::RunStarted,
@@ -814,7 +819,7 @@ impl Recorder {
             true,
         )?
         .wait()?;
-        Ok((rec, lock))
+        Ok(rec)
     }
 
     /// Reopen the log of a bundle whose run paused (or whose process died) to continue
@@ -838,11 +843,11 @@ impl Recorder {
     /// the bundle before deciding to write to it, under the same lock).
     pub fn reopen_locked(bundle_lock: BundleLock, durability: Durability) -> Result<Recorder> {
         let root = bundle_lock.path().to_path_buf();
-        if !bundle_lock.is_at(&root) {
+        if !bundle_lock.is_current() {
             return Err(EvidenceError::io(
                 "lock",
-                &root,
-                std::io::Error::other("the bundle folder was moved or replaced while locked"),
+                root.join(EVENTS_FILE),
+                std::io::Error::other("the log was moved or replaced while locked"),
             ));
         }
         let log_path = root.join(EVENTS_FILE);
@@ -909,10 +914,8 @@ impl Recorder {
                 )));
             }
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| EvidenceError::io("open", &log_path, e))?;
+        // The locked descriptor is the one the recorder appends with.
+        let file = bundle_lock.into_log();
         if let Some(torn) = scan.torn_len {
             tracing::warn!(
                 bytes = torn,
@@ -954,7 +957,6 @@ impl Recorder {
             hasher,
             scan.good_len,
             facts,
-            Some(bundle_lock),
         )
     }
 
@@ -969,7 +971,6 @@ impl Recorder {
         hasher: Sha256,
         bytes: u64,
         facts: Facts,
-        bundle_lock: Option<BundleLock>,
     ) -> Result<Recorder> {
         let sync = if durability.syncs() {
             let log_path = root.join(EVENTS_FILE);
@@ -1000,7 +1001,6 @@ impl Recorder {
                     facts,
                 }),
                 sync,
-                lock: Mutex::new(bundle_lock),
             }),
         })
     }

@@ -187,6 +187,7 @@ fn create_removes_what_a_killed_create_left_and_refuses_a_live_one() {
     let other = dir.join("c");
     let busy = dir.join(".c.provrun-creating");
     fs::create_dir(&busy).unwrap();
+    fs::write(busy.join("events.jsonl"), b"").unwrap();
     let held = BundleLock::acquire(&busy).unwrap();
     match Recorder::create(&other, "r", Durability::AtEnd, &run_started()) {
         Err(EvidenceError::BundleLocked { path, .. }) => assert_eq!(path, other),
