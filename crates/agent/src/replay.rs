@@ -754,3 +754,74 @@ fn recorded_status(events: &[Event]) -> &str {
         .and_then(|e| e.payload["status"].as_str())
         .unwrap_or("unknown")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use provrun_evidence::Confidence;
+    use serde_json::json;
+
+    fn event(kind: EventType, payload: Value) -> Event {
+        Event {
+            v: 1,
+            run_id: "r".into(),
+            seq: 0,
+            prev: None,
+            ts: String::new(),
+            kind,
+            confidence: Confidence::Observed,
+            payload,
+        }
+    }
+
+    /// A log of one model response whose calls ran with these (id, start, end) spans.
+    fn log(spans: &[(&str, u64, u64)]) -> Vec<Event> {
+        let mut events = vec![event(EventType::ModelCalled, json!({}))];
+        for (id, start, end) in spans {
+            events.push(event(
+                EventType::ToolCalled,
+                json!({"call_id": id, "start_order": start, "end_order": end}),
+            ));
+        }
+        events
+    }
+
+    #[test]
+    fn batches_are_read_back_from_the_spans_whatever_order_calls_ended_in() {
+        // w alone, then r1 r2 r3 together (ending 3, 1, 2), then w2 alone.
+        let events = log(&[
+            ("w", 1, 2),
+            ("r1", 3, 8),
+            ("r2", 4, 7),
+            ("r3", 5, 6),
+            ("w2", 9, 10),
+        ]);
+        let batches = order_batches(&events);
+        assert_eq!(
+            batches[&1],
+            vec![vec!["w"], vec!["r1", "r2", "r3"], vec!["w2"]]
+        );
+        // A log from before the order fields has no batches.
+        let old = vec![
+            event(EventType::ModelCalled, json!({})),
+            event(EventType::ToolCalled, json!({"call_id": "x"})),
+        ];
+        assert!(order_batches(&old).is_empty());
+    }
+
+    #[test]
+    fn a_replay_that_ran_calls_in_other_groups_differs() {
+        let recorded = log(&[("a", 1, 2), ("b", 3, 4)]);
+        assert_eq!(order_difference(&recorded, &recorded), None);
+        // Overlapping where the recording ran them one after the other.
+        let replayed = log(&[("a", 1, 3), ("b", 2, 4)]);
+        let diff = order_difference(&recorded, &replayed).unwrap();
+        assert!(diff.contains("model response 1"), "{diff}");
+        assert!(
+            diff.contains("recorded [a] then [b], replayed [a, b]"),
+            "{diff}"
+        );
+        // The other way round too.
+        assert!(order_difference(&replayed, &recorded).is_some());
+    }
+}
