@@ -715,49 +715,34 @@ impl Recorder {
         started: &RunStarted,
     ) -> Result<Recorder> {
         let root = dir.as_ref().to_path_buf();
-        match fs::symlink_metadata(&root) {
+        let run_id = run_id.into();
+        let existed = match fs::symlink_metadata(&root) {
             Ok(meta) if meta.is_dir() => {
                 let mut entries =
                     fs::read_dir(&root).map_err(|e| EvidenceError::io("list", &root, e))?;
                 if entries.next().is_some() {
                     return Err(EvidenceError::BundleNotEmpty(root));
                 }
+                true
             }
             Ok(_) => return Err(EvidenceError::BundleNotEmpty(root)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(EvidenceError::io("stat", &root, e)),
-        }
-        let (parent, name) = staging_place(&root)?;
-        fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
-        let staging = parent.join(staging_name(&name));
-        clear_staging(&root, &staging)?;
-        fs::create_dir(&staging).map_err(|e| match e.kind() {
-            // Another `create` of this bundle got there first.
-            std::io::ErrorKind::AlreadyExists => EvidenceError::BundleLocked {
-                path: root.clone(),
-                holder: None,
-            },
-            _ => EvidenceError::io("create", &staging, e),
-        })?;
-        let built = Self::build_staged(&staging, root.clone(), run_id.into(), durability, started);
-        let rec = match built {
-            Ok(done) => done,
-            Err(e) => {
-                let _ = fs::remove_dir_all(&staging);
+        };
+        let rec = match Self::create_aside(&root, run_id.clone(), durability, started) {
+            Ok(rec) => rec,
+            Err(e @ (EvidenceError::BundleNotEmpty(_) | EvidenceError::BundleLocked { .. })) => {
                 return Err(e);
             }
+            // An empty folder that cannot be replaced (a mount point, a parent folder
+            // this process may not write): the bundle is built in it, in place. Only
+            // there can a kill during creation leave the empty folders without a log.
+            Err(e) if existed => {
+                tracing::debug!(root = %root.display(), error = %e, "building the bundle in place");
+                Self::build_staged(&root, root.clone(), run_id, durability, started)?
+            }
+            Err(e) => return Err(e),
         };
-        // The bundle appears: replaces an empty folder of its name, refused over a
-        // non-empty one (another writer got there first).
-        if let Err(e) = fs::rename(&staging, &root) {
-            let _ = fs::remove_dir_all(&staging);
-            return Err(match e.raw_os_error() {
-                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR) => {
-                    EvidenceError::BundleNotEmpty(root)
-                }
-                _ => EvidenceError::io("rename", &root, e),
-            });
-        }
         if durability.syncs() {
             // The new folders' names (the rename included), synced by the committer with
             // the next sync: the next line under `GroupCommit`, the next step or the end
@@ -776,6 +761,48 @@ impl Recorder {
             }
         }
         tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
+        Ok(rec)
+    }
+
+    /// Build the bundle in its hidden folder beside `root` and rename it into place.
+    fn create_aside(
+        root: &Path,
+        run_id: String,
+        durability: Durability,
+        started: &RunStarted,
+    ) -> Result<Recorder> {
+        let (parent, name) = staging_place(root)?;
+        fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
+        let staging = parent.join(staging_name(&name));
+        clear_staging(root, &staging)?;
+        fs::create_dir(&staging).map_err(|e| match e.kind() {
+            // Another `create` of this bundle got there first.
+            std::io::ErrorKind::AlreadyExists => EvidenceError::BundleLocked {
+                path: root.to_path_buf(),
+                holder: None,
+            },
+            _ => EvidenceError::io("create", &staging, e),
+        })?;
+        let built = Self::build_staged(&staging, root.to_path_buf(), run_id, durability, started);
+        let rec = match built {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        // The bundle appears: replaces an empty folder of its name, refused over a
+        // non-empty one (another writer got there first).
+        if let Err(e) = fs::rename(&staging, root) {
+            drop(rec);
+            let _ = fs::remove_dir_all(&staging);
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR) => {
+                    EvidenceError::BundleNotEmpty(root.to_path_buf())
+                }
+                _ => EvidenceError::io("rename", root, e),
+            });
+        }
         Ok(rec)
     }
 
