@@ -166,3 +166,83 @@ async fn a_sync_tool_that_returns_within_the_grace_keeps_its_result() {
     assert_eq!(calls[0]["ok"], true);
     assert_eq!(calls[0]["result"], "blocked 300 ms");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_in_a_turn_with_a_call_that_would_wait_ends_cancelled_not_paused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentSpec::new("cancel", "test");
+    agent.tools = vec!["block_for".into(), "write_file".into()];
+    agent.approve = provrun::agent::ApprovePolicy::Destructive;
+    // block_for runs first; write_file would wait for approval; read after it.
+    let model = FunctionModel::new("fn", |_req: &ModelRequest| {
+        Ok(Reply::tool_calls(vec![
+            ToolCall {
+                id: "b".into(),
+                name: "block_for".into(),
+                arguments: r#"{"ms": 200}"#.into(),
+            },
+            ToolCall {
+                id: "w".into(),
+                name: "write_file".into(),
+                arguments: r#"{"path": "/output/x.txt", "content": "x"}"#.into(),
+            },
+            ToolCall {
+                id: "b2".into(),
+                name: "block_for".into(),
+                arguments: r#"{"ms": 1}"#.into(),
+            },
+        ]))
+    });
+    let control = RunControl::new();
+    let canceller = control.clone();
+    let watcher = tokio::spawn(async move {
+        while !SYNC_STARTED.lock().unwrap().contains(&200) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        canceller.cancel();
+    });
+    let bundle = dir.path().join("bundle");
+    let r = Backend::new()
+        .with_model(Arc::new(model))
+        .execute(&control, &agent, &RunSpec::new("go", &bundle))
+        .await
+        .unwrap();
+    watcher.await.unwrap();
+    assert_eq!(r.status, RunStatus::Cancelled);
+    assert!(r.deferred.is_empty());
+    let report = verify(&bundle);
+    assert!(
+        report.ok && report.complete,
+        "{:?}",
+        report.failures().collect::<Vec<_>>()
+    );
+    let calls: Vec<Value> = read_events(&bundle)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .map(|e| e.payload)
+        .collect();
+    let ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["b", "w", "b2"],
+        "one completed event per call, none deferred"
+    );
+    for c in &calls {
+        assert_eq!(c["deferred"], false, "{c}");
+        assert_eq!(c["cancelled"], true, "{c}");
+    }
+    assert!(!bundle.join("output/x.txt").exists());
+    let replayed = replay(
+        &Backend::new(),
+        &RunControl::new(),
+        &bundle,
+        &dir.path().join("again"),
+    )
+    .await
+    .unwrap();
+    assert!(replayed.matches(), "{:?}", replayed.difference);
+}

@@ -1140,7 +1140,7 @@ impl Run<'_> {
             .collect();
         let waits: Vec<Option<DeferReason>> = todo
             .iter()
-            .map(|c| self.waits(c, turn.decisions.get(&c.id)))
+            .map(|c| self.waits(step, c, turn.decisions.get(&c.id)))
             .collect();
         let runnable = waits.iter().position(Option::is_some).unwrap_or(todo.len());
         // Each call done before a pause in this turn took two ticks (its start and end).
@@ -1183,6 +1183,9 @@ impl Run<'_> {
                 results[i] = Some(r);
             }
         }
+        // A run cancelled during the turn does not pause: the calls that would wait, and
+        // those after them, are recorded as not run, and the run ends cancelled.
+        let cancelled = self.control.is_cancelled();
         let mut results = results.into_iter();
         let mut outputs = Vec::with_capacity(turn.calls.len());
         let mut deferred = Vec::new();
@@ -1193,9 +1196,11 @@ impl Run<'_> {
                 continue;
             }
             let waiting = waits.get(index).copied().flatten();
-            let result = results.next().flatten();
+            let mut result = results.next().flatten();
             index += 1;
-            if let Some(reason) = waiting {
+            if cancelled && result.is_none() {
+                result = Some((CallResult::not_run_cancelled(), None));
+            } else if let Some(reason) = waiting {
                 let mode = self
                     .prepared
                     .tools
@@ -1259,9 +1264,17 @@ impl Run<'_> {
         Ok(None)
     }
 
-    /// Why `call` waits, when it does: it needs a decision and has none.
-    fn waits(&self, call: &ToolCall, decision: Option<&Decision>) -> Option<DeferReason> {
-        if decision.is_some() {
+    /// Why `call` waits, when it does: it needs a decision and has none (and, in a
+    /// replay, the recording did not record it as not run because the run was cancelled).
+    fn waits(
+        &self,
+        step: u64,
+        call: &ToolCall,
+        decision: Option<&Decision>,
+    ) -> Option<DeferReason> {
+        let not_run =
+            (self.backend.replaying.as_ref()).is_some_and(|r| r.not_run_cancelled(step, &call.id));
+        if decision.is_some() || not_run {
             return None;
         }
         self.prepared
