@@ -78,6 +78,14 @@ impl BundleLock {
     }
 }
 
+/// Give up the lock held through `log` (a finished writer's log): another writer may
+/// take the bundle at once, whoever still holds a copy of the descriptor.
+pub(crate) fn release(log: &File) {
+    if let Err(e) = flock(log, FlockOperation::Unlock) {
+        tracing::warn!(error = %e, "could not release the bundle lock");
+    }
+}
+
 /// The process id holding a `flock` on `file`, read from `/proc/locks` (Linux): `None`
 /// where that file is missing or names no holder.
 fn holder_pid(file: &File) -> Option<u32> {

@@ -1452,8 +1452,8 @@ impl Recorder {
     /// Finish the bundle (or a paused segment of it): record `output_produced` for every
     /// file under `output/` in path order, then `run_finished`, make the log durable (for
     /// every policy but `Flush`), and write `statement.json` atomically. The recorder
-    /// (and every clone) refuses further events afterwards; a paused run continues with
-    /// [`Recorder::reopen`].
+    /// (and every clone) refuses further events afterwards and gives up the bundle's
+    /// [`BundleLock`]; a paused run continues with [`Recorder::reopen`].
     pub fn finish(&self, end: RunEnd) -> Result<Finished> {
         let outputs = self.digest_tree("output")?;
         let finished = RunFinished {
@@ -1522,6 +1522,10 @@ impl Recorder {
         } else {
             write_atomic(root, STATEMENT_FILE, &bytes, false).map_err(statement_err)?;
         }
+        // The writer is done with the bundle: its lock goes now, not when the last clone
+        // of the recorder (or the committer's copy of the log descriptor) goes, so a
+        // paused run can be resumed at once, in this process or another.
+        crate::lock::release(&lock(&self.inner.log).file);
         tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
         Ok(Finished {
             facts,

@@ -162,6 +162,32 @@ fn create_refuses_a_non_empty_directory() {
 }
 
 #[test]
+fn a_finished_writer_gives_up_the_lock_at_once_under_every_policy() {
+    for d in [
+        Durability::Flush,
+        Durability::PerEvent,
+        Durability::PerStep,
+        Durability::AtEnd,
+        Durability::GroupCommit,
+    ] {
+        let dir = scratch("release");
+        let rec = Recorder::create(&dir, "r", d, &run_started()).unwrap();
+        rec.finish(RunEnd {
+            status: RunStatus::Paused,
+            usage: json!({}),
+            error: None,
+        })
+        .unwrap();
+        // The recorder (and the committer's copy of its log) may still be alive: the
+        // lock is gone all the same, so a resume right after a pause never trips on it.
+        let again = Recorder::reopen(&dir, d).unwrap_or_else(|e| panic!("{d:?}: {e}"));
+        drop(rec);
+        drop(again);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
 fn create_removes_what_a_killed_create_left_and_refuses_a_live_one() {
     let dir = scratch("staging");
     fs::create_dir_all(&dir).unwrap();
