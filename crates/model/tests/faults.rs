@@ -160,6 +160,7 @@ async fn retries_stop_at_the_time_budget() {
             status: 503,
             message,
             exchange,
+            ..
         } => {
             assert_eq!(message, "upstream unavailable");
             let n = exchange.attempts.len();

@@ -87,6 +87,7 @@ fn model_request_from(req: &Value) -> ModelRequest {
                 Message::Assistant {
                     text: m["content"].as_str().map(str::to_owned),
                     tool_calls,
+                    provider_items: vec![],
                 }
             }
             "tool" => {
