@@ -814,6 +814,7 @@ impl Model for SearchingProvider {
             text: Some("It rained.".into()),
             reasoning: None,
             tool_calls: vec![],
+            provider_items: vec![],
             provider_tool_calls: vec![ProviderToolCall {
                 kind: "search".into(),
                 arguments: Some(r#"{"query":"weather"}"#.into()),
