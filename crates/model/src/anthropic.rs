@@ -1053,7 +1053,7 @@ mod tests {
                 "which is text",
             ),
             (
-                format!("event: message_start\ndata: {{not json\n\n"),
+                "event: message_start\ndata: {not json\n\n".to_string(),
                 "not JSON",
             ),
             (

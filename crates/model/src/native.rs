@@ -125,6 +125,9 @@ pub(crate) trait LiveEvents: Send {
     ) -> Result<(), BodyProblem>;
 }
 
+/// A live stream's event reader and where its deltas go.
+pub(crate) type Live<'a> = (Box<dyn LiveEvents>, &'a (dyn Fn(StreamDelta) + Send + Sync));
+
 /// Where and how a native backend posts.
 pub(crate) struct Endpoint {
     pub url: String,
@@ -337,6 +340,13 @@ pub(crate) fn parse_recorded(
 /// Parses a whole SSE body into `(event, data)` pairs, refusing an event larger than
 /// `MAX_EVENT_BYTES`.
 pub(crate) fn sse_events(body: &[u8]) -> Result<Vec<(String, String)>, BodyProblem> {
+    // A line over the limit is refused before the SSE parser buffers it.
+    if let Some(line) = body
+        .split(|b| *b == b'\n')
+        .find(|l| l.len() > MAX_EVENT_BYTES + 16)
+    {
+        check_event_size(line.len())?;
+    }
     let input = futures_util::stream::iter([Ok::<_, Infallible>(Bytes::copy_from_slice(body))]);
     // The input stream is always ready, so the collection completes on its first poll.
     let events = input
@@ -370,7 +380,7 @@ impl Endpoint {
     pub(crate) async fn run(
         &self,
         body: Bytes,
-        mut live: Option<(Box<dyn LiveEvents>, &(dyn Fn(StreamDelta) + Send + Sync))>,
+        mut live: Option<Live<'_>>,
     ) -> Result<crate::ModelResponse, ModelError> {
         let policy = self.retry;
         let started = Instant::now();
@@ -436,11 +446,7 @@ impl Endpoint {
         }
     }
 
-    async fn attempt(
-        &self,
-        body: &Bytes,
-        live: Option<&mut (Box<dyn LiveEvents>, &(dyn Fn(StreamDelta) + Send + Sync))>,
-    ) -> Capture {
+    async fn attempt(&self, body: &Bytes, live: Option<&mut Live<'_>>) -> Capture {
         let capture = Arc::new(Mutex::new(Capture::default()));
         let mut request = self
             .http
@@ -512,16 +518,41 @@ impl Endpoint {
         });
         match live {
             Some((events, on_delta)) if status.is_success() => {
-                let mut stream = Box::pin(chunks).eventsource();
+                // Fused: it is read again after the SSE parser has seen its end.
+                let mut chunks = Box::pin(chunks.fuse());
+                // Bytes since the last event boundary: an event over the limit ends the
+                // live reading (the rest is still read and kept, and the final parse
+                // reports it), so the SSE parser never buffers a runaway event.
+                let mut pending = 0usize;
+                let bounded = chunks.by_ref().take_while(|item| {
+                    let within = match item {
+                        Ok(chunk) => {
+                            let tail = chunk
+                                .windows(2)
+                                .rposition(|w| w == b"\n\n")
+                                .map(|i| chunk.len() - i - 2);
+                            pending = match tail {
+                                Some(t) => t,
+                                None => pending + chunk.len(),
+                            };
+                            pending <= MAX_EVENT_BYTES
+                        }
+                        Err(_) => true,
+                    };
+                    std::future::ready(within)
+                });
+                let mut stream = bounded.eventsource();
                 let mut healthy = true;
                 while let Some(event) = stream.next().await {
                     let Ok(event) = event else { break };
-                    if healthy && event.data.len() <= MAX_EVENT_BYTES {
+                    if healthy {
                         healthy = events
                             .push(&event.event, &event.data, &mut |d| on_delta(d))
                             .is_ok();
                     }
                 }
+                drop(stream);
+                while chunks.next().await.is_some() {}
             }
             _ => {
                 let mut chunks = Box::pin(chunks);
