@@ -1,14 +1,16 @@
 //! Language models for provrun, behind one `Model` trait.
 //!
 //! `provrun-model` holds provider-neutral message history types, the [`Model`] trait, an
-//! OpenAI-compatible backend ([`OpenAiModel`]), and offline models that need no network
+//! OpenAI-compatible backend ([`OpenAiModel`]), native Anthropic Messages
+//! ([`AnthropicModel`]) and OpenAI Responses ([`OpenAiResponsesModel`]) backends, and
+//! offline models that need no network
 //! ([`TestModel`], [`FunctionModel`], [`ScriptModel`], [`ReplayModel`]). It knows nothing of
 //! files, tools' code or evidence: it hands back the exact bytes of every exchange
 //! ([`RawExchange`]) and lets the caller record them.
 //!
-//! Every response — live, offline or recorded — is read by one lenient parser of the
-//! OpenAI chat-completions wire format ([`parse_response`]), so a recorded run replays
-//! exactly as it was observed. Offline models write the bytes an OpenAI-compatible server
+//! Every response — live, offline or recorded — is read by one lenient parser per wire
+//! format ([`parse_response`] for Chat Completions, [`WireApi::parse_response`] for any),
+//! so a recorded run replays exactly as it was observed. Offline models write the bytes an OpenAI-compatible server
 //! would have sent, and report a deterministic usage estimate ([`estimate_usage`]).
 //!
 //! ```
