@@ -560,3 +560,63 @@ async fn a_recorded_401_fails_the_run_cleanly() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_thinking_run_resumes_from_its_trace_with_the_thinking_block() {
+    // The history goes through trace_imported (provrun-messages/1) while the run waits for
+    // an approval; the resumed request must still send the thinking block back unchanged.
+    let dir = tempfile::tempdir().unwrap();
+    let server = loopback(vec![
+        response("anthropic", "11"),
+        response("anthropic", "12"),
+    ])
+    .await;
+    let reg = registry(&[(
+        "fixed_version",
+        json!({"type": "object", "properties": {}}),
+        |_| "0.32a0".into(),
+    )]);
+    let mut a = agent("anthropic:claude-haiku-4-5", &["fixed_version"], true);
+    a.approve = provrun::agent::ApprovePolicy::All;
+    let bundle = dir.path().join("bundle");
+    let backend = Backend::new()
+        .with_model(anthropic(&server.base))
+        .with_registry(reg.clone());
+    let paused = backend
+        .execute(&RunControl::new(), &a, &RunSpec::new("Go.", &bundle))
+        .await
+        .unwrap();
+    assert_eq!(paused.status, RunStatus::Paused);
+    let trace = read_events(&bundle)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == EventType::TraceImported)
+        .unwrap();
+    assert_eq!(trace.payload["format"], "provrun-messages/1");
+    // A fresh backend resumes from the bundle alone.
+    let resumed = Backend::new()
+        .with_model(anthropic(&server.base))
+        .with_registry(reg)
+        .resume(
+            &RunControl::new(),
+            &bundle,
+            &[provrun::agent::Decision::Approve(
+                paused.deferred[0].call_id.clone(),
+            )],
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, RunStatus::Finished);
+    assert_verifies(&bundle);
+    let sent = server.bodies();
+    let messages = sent[1]["messages"].as_array().unwrap();
+    let assistant = &messages[messages.len() - 2]["content"];
+    let recorded12: Value = serde_json::from_slice(
+        &std::fs::read(
+            fixtures("anthropic").join("12_stream_final_text_after_thinking_bytes.request.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(assistant[0], recorded12["messages"][1]["content"][0]);
+}

@@ -1,7 +1,9 @@
 //! [`OpenAiResponsesModel`]: OpenAI's Responses API (`POST {base}/responses`), natively.
 //!
-//! The same small client as the Anthropic backend ([`crate::native`]). `reasoning` output
-//! items are kept as [`ProviderItem`]s and sent back before the calls they led to; without
+//! The same small client as the Anthropic backend ([`crate::native`]). `reasoning` and
+//! `message` output items are kept whole as [`ProviderItem`]s and sent back in their order,
+//! before the calls of their turn, so each reasoning item is followed by the item that
+//! followed it (the API refuses one without it); without
 //! server-side state (`store: false`, the default) the request asks for
 //! `reasoning.encrypted_content` so they carry their context. A streamed response is read
 //! for deltas, and its final `response.completed` event (which repeats the whole response)
@@ -240,13 +242,15 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool, sto
                 tool_calls,
                 provider_items,
             } => {
-                input.extend(
-                    provider_items
-                        .iter()
-                        .filter(|p| p.api == API_TAG)
-                        .map(|p| p.item.clone()),
-                );
-                if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
+                let items: Vec<&Value> = provider_items
+                    .iter()
+                    .filter(|p| p.api == API_TAG)
+                    .map(|p| &p.item)
+                    .collect();
+                input.extend(items.iter().map(|i| (*i).clone()));
+                // The answer text goes back as the message item it came in, when kept.
+                let kept_message = items.iter().any(|i| i["type"] == "message");
+                if let Some(t) = text.as_deref().filter(|t| !t.is_empty() && !kept_message) {
                     input.push(json!({"role": "assistant", "content": t}));
                 }
                 for c in tool_calls {
@@ -357,6 +361,15 @@ fn texts(parts: Option<&Value>, kinds: &[&str]) -> String {
         .collect()
 }
 
+/// An output item as it goes back in `input`: `status` is output-only.
+fn without_status(item: &Value) -> Value {
+    let mut kept = item.clone();
+    if let Some(o) = kept.as_object_mut() {
+        o.remove("status");
+    }
+    kept
+}
+
 /// Reads a whole response object (a non-streamed body, or `response.completed`'s).
 fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
     if !v.is_object() {
@@ -383,6 +396,12 @@ fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
                     .get("content")
                     .and_then(Value::as_array)
                     .is_some_and(|c| c.iter().any(|p| p["type"] == "refusal"));
+                // Kept whole (its id included) beside the reasoning, so a reasoning item
+                // goes back followed by the very item that followed it.
+                p.provider_items.push(ProviderItem {
+                    api: API_TAG.into(),
+                    item: without_status(item),
+                });
             }
             "function_call" => {
                 let id = field("call_id");
@@ -405,14 +424,9 @@ fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
             "reasoning" => {
                 reasoning.push_str(&texts(item.get("summary"), &["summary_text"]));
                 reasoning.push_str(&texts(item.get("content"), &["reasoning_text"]));
-                let mut kept = item.clone();
-                // `status` is output-only; the item goes back as the API accepts it.
-                if let Some(o) = kept.as_object_mut() {
-                    o.remove("status");
-                }
                 p.provider_items.push(ProviderItem {
                     api: API_TAG.into(),
-                    item: kept,
+                    item: without_status(item),
                 });
             }
             // Tools the server ran itself: web search, file search, code interpreter, …
@@ -683,6 +697,35 @@ mod tests {
         assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
         let stored = build_request_body("gpt", &request, true, true);
         assert!(stored.get("include").is_none() && stored["stream"] == json!(true));
+    }
+
+    #[test]
+    fn an_answer_goes_back_as_its_message_item_after_its_reasoning() {
+        let body = br#"{"status":"completed","output":[
+            {"type":"reasoning","id":"rs_1","encrypted_content":"E","summary":[],"status":"completed"},
+            {"type":"message","id":"msg_1","role":"assistant","status":"completed",
+             "content":[{"type":"output_text","text":"hi","annotations":[]}]}]}"#;
+        let p = parse_body(body, Some("application/json"), &mut |_| {}).unwrap();
+        assert_eq!(p.text.as_deref(), Some("hi"));
+        let turn = Message::Assistant {
+            text: p.text,
+            tool_calls: vec![],
+            provider_items: p.provider_items,
+        };
+        let request = ModelRequest {
+            messages: vec![Message::user("q"), turn, Message::user("more")],
+            ..Default::default()
+        };
+        let body = build_request_body("gpt", &request, false, false);
+        let kinds: Vec<&str> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["type"].as_str().or(i["role"].as_str()).unwrap())
+            .collect();
+        assert_eq!(kinds, ["user", "reasoning", "message", "user"]);
+        assert_eq!(body["input"][2]["id"], "msg_1");
+        assert!(body["input"][1].get("status").is_none());
     }
 
     #[test]

@@ -363,19 +363,28 @@ async fn every_recorded_response_parses_into_messages_calls_reasoning_and_usage(
             FinishReason::ToolCalls
         };
         assert_eq!(r.finish_reason, Some(finish), "{prefix}");
-        assert_eq!(r.provider_items.len(), e.reasoning_items, "{prefix}");
-        for p in &r.provider_items {
-            assert_eq!(
-                (p.api.as_str(), &p.item["type"]),
-                ("openai-responses", &json!("reasoning"))
-            );
+        let reasoning: Vec<&Value> = r
+            .provider_items
+            .iter()
+            .map(|p| &p.item)
+            .filter(|i| i["type"] == "reasoning")
+            .collect();
+        assert_eq!(reasoning.len(), e.reasoning_items, "{prefix}");
+        for item in reasoning {
             assert!(
-                p.item["encrypted_content"]
+                item["encrypted_content"]
                     .as_str()
                     .is_some_and(|c| c.starts_with("gAAAA")),
                 "{prefix}"
             );
         }
+        // The answer's message item is kept whole, to go back after its reasoning.
+        let messages = r
+            .provider_items
+            .iter()
+            .filter(|p| p.api == "openai-responses" && p.item["type"] == "message")
+            .count();
+        assert_eq!(messages, usize::from(r.text.is_some()), "{prefix}");
         if !served.deltas.is_empty() {
             let text: String = served
                 .deltas
@@ -593,8 +602,19 @@ async fn rate_limits_and_server_errors_are_retried_and_quota_is_not() {
 async fn a_stream_cut_at_any_event_boundary_is_an_incomplete_stream() {
     for prefix in ["03", "04", "10", "11"] {
         let fx = recorded(DIR, prefix);
-        let cuts = event_boundaries(&fx.body);
+        let mut cuts = event_boundaries(&fx.body);
         assert!(cuts.len() > 5, "{prefix}");
+        if prefix == "11" {
+            // 11 holds 670 events of the same few kinds, about 190 KB: every 20th
+            // boundary and the last ten keep the test quadratic in a small number.
+            let n = cuts.len();
+            cuts = cuts
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % 20 == 0 || *i + 10 >= n)
+                .map(|(_, c)| c)
+                .collect();
+        }
         for cut in cuts {
             let raw = RawExchange {
                 response_body: fx.body[..cut].to_vec().into(),
