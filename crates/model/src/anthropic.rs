@@ -995,6 +995,52 @@ mod tests {
     }
 
     #[test]
+    fn redacted_thinking_and_server_tools_are_kept_and_thinking_goes_back_first() {
+        let body =
+            br#"{"type":"message","id":"m","model":"c","stop_reason":"pause_turn","content":[
+            {"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"},
+            {"type":"server_tool_use","id":"srv","name":"web_search","input":{"query":"q"}},
+            {"type":"web_search_tool_result","tool_use_id":"srv","content":[]},
+            {"type":"text","text":"so far"}],
+            "usage":{"input_tokens":3,"output_tokens":4}}"#;
+        let p = parse_body(body, Some("application/json"), &mut |_| {}).unwrap();
+        assert_eq!(
+            p.finish_reason.as_ref().map(FinishReason::as_str),
+            Some("pause_turn")
+        );
+        assert_eq!(
+            p.provider_items,
+            vec![ProviderItem {
+                api: API_TAG.into(),
+                item: json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}),
+            }]
+        );
+        let kinds: Vec<&str> = p
+            .provider_tool_calls
+            .iter()
+            .map(|c| c.kind.as_str())
+            .collect();
+        assert_eq!(kinds, ["web_search", "web_search_tool_result"]);
+        let request = ModelRequest {
+            messages: vec![
+                Message::user("q"),
+                Message::Assistant {
+                    text: p.text,
+                    tool_calls: vec![],
+                    provider_items: p.provider_items,
+                },
+            ],
+            ..Default::default()
+        };
+        let sent = build_request_body("c", &request, false, 10);
+        assert_eq!(
+            sent["messages"][1]["content"],
+            json!([{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+                   {"type": "text", "text": "so far"}])
+        );
+    }
+
+    #[test]
     fn stop_reasons_map_and_unknown_ones_are_kept() {
         assert_eq!(finish_reason("end_turn"), FinishReason::Stop);
         assert_eq!(finish_reason("stop_sequence"), FinishReason::Stop);
