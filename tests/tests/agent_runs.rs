@@ -816,6 +816,7 @@ impl Model for SearchingProvider {
             text: Some("It rained.".into()),
             reasoning: None,
             tool_calls: vec![],
+            provider_items: vec![],
             provider_tool_calls: vec![ProviderToolCall {
                 kind: "search".into(),
                 arguments: Some(r#"{"query":"weather"}"#.into()),
@@ -832,7 +833,7 @@ impl Model for SearchingProvider {
             finish_reason: None,
             model: None,
             id: Some("resp1".into()),
-            // What Groq sends for a tool it ran (a recorded Groq exchange), so that
+            // What Groq sends for a tool it ran (crates/model/tests/fixtures/openai/21_*), so that
             // a replay parses the same response back; no request body is kept.
             raw: RawExchange {
                 response_body: json!({

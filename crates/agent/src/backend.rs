@@ -272,6 +272,14 @@ impl Backend {
                 provrun_model::OpenAiModel::from_env(&name)
                     .map_err(|e| model_err(e.to_string()))?,
             )),
+            ModelRef::Anthropic(name) => Ok(Arc::new(
+                provrun_model::AnthropicModel::from_env(&name)
+                    .map_err(|e| model_err(e.to_string()))?,
+            )),
+            ModelRef::OpenAiResponses(name) => Ok(Arc::new(
+                provrun_model::OpenAiResponsesModel::from_env(&name)
+                    .map_err(|e| model_err(e.to_string()))?,
+            )),
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
                 Ok(Arc::new(crate::replay::replay_model(&bundle)?))
@@ -897,7 +905,10 @@ impl CallResult {
 
 impl Run<'_> {
     fn settings(&self) -> ModelSettings {
-        let mut settings = ModelSettings::default();
+        let mut settings = ModelSettings {
+            prompt_caching: self.agent.prompt_caching,
+            ..ModelSettings::default()
+        };
         if self.agent.output_schema.is_some() {
             settings.tool_choice = Some(ToolChoice::Required);
         }

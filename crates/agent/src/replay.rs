@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use provrun_evidence::{BlobRef, Event, EventType, RunStatus, read_blob, read_events, verify};
-use provrun_model::{Message, RecordedResponse, ReplayModel, ToolCall, Usage};
+use provrun_model::{Message, RecordedResponse, ReplayModel, ToolCall, Usage, WireApi};
 use provrun_tools::ToolOutput;
 use serde_json::Value;
 
@@ -87,8 +87,31 @@ pub fn replay_model(bundle: &Path) -> Result<ReplayModel, AgentError> {
         ));
     }
     let events = read_events(bundle)?;
-    Ok(ReplayModel::new(recorded_responses(bundle, &events)?)
+    let recorded = recorded_responses(bundle, &events)?;
+    let api = recorded_api(&events, &recorded);
+    Ok(ReplayModel::new(recorded)
+        .with_api(api)
         .with_name(format!("replay:{}", bundle.display())))
+}
+
+/// The wire API a recording was made with: the model's name says it (`anthropic:…`,
+/// `openai-responses:…`); a replay's recording (`replay:…`) is known by its first
+/// response's shape.
+fn recorded_api(events: &[Event], recorded: &[RecordedResponse]) -> WireApi {
+    let name = events
+        .iter()
+        .find(|e| e.kind == EventType::ModelCalled)
+        .and_then(|e| e.payload["model"].as_str())
+        .unwrap_or_default();
+    match WireApi::of_model(name) {
+        WireApi::ChatCompletions if name.starts_with("replay:") => recorded
+            .iter()
+            .find(|r| !r.response_body.is_empty())
+            .map_or(WireApi::ChatCompletions, |r| {
+                WireApi::of_response_body(&r.response_body)
+            }),
+        api => api,
+    }
 }
 
 fn first_failure(report: &provrun_evidence::VerifyReport) -> String {

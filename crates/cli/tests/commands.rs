@@ -1113,6 +1113,44 @@ fn inputs_whose_names_clash_are_a_usage_error() {
 }
 
 #[test]
+fn run_help_lists_the_native_models_and_their_keys_are_checked_before_anything_is_written() {
+    let help = stdout(&provrun(&["run", "--help"]));
+    for needle in [
+        "anthropic:MODEL_NAME",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "openai-responses:MODEL_NAME",
+        "OPENAI_API_KEY",
+    ] {
+        assert!(help.contains(needle), "`run --help` lacks {needle}: {help}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (model, key) in [
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("openai-responses:gpt-5-mini", "OPENAI_API_KEY"),
+    ] {
+        let bundle = dir.path().join(model.replace(':', "-"));
+        let out = command(&[
+            "run",
+            &example("hello/agent.toml"),
+            "--out",
+            &bundle.display().to_string(),
+            "--model",
+            model,
+        ])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+        assert_exit(&out, 2);
+        assert!(stderr(&out).contains(key), "{}", stderr(&out));
+        assert!(!bundle.exists(), "nothing is written");
+    }
+}
+
+#[test]
 fn keygen_sign_and_verify_key_from_the_command_line() {
     use std::os::unix::fs::PermissionsExt as _;
     let (dir, bundle) = scratch();
