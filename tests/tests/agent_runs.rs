@@ -708,11 +708,13 @@ async fn a_cancelled_run_finishes_its_bundle_as_cancelled() {
         .await
         .unwrap();
     assert_eq!(r.status, RunStatus::Cancelled);
+    // The response came back, but its call had not started when the run was cancelled:
+    // it is recorded, as not run.
     assert_eq!(
         timeline(&fx.bundle)[3..],
         s(&[
             "model_called",
-            "tool_called:read_file:ok",
+            "tool_called:read_file:failed",
             "trace_imported",
             "run_finished:cancelled",
         ])
@@ -814,6 +816,7 @@ impl Model for SearchingProvider {
             text: Some("It rained.".into()),
             reasoning: None,
             tool_calls: vec![],
+            provider_items: vec![],
             provider_tool_calls: vec![ProviderToolCall {
                 kind: "search".into(),
                 arguments: Some(r#"{"query":"weather"}"#.into()),
@@ -830,7 +833,7 @@ impl Model for SearchingProvider {
             finish_reason: None,
             model: None,
             id: Some("resp1".into()),
-            // What Groq sends for a tool it ran (a recorded Groq exchange), so that
+            // What Groq sends for a tool it ran (crates/model/tests/fixtures/openai/21_*), so that
             // a replay parses the same response back; no request body is kept.
             raw: RawExchange {
                 response_body: json!({

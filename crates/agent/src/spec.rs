@@ -52,7 +52,8 @@ fn default_tool_timeout_s() -> u64 {
 pub struct AgentSpec {
     /// The agent's name.
     pub name: String,
-    /// `test`, `script:PATH`, `replay:BUNDLE` or `openai:MODEL_NAME`.
+    /// `test`, `script:PATH`, `replay:BUNDLE`, `openai:MODEL_NAME`, `anthropic:MODEL_NAME`
+    /// or `openai-responses:MODEL_NAME`.
     pub model: String,
     /// The system prompt.
     #[serde(default)]
@@ -66,6 +67,12 @@ pub struct AgentSpec {
     /// Use the model's streamed API.
     #[serde(default)]
     pub stream: bool,
+    /// Ask the provider to cache the system prompt and the tools between requests
+    /// (Anthropic: `cache_control` breakpoints on both), so a long run pays for them
+    /// once; the cache's token counts are in each `model_called`'s usage. Other
+    /// providers ignore it (OpenAI caches long prompts on its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_caching: bool,
     /// Seconds one tool call may take (default 300). At the timeout the call is answered
     /// as failed: an async tool is dropped there; a sync tool runs on a blocking thread
     /// that cannot be stopped, so it finishes in the background and its result is
@@ -129,6 +136,7 @@ impl AgentSpec {
             tools: Vec::new(),
             max_steps: default_max_steps(),
             stream: false,
+            prompt_caching: false,
             tool_timeout_s: default_tool_timeout_s(),
             approve: ApprovePolicy::None,
             limits: Limits::default(),
@@ -286,10 +294,15 @@ pub enum ModelRef {
     Replay(PathBuf),
     /// An OpenAI-compatible server's model.
     OpenAi(String),
+    /// A model of Anthropic's Messages API.
+    Anthropic(String),
+    /// A model of OpenAI's Responses API.
+    OpenAiResponses(String),
 }
 
 impl ModelRef {
-    /// Parse `test`, `script:PATH`, `replay:BUNDLE` or `openai:MODEL_NAME`.
+    /// Parse `test`, `script:PATH`, `replay:BUNDLE`, `openai:MODEL_NAME`,
+    /// `anthropic:MODEL_NAME` or `openai-responses:MODEL_NAME`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text == "test" {
@@ -299,8 +312,13 @@ impl ModelRef {
             Some(("script", p)) if !p.is_empty() => Ok(ModelRef::Script(PathBuf::from(p))),
             Some(("replay", p)) if !p.is_empty() => Ok(ModelRef::Replay(PathBuf::from(p))),
             Some(("openai", m)) if !m.is_empty() => Ok(ModelRef::OpenAi(m.to_string())),
+            Some(("anthropic", m)) if !m.is_empty() => Ok(ModelRef::Anthropic(m.to_string())),
+            Some(("openai-responses", m)) if !m.is_empty() => {
+                Ok(ModelRef::OpenAiResponses(m.to_string()))
+            }
             _ => Err(format!(
-                "unknown model `{text}`: expected test, script:PATH, replay:BUNDLE or openai:MODEL_NAME"
+                "unknown model `{text}`: expected test, script:PATH, replay:BUNDLE, \
+                 openai:MODEL_NAME, anthropic:MODEL_NAME or openai-responses:MODEL_NAME"
             )),
         }
     }

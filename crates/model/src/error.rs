@@ -67,21 +67,27 @@ pub enum ModelError {
         /// What was sent and received.
         exchange: Box<RawExchange>,
     },
-    /// The server failed (HTTP 5xx).
-    #[error("server error (HTTP {status}): {message}")]
+    /// The server failed (HTTP 5xx, Anthropic's 529 `overloaded_error` included).
+    #[error("server error (HTTP {status}{}): {message}", opt("type", code))]
     ServerError {
         /// The HTTP status.
         status: u16,
+        /// The provider's error type or code, when the native backends read one
+        /// (`overloaded_error`, `api_error`, `server_error`).
+        code: Option<String>,
         /// The provider's message, or the body text.
         message: String,
         /// What was sent and received.
         exchange: Box<RawExchange>,
     },
     /// The server did not accept the credentials (HTTP 401 or 403).
-    #[error("not authorised (HTTP {status}): {message}")]
+    #[error("not authorised (HTTP {status}{}): {message}", opt("type", code))]
     Unauthorized {
         /// The HTTP status.
         status: u16,
+        /// The provider's error type or code, when the native backends read one
+        /// (`authentication_error`, `permission_error`, `invalid_api_key`).
+        code: Option<String>,
         /// The provider's message, or the body text.
         message: String,
         /// What was sent and received.
@@ -264,9 +270,13 @@ impl ModelError {
                 v.extend(code.as_mut());
                 v
             }
-            ModelError::ServerError { message, .. }
-            | ModelError::Unauthorized { message, .. }
-            | ModelError::Connection { message, .. }
+            ModelError::ServerError { code, message, .. }
+            | ModelError::Unauthorized { code, message, .. } => {
+                let mut v = vec![message];
+                v.extend(code.as_mut());
+                v
+            }
+            ModelError::Connection { message, .. }
             | ModelError::MalformedResponse { message, .. }
             | ModelError::StreamIncomplete { message, .. } => vec![message],
             ModelError::Config(m) | ModelError::InvalidRequest(m) | ModelError::Function(m) => {

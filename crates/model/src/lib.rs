@@ -1,14 +1,16 @@
 //! Language models for provrun, behind one `Model` trait.
 //!
 //! `provrun-model` holds provider-neutral message history types, the [`Model`] trait, an
-//! OpenAI-compatible backend ([`OpenAiModel`]), and offline models that need no network
+//! OpenAI-compatible backend ([`OpenAiModel`]), native Anthropic Messages
+//! ([`AnthropicModel`]) and OpenAI Responses ([`OpenAiResponsesModel`]) backends, and
+//! offline models that need no network
 //! ([`TestModel`], [`FunctionModel`], [`ScriptModel`], [`ReplayModel`]). It knows nothing of
 //! files, tools' code or evidence: it hands back the exact bytes of every exchange
 //! ([`RawExchange`]) and lets the caller record them.
 //!
-//! Every response — live, offline or recorded — is read by one lenient parser of the
-//! OpenAI chat-completions wire format ([`parse_response`]), so a recorded run replays
-//! exactly as it was observed. Offline models write the bytes an OpenAI-compatible server
+//! Every response — live, offline or recorded — is read by one lenient parser per wire
+//! format ([`parse_response`] for Chat Completions, [`WireApi::parse_response`] for any),
+//! so a recorded run replays exactly as it was observed. Offline models write the bytes an OpenAI-compatible server
 //! would have sent, and report a deterministic usage estimate ([`estimate_usage`]).
 //!
 //! ```
@@ -38,14 +40,22 @@
 
 use async_trait::async_trait;
 
+mod anthropic;
 mod error;
+mod native;
 mod offline;
 mod openai;
+mod responses;
 
 mod types;
 mod wire;
 
+pub use anthropic::{
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicConfig,
+    AnthropicModel,
+};
 pub use error::{ModelError, TimeoutKind};
+pub use native::WireApi;
 pub use offline::function::FunctionModel;
 pub use offline::replay::{RecordedResponse, ReplayModel};
 pub use offline::script::{ScriptModel, ScriptStep};
@@ -55,10 +65,11 @@ pub use openai::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, OpenAiConfig, OpenAiModel, RetryPolicy,
     Timeouts,
 };
+pub use responses::{OpenAiResponsesConfig, OpenAiResponsesModel};
 
 pub use types::{
-    Attempt, FinishReason, Message, ModelRequest, ModelResponse, ModelSettings, ProviderToolCall,
-    RawExchange, StreamDelta, ToolCall, ToolChoice, ToolDefinition, Usage,
+    Attempt, FinishReason, Message, ModelRequest, ModelResponse, ModelSettings, ProviderItem,
+    ProviderToolCall, RawExchange, StreamDelta, ToolCall, ToolChoice, ToolDefinition, Usage,
 };
 pub use wire::{
     JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, build_request_body, parse_response, strip_extension_keys,
@@ -85,8 +96,10 @@ pub trait Model: Send + Sync {
     ) -> Result<ModelResponse, ModelError>;
 }
 
-/// Builds a model from an agent spec's `model` string: `test`, `script:PATH` or
-/// `openai:MODEL_NAME` (configured from the environment, see [`OpenAiConfig::from_env`]).
+/// Builds a model from an agent spec's `model` string: `test`, `script:PATH`,
+/// `openai:MODEL_NAME`, `anthropic:MODEL_NAME` or `openai-responses:MODEL_NAME`
+/// (configured from the environment, see [`OpenAiConfig::from_env`],
+/// [`AnthropicConfig::from_env`] and [`OpenAiResponsesConfig::from_env`]).
 ///
 /// `replay:BUNDLE` is refused here: reading a bundle is not this crate's business, so the
 /// caller extracts the recorded responses and builds a [`ReplayModel`] itself.
@@ -102,11 +115,17 @@ pub fn model_from_spec(spec: &str) -> Result<std::sync::Arc<dyn Model>, ModelErr
         Some(("openai", name)) if !name.is_empty() => {
             Ok(std::sync::Arc::new(OpenAiModel::from_env(name)?))
         }
+        Some(("anthropic", name)) if !name.is_empty() => {
+            Ok(std::sync::Arc::new(AnthropicModel::from_env(name)?))
+        }
+        Some(("openai-responses", name)) if !name.is_empty() => {
+            Ok(std::sync::Arc::new(OpenAiResponsesModel::from_env(name)?))
+        }
         Some(("replay", _)) => Err(ModelError::Config(
             "a replay model is built from a bundle's recorded responses (ReplayModel::new)".into(),
         )),
         _ => Err(ModelError::Config(format!(
-            "unknown model {spec:?}: expected test, script:PATH, replay:BUNDLE or openai:MODEL_NAME"
+            "unknown model {spec:?}: expected test, script:PATH, replay:BUNDLE, openai:MODEL_NAME, anthropic:MODEL_NAME or openai-responses:MODEL_NAME"
         ))),
     }
 }

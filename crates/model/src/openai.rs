@@ -45,7 +45,7 @@ impl ApiKey {
         ApiKey(key.into())
     }
 
-    fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }

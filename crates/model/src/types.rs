@@ -32,6 +32,11 @@ pub enum Message {
         /// The tools the model asked to call, in order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// Provider items of this turn that must go back to the same provider unchanged
+        /// (Anthropic `thinking` / `redacted_thinking` blocks, OpenAI Responses `reasoning`
+        /// items). Other providers ignore them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        provider_items: Vec<ProviderItem>,
     },
     /// The result of one tool call, sent back to the model.
     Tool {
@@ -66,6 +71,7 @@ impl Message {
         Message::Assistant {
             text: Some(text.into()),
             tool_calls: Vec::new(),
+            provider_items: Vec::new(),
         }
     }
 
@@ -83,6 +89,17 @@ impl Message {
             ok,
         }
     }
+}
+
+/// An item of a model's turn that only its own API understands, kept verbatim so it can be
+/// sent back on the next request (the APIs require thinking blocks and reasoning items to
+/// come back unchanged, signatures and encrypted content included).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProviderItem {
+    /// The API it belongs to: `anthropic` or `openai-responses`.
+    pub api: String,
+    /// The item as the API sent it (for a streamed response, as reassembled).
+    pub item: Value,
 }
 
 /// A function tool call requested by the model.
@@ -144,6 +161,11 @@ pub struct ModelSettings {
     /// Stop sequences.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Ask the provider to cache the stable prefix of the prompt (the system prompt and the
+    /// tools): Anthropic gets `cache_control` breakpoints on both. Providers that cache
+    /// on their own (OpenAI) ignore it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_caching: bool,
     /// Which tool the model may or must call (sent only when tools are offered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
@@ -179,9 +201,14 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Total as reported (or input + output when not reported).
     pub total_tokens: u64,
-    /// Prompt tokens served from the provider's cache, when reported.
+    /// Prompt tokens served from the provider's cache, when reported (among
+    /// `input_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's cache, when reported (Anthropic's
+    /// `cache_creation_input_tokens`; among `input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation_input_tokens: Option<u64>,
     /// Reasoning tokens among the output tokens, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
@@ -201,6 +228,10 @@ impl Usage {
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
         self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.cached_input_tokens = add_opt(self.cached_input_tokens, other.cached_input_tokens);
+        self.cache_creation_input_tokens = add_opt(
+            self.cache_creation_input_tokens,
+            other.cache_creation_input_tokens,
+        );
         self.reasoning_tokens = add_opt(self.reasoning_tokens, other.reasoning_tokens);
     }
 }
@@ -355,6 +386,8 @@ pub struct ModelResponse {
     pub reasoning: Option<String>,
     /// Function tool calls to run, in order.
     pub tool_calls: Vec<ToolCall>,
+    /// Items to send back unchanged with this turn (thinking blocks, reasoning items).
+    pub provider_items: Vec<ProviderItem>,
     /// Tools the provider already ran itself.
     pub provider_tool_calls: Vec<ProviderToolCall>,
     /// Token counts. All zero when the provider reported none (see `usage_reported`).
@@ -377,6 +410,7 @@ impl ModelResponse {
         Message::Assistant {
             text: self.text.clone(),
             tool_calls: self.tool_calls.clone(),
+            provider_items: self.provider_items.clone(),
         }
     }
 }

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ModelError;
 use crate::types::{
-    FinishReason, Message, ModelRequest, ModelResponse, ProviderToolCall, RawExchange, StreamDelta,
-    ToolCall, ToolChoice, Usage,
+    FinishReason, Message, ModelRequest, ModelResponse, ProviderItem, ProviderToolCall,
+    RawExchange, StreamDelta, ToolCall, ToolChoice, Usage,
 };
 
 /// Media type of JSON bodies.
@@ -88,7 +88,9 @@ fn message_to_wire(m: &Message) -> Value {
     match m {
         Message::System { content } => json!({"role": "system", "content": content}),
         Message::User { content } => json!({"role": "user", "content": content}),
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut o = Map::new();
             o.insert("role".into(), json!("assistant"));
             o.insert(
@@ -200,6 +202,7 @@ pub(crate) struct Parsed {
     pub text: Option<String>,
     pub reasoning: Option<String>,
     pub tool_calls: Vec<ToolCall>,
+    pub provider_items: Vec<ProviderItem>,
     pub provider_tool_calls: Vec<ProviderToolCall>,
     pub usage: Option<Usage>,
     pub finish_reason: Option<FinishReason>,
@@ -213,6 +216,7 @@ impl Parsed {
             text: self.text,
             reasoning: self.reasoning,
             tool_calls: self.tool_calls,
+            provider_items: self.provider_items,
             provider_tool_calls: self.provider_tool_calls,
             usage_reported: self.usage.is_some(),
             usage: self.usage.unwrap_or_default(),
@@ -396,7 +400,7 @@ fn provider_tool_call(v: &Value) -> ProviderToolCall {
     }
 }
 
-fn number(v: Option<&Value>) -> Option<u64> {
+pub(crate) fn number(v: Option<&Value>) -> Option<u64> {
     let v = v?;
     v.as_u64()
         .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f.round() as u64))
@@ -418,6 +422,7 @@ fn parse_usage(v: &Value) -> Option<Usage> {
             o.get("prompt_tokens_details")
                 .and_then(|d| d.get("cached_tokens")),
         ),
+        cache_creation_input_tokens: None,
         reasoning_tokens: number(
             o.get("completion_tokens_details")
                 .and_then(|d| d.get("reasoning_tokens")),
@@ -425,7 +430,7 @@ fn parse_usage(v: &Value) -> Option<Usage> {
     })
 }
 
-fn snippet(s: &str) -> String {
+pub(crate) fn snippet(s: &str) -> String {
     let s = s.trim();
     if s.is_empty() {
         return "(empty body)".into();
@@ -656,6 +661,7 @@ impl StreamAccumulator {
                     arguments: c.arguments,
                 })
                 .collect(),
+            provider_items: Vec::new(),
             provider_tool_calls: self.provider.into_iter().map(|(_, c)| c).collect(),
             usage: self.usage,
             finish_reason: self.finish,
@@ -693,7 +699,7 @@ fn scalar_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
-fn error_info_from_value(err: &Value) -> ErrorInfo {
+pub(crate) fn error_info_from_value(err: &Value) -> ErrorInfo {
     match err {
         Value::String(s) => ErrorInfo::text(s),
         Value::Object(o) => {
@@ -754,11 +760,13 @@ pub(crate) fn http_status_error(
         },
         401 | 403 => ModelError::Unauthorized {
             status,
+            code: None,
             message: info.message,
             exchange,
         },
         500..=599 => ModelError::ServerError {
             status,
+            code: None,
             message: info.message,
             exchange,
         },

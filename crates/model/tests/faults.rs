@@ -13,8 +13,7 @@ use provrun_model::{
 use support::{Canned, Mode, SECRET_KEY, config_for, model_for, serve};
 
 fn fixture(name: &str) -> Vec<u8> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/openai");
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai");
     std::fs::read(dir.join(name)).unwrap()
 }
 
@@ -160,6 +159,7 @@ async fn retries_stop_at_the_time_budget() {
             status: 503,
             message,
             exchange,
+            ..
         } => {
             assert_eq!(message, "upstream unavailable");
             let n = exchange.attempts.len();

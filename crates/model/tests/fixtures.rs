@@ -1,4 +1,4 @@
-//! `OpenAiModel` against the real recorded traffic in `shared/fixtures/openai`, served from
+//! `OpenAiModel` against the real recorded traffic in `tests/fixtures/openai`, served from
 //! a loopback HTTP server: parsed content, kept bytes, typed errors, and the request sent.
 
 mod support;
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use support::{Canned, Received, SECRET_KEY, model_for, serve};
 
 fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/openai")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai")
 }
 
 struct Fixture {
@@ -87,6 +87,7 @@ fn model_request_from(req: &Value) -> ModelRequest {
                 Message::Assistant {
                     text: m["content"].as_str().map(str::to_owned),
                     tool_calls,
+                    provider_items: vec![],
                 }
             }
             "tool" => {

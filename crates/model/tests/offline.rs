@@ -216,6 +216,7 @@ async fn script_model_follows_the_design_example() {
     history.push(Message::Assistant {
         text: None,
         tool_calls: first.tool_calls.clone(),
+        provider_items: vec![],
     });
     let req2 = request(history.clone(), vec![]);
     let started = std::time::Instant::now();
@@ -228,6 +229,7 @@ async fn script_model_follows_the_design_example() {
     history.push(Message::Assistant {
         text: Some("done".into()),
         tool_calls: vec![],
+        provider_items: vec![],
     });
     let third = model.request(&request(history, vec![])).await.unwrap_err();
     match &third {

@@ -61,6 +61,7 @@ pub fn estimate_usage(request_body: &[u8], reply: &Reply) -> Usage {
         output_tokens: output,
         total_tokens: input + output,
         cached_input_tokens: None,
+        cache_creation_input_tokens: None,
         reasoning_tokens: None,
     }
 }

@@ -9,8 +9,9 @@ use serde_json::Value;
 use super::{offline_request_body, request_only};
 use crate::Model;
 use crate::error::ModelError;
+use crate::native::WireApi;
 use crate::types::{Attempt, ModelRequest, ModelResponse, RawExchange, StreamDelta};
-use crate::wire::{JSON_MEDIA_TYPE, parse_response_streamed};
+use crate::wire::JSON_MEDIA_TYPE;
 
 /// One recorded model exchange, as a bundle's `model_called` event keeps it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,10 +34,12 @@ pub struct RecordedResponse {
 /// whose body differs from the recorded request, fails with
 /// [`ModelError::ReplayDiverged`] naming the first difference. The `model`, `stream` and
 /// `stream_options` fields are not compared, so a recording made with any model name or
-/// either API replays.
+/// either (streamed or not) call replays. A recording of a native backend (Anthropic
+/// Messages, OpenAI Responses) replays with [`ReplayModel::with_api`].
 #[derive(Debug)]
 pub struct ReplayModel {
     name: String,
+    api: WireApi,
     recorded: Vec<RecordedResponse>,
     next: AtomicUsize,
 }
@@ -46,6 +49,7 @@ impl ReplayModel {
     pub fn new(recorded: Vec<RecordedResponse>) -> Self {
         ReplayModel {
             name: "replay".into(),
+            api: WireApi::ChatCompletions,
             recorded,
             next: AtomicUsize::new(0),
         }
@@ -57,13 +61,25 @@ impl ReplayModel {
         self
     }
 
+    /// Builds and reads bodies in `api`'s wire format (the API the recording was made
+    /// with; Chat Completions by default).
+    pub fn with_api(mut self, api: WireApi) -> Self {
+        self.api = api;
+        self
+    }
+
     fn answer(
         &self,
         request: &ModelRequest,
         on_delta: Option<&(dyn Fn(StreamDelta) + Send + Sync)>,
     ) -> Result<ModelResponse, ModelError> {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
-        let body = offline_request_body(&self.name, request, on_delta.is_some());
+        let body = match self.api {
+            WireApi::ChatCompletions => {
+                offline_request_body(&self.name, request, on_delta.is_some())
+            }
+            api => api.request_body(&self.name, request, on_delta.is_some()),
+        };
         let Some(rec) = self.recorded.get(n) else {
             return Err(ModelError::ReplayDiverged {
                 request: n + 1,
@@ -96,7 +112,7 @@ impl ReplayModel {
                 exchange: Box::new(raw),
             });
         }
-        parse_response_streamed(raw, &mut |d| {
+        self.api.parse_response_streamed(raw, &mut |d| {
             if let Some(f) = on_delta {
                 f(d)
             }

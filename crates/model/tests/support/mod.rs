@@ -222,3 +222,72 @@ pub fn config_for(base_url: &str, model: &str) -> OpenAiConfig {
     };
     config
 }
+
+/// One recorded exchange of `tests/fixtures/<folder>`.
+pub struct Recorded {
+    pub meta: serde_json::Value,
+    /// The request body as recorded, when there is one.
+    pub request: Option<serde_json::Value>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    pub fn status(&self) -> u16 {
+        self.meta["status"].as_u64().unwrap() as u16
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.meta["response_content_type"].as_str().unwrap()
+    }
+
+    /// The response as the loopback server sends it.
+    pub fn canned(&self) -> Canned {
+        Canned::new(self.status(), self.content_type(), self.body.clone())
+    }
+}
+
+/// Loads the fixture of `folder` whose name starts with `prefix` (`"05"`).
+pub fn recorded(folder: &str, prefix: &str) -> Recorded {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(folder);
+    let meta_path = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with(&format!("{prefix}_")) && n.ends_with(".meta.json")
+        })
+        .unwrap_or_else(|| panic!("no fixture {folder}/{prefix}"));
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    // The copies must be the recorded bytes: each body's sha256 is in its meta.
+    let body_file = meta["response_body"]["file"].as_str().unwrap();
+    let body = std::fs::read(dir.join(body_file)).unwrap();
+    let request = meta["request_body"]["file"]
+        .as_str()
+        .map(|f| serde_json::from_slice(&std::fs::read(dir.join(f)).unwrap()).unwrap());
+    Recorded {
+        meta,
+        request,
+        body,
+    }
+}
+
+/// Splits an SSE body after each event (at each blank line), giving every proper prefix
+/// that ends on an event boundary, the empty one included.
+pub fn event_boundaries(body: &[u8]) -> Vec<usize> {
+    let mut cuts = vec![0];
+    let mut i = 0;
+    while i + 1 < body.len() {
+        if body[i] == b'\n' && body[i + 1] == b'\n' {
+            cuts.push(i + 2);
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    cuts.retain(|c| *c < body.len());
+    cuts
+}
