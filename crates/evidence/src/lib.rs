@@ -70,6 +70,7 @@ mod error;
 mod event;
 mod fsutil;
 mod log;
+pub mod pack;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
 mod read;
@@ -85,7 +86,9 @@ pub use event::{
     ToolCalled, ToolInfo, TraceImported,
 };
 pub use log::MAX_LINE_BYTES;
-pub use read::{read_blob, read_events};
-pub use recorder::{Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd};
+pub use read::{read_blob, read_blob_by_digest, read_events};
+pub use recorder::{
+    BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,
+};
 pub use statement::{BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, StatementFacts};
 pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};
