@@ -699,7 +699,10 @@ fn blobs_are_deduplicated_and_content_addressed() {
     assert_eq!(a.digest.sha256, sha256_hex(b"same"));
     assert_eq!(a.size, 4);
     assert_eq!(read_blob(&dir, &a).unwrap(), b"same");
-    assert_eq!(read_blob_by_digest(&dir, &a.digest.sha256).unwrap(), b"same");
+    assert_eq!(
+        read_blob_by_digest(&dir, &a.digest.sha256).unwrap(),
+        b"same"
+    );
     // The first layout, on request: one file per blob.
     let loose = scratch("blobs-loose");
     let rec = Recorder::create_with_layout(
@@ -777,4 +780,62 @@ fn events_and_blobs_read_back_checked() {
         read_events(&dir),
         Err(EvidenceError::InvalidLog { .. })
     ));
+}
+
+#[test]
+fn reopen_drops_blobs_no_event_names_from_the_pack_and_cuts_a_torn_tail() {
+    let index_of = |dir: &std::path::Path| {
+        provrun_evidence::pack::read_index(fs::read(dir.join("blobs/pack")).unwrap().as_slice())
+            .unwrap()
+    };
+    let named = |rec: &Recorder, id: &str, bytes: &[u8]| {
+        let blob = rec.put_blob(bytes, "text/plain").unwrap();
+        let mut call = tool_call(id, false);
+        call.result_blob = Some(blob);
+        rec.record(&call).unwrap();
+    };
+    let long = |seed: u8| -> Vec<u8> {
+        (0..40_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 ^ seed)
+            .collect()
+    };
+    for orphan_in_the_middle in [false, true] {
+        let dir = scratch("reopen-pack");
+        let rec = Recorder::create(&dir, "r", Durability::PerEvent, &run_started()).unwrap();
+        named(&rec, "a", &long(1));
+        rec.put_blob(&long(2), "text/plain").unwrap(); // stored, then the crash
+        if orphan_in_the_middle {
+            named(&rec, "c", &long(3));
+        }
+        drop(rec);
+        // A record cut short by the crash.
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("blobs/pack"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &[1, 200, 0, 0, 0, 7, 7]).unwrap();
+        let r = verify(&dir);
+        assert_eq!(r.exit_code(), 3, "{r:#?}");
+        assert_eq!(r.check(CheckCode::Pack).unwrap().status, CheckStatus::Warn);
+        assert_eq!(r.check(CheckCode::Blobs).unwrap().status, CheckStatus::Warn);
+        assert_eq!(
+            index_of(&dir).blobs.len(),
+            2 + usize::from(orphan_in_the_middle)
+        );
+
+        let rec = Recorder::reopen(&dir, Durability::PerEvent).unwrap();
+        let index = index_of(&dir);
+        assert!(index.torn.is_none());
+        assert_eq!(index.blobs.len(), 1 + usize::from(orphan_in_the_middle));
+        assert!(index.find_hex(&sha256_hex(&long(2))).is_none());
+        named(&rec, "d", &long(4));
+        rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+        let r = verify(&dir);
+        assert!(r.ok && r.complete, "{r:#?}");
+        let leftovers: Vec<_> = fs::read_dir(dir.join("blobs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["pack"]);
+    }
 }
