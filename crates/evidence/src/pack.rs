@@ -368,7 +368,7 @@ pub fn read_index<S: PackSource + ?Sized>(src: &S) -> Result<PackIndex, PackErro
                 data_len: body_len - CHUNK_FIXED,
             });
         } else {
-            if (body_len - BLOB_FIXED) % 4 != 0 {
+            if !(body_len - BLOB_FIXED).is_multiple_of(4) {
                 return Err(err(
                     at,
                     Region::Index,

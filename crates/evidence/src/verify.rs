@@ -417,22 +417,22 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     // What `blobs/` holds; judged against the layout `run_started` declares, below.
     let mut has_sha_dir = false;
     let mut has_pack = false;
-    if present.contains("blobs") {
-        if let Ok(entries) = fs::read_dir(root.join("blobs")) {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let ft = entry.file_type().ok();
-                let is_dir = ft.is_some_and(|t| t.is_dir());
-                let is_file = ft.is_some_and(|t| t.is_file());
-                if name == "sha256" && is_dir {
-                    has_sha_dir = true;
-                } else if name == "pack" && is_file {
-                    has_pack = true;
-                } else if is_file && name.to_string_lossy().starts_with(".pack.tmp-") {
-                    leftovers.push(format!("blobs/{}", name.to_string_lossy()));
-                } else {
-                    layout.fail(format!("unexpected entry blobs/{}", name.to_string_lossy()));
-                }
+    if present.contains("blobs")
+        && let Ok(entries) = fs::read_dir(root.join("blobs"))
+    {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let ft = entry.file_type().ok();
+            let is_dir = ft.is_some_and(|t| t.is_dir());
+            let is_file = ft.is_some_and(|t| t.is_file());
+            if name == "sha256" && is_dir {
+                has_sha_dir = true;
+            } else if name == "pack" && is_file {
+                has_pack = true;
+            } else if is_file && name.to_string_lossy().starts_with(".pack.tmp-") {
+                leftovers.push(format!("blobs/{}", name.to_string_lossy()));
+            } else {
+                layout.fail(format!("unexpected entry blobs/{}", name.to_string_lossy()));
             }
         }
     }

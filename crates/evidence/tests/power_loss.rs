@@ -542,7 +542,9 @@ fn simulate(name: &str, policy: Durability) -> Findings {
     let work = scratch(&format!("{name}-crash"));
     let mut f = Findings::default();
     let mut acked = (0usize, false);
-    let mut seen: BTreeSet<(Vec<u8>, Vec<FileState>, Option<Vec<u8>>)> = BTreeSet::new();
+    // Log bytes, other files, pack bytes.
+    type Seen = (Vec<u8>, Vec<FileState>, Option<Vec<u8>>);
+    let mut seen: BTreeSet<Seen> = BTreeSet::new();
     for k in 0..entries.len() {
         let d = durable_at(&root, &entries[..=k]);
         if let Mark::Ack { lines, statement } = entries[k].mark {
