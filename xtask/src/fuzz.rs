@@ -28,10 +28,11 @@ pub const TARGETS: &[&str] = &[
     "evidence_verify",
     "sandbox_path",
     "agent_spec",
+    "pack_reader",
 ];
 
 const FUZZ_USAGE: &str = "usage: cargo xtask fuzz (TARGET | --all) [--seconds N]
-targets: tool_args, response_parser, evidence_verify, sandbox_path, agent_spec
+targets: tool_args, response_parser, evidence_verify, sandbox_path, agent_spec, pack_reader
 needs: cargo install cargo-fuzz --locked; a rustup nightly toolchain is used when there is
 one, else the default toolchain with RUSTC_BOOTSTRAP=1 (PROVRUN_FUZZ_TOOLCHAIN=nightly|bootstrap
 forces one)";
