@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use provrun_agent::{AgentSpec, BlobLayout, Backend, Durability, RunControl, RunSpec, RunStatus};
+use provrun_agent::{AgentSpec, Backend, BlobLayout, Durability, RunControl, RunSpec, RunStatus};
 use provrun_evidence::{read_events, verify};
 use provrun_model::{Model, ModelError, ModelRequest, ModelResponse, ScriptModel, StreamDelta};
 use provrun_tools::ToolRegistry;
@@ -407,7 +407,10 @@ fn long_run(name: &str, k: usize, layout: BlobLayout) -> Figure {
         ("bundle_bytes", json!(bytes)),
         ("files", json!(files)),
         ("distinct_bytes", json!(distinct)),
-        ("size_vs_distinct", json!(round(bytes as f64 / distinct as f64, 3))),
+        (
+            "size_vs_distinct",
+            json!(round(bytes as f64 / distinct as f64, 3)),
+        ),
         ("verify_seconds", json!(round(verify_s, 4))),
     ];
     drop(rt);

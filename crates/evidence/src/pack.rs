@@ -676,7 +676,23 @@ pub(crate) struct PackWriter {
     by_first: HashMap<u32, u32>,
     /// A write failed: the pack may hold a partial record; refuse further writes.
     broken: Option<String>,
+    /// The latest few blobs written (bytes and chunk ends): a blob that starts with one
+    /// of them (a request resending the history) reuses its chunks instead of chunking
+    /// and hashing that prefix again.
+    recent: Vec<Recent>,
 }
+
+/// A recently written blob, for [`PackWriter::put`]'s prefix reuse.
+#[derive(Debug)]
+struct Recent {
+    bytes: Vec<u8>,
+    /// Each chunk's ordinal and the offset just past it.
+    ends: Vec<(u32, usize)>,
+}
+
+/// How many recent blobs the writer keeps for prefix reuse, and the largest kept.
+const RECENT_BLOBS: usize = 4;
+const RECENT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What [`PackWriter::put`] did.
 pub(crate) enum Put {
@@ -708,6 +724,7 @@ impl PackWriter {
             lists: Vec::new(),
             by_first: HashMap::new(),
             broken: None,
+            recent: Vec::new(),
         }
     }
 
@@ -754,10 +771,17 @@ impl PackWriter {
         }
         let mut out = Vec::with_capacity(bytes.len() / 2 + 128);
         let mut list = Vec::new();
+        let mut ends = Vec::new();
         let mut fresh: Vec<([u8; 32], u32)> = Vec::new();
         let mut next = self.n_chunks;
-        for c in fastcdc::v2020::FastCDC::new(bytes, MIN_CHUNK, AVG_CHUNK, MAX_CHUNK) {
-            let raw = &bytes[c.offset..c.offset + c.length];
+        // Chunks of a recent blob this one starts with: the same bytes from the same
+        // start cut the same way, as long as both blobs go on for at least a maximal
+        // chunk past it (FastCDC's cut depends on the bytes and on the length left
+        // only below that). The rest is chunked afresh from where they end.
+        let resume = self.reuse_prefix(bytes, &mut list, &mut ends);
+        for c in fastcdc::v2020::FastCDC::new(&bytes[resume..], MIN_CHUNK, AVG_CHUNK, MAX_CHUNK) {
+            let start = resume + c.offset;
+            let raw = &bytes[start..start + c.length];
             let d: [u8; 32] = Sha256::digest(raw).into();
             let known = self
                 .chunks
@@ -781,6 +805,7 @@ impl PackWriter {
                 }
             };
             list.push(ordinal);
+            ends.push((ordinal, start + c.length));
         }
         // A base: the latest blob starting with the same chunk, if it shares enough.
         let (base, shared) = list
@@ -819,7 +844,53 @@ impl PackWriter {
         }
         self.n_chunks = next;
         self.note_blob(digest, list);
+        if bytes.len() <= RECENT_MAX_BYTES && ends.len() > 1 {
+            if self.recent.len() == RECENT_BLOBS {
+                self.recent.remove(0);
+            }
+            self.recent.push(Recent {
+                bytes: bytes.to_vec(),
+                ends,
+            });
+        }
         Ok(Put::Written)
+    }
+
+    /// Fill `list`/`ends` with the leading chunks `bytes` shares with the recent blob it
+    /// shares most with; returns where chunking resumes (0 when none is shared).
+    fn reuse_prefix(
+        &self,
+        bytes: &[u8],
+        list: &mut Vec<u32>,
+        ends: &mut Vec<(u32, usize)>,
+    ) -> usize {
+        let max = MAX_CHUNK as usize;
+        let best = self
+            .recent
+            .iter()
+            .map(|r| {
+                let common = r
+                    .bytes
+                    .iter()
+                    .zip(bytes)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (r, common)
+            })
+            .max_by_key(|(_, common)| *common);
+        let Some((r, common)) = best else { return 0 };
+        let mut start = 0;
+        for &(ordinal, end) in &r.ends {
+            // The chunk [start, end) is cut the same way in both blobs when its bytes
+            // are common and both have at least a maximal chunk left from its start.
+            if end > common || r.bytes.len() - start < max || bytes.len() - start < max {
+                break;
+            }
+            list.push(ordinal);
+            ends.push((ordinal, end));
+            start = end;
+        }
+        start
     }
 
     /// Bytes in the pack.
@@ -865,10 +936,11 @@ mod tests {
     use super::*;
 
     fn pack_of(blobs: &[&[u8]]) -> Vec<u8> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "provrun-pack-unit-{}-{}",
             std::process::id(),
-            blobs.len()
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -919,6 +991,31 @@ mod tests {
             stored < (a.len() + 40_000) as u64,
             "stored {stored} raw bytes"
         );
+    }
+
+    #[test]
+    fn reusing_a_recent_blobs_chunks_cuts_as_chunking_afresh_does() {
+        let chunk_digests = |blobs: &[&[u8]]| -> Vec<[u8; 32]> {
+            let pack = pack_of(blobs);
+            let idx = read_index(pack.as_slice()).unwrap();
+            let last = idx.blobs.len() as u32 - 1;
+            idx.chunk_list(last)
+                .into_iter()
+                .map(|c| idx.chunks[c as usize].digest)
+                .collect()
+        };
+        let a = text(300_000, 5);
+        for extra in [0usize, 10, 5_000, 70_000] {
+            let mut b = a.clone();
+            b.extend(text(extra, 6));
+            let alone = chunk_digests(&[&b]);
+            let after = chunk_digests(&[&a, &b]);
+            assert_eq!(alone, after, "{extra} bytes more");
+        }
+        // And a blob that differs early shares nothing it should not.
+        let mut c = a.clone();
+        c[100] ^= 1;
+        assert_eq!(chunk_digests(&[&c]), chunk_digests(&[&a, &c]));
     }
 
     #[test]
