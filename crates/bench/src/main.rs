@@ -1,7 +1,9 @@
 //! `provrun-bench`: the scenario driver behind `cargo xtask bench` (issue 9).
 //!
-//! `provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]` runs one named scenario in this
-//! process and prints one JSON line per figure:
+//! `provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]` runs
+//! one named scenario in this process and prints one JSON line per figure (`--loose`: the
+//! scripted scenarios write bundles of the first blob layout; `--no-loose`: `long_k300`
+//! skips its first-layout baselines):
 //! `{"name","runs","seconds","runs_per_second","events_per_second","p50_ms","p99_ms","peak_rss_mb"}`
 //! (`peak_rss_mb` is this process's `VmHWM`, so run one scenario per process). Baselines
 //! measured beside a scenario (raw `write`+`fdatasync`, `sha256sum`) are extra lines with
@@ -181,6 +183,16 @@ fn script(k: usize) -> Value {
     Value::Array(steps)
 }
 
+/// The blob layout of the scripted scenarios' bundles: the pack, or with `--loose` the
+/// first layout (one file per blob), for A/B comparisons by hand.
+fn layout() -> BlobLayout {
+    if std::env::args().any(|a| a == "--loose") {
+        BlobLayout::Loose
+    } else {
+        BlobLayout::Pack
+    }
+}
+
 fn agent() -> AgentSpec {
     let mut a = AgentSpec::new("bench", "script:bench");
     a.instructions = "Read the files and report.".into();
@@ -206,7 +218,8 @@ impl Bench {
         Self {
             backend: Backend::new()
                 .with_model(model)
-                .with_registry(ToolRegistry::linked()),
+                .with_registry(ToolRegistry::linked())
+                .with_blob_layout(layout()),
             agent: agent(),
             input: make_inputs(dir),
             runs_dir,
@@ -734,7 +747,7 @@ fn cli_single_run(name: &str, provrun: Option<&Path>, times: usize) -> Figure {
     fig
 }
 
-const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]
+const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
 scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300";
 
 fn main() {
