@@ -655,6 +655,77 @@ impl<S: PackSource> BlobReader<S> {
     pub fn check(&self, ordinal: u32) -> Result<(), PackError> {
         self.visit(ordinal, |_| {})
     }
+
+    /// Check every blob (as [`BlobReader::check`] does each), reporting each result to
+    /// `report` in order. A blob that starts with its base's leading chunks resumes the
+    /// SHA-256 state its base had after them, which is the same state, so each chunk's
+    /// bytes are hashed about once however many blobs repeat them.
+    pub fn check_all(&self, mut report: impl FnMut(u32, Result<(), PackError>)) {
+        let blobs = &self.index.blobs;
+        // Which (blob, chunk count) states later blobs start from.
+        let mut wanted: HashMap<(u32, u64), Option<(Sha256, u64)>> = HashMap::new();
+        for b in blobs {
+            if let Some(base) = b.base {
+                wanted.insert((base, b.base_chunks), None);
+            }
+        }
+        for (i, entry) in blobs.iter().enumerate() {
+            let i = i as u32;
+            let resumed = entry
+                .base
+                .and_then(|b| wanted.get(&(b, entry.base_chunks)).cloned().flatten());
+            let (mut hasher, mut total, mut pos, chunks) = match resumed {
+                Some((h, t)) => (h, t, entry.base_chunks, entry.own.clone()),
+                None => (Sha256::new(), 0, 0, self.index.chunk_list(i)),
+            };
+            let mut result = Ok(());
+            for c in chunks {
+                match self.chunk(c) {
+                    Ok(raw) => {
+                        hasher.update(raw.as_slice());
+                        total += raw.len() as u64;
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                pos += 1;
+                if let Some(slot) = wanted.get_mut(&(i, pos)) {
+                    *slot = Some((hasher.clone(), total));
+                }
+            }
+            if result.is_ok() {
+                result = if total != entry.size {
+                    Err(err(
+                        entry.offset,
+                        Region::Index,
+                        format!(
+                            "its chunks hold {total} bytes, the record says {}",
+                            entry.size
+                        ),
+                    ))
+                } else if hasher.finalize().as_slice() != entry.digest {
+                    Err(err(
+                        entry.offset,
+                        Region::Index,
+                        "the bytes rebuilt from its chunks do not match its digest",
+                    ))
+                } else {
+                    Ok(())
+                };
+            }
+            if result.is_err() {
+                // Nothing may resume from a blob that did not check out.
+                for ((b, _), slot) in wanted.iter_mut() {
+                    if *b == i {
+                        *slot = None;
+                    }
+                }
+            }
+            report(i, result);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -686,8 +757,8 @@ pub(crate) struct PackWriter {
 #[derive(Debug)]
 struct Recent {
     bytes: Vec<u8>,
-    /// Each chunk's ordinal and the offset just past it.
-    ends: Vec<(u32, usize)>,
+    /// Each chunk's ordinal, the offset just past it, and the blob's hash state there.
+    ends: Vec<(u32, usize, Sha256)>,
 }
 
 /// How many recent blobs the writer keeps for prefix reuse, and the largest kept.
@@ -758,30 +829,29 @@ impl PackWriter {
         self.lists.push(list);
     }
 
-    /// Store `bytes` (whose SHA-256 is `digest`) unless present: its new chunks and its
-    /// index record, in one append.
-    pub(crate) fn put(&mut self, digest: [u8; 32], bytes: &[u8]) -> io::Result<Put> {
+    /// Store `bytes` unless present: its new chunks and its index record, in one
+    /// append. Returns the bytes' SHA-256 (computed here: a prefix shared with a recent
+    /// blob is neither chunked nor hashed again) and what was done.
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> io::Result<([u8; 32], Put)> {
         if let Some(why) = &self.broken {
             return Err(io::Error::other(format!(
                 "the pack is broken by an earlier failure: {why}"
             )));
-        }
-        if self.blobs.contains_key(&digest) {
-            return Ok(Put::Present);
         }
         let mut out = Vec::with_capacity(bytes.len() / 2 + 128);
         let mut list = Vec::new();
         let mut ends = Vec::new();
         let mut fresh: Vec<([u8; 32], u32)> = Vec::new();
         let mut next = self.n_chunks;
-        // Chunks of a recent blob this one starts with: the same bytes from the same
-        // start cut the same way, as long as both blobs go on for at least a maximal
-        // chunk past it (FastCDC's cut depends on the bytes and on the length left
-        // only below that). The rest is chunked afresh from where they end.
-        let resume = self.reuse_prefix(bytes, &mut list, &mut ends);
+        // Chunks of a recent blob this one starts with, and the hash state after them:
+        // the same bytes from the same start cut the same way, as long as both blobs go
+        // on for at least a maximal chunk past it (FastCDC's cut depends on the bytes,
+        // and on the length left only below that). The rest is chunked afresh.
+        let (resume, mut hasher) = self.reuse_prefix(bytes, &mut list, &mut ends);
         for c in fastcdc::v2020::FastCDC::new(&bytes[resume..], MIN_CHUNK, AVG_CHUNK, MAX_CHUNK) {
             let start = resume + c.offset;
             let raw = &bytes[start..start + c.length];
+            hasher.update(raw);
             let d: [u8; 32] = Sha256::digest(raw).into();
             let known = self
                 .chunks
@@ -805,7 +875,11 @@ impl PackWriter {
                 }
             };
             list.push(ordinal);
-            ends.push((ordinal, start + c.length));
+            ends.push((ordinal, start + c.length, hasher.clone()));
+        }
+        let digest: [u8; 32] = hasher.finalize().into();
+        if self.blobs.contains_key(&digest) {
+            return Ok((digest, Put::Present));
         }
         // A base: the latest blob starting with the same chunk, if it shares enough.
         let (base, shared) = list
@@ -853,44 +927,53 @@ impl PackWriter {
                 ends,
             });
         }
-        Ok(Put::Written)
+        Ok((digest, Put::Written))
     }
 
     /// Fill `list`/`ends` with the leading chunks `bytes` shares with the recent blob it
-    /// shares most with; returns where chunking resumes (0 when none is shared).
+    /// shares most with; returns where chunking resumes (0 when none is shared) and the
+    /// hash state after the shared bytes.
     fn reuse_prefix(
         &self,
         bytes: &[u8],
         list: &mut Vec<u32>,
-        ends: &mut Vec<(u32, usize)>,
-    ) -> usize {
+        ends: &mut Vec<(u32, usize, Sha256)>,
+    ) -> (usize, Sha256) {
         let max = MAX_CHUNK as usize;
+        // For each recent blob, how many of its leading chunks this one repeats: the
+        // chunk [start, end) is cut the same way in both blobs when its bytes are equal
+        // and both have at least a maximal chunk left from its start.
+        let shared = |r: &Recent| {
+            let mut start = 0;
+            let mut n = 0;
+            for &(_, end, _) in &r.ends {
+                if r.bytes.len() - start < max
+                    || bytes.len() - start < max
+                    || bytes.len() < end
+                    || r.bytes[start..end] != bytes[start..end]
+                {
+                    break;
+                }
+                n += 1;
+                start = end;
+            }
+            n
+        };
         let best = self
             .recent
             .iter()
-            .map(|r| {
-                let common = r
-                    .bytes
-                    .iter()
-                    .zip(bytes)
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                (r, common)
-            })
-            .max_by_key(|(_, common)| *common);
-        let Some((r, common)) = best else { return 0 };
-        let mut start = 0;
-        for &(ordinal, end) in &r.ends {
-            // The chunk [start, end) is cut the same way in both blobs when its bytes
-            // are common and both have at least a maximal chunk left from its start.
-            if end > common || r.bytes.len() - start < max || bytes.len() - start < max {
-                break;
-            }
-            list.push(ordinal);
-            ends.push((ordinal, end));
-            start = end;
+            .map(|r| (r, shared(r)))
+            .filter(|(_, n)| *n > 0)
+            .max_by_key(|(_, n)| *n);
+        let Some((r, n)) = best else {
+            return (0, Sha256::new());
+        };
+        for (ordinal, end, state) in &r.ends[..n] {
+            list.push(*ordinal);
+            ends.push((*ordinal, *end, state.clone()));
         }
-        start
+        let (_, end, state) = &r.ends[n - 1];
+        (*end, state.clone())
     }
 
     /// Bytes in the pack.
@@ -915,7 +998,7 @@ pub(crate) fn rewrite<S: PackSource>(
             let bytes = reader
                 .read(b)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-            w.put(reader.index().blobs[b as usize].digest, &bytes)?;
+            w.put(&bytes)?;
         }
         if sync {
             w.file.sync_data()?;
@@ -947,7 +1030,8 @@ mod tests {
         let path = dir.join("pack");
         let mut w = PackWriter::create(&path).unwrap();
         for b in blobs {
-            w.put(Sha256::digest(b).into(), b).unwrap();
+            let (d, _) = w.put(b).unwrap();
+            assert_eq!(d, <[u8; 32]>::from(Sha256::digest(b)));
         }
         let bytes = std::fs::read(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -1032,6 +1116,14 @@ mod tests {
             for c in &r.index().chunks {
                 read_chunk(bytes, c)?;
             }
+            // Checking all blobs at once (resuming hash states) agrees with checking
+            // each on its own.
+            let mut all = Vec::new();
+            r.check_all(|_, res| all.push(res.is_ok()));
+            let each: Vec<bool> = (0..r.index().blobs.len())
+                .map(|i| r.check(i as u32).is_ok())
+                .collect();
+            assert_eq!(all, each);
             for i in 0..r.index().blobs.len() {
                 r.check(i as u32)?;
             }

@@ -1243,6 +1243,9 @@ impl Recorder {
         media_type: &str,
         wait: bool,
     ) -> Result<Durable<BlobRef>> {
+        if let Some(pack) = &self.inner.pack {
+            return self.put_packed(pack, bytes, media_type, wait);
+        }
         let hex = sha256_hex(bytes);
         let blob = BlobRef {
             digest: Digest {
@@ -1251,9 +1254,6 @@ impl Recorder {
             size: bytes.len() as u64,
             media_type: media_type.to_owned(),
         };
-        if let Some(pack) = &self.inner.pack {
-            return self.put_packed(pack, blob, bytes, wait);
-        }
         let dir = self.inner.root.join("blobs/sha256");
         let written = fsutil::store_new(&dir, &hex, bytes)
             .map_err(|e| EvidenceError::io("write blob", dir.join(&hex), e))?;
@@ -1291,19 +1291,24 @@ impl Recorder {
     fn put_packed(
         &self,
         pack: &Mutex<PackWriter>,
-        blob: BlobRef,
         bytes: &[u8],
+        media_type: &str,
         wait: bool,
     ) -> Result<Durable<BlobRef>> {
-        let mut digest = [0u8; 32];
-        hex::decode_to_slice(&blob.digest.sha256, &mut digest)
-            .map_err(|e| EvidenceError::Canonical(e.to_string()))?;
-        let file = {
+        let (digest, file) = {
             let mut w = lock(pack);
-            w.put(digest, bytes)
+            let (digest, _) = w
+                .put(bytes)
                 .map_err(|e| EvidenceError::io("write blob", &w.path, e))?;
             tracing::trace!(pack_len = w.len(), "blob packed");
-            SyncItem::Pack(Arc::clone(&w.file), w.path.clone())
+            (digest, SyncItem::Pack(Arc::clone(&w.file), w.path.clone()))
+        };
+        let blob = BlobRef {
+            digest: Digest {
+                sha256: hex::encode(digest),
+            },
+            size: bytes.len() as u64,
+            media_type: media_type.to_owned(),
         };
         let durability = self.inner.durability;
         let Some(shared) = self.inner.sync.as_ref().filter(|_| durability.syncs()) else {

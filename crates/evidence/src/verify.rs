@@ -1058,33 +1058,32 @@ fn check_pack(
         pack.fail_or_warn(complete, format!("{PACK_FILE}: {what}"));
     }
     // Every chunk's data, once.
-    let mut bad_chunks = BTreeSet::new();
-    for (i, c) in index.chunks.iter().enumerate() {
+    for c in &index.chunks {
         if let Err(e) = read_chunk(reader.source(), c) {
             pack.fail(e.to_string());
-            bad_chunks.insert(i as u32);
         }
     }
     // Every blob rebuilt and re-hashed (a bad chunk is already reported under `pack`).
     let mut good: BTreeMap<[u8; 32], u64> = BTreeMap::new();
+    // Every chunk some blob uses: its own chunks, and its base's leading ones (which
+    // are the base's own or, further down, its base's).
     let mut used = vec![false; index.chunks.len()];
-    for (i, b) in index.blobs.iter().enumerate() {
-        let list = index.chunk_list(i as u32);
-        let mut broken_chunk = false;
-        for c in &list {
+    for b in &index.blobs {
+        for c in &b.own {
             used[*c as usize] = true;
-            broken_chunk |= bad_chunks.contains(c);
         }
-        if broken_chunk {
-            continue;
-        }
-        match reader.check(i as u32) {
+    }
+    reader.check_all(|i, result| {
+        let b = &index.blobs[i as usize];
+        match result {
             Ok(()) => {
                 good.insert(b.digest, b.size);
             }
+            // A bad chunk is reported under `pack` already.
+            Err(e) if e.region == crate::pack::Region::Chunk => {}
             Err(e) => blobs.fail(format!("blob {}: {e}", hex::encode(b.digest))),
         }
-    }
+    });
     let unused = used.iter().filter(|u| !**u).count();
     if unused > 0 {
         pack.fail_or_warn(
