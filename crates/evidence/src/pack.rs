@@ -512,16 +512,29 @@ pub fn read_chunk<S: PackSource + ?Sized>(
     src: &S,
     chunk: &ChunkEntry,
 ) -> Result<Vec<u8>, PackError> {
+    let mut dec = zstd::bulk::Decompressor::new()
+        .map_err(|e| err(chunk.offset, Region::Chunk, format!("no zstd context: {e}")))?;
+    read_chunk_with(src, chunk, &mut dec)
+}
+
+/// [`read_chunk`] with a decompression context to reuse.
+fn read_chunk_with<S: PackSource + ?Sized>(
+    src: &S,
+    chunk: &ChunkEntry,
+    dec: &mut zstd::bulk::Decompressor<'static>,
+) -> Result<Vec<u8>, PackError> {
     let mut frame = vec![0u8; chunk.data_len as usize];
     src.read_at(chunk.data_offset, &mut frame)
         .map_err(|e| err(chunk.offset, Region::Chunk, format!("cannot read: {e}")))?;
-    let raw = zstd::bulk::decompress(&frame, chunk.raw_len as usize).map_err(|e| {
-        err(
-            chunk.offset,
-            Region::Chunk,
-            format!("compressed data does not decompress: {e}"),
-        )
-    })?;
+    let raw = dec
+        .decompress(&frame, chunk.raw_len as usize)
+        .map_err(|e| {
+            err(
+                chunk.offset,
+                Region::Chunk,
+                format!("compressed data does not decompress: {e}"),
+            )
+        })?;
     if raw.len() != chunk.raw_len as usize {
         return Err(err(
             chunk.offset,
@@ -543,11 +556,22 @@ pub fn read_chunk<S: PackSource + ?Sized>(
     Ok(raw)
 }
 
-/// Decompressed chunks kept by a [`BlobReader`], within a byte budget.
-#[derive(Debug, Default)]
+/// Decompressed chunks kept by a [`BlobReader`], within a byte budget, and the
+/// decompression context reused for the others.
+#[derive(Default)]
 struct ChunkCache {
     map: HashMap<u32, std::sync::Arc<Vec<u8>>>,
     bytes: usize,
+    dec: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl std::fmt::Debug for ChunkCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkCache")
+            .field("chunks", &self.map.len())
+            .field("bytes", &self.bytes)
+            .finish()
+    }
 }
 
 /// Bytes of decompressed chunks a reader keeps (64 MiB).
@@ -588,7 +612,14 @@ impl<S: PackSource> BlobReader<S> {
             return Ok(std::sync::Arc::clone(b));
         }
         let entry = &self.index.chunks[c as usize];
-        let raw = std::sync::Arc::new(read_chunk(&self.src, entry)?);
+        let dec =
+            match &mut cache.dec {
+                Some(d) => d,
+                slot => slot.insert(zstd::bulk::Decompressor::new().map_err(|e| {
+                    err(entry.offset, Region::Chunk, format!("no zstd context: {e}"))
+                })?),
+            };
+        let raw = std::sync::Arc::new(read_chunk_with(&self.src, entry, dec)?);
         if cache.bytes + raw.len() > CACHE_BYTES {
             cache.map.clear();
             cache.bytes = 0;
@@ -732,8 +763,9 @@ impl<S: PackSource> BlobReader<S> {
 // Writing.
 
 /// Appends blobs to a pack: the writer side, kept by the recorder.
-#[derive(Debug)]
 pub(crate) struct PackWriter {
+    /// The compression context, reused for every chunk.
+    zstd: Option<zstd::bulk::Compressor<'static>>,
     pub(crate) file: std::sync::Arc<File>,
     pub(crate) path: PathBuf,
     /// Bytes in the file (every whole record).
@@ -773,6 +805,17 @@ pub(crate) enum Put {
     Written,
 }
 
+impl std::fmt::Debug for PackWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackWriter")
+            .field("path", &self.path)
+            .field("len", &self.len)
+            .field("chunks", &self.n_chunks)
+            .field("blobs", &self.lists.len())
+            .finish()
+    }
+}
+
 impl PackWriter {
     /// Create a new pack at `path` (which must not exist) and write its header.
     pub(crate) fn create(path: &Path) -> io::Result<PackWriter> {
@@ -786,6 +829,7 @@ impl PackWriter {
 
     fn with_file(file: File, path: &Path, len: u64) -> PackWriter {
         PackWriter {
+            zstd: None,
             file: std::sync::Arc::new(file),
             path: path.to_path_buf(),
             len,
@@ -861,7 +905,11 @@ impl PackWriter {
             let ordinal = match known {
                 Some(o) => o,
                 None => {
-                    let frame = zstd::bulk::compress(raw, ZSTD_LEVEL)?;
+                    let zc = match &mut self.zstd {
+                        Some(z) => z,
+                        slot => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL)?),
+                    };
+                    let frame = zc.compress(raw)?;
                     let body_len = CHUNK_FIXED as usize + frame.len();
                     out.push(KIND_CHUNK);
                     out.extend_from_slice(&(body_len as u32).to_le_bytes());
