@@ -68,6 +68,8 @@ pub struct Backend {
     /// a recorded cancellation ends the run.
     replaying: Option<Arc<Replaying>>,
     recorded_mcp: Option<RecordedMcp>,
+    /// How new bundles store their blobs (the pack unless chosen otherwise).
+    blob_layout: provrun_evidence::BlobLayout,
 }
 
 impl std::fmt::Debug for Backend {
@@ -192,6 +194,14 @@ impl Backend {
     /// Find tools in this registry instead of [`ToolRegistry::linked`].
     pub fn with_registry(mut self, registry: ToolRegistry) -> Self {
         self.registry = Some(registry);
+        self
+    }
+
+    /// Write new bundles' blobs in this layout: the pack (the default), or loose files
+    /// as versions before the pack did (for readers that know only those, and for
+    /// comparing the two). A resumed run keeps its bundle's layout.
+    pub fn with_blob_layout(mut self, layout: provrun_evidence::BlobLayout) -> Self {
+        self.blob_layout = layout;
         self
     }
 
@@ -415,7 +425,13 @@ impl Backend {
             .clone()
             .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
         let started = self.run_started(agent, prepared, run)?;
-        let recorder = Recorder::create(&run.bundle, &run_id, run.durability, &started)?;
+        let recorder = Recorder::create_with_layout(
+            &run.bundle,
+            &run_id,
+            run.durability,
+            &started,
+            self.blob_layout,
+        )?;
 
         // Stage inputs; on failure leave nothing behind, as if the run never started.
         let staged = {

@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `keygen`, `sign`,
-//! `completions`, `schema`. Their flags, exit codes and output formats are a contract
+//! `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -9,7 +9,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt |
 //! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
@@ -32,6 +32,7 @@ macro_rules! out {
     }};
 }
 
+mod cat;
 mod progress;
 mod run;
 mod show;
@@ -96,6 +97,12 @@ enum Command {
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
+    /// Extension: print one blob's exact bytes (a model request or response, a large tool
+    /// value) by its SHA-256, from either blob layout, checked against the digest.
+    #[command(
+        after_help = "Exit codes: 0 printed · 1 no such blob in the bundle, or its stored bytes are corrupt · 2 usage (not a digest, not a folder)"
+    )]
+    Cat(cat::CatArgs),
     /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
     /// FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
@@ -172,6 +179,7 @@ where
         Command::Show(args) => show::show(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
+        Command::Cat(args) => cat::cat(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Completions { shell } => {

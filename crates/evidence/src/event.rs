@@ -113,7 +113,9 @@ pub struct Digest {
     pub sha256: String,
 }
 
-/// A reference to a content-addressed blob stored at `blobs/sha256/<hex>`.
+/// A reference to a content-addressed blob: in the bundle's pack (`blobs/pack`), or at
+/// `blobs/sha256/<hex>` in a bundle of the first (loose) layout. Read it with
+/// [`crate::read_blob`] under either.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct BlobRef {
     /// Digest of the blob's bytes.
@@ -125,7 +127,8 @@ pub struct BlobRef {
 }
 
 impl BlobRef {
-    /// Path of the blob relative to the bundle root.
+    /// Path of the blob relative to the bundle root in a bundle of the first, loose
+    /// layout ([`crate::BlobLayout::Loose`]); a packed blob has no path of its own.
     pub fn relative_path(&self) -> String {
         format!("blobs/sha256/{}", self.digest.sha256)
     }
