@@ -382,6 +382,14 @@ impl Backend {
                 message: "the host folder does not exist or is not a folder".into(),
             });
         }
+        // No root may hold another (the bundle, /scratch's TMPDIR, inputs, host folder):
+        // checked before anything is written.
+        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+            &run.bundle,
+            &std::env::temp_dir(),
+            &run.inputs,
+            run.host_dir.as_deref(),
+        ))?;
         self.connect_remote(agent, &mut prepared).await?;
         let result = self.execute_prepared(control, agent, &prepared, run).await;
         prepared.remote.shutdown().await;
@@ -621,6 +629,13 @@ impl Backend {
             }
             _ => {}
         }
+        // The same rule as at the start: the roots must still be separate folders.
+        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+            bundle,
+            &std::env::temp_dir(),
+            &[],
+            spec.host_dir.as_deref(),
+        ))?;
         let mut prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
         self.connect_remote(&agent, &mut prepared).await?;

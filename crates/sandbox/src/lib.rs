@@ -43,6 +43,7 @@ mod error;
 mod fsops;
 mod limits;
 mod path;
+pub mod roots;
 mod sandbox;
 mod stage;
 
