@@ -32,6 +32,7 @@ macro_rules! out {
     }};
 }
 
+pub mod inert;
 mod progress;
 mod run;
 mod show;
@@ -121,7 +122,8 @@ where
             if e.use_stderr()
                 && e.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
         {
-            eprintln!("provrun: {}", one_line_usage_error(&e.render().to_string()));
+            let line = one_line_usage_error(&e.render().to_string());
+            eprintln!("provrun: {}", inert::inert(&line));
             return ExitCode::from(EXIT_USAGE);
         }
         Err(e) => {
@@ -166,8 +168,9 @@ fn one_line_usage_error(rendered: &str) -> String {
 }
 
 /// Print one error line `provrun: …` and return `code`.
+/// The message may quote untrusted text (a path, a tool's error): it is made inert.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
-    eprintln!("provrun: {message}");
+    eprintln!("provrun: {}", inert::inert(&message.to_string()));
     code
 }
 
@@ -235,9 +238,9 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
                 mode: t.mode(),
             })
             .collect();
-        serde_json::to_writer_pretty(&mut stdout, &listing)
+        serde_json::to_string_pretty(&listing)
             .map_err(std::io::Error::other)
-            .and_then(|()| writeln!(stdout))
+            .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
     } else {
         registry.iter().try_for_each(|t| {
             let flag = if t.is_destructive() {
@@ -245,7 +248,12 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
             } else {
                 ""
             };
-            writeln!(stdout, "{:<16} {}{flag}", t.name(), t.description())
+            writeln!(
+                stdout,
+                "{:<16} {}{flag}",
+                inert::inert(t.name()),
+                inert::inert(t.description())
+            )
         })
     };
     match written {
