@@ -556,6 +556,9 @@ impl Backend {
                 "command_confinement": (may_run_commands(prepared) || !mcp.is_null())
                     .then(Sandbox::command_support),
                 "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+                // Version marker: every command event of this log records its
+                // confinement (`tool_called.confinement`), which verify then requires.
+                "command_records": 1,
             },
         });
         if !mcp.is_null() {
@@ -1196,6 +1199,7 @@ impl Run<'_> {
                         ToolOutput {
                             content: content.clone(),
                             ok: *ok,
+                            confinement: None,
                         },
                         DecidedBy::Caller,
                     ),

@@ -315,6 +315,17 @@ impl ToolEvidence {
             }
             None => (None, None),
         };
+        // A program's confinement, as the tool reported it; a `run_command` call its tool
+        // decided without one never started its program (refused, or timed out first).
+        let confinement = match result {
+            Some(out) => out.confinement.clone().or_else(|| {
+                (name == "run_command"
+                    && !flags.deferred
+                    && flags.decided_by == Some(DecidedBy::Tool))
+                .then(|| serde_json::json!({"ran": false}))
+            }),
+            None => None,
+        };
         let seq = self
             .recorder
             .record_async(&ToolCalled {
@@ -333,6 +344,7 @@ impl ToolEvidence {
                 decided_by: flags.decided_by.map(|d| d.as_str().to_string()),
                 mcp,
                 mcp_blob,
+                confinement,
             })
             .await?;
         Ok(seq)

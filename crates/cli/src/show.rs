@@ -189,6 +189,9 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     }
                 }
                 lines.push(line);
+                if let Some(summary) = confinement_line(&p["confinement"]) {
+                    lines.push(format!("           {}", paint.dim(&summary)));
+                }
             }
             EventType::OutputProduced => {
                 outputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
@@ -251,4 +254,71 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// One line saying how a command was confined (`None` when the call ran no program).
+fn confinement_line(c: &Value) -> Option<String> {
+    if !c.is_object() {
+        return None;
+    }
+    if c["ran"] == false {
+        return Some("sandbox: the program did not start".to_owned());
+    }
+    let opt_num = |v: &Value| v.as_u64().map_or("-".to_owned(), |n| n.to_string());
+    let list = |v: &Value| {
+        let items: Vec<String> = v
+            .as_array()
+            .map(|a| a.iter().map(text).collect())
+            .unwrap_or_default();
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(",")
+        }
+    };
+    let mut mode = text(&c["mode"]);
+    if mode != "full" {
+        mode = format!("{mode} (missing {})", list(&c["missing"]));
+    }
+    let landlock = &c["landlock"];
+    let mut ll = format!(
+        "landlock {} ABI {}/{}",
+        text(&landlock["status"]),
+        opt_num(&landlock["abi"]),
+        opt_num(&landlock["abi_wanted"])
+    );
+    if landlock["unenforced"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        ll.push_str(&format!(" unenforced {}", list(&landlock["unenforced"])));
+    }
+    let seccomp = &c["seccomp"];
+    let seccomp = match (
+        seccomp["applied"] == true,
+        seccomp["filter_sha256"].as_str(),
+    ) {
+        (true, Some(d)) => format!("seccomp {}", inert(&d.chars().take(12).collect::<String>())),
+        (true, None) => "seccomp on".to_owned(),
+        (false, _) => "seccomp off".to_owned(),
+    };
+    let bwrap = c["bubblewrap"]
+        .as_str()
+        .map_or("no bubblewrap".to_owned(), |v| inert(v).into_owned());
+    let limits = &c["limits"];
+    let bytes = |v: &Value| v.as_u64().map_or("-".to_owned(), size);
+    Some(format!(
+        "sandbox {mode} · {ll} · {seccomp} · {bwrap} · ns {} · uid {} · limits {} ms, cpu {} s, mem {}, {} procs ({}), file {}, out {}, quota {}/{} files",
+        list(&c["namespaces"]),
+        opt_num(&c["host_uid"]),
+        opt_num(&limits["timeout_ms"]),
+        opt_num(&limits["cpu_s"]),
+        bytes(&limits["memory_bytes"]),
+        opt_num(&limits["processes"]),
+        text(&limits["process_limit"]),
+        bytes(&limits["file_size_bytes"]),
+        bytes(&limits["output_bytes"]),
+        bytes(&limits["quota_bytes"]),
+        opt_num(&limits["quota_files"]),
+    ))
 }

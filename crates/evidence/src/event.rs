@@ -302,6 +302,12 @@ pub struct ToolCalled {
     /// Blob holding `mcp` when it was too large to inline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_blob: Option<BlobRef>,
+    /// The confinement of a program the call ran (`run_command`, a manifest command
+    /// tool): mode, Landlock, seccomp, bubblewrap, namespaces, uid and limits, or
+    /// `{"ran": false}` for a `run_command` call whose program never started. Added with
+    /// `run_started.details.sandbox.command_records = 1`; absent in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<Value>,
 }
 impl Payload for ToolCalled {
     const TYPE: EventType = EventType::ToolCalled;
@@ -505,6 +511,7 @@ mod tests {
             decided_by: None,
             mcp: None,
             mcp_blob: None,
+            confinement: None,
         };
         assert_eq!(t.confidence(), Confidence::Observed);
         t.provider_run = true;

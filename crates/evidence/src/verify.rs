@@ -752,6 +752,13 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     let mut pending: BTreeMap<String, usize> = BTreeMap::new();
     let mut done: BTreeSet<String> = BTreeSet::new();
     let mut calls = 0usize;
+    // Logs written since command confinement is recorded per command say so in
+    // run_started; older logs are not held to it.
+    let command_records = events
+        .first()
+        .and_then(Option::as_ref)
+        .filter(|e| e.kind == EventType::RunStarted)
+        .is_some_and(|e| e.payload["details"]["sandbox"]["command_records"] == 1);
     for (i, ev) in events.iter().enumerate() {
         let Some(ev) = ev else { continue };
         if ev.kind != EventType::ToolCalled {
@@ -761,6 +768,14 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             continue;
         };
         calls += 1;
+        if command_records && let Some(problem) = confinement_problem(&call) {
+            tools.fail(format!(
+                "line {}: call {:?} ({}): {problem}",
+                i + 1,
+                call.call_id,
+                call.name
+            ));
+        }
         if call.deferred {
             if done.contains(&call.call_id) {
                 tools.fail(format!(
@@ -925,4 +940,66 @@ fn first_difference(exp: &Value, act: &Value, path: String) -> Option<String> {
         _ if exp == act => None,
         _ => Some(if path.is_empty() { "/".into() } else { path }),
     }
+}
+
+/// The facts every command's `confinement` record holds (`null` where a fact does not
+/// apply, e.g. no bubblewrap), as paths of keys.
+const CONFINEMENT_FACTS: &[&[&str]] = &[
+    &["mode"],
+    &["missing"],
+    &["landlock", "status"],
+    &["landlock", "abi"],
+    &["landlock", "abi_wanted"],
+    &["landlock", "unenforced"],
+    &["seccomp", "applied"],
+    &["seccomp", "filter_sha256"],
+    &["bubblewrap"],
+    &["namespaces"],
+    &["host_uid"],
+    &["limits", "timeout_ms"],
+    &["limits", "cpu_s"],
+    &["limits", "memory_bytes"],
+    &["limits", "processes"],
+    &["limits", "process_limit"],
+    &["limits", "file_size_bytes"],
+    &["limits", "output_bytes"],
+    &["limits", "quota_bytes"],
+    &["limits", "quota_files"],
+];
+
+/// What is wrong with a completed call's confinement record, in a log that records one
+/// per command: a `run_command` call its tool decided must have one, and every record
+/// (of any tool) must hold every fact unless it says the program never ran.
+fn confinement_problem(call: &ToolCalled) -> Option<String> {
+    if call.deferred {
+        return None;
+    }
+    let record = match &call.confinement {
+        None if call.name == "run_command" && call.decided_by.as_deref() == Some("tool") => {
+            return Some("a command's event without its confinement record".to_owned());
+        }
+        None => return None,
+        Some(r) => r,
+    };
+    let Some(object) = record.as_object() else {
+        return Some("the confinement record is not an object".to_owned());
+    };
+    if object.get("ran") == Some(&Value::Bool(false)) {
+        return None;
+    }
+    let missing: Vec<String> = CONFINEMENT_FACTS
+        .iter()
+        .filter(|path| {
+            let mut at = record;
+            for key in path.iter() {
+                match at.get(key) {
+                    Some(v) => at = v,
+                    None => return true,
+                }
+            }
+            false
+        })
+        .map(|path| path.join("."))
+        .collect();
+    (!missing.is_empty()).then(|| format!("the confinement record lacks {}", missing.join(", ")))
 }

@@ -47,7 +47,10 @@ pub mod roots;
 mod sandbox;
 mod stage;
 
-pub use command::{CommandOutcome, ConfinedChild, Confinement, HELPER_ENV, HELPER_NAME, Layer};
+pub use command::{
+    CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
+    HELPER_NAME, LandlockRecord, Layer, SeccompRecord,
+};
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
 pub use limits::Limits;

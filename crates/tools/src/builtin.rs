@@ -180,8 +180,10 @@ pub fn run_command(
 ) -> ToolOutput {
     let timeout = timeout_s.map(std::time::Duration::from_secs);
     match ctx.sandbox().run_command(&command, timeout) {
-        Ok(outcome) if outcome.success() => ToolOutput::succeed(outcome.render()),
-        Ok(outcome) => ToolOutput::fail(outcome.render()),
+        Ok(outcome) if outcome.success() => {
+            ToolOutput::succeed(outcome.render()).with_confinement(&outcome.confinement)
+        }
+        Ok(outcome) => ToolOutput::fail(outcome.render()).with_confinement(&outcome.confinement),
         Err(e) => failed(e),
     }
 }

@@ -233,9 +233,11 @@ fn command_handler(argv: Vec<String>, timeout_s: Option<u64>) -> Handler {
                         }
                         text.push_str(&note);
                     }
-                    ToolOutput::succeed(text)
+                    ToolOutput::succeed(text).with_confinement(&outcome.confinement)
                 }
-                Ok(outcome) => ToolOutput::fail(outcome.render()),
+                Ok(outcome) => {
+                    ToolOutput::fail(outcome.render()).with_confinement(&outcome.confinement)
+                }
                 Err(e) => ToolOutput::fail(e.to_string()),
             },
         )
