@@ -142,6 +142,16 @@ fn may_run_commands(prepared: &Prepared) -> bool {
         .any(|t| matches!(t.category(), ToolCategory::Execute | ToolCategory::Other))
 }
 
+/// The names of the agent's tools whose calls run a confined program.
+fn command_tools(prepared: &Prepared) -> Vec<String> {
+    prepared
+        .tools
+        .values()
+        .filter(|t| t.runs_program())
+        .map(|t| t.name().to_string())
+        .collect()
+}
+
 /// One run in progress.
 struct Run<'a> {
     backend: &'a Backend,
@@ -493,7 +503,8 @@ impl Backend {
             control,
             agent,
             prepared,
-            evidence: ToolEvidence::new(recorder.clone()),
+            evidence: ToolEvidence::new(recorder.clone())
+                .with_command_tools(command_tools(prepared)),
             recorder,
             model,
             ctx,
@@ -557,8 +568,10 @@ impl Backend {
                     .then(Sandbox::command_support),
                 "allow_degraded_sandbox": agent.allow_degraded_sandbox,
                 // Version marker: every command event of this log records its
-                // confinement (`tool_called.confinement`), which verify then requires.
+                // confinement (`tool_called.confinement`), which verify then requires of
+                // the calls of these tools.
                 "command_records": 1,
+                "command_tools": command_tools(prepared),
             },
         });
         if !mcp.is_null() {

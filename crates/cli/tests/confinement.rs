@@ -19,26 +19,43 @@ fn provrun(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A run whose agent runs two commands (degraded mode allowed, so it runs on any machine).
+/// A run whose agent runs two commands and one manifest command tool (degraded mode
+/// allowed, so it runs on any machine).
 fn command_run(dir: &Path) -> PathBuf {
     std::fs::write(
         dir.join("agent.toml"),
-        "name = \"cmd\"\nmodel = \"script:script.json\"\ntools = [\"run_command\"]\n\
-         allow_degraded_sandbox = true\n",
+        "name = \"cmd\"\nmodel = \"script:script.json\"\n\
+         tools = [\"run_command\", \"word_count\"]\nallow_degraded_sandbox = true\n",
+    )
+    .unwrap();
+    let tools = dir.join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("wc.toml"),
+        "[[tools]]\nname = \"word_count\"\ndescription = \"Count words.\"\n\
+         mode = \"in_process\"\ncommand = [\"wc\", \"-w\"]\ncategory = \"read\"\n",
     )
     .unwrap();
     std::fs::write(
         dir.join("script.json"),
         r#"[{"tool_calls": [
               {"id": "c1", "name": "run_command", "arguments": {"command": "echo hi"}},
-              {"id": "c2", "name": "run_command", "arguments": {"command": "exit 3", "timeout_s": 5}}
+              {"id": "c2", "name": "run_command", "arguments": {"command": "exit 3", "timeout_s": 5}},
+              {"id": "c3", "name": "word_count", "arguments": {}}
             ]},
             {"text": "done"}]"#,
     )
     .unwrap();
     let bundle = dir.join("bundle");
     let agent = dir.join("agent.toml").display().to_string();
-    let out = provrun(&["run", &agent, "--out", &bundle.display().to_string()]);
+    let out = provrun(&[
+        "run",
+        &agent,
+        "--tools-dir",
+        &tools.display().to_string(),
+        "--out",
+        &bundle.display().to_string(),
+    ]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -116,16 +133,18 @@ fn every_command_event_carries_its_confinement_and_verify_requires_it() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = command_run(dir.path());
     let events = lines(&bundle);
+    let sandbox = &events[0]["payload"]["details"]["sandbox"];
+    assert_eq!(sandbox["command_records"], 1);
     assert_eq!(
-        events[0]["payload"]["details"]["sandbox"]["command_records"],
-        1
+        sandbox["command_tools"],
+        serde_json::json!(["run_command", "word_count"])
     );
     let commands: Vec<(usize, &Value)> = events
         .iter()
         .enumerate()
         .filter(|(_, e)| e["type"] == "tool_called")
         .collect();
-    assert_eq!(commands.len(), 2);
+    assert_eq!(commands.len(), 3);
     let uid = Command::new("id").arg("-u").output().unwrap();
     let uid: u64 = String::from_utf8_lossy(&uid.stdout).trim().parse().unwrap();
     for (_, e) in &commands {
@@ -149,14 +168,10 @@ fn every_command_event_carries_its_confinement_and_verify_requires_it() {
         }
     }
     // The per-call timeout is the call's own.
-    assert_eq!(
-        commands[0].1["payload"]["confinement"]["limits"]["timeout_ms"],
-        30000
-    );
-    assert_eq!(
-        commands[1].1["payload"]["confinement"]["limits"]["timeout_ms"],
-        5000
-    );
+    let timeout =
+        |i: usize| commands[i].1["payload"]["confinement"]["limits"]["timeout_ms"].clone();
+    assert_eq!(timeout(0), 30000);
+    assert_eq!(timeout(1), 5000);
     assert_eq!(tool_calls_check(&bundle).0, "pass");
 
     // show: one line per command.
@@ -166,59 +181,63 @@ fn every_command_event_carries_its_confinement_and_verify_requires_it() {
         .lines()
         .filter(|l| l.trim_start().starts_with("sandbox "))
         .collect();
-    assert_eq!(summaries.len(), 2, "{shown}");
+    assert_eq!(summaries.len(), 3, "{shown}");
     for s in summaries {
         assert!(
             s.contains("landlock ") && s.contains(" ABI ") && s.contains("uid "),
             "{s}"
         );
-        assert!(s.contains("30000 ms") || s.contains("5000 ms"), "{s}");
+        assert!(s.contains(" ms, cpu "), "{s}");
     }
 
     // Each fact removed, the chain re-computed: verify's tool-calls check fails naming it.
     let (c1, _) = commands[0];
     for fact in FACTS {
         let mut edited = events.clone();
-        let record = edited[c1]["payload"]["confinement"].clone();
+        let mut record = edited[c1]["payload"]["confinement"].clone();
         let (parent, key) = fact.rsplit_once('/').unwrap();
-        let mut record2 = record.clone();
         let target = if parent.is_empty() {
-            &mut record2
+            &mut record
         } else {
-            record2.pointer_mut(parent).unwrap()
+            record.pointer_mut(parent).unwrap()
         };
         target.as_object_mut().unwrap().remove(key).unwrap();
-        edited[c1]["payload"]["confinement"] = record2;
+        edited[c1]["payload"]["confinement"] = record;
         rechain(&bundle, &edited);
         let (status, detail) = tool_calls_check(&bundle);
         assert_eq!(status, "fail", "{fact}: {detail}");
         let dotted = fact.trim_start_matches('/').replace('/', ".");
         assert!(detail.contains(&dotted), "{fact}: {detail}");
     }
-    // The whole record removed.
-    let mut edited = events.clone();
-    edited[c1]["payload"]
-        .as_object_mut()
-        .unwrap()
-        .remove("confinement");
-    rechain(&bundle, &edited);
-    let (status, detail) = tool_calls_check(&bundle);
-    assert_eq!(status, "fail");
-    assert!(
-        detail.contains("without its confinement record"),
-        "{detail}"
-    );
+    // The whole record removed, from run_command's event or the manifest tool's.
+    for (at, _) in [commands[0], commands[2]] {
+        let mut edited = events.clone();
+        edited[at]["payload"]
+            .as_object_mut()
+            .unwrap()
+            .remove("confinement");
+        rechain(&bundle, &edited);
+        let (status, detail) = tool_calls_check(&bundle);
+        assert_eq!(status, "fail");
+        assert!(
+            detail.contains("without its confinement record"),
+            "{detail}"
+        );
+    }
 
     // A log from before the marker (no `command_records`, no records) is not held to it.
-    let mut older = edited.clone();
-    older[commands[1].0]["payload"]
+    let mut older = events.clone();
+    for (at, _) in &commands {
+        older[*at]["payload"]
+            .as_object_mut()
+            .unwrap()
+            .remove("confinement");
+    }
+    let sandbox = older[0]["payload"]["details"]["sandbox"]
         .as_object_mut()
-        .unwrap()
-        .remove("confinement");
-    older[0]["payload"]["details"]["sandbox"]
-        .as_object_mut()
-        .unwrap()
-        .remove("command_records");
+        .unwrap();
+    sandbox.remove("command_records");
+    sandbox.remove("command_tools");
     rechain(&bundle, &older);
     assert_eq!(tool_calls_check(&bundle).0, "pass");
 }

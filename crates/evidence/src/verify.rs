@@ -754,11 +754,18 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     let mut calls = 0usize;
     // Logs written since command confinement is recorded per command say so in
     // run_started; older logs are not held to it.
-    let command_records = events
+    let sandbox_details = events
         .first()
         .and_then(Option::as_ref)
         .filter(|e| e.kind == EventType::RunStarted)
-        .is_some_and(|e| e.payload["details"]["sandbox"]["command_records"] == 1);
+        .map(|e| &e.payload["details"]["sandbox"]);
+    let command_records = sandbox_details.is_some_and(|s| s["command_records"] == 1);
+    // The tools whose calls run a program (`run_command` when the list is absent).
+    let command_tools: BTreeSet<&str> =
+        match sandbox_details.and_then(|s| s["command_tools"].as_array()) {
+            Some(names) => names.iter().filter_map(Value::as_str).collect(),
+            None => BTreeSet::from(["run_command"]),
+        };
     for (i, ev) in events.iter().enumerate() {
         let Some(ev) = ev else { continue };
         if ev.kind != EventType::ToolCalled {
@@ -768,7 +775,10 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             continue;
         };
         calls += 1;
-        if command_records && let Some(problem) = confinement_problem(&call) {
+        if command_records
+            && let Some(problem) =
+                confinement_problem(&call, command_tools.contains(call.name.as_str()))
+        {
             tools.fail(format!(
                 "line {}: call {:?} ({}): {problem}",
                 i + 1,
@@ -968,14 +978,15 @@ const CONFINEMENT_FACTS: &[&[&str]] = &[
 ];
 
 /// What is wrong with a completed call's confinement record, in a log that records one
-/// per command: a `run_command` call its tool decided must have one, and every record
-/// (of any tool) must hold every fact unless it says the program never ran.
-fn confinement_problem(call: &ToolCalled) -> Option<String> {
+/// per command: a call of a command tool (`runs_program`) its tool decided must have one,
+/// and every record (of any tool) must hold every fact unless it says the program never
+/// ran.
+fn confinement_problem(call: &ToolCalled, runs_program: bool) -> Option<String> {
     if call.deferred {
         return None;
     }
     let record = match &call.confinement {
-        None if call.name == "run_command" && call.decided_by.as_deref() == Some("tool") => {
+        None if runs_program && call.decided_by.as_deref() == Some("tool") => {
             return Some("a command's event without its confinement record".to_owned());
         }
         None => return None,

@@ -61,6 +61,11 @@ pub(crate) fn is_bounded_read(tool: &Tool) -> bool {
     tool.same_as(&ReadFileTool::tool()) || tool.same_as(&ListDirTool::tool())
 }
 
+/// Whether `tool` is the built-in `run_command` (as linked).
+pub(crate) fn is_run_command(tool: &Tool) -> bool {
+    tool.same_as(&RunCommandTool::tool())
+}
+
 /// Read a text file from /input, /output or /scratch (relative paths are under /scratch).
 ///
 /// Long files are returned a page at a time: pass `offset` (bytes) to continue where the

@@ -181,6 +181,7 @@ pub(crate) fn parse_declarations(path: &Path, text: &str) -> Result<Declared, To
         };
         let takes_context = matches!(handler, Handler::Sync(_));
         let mut builder = Tool::builder(decl.name.clone(), decl.description)
+            .runs_program(decl.command.is_some())
             .mode(mode)
             .destructive(decl.destructive)
             .category(decl.category.unwrap_or_default())
