@@ -830,7 +830,7 @@ impl Model for SearchingProvider {
             finish_reason: None,
             model: None,
             id: Some("resp1".into()),
-            // What Groq sends for a tool it ran (../shared/fixtures/openai/21_*), so that
+            // What Groq sends for a tool it ran (a recorded Groq exchange), so that
             // a replay parses the same response back; no request body is kept.
             raw: RawExchange {
                 response_body: json!({

@@ -18,11 +18,14 @@ const AS_CLI: &str = "PROVRUN_README_AS_CLI";
 const CARGO_RUN: &str = "cargo run -q -p provrun-cli --";
 
 fn main() -> ExitCode {
+    // Like the real `provrun`, this executable is its own confinement helper.
+    provrun_sandbox::arg0_dispatch();
     if std::env::var_os(AS_CLI).is_some() {
         return provrun_cli::main_with_args(std::env::args_os());
     }
-    let checks: [(&str, Check); 3] = [
+    let checks: [(&str, Check); 4] = [
         ("set-up commands", setup_commands),
+        ("install, and the installed binary alone", install_commands),
         ("tour commands", tour_commands),
         (
             "every shell block is run or skipped on purpose",
@@ -230,6 +233,132 @@ fn setup_commands(readme: &Readme) -> Result<(), String> {
     Ok(())
 }
 
+/// The Install block as written (a real `cargo install` of the release binary into a
+/// temporary root), then that binary copied alone into an empty folder runs a confined
+/// command with no `PROVRUN_*` variable set: it must be its own confinement helper.
+fn install_commands(readme: &Readme) -> Result<(), String> {
+    let block = readme.block("Install")?;
+    let mut lines: Vec<String> = block
+        .lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .cloned()
+        .collect();
+    let install = "cargo install --locked --path crates/cli --root \"$root\"";
+    if !lines.iter().any(|l| l == install) {
+        return Err(format!("the Install block no longer runs `{install}`"));
+    }
+    let lone = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let binary = lone.path().join("provrun");
+    // After the README's lines: keep the installed binary, and clean up the install root.
+    lines.push(format!(
+        "cp \"$root/bin/provrun\" '{}' && rm -rf \"$root\"",
+        binary.display()
+    ));
+    let output = Shim::new().run(&lines)?;
+    for expected in [
+        concat!("provrun ", env!("CARGO_PKG_VERSION")),
+        "Ran one command in the sandbox.",
+    ] {
+        if !output.contains(expected) {
+            return Err(format!(
+                "`{expected}` not in the install block's output:\n{output}"
+            ));
+        }
+    }
+    lone_binary_runs_confined(&binary)
+}
+
+/// Whether bubblewrap can build a sandbox here (else full confinement cannot be expected).
+fn bwrap_usable() -> bool {
+    Command::new("bwrap")
+        .args([
+            "--unshare-all",
+            "--unshare-user",
+            "--ro-bind",
+            "/",
+            "/",
+            "true",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn lone_binary_runs_confined(binary: &Path) -> Result<(), String> {
+    let names: Vec<_> = std::fs::read_dir(binary.parent().unwrap())
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    if names != [std::ffi::OsString::from("provrun")] {
+        return Err(format!("the folder holds more than the binary: {names:?}"));
+    }
+    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let bundle = work.path().join("bundle");
+    // No environment but a PATH (for bwrap): no PROVRUN_* variable, no helper anywhere
+    // but inside the binary itself. Run from a folder unrelated to the checkout.
+    let out = Command::new(binary)
+        .arg("run")
+        .arg(root().join("examples/command/agent.toml"))
+        .arg("--out")
+        .arg(&bundle)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir(work.path())
+        .output()
+        .map_err(|e| format!("the lone binary does not start: {e}"))?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(format!("the lone binary's run failed: {said}"));
+    }
+    let log = std::fs::read_to_string(bundle.join("events.jsonl")).map_err(|e| e.to_string())?;
+    let first: serde_json::Value = log
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .ok_or("the bundle's first event is not JSON")?;
+    let confinement = &first["payload"]["details"]["sandbox"]["command_confinement"];
+    let degraded = confinement["degraded"]
+        .as_array()
+        .ok_or(format!("no command_confinement in run_started: {first}"))?;
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    if !bwrap_usable() && !ci {
+        eprintln!(
+            "\n*** SKIPPED: the lone binary's full confinement is not checked: bubblewrap cannot \
+             build a sandbox on this machine (missing: {degraded:?}; CI=true fails here).\n"
+        );
+        return Ok(());
+    }
+    if !degraded.is_empty() {
+        return Err(format!(
+            "the lone binary is not fully confined; missing layers: {confinement}"
+        ));
+    }
+    // What the command saw: the helper's seccomp filter and no-new-privileges, no
+    // capabilities; and its file in /output.
+    for seen in [
+        r"Seccomp:\t2",
+        r"NoNewPrivs:\t1",
+        r"CapEff:\t0000000000000000",
+    ] {
+        if !log.contains(seen) {
+            return Err(format!(
+                "`{seen}` not in the confined command's output:\n{log}"
+            ));
+        }
+    }
+    match std::fs::read_to_string(bundle.join("output/proof.txt")) {
+        Ok(text) if text == "confined\n" => Ok(()),
+        other => Err(format!(
+            "/output/proof.txt is not what the command wrote: {other:?}"
+        )),
+    }
+}
+
 fn tour_commands(readme: &Readme) -> Result<(), String> {
     let block = readme.block("A tour of the CLI")?;
     let mut lines = Vec::new();
@@ -271,7 +400,8 @@ fn tour_commands(readme: &Readme) -> Result<(), String> {
 
 fn blocks_accounted_for(readme: &Readme) -> Result<(), String> {
     for b in &readme.blocks {
-        let known = b.section == "Set up on a fresh machine" || b.section == "A tour of the CLI";
+        let known = ["Set up on a fresh machine", "Install", "A tour of the CLI"]
+            .contains(&b.section.as_str());
         if !known && !b.skip {
             return Err(format!(
                 "a ```sh block under `{}` is neither run by this test nor marked \

@@ -1,4 +1,4 @@
-//! Project automation for provrun: `cargo xtask ci | tidy | bench | fuzz | soak`.
+//! Project automation for provrun: `cargo xtask ci | tidy | man | bench | fuzz | soak`.
 //!
 //! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
 //! tidy check, `cargo fmt --check`, clippy with warnings denied, the whole test suite, and
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
     let result = match task {
         "ci" => ci(),
         "tidy" => tidy(),
+        "man" => man(rest),
         "bench" => bench::bench(rest),
         "fuzz" => fuzz::fuzz(rest),
         "soak" => fuzz::soak(rest),
@@ -48,6 +49,7 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      tidy + fmt --check + clippy -D warnings + tests + docs (what CI runs)
   tidy    check that every .rs file opens with a //! comment
+  man     write the man pages (provrun.1, provrun-COMMAND.1) [--out-dir DIR] (default target/man)
   bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]
   fuzz    run cargo-fuzz targets: (TARGET | --all) [--seconds N] (CI: --all --seconds 20)
   soak    the long reliability mode: many SIGKILLs, faults, then every fuzz target longer";
@@ -107,6 +109,7 @@ fn ci() -> Result<(), String> {
     ]);
     run("clippy", clippy)?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
+    setup::python()?; // python3 + venv for the DSSE interoperability test
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
     run("test", test)?;
@@ -115,6 +118,35 @@ fn ci() -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings");
     run("doc", doc)?;
     println!("\nxtask ci: all steps passed");
+    Ok(())
+}
+
+/// `cargo xtask man [--out-dir DIR]`: the man pages, generated with clap_mangen from the
+/// CLI's own command definition (by the hidden `provrun man`, tested in
+/// crates/cli/tests/conventions.rs).
+fn man(args: &[String]) -> Result<(), String> {
+    let out = match args {
+        [] => root().join("target/man"),
+        [flag, dir] if flag == "--out-dir" => PathBuf::from(dir),
+        _ => return Err(format!("man: unexpected arguments {args:?}\n{USAGE}")),
+    };
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "-q",
+        "--locked",
+        "-p",
+        "provrun-cli",
+        "--",
+        "man",
+        "--out-dir",
+    ])
+    .arg(&out);
+    run("man", cmd)?;
+    println!(
+        "install with: cp {}/*.1 /usr/local/share/man/man1/",
+        out.display()
+    );
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
-//! confinement tests.
+//! confinement tests, and Python with `venv` for the DSSE interoperability test
+//! (crates/cli/tests/dsse_interop.rs, which makes its own virtualenv from PyPI).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -50,22 +51,74 @@ fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn apt_install() -> Result<(), String> {
+fn apt_install_packages(packages: &str) -> Result<(), String> {
     println!(
-        "\n==> setup: installing bubblewrap (apt-get update && apt-get install -y bubblewrap)"
+        "\n==> setup: installing {packages} (apt-get update && apt-get install -y {packages})"
     );
     let status = Command::new("sh")
         .args([
             "-c",
-            "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap",
+            &format!(
+                "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q {packages}"
+            ),
         ])
         .status()
         .map_err(|e| format!("apt-get could not be started: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("apt-get install bubblewrap failed ({status})"))
+        Err(format!("apt-get install {packages} failed ({status})"))
     }
+}
+
+fn apt_install() -> Result<(), String> {
+    apt_install_packages("bubblewrap")
+}
+
+/// Whether `python3` can make a virtualenv with pip in it.
+fn python_venv_works() -> Result<(), String> {
+    let out = Command::new("python3")
+        .args(["-c", "import venv, ensurepip"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("`python3` could not be started: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`python3` has no venv/ensurepip: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Makes sure the DSSE interoperability test can make its virtualenv: under CI, installs
+/// python3 and python3-venv with apt-get when they are missing, and fails if it cannot.
+/// Elsewhere the test skips itself loudly when Python is missing.
+pub fn python() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let problem = match python_venv_works() {
+        Ok(()) => {
+            println!("\n==> setup: python3 with venv works; the DSSE interop test runs for real");
+            return Ok(());
+        }
+        Err(e) => e,
+    };
+    if ci && is_root() && have("apt-get") {
+        return apt_install_packages("python3 python3-venv")
+            .and_then(|()| python_venv_works())
+            .map(|()| println!("==> setup: python3 and python3-venv installed"))
+            .map_err(|e| format!("setup: CI must run the DSSE interop test, but {e}"));
+    }
+    if ci {
+        return Err(format!(
+            "setup: CI must run the DSSE interop test, but {problem} (and apt-get as root is not available)"
+        ));
+    }
+    eprintln!(
+        "\n==> setup: WARNING: {problem}; the DSSE interop test will SKIP itself (CI=true fails here)"
+    );
+    Ok(())
 }
 
 /// Makes sure the command confinement tests can run; see the module docs.

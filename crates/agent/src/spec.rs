@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 use crate::error::AgentError;
 
 /// Which tool calls pause the run for a human's approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovePolicy {
     /// None: unattended runs and scripts are never left waiting (the default).
@@ -33,8 +35,8 @@ fn default_tool_timeout_s() -> u64 {
     300
 }
 
-/// An agent: its model, instructions, tools and limits. Loadable from the TOML of
-/// design.md §7.
+/// An agent: its model, instructions, tools and limits. Loadable from the TOML that
+/// docs/contract.md §4 describes.
 ///
 /// ```
 /// let spec = provrun_agent::AgentSpec::from_toml_str(r#"
@@ -45,7 +47,7 @@ fn default_tool_timeout_s() -> u64 {
 /// "#, None).unwrap();
 /// assert_eq!(spec.max_steps, 20);
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
     /// The agent's name.
@@ -103,6 +105,21 @@ pub struct AgentSpec {
 }
 
 impl AgentSpec {
+    /// A JSON Schema (draft 2020-12) of the agent spec file, for editors that complete and
+    /// check `agent.toml` (e.g. through taplo or Even Better TOML); `provrun schema agent`
+    /// prints it. Every key, its type, default and description; unknown keys are refused,
+    /// as the loader refuses them.
+    pub fn json_schema() -> Value {
+        let mut schema = schemars::schema_for!(AgentSpec).to_value();
+        if let Some(map) = schema.as_object_mut() {
+            map.insert(
+                "title".into(),
+                Value::String("provrun agent spec (agent.toml)".into()),
+            );
+        }
+        schema
+    }
+
     /// A spec with defaults for everything but the name and model.
     pub fn new(name: impl Into<String>, model: impl Into<String>) -> Self {
         Self {

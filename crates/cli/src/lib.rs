@@ -1,8 +1,8 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`. Their flags, exit
-//! codes and output formats are a contract (design.md §7): they only ever grow. What this
-//! CLI adds beyond the design is marked *extension* in `--help` and in the crate README.
+//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `keygen`, `sign`,
+//! `completions`, `schema`. Their flags, exit codes and output formats are a contract
+//! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
 //!
@@ -12,8 +12,8 @@
 //! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
 //! | 2 | a usage or spec error; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
-//! | 4 | `run`/`resume` (extension): the run paused, waiting for decisions |
-//! | 130 | `run`/`resume` (extension): cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
+//! | 4 | `run`/`resume`: the run paused, waiting for decisions |
+//! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -36,6 +36,7 @@ pub mod inert;
 mod progress;
 mod run;
 mod show;
+mod sign;
 mod style;
 mod verify;
 
@@ -62,7 +63,7 @@ const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies
 #[derive(Debug, Parser)]
 #[command(
     name = "provrun",
-    version,
+    version = env!("PROVRUN_LONG_VERSION"),
     about = "Run LLM agents with provenance",
     after_help = "Exit codes: 0 ok · 1 run failed / check failed / replay differs · 2 usage or spec error \
                   (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
@@ -95,6 +96,39 @@ enum Command {
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
+    /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
+    /// FILE.pub (public, SPKI PEM); prints the key id.
+    Keygen(sign::KeygenArgs),
+    /// Sign a finished bundle's statement with a private key (writes statement.dsse.json);
+    /// exit 1 if the bundle does not verify.
+    Sign(sign::SignArgs),
+    /// Print a shell completion script: `provrun completions bash > ~/.local/share/bash-completion/completions/provrun`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print a JSON Schema, so editors can complete and check files: `agent` is agent.toml.
+    Schema {
+        /// Which file format: `agent` (the agent spec).
+        #[arg(value_enum, value_name = "WHAT")]
+        what: SchemaKind,
+    },
+    /// Write the man pages (provrun.1 and one per command) into a folder; `cargo xtask
+    /// man` runs this.
+    #[command(hide = true)]
+    Man {
+        /// The folder to write the pages into (made if missing).
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+}
+
+/// The formats `provrun schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SchemaKind {
+    /// The agent spec (agent.toml).
+    Agent,
 }
 
 /// One tool as `provrun tools --json` prints it.
@@ -139,8 +173,60 @@ where
         Command::Show(args) => show::show(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
+        Command::Keygen(args) => sign::keygen(&args),
+        Command::Sign(args) => sign::sign(&args),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "provrun", &mut std::io::stdout());
+            EXIT_OK
+        }
+        Command::Schema {
+            what: SchemaKind::Agent,
+        } => match serde_json::to_string_pretty(&provrun_agent::AgentSpec::json_schema()) {
+            Ok(text) => {
+                out!("{text}");
+                EXIT_OK
+            }
+            Err(e) => fail(EXIT_FAILED, format!("cannot print the schema: {e}")),
+        },
+        Command::Man { out_dir } => man_pages(&out_dir),
     };
     ExitCode::from(code)
+}
+
+/// Write `provrun.1` and `provrun-COMMAND.1` for each visible command into `dir`.
+fn man_pages(dir: &Path) -> u8 {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let write = |name: &str, page: clap::Command| -> std::io::Result<()> {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(page).render(&mut roff)?;
+        std::fs::write(dir.join(format!("{name}.1")), roff)
+    };
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| write("provrun", cmd.clone()))
+        .and_then(|()| {
+            cmd.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .try_for_each(|s| {
+                    let name = format!("provrun-{}", s.get_name());
+                    write(
+                        &name,
+                        s.clone()
+                            .display_name(name.clone())
+                            .bin_name(format!("provrun {}", s.get_name())),
+                    )
+                })
+        });
+    match written {
+        Ok(()) => {
+            out!("man pages written to {}", dir.display());
+            EXIT_OK
+        }
+        Err(e) => fail(
+            EXIT_FAILED,
+            format!("cannot write man pages to `{}`: {e}", dir.display()),
+        ),
+    }
 }
 
 /// clap's usage error (several lines: the problem, tips, usage) as one line: the problem
@@ -261,5 +347,42 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
         // A closed pipe (`provrun tools | head`) is not an error worth a message.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
         Err(e) => fail(EXIT_FAILED, format!("cannot write the tool list: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// Every subcommand and every flag says what it does, in words a user knows.
+    #[test]
+    fn every_flag_has_help_that_says_what_it_does() {
+        let cli = Cli::command();
+        let mut seen = 0;
+        for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "`{}` has no help", sub.get_name());
+            for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    help.split_whitespace().count() >= 3,
+                    "`{} {id}` has no real help: {help:?}",
+                    sub.get_name()
+                );
+                assert!(
+                    !help.to_lowercase().starts_with("extension"),
+                    "`{} {id}` help starts with jargon: {help:?}",
+                    sub.get_name()
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen > 20, "only {seen} flags seen");
     }
 }

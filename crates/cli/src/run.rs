@@ -63,20 +63,25 @@ pub(crate) struct RunArgs {
     /// openai:MODEL_NAME (a relative PATH here resolves against the current folder).
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
-    /// Extension: a host folder the host tools (list_host_files, copy_from_host,
-    /// copy_to_host) may use; without it they are refused.
+    /// Grant the host tools (list_host_files, copy_from_host, copy_to_host) this host
+    /// folder; without it they are refused.
     #[arg(long = "host-dir", value_name = "DIR")]
     host_dir: Option<PathBuf>,
-    /// Extension: a folder of tool manifests to load as well (repeatable).
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
-    /// Extension: when evidence reaches stable storage.
+    /// When the evidence log is synced to disk: flush (never), per-event, per-step,
+    /// at-end, or group-commit.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
-    /// Extension: verify the bundle when the run ends and print the verdict on stderr;
-    /// exit 1 if it does not verify.
+    /// Verify the bundle when the run ends and print the verdict on stderr; exit 1 if it
+    /// does not verify.
     #[arg(long)]
     verify: bool,
+    /// Sign the statement with this private key (PKCS#8 PEM, from `provrun keygen`) when
+    /// the run ends: writes statement.dsse.json.
+    #[arg(long = "sign-key", value_name = "FILE")]
+    sign_key: Option<PathBuf>,
 }
 
 /// Arguments of `provrun resume`.
@@ -90,26 +95,30 @@ pub(crate) struct ResumeArgs {
     /// Do not run this waiting call; the model is told it was denied (repeatable).
     #[arg(long, value_name = "ID")]
     deny: Vec<String>,
-    /// Extension: what the model is told for a denied call.
+    /// What the model is told for each call denied with --deny.
     #[arg(
         long = "deny-message",
         value_name = "TEXT",
         default_value = "a human denied this call"
     )]
     deny_message: String,
-    /// Extension: the result of a client round-trip call the caller ran (repeatable).
+    /// Give the result of a client round-trip call that you ran yourself (ID=TEXT);
+    /// repeatable.
     #[arg(long, value_name = "ID=TEXT", value_parser = parse_result)]
     result: Vec<(String, String)>,
-    /// Extension: grant the host folder again to a run that was granted one (`run
-    /// --host-dir`); required for such a run, refused for others.
+    /// Grant the host folder again to a run that was granted one with `run --host-dir`;
+    /// required for such a run, refused for others.
     #[arg(long = "host-dir", value_name = "DIR")]
     host_dir: Option<PathBuf>,
-    /// Extension: a folder of tool manifests to load as well (repeatable).
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
-    /// Extension: verify the bundle when the run ends (see `run --verify`).
+    /// Verify the bundle when the run ends (like `run --verify`).
     #[arg(long)]
     verify: bool,
+    /// Sign the statement with this private key when the run ends (see `run --sign-key`).
+    #[arg(long = "sign-key", value_name = "FILE")]
+    sign_key: Option<PathBuf>,
 }
 
 /// Arguments of `provrun replay`.
@@ -120,7 +129,7 @@ pub(crate) struct ReplayArgs {
     /// The new bundle folder; it must not exist or be empty.
     #[arg(long, value_name = "NEW")]
     out: PathBuf,
-    /// Extension: a folder of tool manifests to load as well (repeatable).
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
 }
@@ -187,6 +196,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     if let Err(code) = check_new_bundle(&args.out) {
         return code;
     }
+    let sign_key = match signing_key(args.sign_key.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let mut agent = match AgentSpec::load(&args.agent) {
         Ok(a) => a,
         Err(e) => return fail(EXIT_USAGE, e),
@@ -226,7 +239,16 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         None,
         args.verify,
         args.host_dir.as_deref(),
+        sign_key.as_ref(),
     )
+}
+
+/// The `--sign-key` seed, read before the run starts so a bad key writes nothing.
+fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
+    path.map(|p| {
+        crate::sign::load_private_key(p).map_err(|e| fail(EXIT_USAGE, format!("--sign-key: {e}")))
+    })
+    .transpose()
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
@@ -236,6 +258,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
             format!("no bundle at `{}`", args.bundle.display()),
         );
     }
+    let sign_key = match signing_key(args.sign_key.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let mut decisions: Vec<Decision> = args.approve.into_iter().map(Decision::Approve).collect();
     decisions.extend(args.deny.into_iter().map(|call_id| Decision::Deny {
         call_id,
@@ -273,6 +299,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         before,
         args.verify,
         args.host_dir.as_deref(),
+        sign_key.as_ref(),
     )
 }
 
@@ -344,6 +371,7 @@ fn finish(
     log_before: Option<u64>,
     verify: bool,
     host_dir: Option<&Path>,
+    sign_key: Option<&[u8; 32]>,
 ) -> u8 {
     let result = match result {
         Ok(r) => r,
@@ -394,8 +422,21 @@ fn finish(
             EXIT_PAUSED
         }
     };
+    if let Some(seed) = sign_key
+        && let Err(e) = crate::sign::sign_bundle(bundle, seed)
+    {
+        code = fail(EXIT_FAILED, e);
+    }
     if verify {
-        let report = provrun_evidence::verify(bundle);
+        let report = match sign_key {
+            Some(seed) => provrun_evidence::verify_with(
+                bundle,
+                &provrun_evidence::VerifyOptions {
+                    public_key: Some(provrun_evidence::dsse::public_key(seed)),
+                },
+            ),
+            None => provrun_evidence::verify(bundle),
+        };
         let paint = Painter::stderr();
         if !report.ok {
             for line in crate::verify::report_lines(&report, paint) {

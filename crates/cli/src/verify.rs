@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use provrun_evidence::{CheckStatus, VerifyReport};
 
 use crate::style::Painter;
-use crate::{EXIT_FAILED, fail};
+use crate::{EXIT_FAILED, EXIT_USAGE, fail};
 
 /// Arguments of `provrun verify`.
 #[derive(Debug, clap::Args)]
@@ -15,10 +15,21 @@ pub(crate) struct VerifyArgs {
     /// Print one JSON object `{"ok", "complete", "checks": [{"code", "status", "detail"}]}`.
     #[arg(long)]
     json: bool,
+    /// Require a valid signature (statement.dsse.json) by this public key (SPKI PEM, as
+    /// `provrun keygen` writes FILE.pub); the signature check names the key id that signed.
+    #[arg(long, value_name = "PUBFILE")]
+    key: Option<PathBuf>,
 }
 
 pub(crate) fn verify(args: &VerifyArgs) -> u8 {
-    let report = provrun_evidence::verify(&args.bundle);
+    let mut options = provrun_evidence::VerifyOptions::default();
+    if let Some(path) = &args.key {
+        match crate::sign::load_public_key(path) {
+            Ok(key) => options.public_key = Some(key),
+            Err(e) => return fail(EXIT_USAGE, format!("--key: {e}")),
+        }
+    }
+    let report = provrun_evidence::verify_with(&args.bundle, &options);
     if args.json {
         match serde_json::to_string(&report) {
             Ok(text) => out!("{}", crate::inert::inert_json(&text)),

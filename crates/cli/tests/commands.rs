@@ -1037,3 +1037,114 @@ fn inputs_whose_names_clash_are_a_usage_error() {
         &["same.txt"],
     );
 }
+
+#[test]
+fn keygen_sign_and_verify_key_from_the_command_line() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (dir, bundle) = scratch();
+    let key = dir.path().join("k.pem");
+    let public = dir.path().join("k.pem.pub");
+    let out = provrun(&["keygen", &s(&key)]);
+    assert_exit(&out, 0);
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the private key is readable by others");
+    let pem = std::fs::read_to_string(&key).unwrap();
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{pem}");
+    let id = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("key id:"))
+        .map(|l| l.trim().to_owned())
+        .expect("keygen prints the key id");
+    assert_eq!(id.len(), 64);
+    // Never over an existing key.
+    assert_exit(&provrun(&["keygen", &s(&key)]), 2);
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), pem);
+
+    // A bad --sign-key stops the run before anything is written.
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "-----BEGIN PRIVATE KEY-----\nnope\n").unwrap();
+    let agent = example("scripted/agent.toml");
+    let input = example("scripted/input");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", &agent, "--input", &input, "--out"];
+        let b = s(&bundle);
+        args.push(&b);
+        args.extend_from_slice(extra);
+        provrun(&args)
+    };
+    let out = run(&["--sign-key", &s(&garbage)]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--sign-key"), "{}", stderr(&out));
+    assert!(!bundle.exists());
+
+    // Unsigned: verify --key fails; sign adds the signature; verify --key names the key.
+    assert_exit(&run(&[]), 0);
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&public)]), 1);
+    assert_exit(&provrun(&["sign", &s(&bundle), "--key", &s(&key)]), 0);
+    let out = provrun(&["verify", &s(&bundle), "--key", &s(&public)]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains(&format!("statement signed by key {id}")),
+        "{}",
+        stdout(&out)
+    );
+    // A public key file that is not one is a usage error.
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&key)]), 2);
+
+    // A garbage envelope fails verify even without a key, and `sign` replaces it.
+    let envelope = bundle.join("statement.dsse.json");
+    std::fs::write(&envelope, "garbage\n").unwrap();
+    let out = provrun(&["verify", &s(&bundle), "--json"]);
+    assert_exit(&out, 1);
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let sig = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "signature")
+        .unwrap();
+    assert_eq!(sig["status"], "fail", "{report}");
+    assert_exit(&provrun(&["sign", &s(&bundle), "--key", &s(&key)]), 0);
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&public)]), 0);
+
+    // A bundle that does not verify is not signed.
+    std::fs::write(bundle.join("output/summary.md"), "changed\n").unwrap();
+    std::fs::remove_file(&envelope).unwrap();
+    assert_exit(&provrun(&["sign", &s(&bundle), "--key", &s(&key)]), 1);
+    assert!(!envelope.exists());
+}
+
+#[test]
+fn a_paused_run_is_signed_again_when_resumed_with_a_key() {
+    let (dir, bundle) = scratch();
+    let key = dir.path().join("k.pem");
+    let public = dir.path().join("k.pem.pub");
+    assert_exit(&provrun(&["keygen", &s(&key)]), 0);
+    let out = provrun(&[
+        "run",
+        &example("approve/agent.toml"),
+        "--out",
+        &s(&bundle),
+        "--sign-key",
+        &s(&key),
+    ]);
+    assert_exit(&out, 4);
+    // The paused bundle is signed as it stands.
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&public)]), 0);
+    let paused_envelope = std::fs::read(bundle.join("statement.dsse.json")).unwrap();
+    let out = provrun(&[
+        "resume",
+        &s(&bundle),
+        "--approve",
+        "greet",
+        "--sign-key",
+        &s(&key),
+    ]);
+    assert_exit(&out, 0);
+    let finished_envelope = std::fs::read(bundle.join("statement.dsse.json")).unwrap();
+    assert_ne!(
+        paused_envelope, finished_envelope,
+        "the old signature was kept"
+    );
+    assert_exit(&provrun(&["verify", &s(&bundle), "--key", &s(&public)]), 0);
+}

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// The eight built-in tools of design.md §3, sorted by name.
+/// The eight built-in tools of docs/contract.md §5, sorted by name.
 const BUILTINS: [&str; 8] = [
     "copy_from_host",
     "copy_to_host",

@@ -5,6 +5,12 @@
 //! "signatures":[{"keyid":<hex SHA-256 of the public key>,"sig":<base64 signature>}]}`,
 //! the signature being over `PAE(payloadType, payload bytes)`. Signing and checking need
 //! the crate feature `dsse`; [`pae`] is always available.
+//!
+//! Keys: a private key is read from a PKCS#8 PEM file (`-----BEGIN PRIVATE KEY-----`, what
+//! `provrun keygen` and `openssl genpkey -algorithm ed25519` write) or as a raw 32-byte
+//! seed (binary or 64 hex digits); a public key from an SPKI PEM file
+//! (`-----BEGIN PUBLIC KEY-----`) or as 32 raw bytes / hex. A key's id ([`key_id`]) is the
+//! hex SHA-256 of its 32 raw public key bytes.
 
 /// Name of the envelope file in a bundle.
 pub const DSSE_FILE: &str = "statement.dsse.json";
@@ -35,6 +41,9 @@ mod signing {
 
     use base64::Engine as _;
     use base64::engine::general_purpose::STANDARD as B64;
+    use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+    use ed25519_dalek::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _};
+    use ed25519_dalek::pkcs8::{EncodePrivateKey as _, EncodePublicKey as _};
     use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
     use serde_json::{Value, json};
 
@@ -57,6 +66,73 @@ mod signing {
         hex::decode_to_slice(text, &mut out)
             .map_err(|e| EvidenceError::Key(format!("not 64 hex digits: {e}")))?;
         Ok(out)
+    }
+
+    /// Read an Ed25519 private key: a PKCS#8 PEM file, else a raw seed as [`parse_key`]
+    /// reads it. Returns the 32-byte seed.
+    pub fn parse_private_key(bytes: &[u8]) -> Result<[u8; 32]> {
+        match pem_text(bytes, "PRIVATE KEY") {
+            Some(text) => SigningKey::from_pkcs8_pem(text)
+                .map(|k| k.to_bytes())
+                .map_err(|e| EvidenceError::Key(format!("not an Ed25519 PKCS#8 private key: {e}"))),
+            None => parse_key(bytes),
+        }
+    }
+
+    /// Read an Ed25519 public key: an SPKI PEM file, else 32 raw bytes or hex as
+    /// [`parse_key`] reads them. The key must be a valid curve point.
+    pub fn parse_public_key(bytes: &[u8]) -> Result<[u8; 32]> {
+        let raw = match pem_text(bytes, "PUBLIC KEY") {
+            Some(text) => VerifyingKey::from_public_key_pem(text)
+                .map(|k| k.to_bytes())
+                .map_err(|e| EvidenceError::Key(format!("not an Ed25519 SPKI public key: {e}")))?,
+            None => parse_key(bytes)?,
+        };
+        VerifyingKey::from_bytes(&raw)
+            .map_err(|e| EvidenceError::Key(format!("not a valid Ed25519 public key: {e}")))?;
+        Ok(raw)
+    }
+
+    /// `bytes` as text when it holds a PEM block labelled `label`.
+    fn pem_text<'a>(bytes: &'a [u8], label: &str) -> Option<&'a str> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        text.contains(&format!("-----BEGIN {label}-----"))
+            .then_some(text.trim())
+    }
+
+    /// A new random Ed25519 private seed from the operating system's random source.
+    pub fn generate_seed() -> Result<[u8; 32]> {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed)
+            .map_err(|e| EvidenceError::Key(format!("no randomness from the OS: {e}")))?;
+        Ok(seed)
+    }
+
+    /// The seed as a PKCS#8 v1 PEM private key (`-----BEGIN PRIVATE KEY-----`): the seed
+    /// alone, without the optional public key of v2, which OpenSSL and pyca/cryptography
+    /// do not read.
+    pub fn private_key_pem(seed: &[u8; 32]) -> Result<String> {
+        let bytes = ed25519_dalek::pkcs8::KeypairBytes {
+            secret_key: *seed,
+            public_key: None,
+        };
+        bytes
+            .to_pkcs8_pem(LineEnding::LF)
+            .map(|pem| pem.to_string())
+            .map_err(|e| EvidenceError::Key(format!("cannot encode the private key: {e}")))
+    }
+
+    /// The public key as an SPKI PEM public key (`-----BEGIN PUBLIC KEY-----`).
+    pub fn public_key_pem(public: &[u8; 32]) -> Result<String> {
+        VerifyingKey::from_bytes(public)
+            .map(|k| k.to_public_key_pem(LineEnding::LF))
+            .map_err(|e| EvidenceError::Key(format!("not a valid Ed25519 public key: {e}")))?
+            .map_err(|e| EvidenceError::Key(format!("cannot encode the public key: {e}")))
+    }
+
+    /// The id of a public key as envelopes name it: hex SHA-256 of its 32 bytes.
+    pub fn key_id(public: &[u8; 32]) -> String {
+        sha256_hex(public)
     }
 
     /// The public key of an Ed25519 private seed.
@@ -102,14 +178,14 @@ mod signing {
         Ok(bytes)
     }
 
-    /// Check an envelope against the statement's bytes and a public key. Returns a
-    /// description of what was verified, or of what is wrong.
-    pub(crate) fn check_envelope(
+    /// Check an envelope's form and payload without a key: canonical JSON of exactly
+    /// `payload`, `payloadType` (the in-toto type) and `signatures`, a payload that is
+    /// exactly `statement`, and at least one signature of the form `{keyid, sig}` with a
+    /// 64-byte base64 signature. Returns the parsed envelope, or what is wrong.
+    pub(crate) fn check_envelope_form(
         envelope: &[u8],
         statement: &[u8],
-        public: &[u8; 32],
-    ) -> std::result::Result<String, String> {
-        let key = VerifyingKey::from_bytes(public).map_err(|e| format!("bad public key: {e}"))?;
+    ) -> std::result::Result<Envelope, String> {
         let v: Value =
             serde_json::from_slice(envelope).map_err(|e| format!("envelope is not JSON: {e}"))?;
         // Like every JSON file of a bundle, the envelope is canonical JSON and one `\n`,
@@ -138,27 +214,64 @@ mod signing {
         if payload != statement {
             return Err("the signed payload is not statement.json".into());
         }
-        let message = pae(payload_type, &payload);
         let sigs = v["signatures"]
             .as_array()
             .ok_or("envelope has no signatures")?;
-        let keyid = sha256_hex(public);
-        for s in sigs {
-            // The keyid is unauthenticated in DSSE; still, ours must name our key.
-            if !exact(s, &["keyid", "sig"]) || s["keyid"].as_str() != Some(keyid.as_str()) {
-                continue;
+        if sigs.is_empty() {
+            return Err("envelope has no signatures".into());
+        }
+        let mut signatures = Vec::new();
+        for (i, s) in sigs.iter().enumerate() {
+            let keyid = s["keyid"].as_str();
+            let raw = s["sig"].as_str().and_then(|t| B64.decode(t).ok());
+            match (exact(s, &["keyid", "sig"]), keyid, raw) {
+                (true, Some(keyid), Some(raw)) => match Signature::from_slice(&raw) {
+                    Ok(sig) => signatures.push((keyid.to_owned(), sig)),
+                    Err(_) => return Err(format!("signature {i} is not 64 bytes")),
+                },
+                _ => {
+                    return Err(format!(
+                        "signature {i} is not {{\"keyid\": text, \"sig\": base64}}"
+                    ));
+                }
             }
-            let Some(raw) = s["sig"].as_str().and_then(|t| B64.decode(t).ok()) else {
-                continue;
-            };
-            let Ok(sig) = Signature::from_slice(&raw) else {
-                continue;
-            };
-            if key.verify_strict(&message, &sig).is_ok() {
+        }
+        Ok(Envelope {
+            message: pae(payload_type, &payload),
+            signatures,
+        })
+    }
+
+    /// A well-formed envelope: the signed message and its signatures by key id.
+    pub(crate) struct Envelope {
+        message: Vec<u8>,
+        signatures: Vec<(String, Signature)>,
+    }
+
+    impl Envelope {
+        /// The key ids the signatures name (unauthenticated in DSSE).
+        pub(crate) fn key_ids(&self) -> Vec<&str> {
+            self.signatures.iter().map(|(k, _)| k.as_str()).collect()
+        }
+    }
+
+    /// Check an envelope against the statement's bytes and a public key. Returns a
+    /// description of what was verified, or of what is wrong.
+    pub(crate) fn check_envelope(
+        envelope: &[u8],
+        statement: &[u8],
+        public: &[u8; 32],
+    ) -> std::result::Result<String, String> {
+        let key = VerifyingKey::from_bytes(public).map_err(|e| format!("bad public key: {e}"))?;
+        let env = check_envelope_form(envelope, statement)?;
+        let keyid = sha256_hex(public);
+        for (id, sig) in &env.signatures {
+            // The keyid is unauthenticated in DSSE; still, ours must name our key.
+            if *id == keyid && key.verify_strict(&env.message, sig).is_ok() {
                 return Ok(format!("statement signed by key {keyid}"));
             }
         }
-        Err("no signature verifies with the given key".into())
+        Err(format!("no signature verifies with the given key {keyid}"))
     }
 }
 

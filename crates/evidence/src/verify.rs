@@ -829,7 +829,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         (false, None) => signature.pass = "not signed, no key required".to_owned(),
         (false, Some(_)) => signature.fail("a key was given but statement.dsse.json is missing"),
         (true, _) if !has_statement => signature.fail("statement.dsse.json without statement.json"),
-        (true, None) => signature.warn("signed, but the signature is not checked: no key given"),
+        (true, None) => check_signature_form(&mut signature, root),
         (true, Some(key)) => check_signature(&mut signature, root, key),
     }
 
@@ -867,6 +867,33 @@ fn check_signature(acc: &mut Acc, root: &Path, key: &[u8; 32]) {
         Ok(msg) => acc.pass = msg,
         Err(msg) => acc.fail(msg),
     }
+}
+
+/// Without a key: the envelope must still be a well-formed DSSE envelope of exactly
+/// `statement.json` (garbage or a stale envelope fails); its signature cannot be checked,
+/// so the check warns and names the key ids the envelope claims.
+#[cfg(feature = "dsse")]
+fn check_signature_form(acc: &mut Acc, root: &Path) {
+    let envelope = match read_bounded(&root.join(DSSE_FILE), MAX_STATEMENT_BYTES) {
+        Ok(b) => b,
+        Err(e) => return acc.fail(format!("cannot read {DSSE_FILE}: {e}")),
+    };
+    let statement = match read_bounded(&root.join(STATEMENT_FILE), MAX_STATEMENT_BYTES) {
+        Ok(b) => b,
+        Err(e) => return acc.fail(format!("cannot read {STATEMENT_FILE}: {e}")),
+    };
+    match crate::dsse::check_envelope_form(&envelope, &statement) {
+        Ok(env) => acc.warn(format!(
+            "signed (key id {}), but the signature is not checked: no key given",
+            env.key_ids().join(", ")
+        )),
+        Err(msg) => acc.fail(msg),
+    }
+}
+
+#[cfg(not(feature = "dsse"))]
+fn check_signature_form(acc: &mut Acc, _root: &Path) {
+    acc.warn("signed, but the envelope is not checked: built without the `dsse` feature");
 }
 
 #[cfg(not(feature = "dsse"))]

@@ -5,6 +5,10 @@
 //! self-contained bundle that anyone can verify offline. Each crate sits behind a feature
 //! of the same name, so a user who needs only the sandbox or only the recorder pulls in
 //! only that.
+//!
+//! A program whose agents run commands (`run_command`, command tools, MCP stdio servers)
+//! calls `provrun::sandbox::arg0_dispatch()` first thing in `main`, so that it is its own
+//! command-confinement helper and needs nothing installed beside it.
 
 #[cfg(feature = "agent")]
 pub use provrun_agent as agent;

@@ -430,14 +430,18 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Where the helper is: `$PROVRUN_CONFINE`, next to the running executable, one folder up
-/// (cargo's test binaries live in `deps/`), or on `PATH`.
+/// Where the helper is: `$PROVRUN_CONFINE`; the running executable itself when it called
+/// [`crate::arg0_dispatch`]; else a `provrun-confine` next to the running executable, one
+/// folder up (cargo's test binaries live in `deps/`), or on `PATH`.
 fn find_helper() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(HELPER_ENV) {
         let p = PathBuf::from(p);
         return p.is_file().then_some(p);
     }
     let exe = std::env::current_exe().ok()?;
+    if crate::dispatch::self_is_helper() && exe.is_file() {
+        return Some(exe);
+    }
     let dir = exe.parent()?;
     [Some(dir), dir.parent()]
         .into_iter()
@@ -612,7 +616,7 @@ fn probe_now() -> Confinement {
                     }
                     None => args.push(os("/bin/true")),
                 }
-                match probe_run(bwrap, &args, helper_path.is_some()) {
+                match probe_run(bwrap, &args, helper_path.is_some(), false) {
                     Ok(line) => {
                         ns_ok = true;
                         ns_detail = format!(
@@ -631,7 +635,7 @@ fn probe_now() -> Confinement {
             c.set("namespaces", ns_ok, ns_detail);
             if let (None, Some(helper)) = (&report, &helper_path) {
                 let args = helper_args(&roots, false, &[], &BTreeMap::new(), true, &[]);
-                report = probe_run(helper, &args, true).ok().flatten();
+                report = probe_run(helper, &args, true, true).ok().flatten();
             }
             report
         }
@@ -645,7 +649,7 @@ fn probe_now() -> Confinement {
         }
     };
     let missing_helper = format!(
-        "the `{HELPER_NAME}` helper was not found (set {HELPER_ENV}, or install it next to the provrun binary)"
+        "the `{HELPER_NAME}` helper was not found (a program calls `provrun_sandbox::arg0_dispatch()` first in `main` to be its own helper; else set {HELPER_ENV} or install the helper next to it)"
     );
     let mut found: BTreeMap<&str, String> = BTreeMap::new();
     if let Some(line) = &report {
@@ -747,13 +751,20 @@ fn bwrap_version(bwrap: &Path) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
-/// Runs a probe; with `report`, returns the helper's report line from its stdout.
+/// Runs a probe; with `report`, returns the helper's report line from its stdout. With
+/// `helper`, `program` is the helper started directly (named so [`crate::arg0_dispatch`]
+/// knows it).
 fn probe_run(
     program: &Path,
     args: &[OsString],
     report: bool,
+    helper: bool,
 ) -> std::result::Result<Option<String>, String> {
-    let out = Command::new(program)
+    let mut cmd = Command::new(program);
+    if helper {
+        std::os::unix::process::CommandExt::arg0(&mut cmd, HELPER_NAME);
+    }
+    let out = cmd
         .args(args)
         .env_clear()
         .stdin(Stdio::null())
@@ -1346,6 +1357,10 @@ impl Sandbox {
         args.extend(argv.iter().skip(usize::from(direct)).map(os));
 
         let mut cmd = Command::new(&program);
+        if !namespaces && helper.is_some() {
+            // The helper started directly: named so that `arg0_dispatch` knows it.
+            std::os::unix::process::CommandExt::arg0(&mut cmd, HELPER_NAME);
+        }
         cmd.args(&args)
             .env_clear()
             .stdout(Stdio::piped())

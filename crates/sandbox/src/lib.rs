@@ -17,7 +17,8 @@
 //! - [`Sandbox::run_command`] and [`Sandbox::run_program`] run a command under OS
 //!   confinement (bubblewrap namespaces, Landlock, seccomp, rlimits, a process limit, a
 //!   timeout and the quota); [`Sandbox::command_support`] says which layers this machine
-//!   has. The in-sandbox half lives in [`confine`] and the `provrun-confine` binary.
+//!   has. The in-sandbox half lives in [`confine`]; a program carries it itself by calling
+//!   [`arg0_dispatch`] first thing in `main` (else the `provrun-confine` binary serves).
 //! - [`stage_inputs`] copies the user's inputs into the input root and makes them read-only.
 //!
 //! Rules every operation keeps: no symbolic link is ever followed (paths are walked one name
@@ -39,6 +40,7 @@
 
 mod command;
 pub mod confine;
+mod dispatch;
 mod error;
 mod fsops;
 mod limits;
@@ -51,6 +53,7 @@ pub use command::{
     CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
     HELPER_NAME, LandlockRecord, Layer, SeccompRecord,
 };
+pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
 pub use limits::Limits;

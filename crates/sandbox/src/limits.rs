@@ -24,7 +24,7 @@ use crate::error::{Result, SandboxError};
 /// | `command_memory_bytes` | 4 GiB | address space per process of a command (`RLIMIT_AS`) |
 /// | `command_processes` | 256 | processes a command may have at once |
 /// | `command_tmp_bytes` | 64 MiB | size of the command's private `/tmp` |
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Most bytes one `read_file` call returns; longer files are paged with `offset`.

@@ -29,7 +29,7 @@ pub const DEFAULT_MCP_STARTUP_TIMEOUT_S: u64 = 30;
 /// timeout_s = 30                 # start-up (initialize + tools/list) limit
 /// destructive = false            # true: treat every tool of the server as destructive
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerSpec {
     /// The server's name: 1 to 32 ASCII letters, digits, `_` or `-`.

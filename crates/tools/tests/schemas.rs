@@ -162,7 +162,7 @@ fn check_schema(tool: &Tool, params: &[(&str, bool)]) {
     }
 }
 
-/// The built-in tools and their parameters as design.md §3 fixes them (`true` = required).
+/// The built-in tools and their parameters as docs/contract.md §5 fixes them (`true` = required).
 const BUILTIN_PARAMS: [(&str, &[(&str, bool)]); 8] = [
     ("copy_from_host", &[("host_path", true), ("path", true)]),
     ("copy_to_host", &[("path", true), ("host_path", true)]),
@@ -194,7 +194,7 @@ fn builtin_tool_schemas() {
         check_schema(tool, params);
         insta::assert_json_snapshot!(format!("builtin_{name}"), tool.schema());
     }
-    // Exactly the destructive ones of design.md §3.
+    // Exactly the destructive ones of docs/contract.md §5.
     let destructive: Vec<&str> = linked
         .iter()
         .filter(|t| BUILTIN_TOOLS.contains(&t.name()) && t.is_destructive())

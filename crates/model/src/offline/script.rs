@@ -1,4 +1,4 @@
-//! [`ScriptModel`]: answers from a JSON script (design §8, the `script:PATH` format).
+//! [`ScriptModel`]: answers from a JSON script (the `script:PATH` format of docs/contract.md §6).
 
 use std::path::Path;
 use std::time::Duration;
