@@ -65,7 +65,7 @@ fn make_template(dir: &std::path::Path) {
         decided_by: None,
         mcp: None,
         mcp_blob: None,
-        confinement: None,
+        ..ToolCalled::default()
     })
     .unwrap();
     std::fs::write(rec.output_dir().join("response.txt"), b"done").unwrap();

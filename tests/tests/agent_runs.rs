@@ -708,11 +708,13 @@ async fn a_cancelled_run_finishes_its_bundle_as_cancelled() {
         .await
         .unwrap();
     assert_eq!(r.status, RunStatus::Cancelled);
+    // The response came back, but its call had not started when the run was cancelled:
+    // it is recorded, as not run.
     assert_eq!(
         timeline(&fx.bundle)[3..],
         s(&[
             "model_called",
-            "tool_called:read_file:ok",
+            "tool_called:read_file:failed",
             "trace_imported",
             "run_finished:cancelled",
         ])

@@ -443,3 +443,60 @@ async fn cancelling_a_run_does_not_wait_for_a_hung_server() {
     );
     assert!(verify(&bundle).ok);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mcp_tools_overlap_and_the_others_run_alone_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("b");
+    let agent = agent_with(&[], "");
+    // echo and add say readOnlyHint; delete_note does not; list_dir is a built-in read.
+    let script = json!([
+        {"tool_calls": [
+            {"id": "e1", "name": "srv_echo", "arguments": {"text": "a"}},
+            {"id": "a1", "name": "srv_add", "arguments": {"a": 1, "b": 2}},
+            {"id": "l1", "name": "list_dir", "arguments": {"path": "/output"}},
+            {"id": "d1", "name": "srv_delete_note", "arguments": {"name": "old"}},
+            {"id": "e2", "name": "srv_echo", "arguments": {"text": "b"}}
+        ]},
+        {"text": "done"}
+    ]);
+    let run = RunSpec::new("go", &bundle);
+    let r = backend(script)
+        .execute(&RunControl::new(), &agent, &run)
+        .await
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+    let events = read_events(&bundle).unwrap();
+    let span = |id: &str| {
+        let p = tool_calls(&events)
+            .into_iter()
+            .find(|p| p["call_id"] == id)
+            .unwrap();
+        (
+            p["start_order"].as_u64().unwrap(),
+            p["end_order"].as_u64().unwrap(),
+        )
+    };
+    let reads = [span("e1"), span("a1"), span("l1")];
+    let last_start = reads.iter().map(|r| r.0).max().unwrap();
+    let first_end = reads.iter().map(|r| r.1).min().unwrap();
+    assert!(
+        last_start < first_end,
+        "the three reads ran together: {reads:?}"
+    );
+    let last_read_end = reads.iter().map(|r| r.1).max().unwrap();
+    assert!(
+        last_read_end < span("d1").0,
+        "delete_note waited for the reads"
+    );
+    assert!(
+        span("d1").1 < span("e2").0,
+        "the echo after it waited for it"
+    );
+    assert!(verify(&bundle).ok);
+    let again = tmp.path().join("again");
+    let report = provrun::agent::replay(&Backend::new(), &RunControl::new(), &bundle, &again)
+        .await
+        .unwrap();
+    assert!(report.matches(), "{:?}", report.difference);
+}

@@ -3,11 +3,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use futures_util::future::join_all;
 use provrun_evidence::{
-    Durability, Recorder, RunEnd, RunStarted, RunStatus, ToolInfo, to_canonical_string,
+    BundleLock, Durability, Recorder, RunEnd, RunStarted, RunStatus, ToolInfo, to_canonical_string,
 };
 use provrun_model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, ModelSettings, ScriptModel, TestModel,
@@ -38,6 +39,10 @@ pub const OUTPUT_TOOL: &str = "final_result";
 
 /// What `run_started.builder` and the statement name as the thing that ran the agent.
 pub const BUILDER: &str = concat!("provrun/", env!("CARGO_PKG_VERSION"));
+
+/// How long a cancelled run waits for a sync tool to return before it records the call
+/// as cancelled (a command the tool runs is killed at once; see `Run::call_tool`).
+pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A tool result longer than this is cut (with a note saying so) before the model and
 /// the evidence see it.
@@ -618,6 +623,24 @@ impl Backend {
         decisions: &[Decision],
         spec: &ResumeSpec,
     ) -> Result<RunResult, AgentError> {
+        // One writer per bundle: the lock is taken before the paused state is read, so
+        // two resumes of one run cannot both act on it (the second is refused here).
+        let bundle_lock = BundleLock::acquire(bundle)?;
+        self.resume_locked(control, bundle_lock, decisions, spec)
+            .await
+    }
+
+    /// [`Backend::resume_with`] for a caller that already holds the bundle's lock (taken
+    /// with [`BundleLock::acquire`], e.g. to look at the bundle first): the lock names
+    /// the bundle, and is held until the run pauses again or ends.
+    pub async fn resume_locked(
+        &self,
+        control: &RunControl,
+        bundle_lock: BundleLock,
+        decisions: &[Decision],
+        spec: &ResumeSpec,
+    ) -> Result<RunResult, AgentError> {
+        let bundle = &bundle_lock.path().to_path_buf();
         let paused = crate::replay::read_paused(bundle)?;
         let agent = paused.agent;
         match (&spec.host_dir, paused.host_dir_granted) {
@@ -658,11 +681,11 @@ impl Backend {
         let result = self
             .resume_prepared(
                 control,
-                bundle,
                 &agent,
                 &prepared,
                 (paused.state, pending),
                 spec.host_dir.as_deref(),
+                bundle_lock,
             )
             .await;
         prepared.remote.shutdown().await;
@@ -672,13 +695,13 @@ impl Backend {
     async fn resume_prepared(
         &self,
         control: &RunControl,
-        bundle: &Path,
         agent: &AgentSpec,
         prepared: &Prepared,
         (state, pending): (LoopState, PendingTurn),
         host_dir: Option<&Path>,
+        bundle_lock: BundleLock,
     ) -> Result<RunResult, AgentError> {
-        let recorder = Recorder::reopen(bundle, Durability::AtEnd)?;
+        let recorder = Recorder::reopen_locked(bundle_lock, Durability::AtEnd)?;
         let mut sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
             recorder.output_dir(),
@@ -798,6 +821,26 @@ enum Answer {
     Accepted(Outcome),
 }
 
+/// What running the tool itself gave.
+struct Called {
+    output: ToolOutput,
+    /// A `remote_mcp` call's MCP evidence details.
+    mcp: Option<Value>,
+    timed_out: bool,
+    cancelled: bool,
+}
+
+impl Called {
+    fn new(output: ToolOutput) -> Self {
+        Self {
+            output,
+            mcp: None,
+            timed_out: false,
+            cancelled: false,
+        }
+    }
+}
+
 /// A call's result and what decided it.
 struct Decided {
     output: ToolOutput,
@@ -806,6 +849,10 @@ struct Decided {
     from_log: bool,
     /// A `remote_mcp` call's MCP evidence details.
     mcp: Option<Value>,
+    /// The tool was stopped at its time limit.
+    timed_out: bool,
+    /// The run was cancelled while the tool ran, and it was stopped.
+    cancelled: bool,
 }
 
 impl Decided {
@@ -815,29 +862,68 @@ impl Decided {
             by,
             from_log: false,
             mcp: None,
+            timed_out: false,
+            cancelled: false,
         }
     }
 
-    fn with_mcp(mut self, mcp: Option<Value>) -> Self {
-        self.mcp = mcp;
-        self
+    /// The result of the tool itself, as [`Run::call_tool`] gives it.
+    fn called(called: Called) -> Self {
+        let by = if called.timed_out || called.cancelled {
+            DecidedBy::Runtime
+        } else {
+            DecidedBy::Tool
+        };
+        Self {
+            output: called.output,
+            by,
+            from_log: false,
+            mcp: called.mcp,
+            timed_out: called.timed_out,
+            cancelled: called.cancelled,
+        }
+    }
+
+    /// A result taken from the recording.
+    fn recorded(output: &ToolOutput, by: DecidedBy) -> Self {
+        Self {
+            from_log: true,
+            ..Self::new(output.clone(), by)
+        }
     }
 }
 
+/// A dispatched call's result and when it started and ended on its turn's clock (`None`
+/// for a call that did not run).
+type Ordered = (CallResult, Option<(u64, u64)>);
+
 /// The result of dispatching one call, not yet recorded.
-enum CallResult {
-    Done {
-        output: ToolOutput,
-        duration_ms: u64,
-        mode: Option<String>,
-        decided_by: DecidedBy,
-        /// A `remote_mcp` call's MCP details.
-        mcp: Option<Value>,
-    },
-    Deferred {
-        call: DeferredCall,
-        mode: Option<String>,
-    },
+struct CallResult {
+    output: ToolOutput,
+    duration_ms: u64,
+    mode: Option<String>,
+    decided_by: DecidedBy,
+    /// A `remote_mcp` call's MCP details.
+    mcp: Option<Value>,
+    /// The call was stopped at its time limit.
+    timed_out: bool,
+    /// The run was cancelled while the call ran (or before it could run).
+    cancelled: bool,
+}
+
+impl CallResult {
+    /// A call that did not run because the run was cancelled before its turn came.
+    fn not_run_cancelled() -> Self {
+        Self {
+            output: ToolOutput::fail("not run: the run was cancelled"),
+            duration_ms: 0,
+            mode: None,
+            decided_by: DecidedBy::Runtime,
+            mcp: None,
+            timed_out: false,
+            cancelled: true,
+        }
+    }
 }
 
 impl Run<'_> {
@@ -1059,63 +1145,136 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Run one turn's calls concurrently, then record them in call order (so the log
-    /// does not depend on which call finished first); results go to the model in call
-    /// order. Returns an outcome when the turn pauses the run.
+    /// Run one turn's calls so that their effect is that of running them one by one in
+    /// the order the model listed them: a call that may conflict with another (it writes,
+    /// runs a program, reaches the host folder, or is a manifest or MCP tool not marked
+    /// read-only) runs alone, after every call listed before it and before every call
+    /// listed after it; calls that only read and are listed next to each other run
+    /// together. A call that waits for a decision stops the turn there: the calls before
+    /// it run, the calls after it run when the run resumes (in order, after it), and every
+    /// call of the turn that waits is recorded `deferred` at once.
+    ///
+    /// The calls are recorded in call order, each with when it started and ended on the
+    /// turn's clock (`start_order`, `end_order`); results go to the model in call order.
+    /// In a replay the recording's order is followed. Returns an outcome when the turn
+    /// pauses the run.
     async fn turn(
         &self,
         state: &mut LoopState,
         turn: PendingTurn,
     ) -> Result<Option<Outcome>, AgentError> {
         let step = state.requests;
-        let futures = turn.calls.iter().map(|call| {
-            let already = turn.completed.contains_key(&call.id);
-            let decision = turn.decisions.get(&call.id);
-            async move {
-                if already {
-                    None
-                } else {
-                    Some(self.dispatch(call, decision, step).await)
+        let todo: Vec<&ToolCall> = turn
+            .calls
+            .iter()
+            .filter(|c| !turn.completed.contains_key(&c.id))
+            .collect();
+        let waits: Vec<Option<DeferReason>> = todo
+            .iter()
+            .map(|c| self.waits(step, c, turn.decisions.get(&c.id)))
+            .collect();
+        let runnable = waits.iter().position(Option::is_some).unwrap_or(todo.len());
+        // Each call done before a pause in this turn took two ticks (its start and end).
+        let done_before = u64::try_from(turn.completed.len()).unwrap_or(u64::MAX / 4);
+        let clock = AtomicU64::new(2 * done_before);
+        let mut results: Vec<Option<Ordered>> = (0..todo.len()).map(|_| None).collect();
+        for mut batch in self.schedule(step, &todo[..runnable]) {
+            // Cancelled before a call started: it does not run (a replay follows the
+            // recording's cancellation).
+            let replaying = self.backend.replaying.as_ref();
+            batch.retain(|&i| {
+                let stopped = self.control.is_cancelled()
+                    || replaying.is_some_and(|r| r.not_run_cancelled(step, &todo[i].id));
+                if stopped {
+                    results[i] = Some((CallResult::not_run_cancelled(), None));
                 }
+                !stopped
+            });
+            if batch.is_empty() {
+                continue;
             }
-        });
-        let results = join_all(futures).await;
-        let mut outputs = Vec::with_capacity(results.len());
+            // Every call of a batch starts before any of them ends, so the recorded order
+            // says which calls ran together whatever order they finish in.
+            let starts: Vec<u64> = batch
+                .iter()
+                .map(|_| clock.fetch_add(1, Ordering::SeqCst) + 1)
+                .collect();
+            let clock = &clock;
+            let futures = batch.iter().zip(starts).map(|(&i, start)| {
+                let call = todo[i];
+                let decision = turn.decisions.get(&call.id);
+                async move {
+                    let result = self.dispatch(call, decision, step).await;
+                    let end = clock.fetch_add(1, Ordering::SeqCst) + 1;
+                    (result, Some((start, end)))
+                }
+            });
+            let done = join_all(futures).await;
+            for (&i, r) in batch.iter().zip(done) {
+                results[i] = Some(r);
+            }
+        }
+        // A run cancelled during the turn does not pause: the calls that would wait, and
+        // those after them, are recorded as not run, and the run ends cancelled.
+        let cancelled = self.control.is_cancelled();
+        let mut results = results.into_iter();
+        let mut outputs = Vec::with_capacity(turn.calls.len());
         let mut deferred = Vec::new();
-        for (call, result) in turn.calls.iter().zip(results) {
-            match result {
-                None => {
-                    if let Some(out) = turn.completed.get(&call.id) {
-                        outputs.push((call, out.clone()));
-                    }
-                }
-                Some(CallResult::Done {
-                    output,
-                    duration_ms,
-                    mode,
-                    decided_by,
-                    mcp,
-                }) => {
-                    let flags = CallFlags {
-                        mode,
-                        decided_by: Some(decided_by),
-                        mcp,
-                        ..CallFlags::default()
-                    };
-                    self.evidence
-                        .completed_with(call, &output, duration_ms, flags)
-                        .await?;
-                    state.tool_calls += 1;
-                    outputs.push((call, output));
-                }
-                Some(CallResult::Deferred {
-                    call: waiting,
-                    mode,
-                }) => {
-                    self.evidence.deferred(call, mode).await?;
-                    deferred.push(waiting);
-                }
+        let mut index = 0usize;
+        for call in &turn.calls {
+            if let Some(out) = turn.completed.get(&call.id) {
+                outputs.push((call, out.clone()));
+                continue;
             }
+            let waiting = waits.get(index).copied().flatten();
+            let mut result = results.next().flatten();
+            index += 1;
+            if cancelled && result.is_none() {
+                result = Some((CallResult::not_run_cancelled(), None));
+            } else if let Some(reason) = waiting {
+                let mode = self
+                    .prepared
+                    .tools
+                    .get(&call.name)
+                    .map(|t| t.mode().as_str().to_string());
+                if self.control.has_subscriber() {
+                    self.control.emit(RunEvent::CallBegin {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    });
+                }
+                self.control.emit(RunEvent::Deferred {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                });
+                self.evidence.deferred(call, mode).await?;
+                deferred.push(DeferredCall {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    reason,
+                });
+                continue;
+            }
+            // A call after one that waits runs when the run resumes.
+            let Some((result, order)) = result else {
+                continue;
+            };
+            let flags = CallFlags {
+                mode: result.mode,
+                decided_by: Some(result.decided_by),
+                mcp: result.mcp,
+                order,
+                timed_out: result.timed_out,
+                cancelled: result.cancelled,
+                ..CallFlags::default()
+            };
+            self.evidence
+                .completed_with(call, &result.output, result.duration_ms, flags)
+                .await?;
+            state.tool_calls += 1;
+            outputs.push((call, result.output));
         }
         if !deferred.is_empty() {
             return Ok(Some(Outcome {
@@ -1134,6 +1293,53 @@ impl Run<'_> {
             ));
         }
         Ok(None)
+    }
+
+    /// Why `call` waits, when it does: it needs a decision and has none (and, in a
+    /// replay, the recording did not record it as not run because the run was cancelled).
+    fn waits(
+        &self,
+        step: u64,
+        call: &ToolCall,
+        decision: Option<&Decision>,
+    ) -> Option<DeferReason> {
+        let not_run =
+            (self.backend.replaying.as_ref()).is_some_and(|r| r.not_run_cancelled(step, &call.id));
+        if decision.is_some() || not_run {
+            return None;
+        }
+        self.prepared
+            .tools
+            .get(&call.name)
+            .and_then(|t| self.needs_deferral(t))
+    }
+
+    /// The batches `calls` run in, each a list of indices into `calls`, in call order: a
+    /// call that may conflict alone, neighbouring read-only calls together. A replay
+    /// follows the recording's batches instead (where the recording has them).
+    fn schedule(&self, step: u64, calls: &[&ToolCall]) -> Vec<Vec<usize>> {
+        let recorded = (self.backend.replaying.as_ref()).and_then(|r| r.batches(step));
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        let mut previous: Option<usize> = None;
+        for (i, call) in calls.iter().enumerate() {
+            // The batch a call joins: in a replay, the recorded one; else "the read-only
+            // batch" for a call that only reads. A call with none runs alone.
+            let group = match &recorded {
+                Some(recorded) => recorded.get(&call.id).copied(),
+                None => self
+                    .prepared
+                    .tools
+                    .get(&call.name)
+                    .filter(|t| t.is_read_only())
+                    .map(|_| 0),
+            };
+            match (group, previous, batches.last_mut()) {
+                (Some(g), Some(p), Some(last)) if g == p => last.push(i),
+                _ => batches.push(vec![i]),
+            }
+            previous = group;
+        }
+        batches
     }
 
     fn needs_deferral(&self, tool: &Tool) -> Option<DeferReason> {
@@ -1188,27 +1394,12 @@ impl Run<'_> {
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
                 };
-                match (self.needs_deferral(tool), decision) {
-                    (Some(reason), None) => {
-                        self.control.emit(RunEvent::Deferred {
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                        });
-                        return CallResult::Deferred {
-                            call: DeferredCall {
-                                call_id: call.id.clone(),
-                                name: call.name.clone(),
-                                arguments: call.arguments.clone(),
-                                reason,
-                            },
-                            mode,
-                        };
-                    }
-                    (_, Some(Decision::Deny { message, .. })) => Decided::new(
+                match decision {
+                    Some(Decision::Deny { message, .. }) => Decided::new(
                         ToolOutput::fail(format!("denied: {message}")),
                         DecidedBy::Approval,
                     ),
-                    (_, Some(Decision::Result { content, ok, .. })) => Decided::new(
+                    Some(Decision::Result { content, ok, .. }) => Decided::new(
                         ToolOutput {
                             content: content.clone(),
                             ok: *ok,
@@ -1228,6 +1419,7 @@ impl Run<'_> {
         };
         let decided_by = decided.by;
         let mcp = decided.mcp;
+        let (timed_out, cancelled) = (decided.timed_out, decided.cancelled);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::ToolResult {
@@ -1237,12 +1429,14 @@ impl Run<'_> {
                 content: output.content.clone(),
             });
         }
-        CallResult::Done {
+        CallResult {
             output,
             duration_ms,
             mode,
             decided_by,
             mcp,
+            timed_out,
+            cancelled,
         }
     }
 
@@ -1257,28 +1451,25 @@ impl Run<'_> {
     ) -> Decided {
         if let Some(replaying) = &self.backend.replaying {
             let recorded = replaying.call(step, &call.id);
+            if let Some(r) = recorded.filter(|r| r.timed_out || r.cancelled) {
+                // A call the recording stopped (its time limit, or a cancelled run) is not
+                // run again: what it did before it was stopped cannot be reproduced, so
+                // it is answered from the recording, like a call to an MCP server.
+                return Decided {
+                    timed_out: r.timed_out,
+                    cancelled: r.cancelled,
+                    ..Decided::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
+                };
+            }
             return match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
-                Some((DecidedBy::Hook, output)) => Decided {
-                    output: output.clone(),
-                    by: DecidedBy::Hook,
-                    from_log: true,
-                    mcp: None,
-                },
+                Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
                 Some((DecidedBy::AfterHook, output)) => {
                     // The tool runs (its effects on /output count), the model saw the
                     // rewritten output.
                     let _ = self.call_tool(tool, call).await;
-                    Decided {
-                        output: output.clone(),
-                        by: DecidedBy::AfterHook,
-                        from_log: true,
-                        mcp: None,
-                    }
+                    Decided::recorded(output, DecidedBy::AfterHook)
                 }
-                _ => {
-                    let (output, mcp) = self.call_tool(tool, call).await;
-                    Decided::new(output, DecidedBy::Tool).with_mcp(mcp)
-                }
+                _ => Decided::called(self.call_tool(tool, call).await),
             };
         }
         let hooks: &ToolHooks = &self.backend.hooks;
@@ -1287,29 +1478,40 @@ impl Run<'_> {
         } else {
             hooks.run_before(info, self.control).await
         };
-        let (output, by, mcp) = match decided {
-            HookDecision::Deny(message) => (ToolOutput::fail(message), DecidedBy::Hook, None),
-            HookDecision::Replace(content) => (ToolOutput::succeed(content), DecidedBy::Hook, None),
-            HookDecision::Allow => {
-                let (output, mcp) = self.call_tool(tool, call).await;
-                (output, DecidedBy::Tool, mcp)
+        let called = match decided {
+            HookDecision::Deny(message) => {
+                return Decided::new(ToolOutput::fail(message), DecidedBy::Hook);
             }
+            HookDecision::Replace(content) => {
+                return Decided::new(ToolOutput::succeed(content), DecidedBy::Hook);
+            }
+            HookDecision::Allow => Decided::called(self.call_tool(tool, call).await),
         };
-        if hooks.after.is_empty() {
-            return Decided::new(output, by).with_mcp(mcp);
+        if hooks.after.is_empty() || called.by != DecidedBy::Tool {
+            return called;
         }
-        let after = hooks.run_after(info, output.clone()).await;
-        let by = if by == DecidedBy::Tool && after != output {
+        let after = hooks.run_after(info, called.output.clone()).await;
+        let by = if after != called.output {
             DecidedBy::AfterHook
         } else {
-            by
+            DecidedBy::Tool
         };
-        Decided::new(after, by).with_mcp(mcp)
+        Decided {
+            output: after,
+            by,
+            ..called
+        }
     }
 
-    /// The tool itself, bounded by `tool_timeout_s`; for a tool in an MCP server, also
-    /// its `mcp` evidence details.
-    async fn call_tool(&self, tool: &Tool, call: &ToolCall) -> (ToolOutput, Option<Value>) {
+    /// The tool itself, bounded by `tool_timeout_s` and stopped by a cancellation; for a
+    /// tool in an MCP server, also its `mcp` evidence details.
+    ///
+    /// On cancellation an async tool is dropped at once (at its next await), a command
+    /// (`run_command`, a manifest command tool) has its whole process tree killed, and any
+    /// other sync tool is waited for up to [`CANCEL_GRACE`]: what it gives back within the
+    /// grace is its result, else the call is recorded as cancelled (its thread cannot be
+    /// stopped, and is left to finish in the background).
+    async fn call_tool(&self, tool: &Tool, call: &ToolCall) -> Called {
         let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
         if tool.mode() == ToolMode::RemoteMcp {
             let called = self
@@ -1317,14 +1519,19 @@ impl Run<'_> {
                 .remote
                 .call(&call.name, &call.id, &call.arguments, limit);
             // A cancelled run does not wait for a slow server.
-            let (output, details) = tokio::select! {
-                done = called => done,
-                () = self.control.cancelled() => (
-                    ToolOutput::fail("cancelled: the run was cancelled during the MCP call"),
-                    json!({"error": "the run was cancelled during the call"}),
-                ),
+            return tokio::select! {
+                (output, details) = called => Called {
+                    mcp: Some(details),
+                    ..Called::new(output)
+                },
+                () = self.control.cancelled() => Called {
+                    mcp: Some(json!({"error": "the run was cancelled during the call"})),
+                    cancelled: true,
+                    ..Called::new(ToolOutput::fail(
+                        "cancelled: the run was cancelled during the MCP call",
+                    ))
+                },
             };
-            return (output, Some(details));
         }
         if tool.is_bounded_builtin_read() {
             // A bounded read of the sandbox: cheaper right here than handed to the
@@ -1333,20 +1540,57 @@ impl Run<'_> {
                 Ok(out) => out,
                 Err(e) => ToolOutput::fail(e.to_string()),
             };
-            return (output, None);
+            return Called::new(output);
         }
-        // A sync tool's blocking thread cannot be stopped: on timeout it is left to
-        // finish in the background and its result is dropped.
-        let called = tool.acall(call.arguments.as_str(), Some(&self.ctx));
-        let output = match tokio::time::timeout(limit, called).await {
-            Ok(Ok(out)) => out,
-            Ok(Err(e)) => ToolOutput::fail(e.to_string()),
-            Err(_) => ToolOutput::fail(format!(
+        let timed_out = || Called {
+            timed_out: true,
+            ..Called::new(ToolOutput::fail(format!(
                 "tool `{}` timed out after {} s (tool_timeout_s)",
                 call.name, self.agent.tool_timeout_s
-            )),
+            )))
         };
-        (output, None)
+        let cancelled = || Called {
+            cancelled: true,
+            ..Called::new(ToolOutput::fail(
+                "cancelled: the run was cancelled while the tool ran",
+            ))
+        };
+        let done = |r: Result<ToolOutput, provrun_tools::ToolError>| {
+            Called::new(r.unwrap_or_else(|e| ToolOutput::fail(e.to_string())))
+        };
+        // The call's own stop switch: set, it kills the commands this call runs (and
+        // only those), tree and all.
+        let stop = Arc::new(AtomicBool::new(false));
+        let ctx = RunContext::new(RunDeps {
+            sandbox: self.ctx.sandbox().clone().with_stop(Arc::clone(&stop)),
+            run: self.ctx.deps().run.clone(),
+        });
+        let mut called = std::pin::pin!(tool.acall(call.arguments.as_str(), Some(&ctx)));
+        // A sync tool's thread cannot be stopped: it is given a moment after its commands
+        // are killed, so that it is (nearly always) gone before the next call starts,
+        // and is otherwise left to finish in the background, its result dropped.
+        let stopped = async |called: std::pin::Pin<&mut _>| {
+            stop.store(true, Ordering::SeqCst);
+            if tool.is_async() {
+                None
+            } else {
+                tokio::time::timeout(CANCEL_GRACE, called).await.ok()
+            }
+        };
+        tokio::select! {
+            r = &mut called => done(r),
+            () = tokio::time::sleep(limit) => {
+                let _ = stopped(called).await;
+                timed_out()
+            }
+            () = self.control.cancelled() => match stopped(called).await {
+                Some(r) => Called {
+                    cancelled: true,
+                    ..done(r)
+                },
+                None => cancelled(),
+            },
+        }
     }
 
     async fn finish(self, state: LoopState, outcome: Outcome) -> Result<RunResult, AgentError> {

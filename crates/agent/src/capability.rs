@@ -286,6 +286,13 @@ pub struct CallFlags {
     pub decided_by: Option<DecidedBy>,
     /// A `remote_mcp` call's MCP details (the `mcp` object of the event).
     pub mcp: Option<Value>,
+    /// When the call started and ended, on the turn's clock (see
+    /// `provrun_evidence::ToolCalled::start_order`).
+    pub order: Option<(u64, u64)>,
+    /// The call was stopped at its time limit.
+    pub timed_out: bool,
+    /// The run was cancelled while the call ran, and the call was stopped.
+    pub cancelled: bool,
 }
 
 impl ToolEvidence {
@@ -358,6 +365,10 @@ impl ToolEvidence {
                 mcp,
                 mcp_blob,
                 confinement,
+                start_order: flags.order.map(|o| o.0),
+                end_order: flags.order.map(|o| o.1),
+                timed_out: flags.timed_out,
+                cancelled: flags.cancelled,
             })
             .await?;
         Ok(seq)

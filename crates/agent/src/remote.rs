@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use provrun_mcp::{ConnectOptions, McpServers, McpTool};
-use provrun_tools::{McpServerSpec, McpTransportKind, Tool, ToolMode, ToolOutput, ToolRegistry};
+use provrun_tools::{
+    McpServerSpec, McpTransportKind, Tool, ToolCategory, ToolMode, ToolOutput, ToolRegistry,
+};
 use serde_json::Value;
 
 use crate::error::AgentError;
@@ -141,9 +143,24 @@ impl Remote {
 
 /// A server's tool as a [`Tool`] the loop can offer and dispatch (its body is the server).
 pub(crate) fn as_tool(tool: &McpTool) -> Result<Tool, AgentError> {
+    // A tool the server marks read-only (`readOnlyHint`) and the declaration does not make
+    // destructive only reads: its calls may overlap with other reads of the same turn.
+    let read_only = !tool.destructive
+        && tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("readOnlyHint"))
+            .and_then(Value::as_bool)
+            == Some(true);
+    let category = if read_only {
+        ToolCategory::Read
+    } else {
+        ToolCategory::Other
+    };
     Tool::builder(tool.name.clone(), tool.description.clone())
         .mode(ToolMode::RemoteMcp)
         .destructive(tool.destructive)
+        .category(category)
         .schema(tool.schema.clone())
         .build()
         .map_err(|e| AgentError::Mcp(format!("MCP server `{}`: {e}", tool.server)))

@@ -257,6 +257,14 @@ pub(crate) struct RecordedCall {
     pub(crate) output: ToolOutput,
     pub(crate) decided_by: Option<DecidedBy>,
     mode: Option<String>,
+    /// The call was stopped at its time limit: replay answers it from the recording.
+    pub(crate) timed_out: bool,
+    /// The call was stopped (or not run) because the run was cancelled: replay answers
+    /// it from the recording.
+    pub(crate) cancelled: bool,
+    /// The call was dispatched (it has a `start_order`); `false` for a call the recording
+    /// answered without running it, or a log from before `start_order`.
+    ran: bool,
 }
 
 /// What a replay takes from the recording besides the model's responses: the result of
@@ -268,6 +276,9 @@ pub(crate) struct Replaying {
     calls: HashMap<(u64, String), RecordedCall>,
     /// A cancelled recording: the number of model requests it had made.
     cancel_at: Option<u64>,
+    /// The recorded order of each turn's calls (by model request): which batch each call
+    /// ran in (see [`order_batches`]).
+    batches: HashMap<u64, HashMap<String, usize>>,
 }
 
 impl Replaying {
@@ -291,6 +302,9 @@ impl Replaying {
                         },
                         decided_by: p["decided_by"].as_str().and_then(DecidedBy::parse),
                         mode: p["mode"].as_str().map(str::to_string),
+                        timed_out: p["timed_out"] == true,
+                        cancelled: p["cancelled"] == true,
+                        ran: p["start_order"].is_u64(),
                     };
                     let id = p["call_id"].as_str().unwrap_or_default().to_string();
                     calls.insert((step, id), call);
@@ -305,7 +319,44 @@ impl Replaying {
         let cancel_at = finished
             .filter(|e| e.payload["status"] == RunStatus::Cancelled.as_str())
             .map(|e| e.payload["usage"]["requests"].as_u64().unwrap_or(step));
-        Ok(Self { calls, cancel_at })
+        let batches = order_batches(events)
+            .into_iter()
+            .map(|(step, batches)| {
+                let by_id = batches
+                    .into_iter()
+                    .enumerate()
+                    .flat_map(|(i, ids)| ids.into_iter().map(move |id| (id, i)))
+                    .collect();
+                (step, by_id)
+            })
+            .collect();
+        Ok(Self {
+            calls,
+            cancel_at,
+            batches,
+        })
+    }
+
+    /// The batch each call of the turn answering model request `step` ran in, by call id,
+    /// when the recording says (logs from before `start_order` do not).
+    pub(crate) fn batches(&self, step: u64) -> Option<&HashMap<String, usize>> {
+        self.batches.get(&step)
+    }
+
+    /// Whether the recording did not run call `call_id` of the turn answering model
+    /// request `step` because the run was cancelled before it started.
+    pub(crate) fn not_run_cancelled(&self, step: u64, call_id: &str) -> bool {
+        self.call(step, call_id)
+            .is_some_and(|c| c.cancelled && !c.ran)
+    }
+
+    /// How many calls the replay answers from the recording because the recording
+    /// stopped them (a time limit, a cancellation) instead of running them again.
+    fn answered_from_recording(&self) -> usize {
+        self.calls
+            .values()
+            .filter(|c| c.timed_out || c.cancelled)
+            .count()
     }
 
     /// The recorded call `call_id` of the turn answering model request `step`.
@@ -358,6 +409,91 @@ impl Replaying {
     }
 }
 
+/// The order a log's turns ran their calls in: for each turn (by the model request whose
+/// response asked for the calls), its batches in order, each the ids of calls that ran
+/// together. Calls without `start_order`/`end_order` (older logs, deferred calls, calls the
+/// runtime answered without running) are left out. A call joins the batch before it when
+/// it started before any call of that batch ended.
+pub(crate) fn order_batches(events: &[Event]) -> HashMap<u64, Vec<Vec<String>>> {
+    let mut spans: HashMap<u64, Vec<(u64, u64, String)>> = HashMap::new();
+    let mut step = 0u64;
+    for e in events {
+        match e.kind {
+            EventType::ModelCalled => step += 1,
+            EventType::ToolCalled => {
+                let p = &e.payload;
+                if let (Some(start), Some(end), Some(id)) = (
+                    p["start_order"].as_u64(),
+                    p["end_order"].as_u64(),
+                    p["call_id"].as_str(),
+                ) {
+                    spans
+                        .entry(step)
+                        .or_default()
+                        .push((start, end, id.to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
+    spans
+        .into_iter()
+        .map(|(step, mut calls)| {
+            calls.sort();
+            let mut batches: Vec<Vec<String>> = Vec::new();
+            let mut first_end = u64::MAX;
+            for (start, end, id) in calls {
+                match batches.last_mut() {
+                    Some(last) if start < first_end => {
+                        last.push(id);
+                        first_end = first_end.min(end);
+                    }
+                    _ => {
+                        batches.push(vec![id]);
+                        first_end = end;
+                    }
+                }
+            }
+            (step, batches)
+        })
+        .collect()
+}
+
+/// The first turn whose calls ran in a different order in the replay than in the
+/// recording (only calls the recording gives an order count).
+fn order_difference(old: &[Event], new: &[Event]) -> Option<String> {
+    let (old, new) = (order_batches(old), order_batches(new));
+    let mut steps: Vec<&u64> = old.keys().collect();
+    steps.sort();
+    for step in steps {
+        let recorded = &old[step];
+        let known: std::collections::HashSet<&String> = recorded.iter().flatten().collect();
+        let replayed: Vec<Vec<String>> = new
+            .get(step)
+            .into_iter()
+            .flatten()
+            .map(|b| b.iter().filter(|id| known.contains(id)).cloned().collect())
+            .filter(|b: &Vec<String>| !b.is_empty())
+            .collect();
+        if *recorded != replayed {
+            let show = |batches: &[Vec<String>]| {
+                batches
+                    .iter()
+                    .map(|b| format!("[{}]", b.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(" then ")
+            };
+            return Some(format!(
+                "the calls of model response {step} ran in a different order: recorded {}, \
+                 replayed {}",
+                show(recorded),
+                show(&replayed)
+            ));
+        }
+    }
+    None
+}
+
 /// The MCP side of a recording, for a replay that answers `remote_mcp` calls from it
 /// instead of the servers: `None` when the run used no MCP server.
 fn recorded_mcp(bundle: &Path, events: &[Event]) -> Result<Option<RecordedMcp>, AgentError> {
@@ -405,6 +541,9 @@ pub struct ReplayReport {
     pub outputs: usize,
     /// The first difference from the recording, if any.
     pub difference: Option<String>,
+    /// Calls answered from the recording instead of run again, because the recording
+    /// stopped them: at their time limit, or when the run was cancelled.
+    pub answered_from_recording: usize,
 }
 
 impl ReplayReport {
@@ -565,6 +704,9 @@ pub async fn replay(
             new_calls.len()
         ));
     }
+    if difference.is_none() {
+        difference = order_difference(&events, &new_events);
+    }
     let (old_out, new_out) = (outputs(&events), outputs(&new_events));
     if difference.is_none() {
         for (o, n) in old_out.iter().zip(new_out.iter()) {
@@ -603,6 +745,7 @@ pub async fn replay(
         tool_calls: old_calls.iter().filter(|c| !c.deferred).count(),
         outputs: old_out.len(),
         difference,
+        answered_from_recording: replaying.answered_from_recording(),
     })
 }
 
@@ -613,4 +756,75 @@ fn recorded_status(events: &[Event]) -> &str {
         .find(|e| e.kind == EventType::RunFinished)
         .and_then(|e| e.payload["status"].as_str())
         .unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use provrun_evidence::Confidence;
+    use serde_json::json;
+
+    fn event(kind: EventType, payload: Value) -> Event {
+        Event {
+            v: 1,
+            run_id: "r".into(),
+            seq: 0,
+            prev: None,
+            ts: String::new(),
+            kind,
+            confidence: Confidence::Observed,
+            payload,
+        }
+    }
+
+    /// A log of one model response whose calls ran with these (id, start, end) spans.
+    fn log(spans: &[(&str, u64, u64)]) -> Vec<Event> {
+        let mut events = vec![event(EventType::ModelCalled, json!({}))];
+        for (id, start, end) in spans {
+            events.push(event(
+                EventType::ToolCalled,
+                json!({"call_id": id, "start_order": start, "end_order": end}),
+            ));
+        }
+        events
+    }
+
+    #[test]
+    fn batches_are_read_back_from_the_spans_whatever_order_calls_ended_in() {
+        // w alone, then r1 r2 r3 together (ending 3, 1, 2), then w2 alone.
+        let events = log(&[
+            ("w", 1, 2),
+            ("r1", 3, 8),
+            ("r2", 4, 7),
+            ("r3", 5, 6),
+            ("w2", 9, 10),
+        ]);
+        let batches = order_batches(&events);
+        assert_eq!(
+            batches[&1],
+            vec![vec!["w"], vec!["r1", "r2", "r3"], vec!["w2"]]
+        );
+        // A log from before the order fields has no batches.
+        let old = vec![
+            event(EventType::ModelCalled, json!({})),
+            event(EventType::ToolCalled, json!({"call_id": "x"})),
+        ];
+        assert!(order_batches(&old).is_empty());
+    }
+
+    #[test]
+    fn a_replay_that_ran_calls_in_other_groups_differs() {
+        let recorded = log(&[("a", 1, 2), ("b", 3, 4)]);
+        assert_eq!(order_difference(&recorded, &recorded), None);
+        // Overlapping where the recording ran them one after the other.
+        let replayed = log(&[("a", 1, 3), ("b", 2, 4)]);
+        let diff = order_difference(&recorded, &replayed).unwrap();
+        assert!(diff.contains("model response 1"), "{diff}");
+        assert!(
+            diff.contains("recorded [a] then [b], replayed [a, b]"),
+            "{diff}"
+        );
+        // The other way round too.
+        assert!(order_difference(&replayed, &recorded).is_some());
+    }
 }

@@ -1,6 +1,7 @@
 //! The per-call tool timeout (`tool_timeout_s`): a call that outlives it is answered as
-//! failed and the run goes on, whether the tool is async (dropped) or sync (left to finish
-//! on its blocking thread).
+//! failed (`timed_out: true`) and the run goes on, whether the tool is async (dropped) or
+//! sync (given a short grace, then left to finish on its blocking thread). The tools here
+//! only read (category `read`), so the three calls of the turn run together.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,13 +10,14 @@ use std::time::{Duration, Instant};
 use provrun_agent::{AgentSpec, Backend, RunControl, RunSpec, RunStatus};
 use provrun_evidence::{EventType, read_events, verify};
 use provrun_model::ScriptModel;
-use provrun_tools::{Tool, ToolOutput, ToolRegistry};
+use provrun_tools::{Tool, ToolCategory, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 fn registry(sync_done: Arc<AtomicBool>) -> ToolRegistry {
     let mut reg = ToolRegistry::empty();
     reg.add(
         Tool::builder("slow_async", "Sleeps for a minute.")
+            .category(ToolCategory::Read)
             .async_handler(false, |_, _| async {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 ToolOutput::succeed("woke up")
@@ -25,6 +27,7 @@ fn registry(sync_done: Arc<AtomicBool>) -> ToolRegistry {
     );
     reg.add(
         Tool::builder("slow_sync", "Blocks for three seconds.")
+            .category(ToolCategory::Read)
             .sync_handler(false, move |_, _| {
                 std::thread::sleep(Duration::from_secs(3));
                 sync_done.store(true, Ordering::SeqCst);
@@ -35,6 +38,7 @@ fn registry(sync_done: Arc<AtomicBool>) -> ToolRegistry {
     );
     reg.add(
         Tool::builder("quick", "Answers at once.")
+            .category(ToolCategory::Read)
             .sync_handler(false, |_, _| ToolOutput::succeed("quick answer"))
             .build()
             .unwrap(),
@@ -74,10 +78,17 @@ async fn calls_past_the_timeout_fail_and_the_run_goes_on() {
         took < Duration::from_millis(2900),
         "the run waited {took:?}"
     );
-    // The sync tool was still running when its call was answered.
+    // The sync tool was still running when its call was answered (at the timeout plus
+    // the grace).
     assert!(!sync_done.load(Ordering::SeqCst));
-    let calls: Vec<(String, bool, String)> = read_events(&bundle)
-        .unwrap()
+    let events = read_events(&bundle).unwrap();
+    let timed_out: Vec<bool> = events
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .map(|e| e.payload["timed_out"] == true)
+        .collect();
+    assert_eq!(timed_out, [true, true, false]);
+    let calls: Vec<(String, bool, String)> = events
         .into_iter()
         .filter(|e| e.kind == EventType::ToolCalled)
         .map(|e| {

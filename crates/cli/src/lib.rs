@@ -10,7 +10,7 @@
 //! |---|---|
 //! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
 //! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
-//! | 2 | a usage or spec error; nothing was written |
+//! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
 //! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
@@ -57,7 +57,8 @@ pub const EXIT_CANCELLED: u8 = 130;
 pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 
 const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies, status failed) · \
-                         2 usage or spec error, nothing written · 4 paused (stderr names the waiting \
+                         2 usage or spec error, or the bundle is held by another writer, nothing \
+                         written · 4 paused (stderr names the waiting \
                          calls and the resume command) · 130 cancelled by Ctrl-C";
 
 #[derive(Debug, Parser)]
@@ -308,6 +309,57 @@ pub(crate) fn shell_word(text: &str) -> String {
     }
 }
 
+/// One line on an MCP server a tools folder declares: how it is reached, and what its
+/// tools are called.
+fn mcp_server_summary(server: &provrun_tools::McpServerSpec) -> String {
+    let reached = match (&server.command, &server.url) {
+        (Some(command), _) => {
+            let mut words = vec![shell_word(command)];
+            words.extend(server.args.iter().map(|a| shell_word(a)));
+            format!("stdio: {}", words.join(" "))
+        }
+        (None, Some(url)) => format!("http: {url}"),
+        (None, None) => "declared elsewhere".to_string(),
+    };
+    let prefix = server.tool_prefix();
+    let named = if prefix.is_empty() {
+        "its tools keep their names".to_string()
+    } else {
+        format!("its tools are named {prefix}_TOOL")
+    };
+    format!("MCP server ({reached}); {named}, listed when a run connects")
+}
+
+/// An MCP server as `provrun tools --json` lists it: an entry beside the tools with the
+/// same four keys (`schema` is `null`: the server lists its tools when a run connects,
+/// and `mode` is `remote_mcp`) and an `mcp_server` object with the declaration.
+/// Environment values are not printed, only their names.
+fn mcp_server_listing(server: &provrun_tools::McpServerSpec) -> serde_json::Value {
+    let transport = match server.transport() {
+        provrun_tools::McpTransportKind::Stdio => "stdio",
+        provrun_tools::McpTransportKind::Http => "http",
+        provrun_tools::McpTransportKind::Reference => "reference",
+    };
+    serde_json::json!({
+        "name": server.name,
+        "description": mcp_server_summary(server),
+        "schema": null,
+        "mode": provrun_tools::ToolMode::RemoteMcp,
+        "mcp_server": {
+            "transport": transport,
+            "command": server.command,
+            "args": server.args,
+            "env": server.env.keys().collect::<Vec<_>>(),
+            "url": server.url,
+            "bearer_token_env": server.bearer_token_env,
+            "prefix": server.tool_prefix(),
+            "tools": server.tools,
+            "timeout_s": server.startup_timeout_s(),
+            "destructive": server.destructive,
+        },
+    })
+}
+
 fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
     let registry = match registry(dirs) {
         Ok(r) => r,
@@ -315,32 +367,51 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
     };
     let mut stdout = std::io::stdout().lock();
     let written = if json {
-        let listing: Vec<ToolListing<'_>> = registry
-            .iter()
-            .map(|t| ToolListing {
+        let mut listing: Vec<serde_json::Value> = Vec::new();
+        for t in registry.iter() {
+            let tool = ToolListing {
                 name: t.name(),
                 description: t.description(),
                 schema: t.schema(),
                 mode: t.mode(),
-            })
-            .collect();
+            };
+            listing.push(serde_json::to_value(tool).unwrap_or_default());
+        }
+        listing.extend(registry.mcp_servers().map(mcp_server_listing));
         serde_json::to_string_pretty(&listing)
             .map_err(std::io::Error::other)
             .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
     } else {
-        registry.iter().try_for_each(|t| {
-            let flag = if t.is_destructive() {
-                " (destructive)"
-            } else {
-                ""
-            };
-            writeln!(
-                stdout,
-                "{:<16} {}{flag}",
-                inert::inert(t.name()),
-                inert::inert(t.description())
-            )
-        })
+        registry
+            .iter()
+            .try_for_each(|t| {
+                let flag = if t.is_destructive() {
+                    " (destructive)"
+                } else {
+                    ""
+                };
+                writeln!(
+                    stdout,
+                    "{:<16} {}{flag}",
+                    inert::inert(t.name()),
+                    inert::inert(t.description())
+                )
+            })
+            .and_then(|()| {
+                registry.mcp_servers().try_for_each(|server| {
+                    let flag = if server.destructive {
+                        " (destructive)"
+                    } else {
+                        ""
+                    };
+                    writeln!(
+                        stdout,
+                        "{:<16} {}{flag}",
+                        inert::inert(&server.name),
+                        inert::inert(&mcp_server_summary(server))
+                    )
+                })
+            })
     };
     match written {
         Ok(()) => EXIT_OK,

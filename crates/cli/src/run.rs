@@ -8,6 +8,8 @@ use provrun_agent::{
     RunControl, RunResult, RunSpec, RunStatus,
 };
 
+use provrun_evidence::{BundleLock, EvidenceError};
+
 use crate::inert::inert;
 use crate::progress::Progress;
 use crate::style::Painter;
@@ -287,8 +289,15 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     options.host_dir = args.host_dir.clone();
     let backend = Backend::new().with_registry(registry);
     let control = RunControl::new();
+    // One writer per bundle: a bundle another run or resume holds is refused (exit 2),
+    // and the log's length is taken under the lock, so what that writer wrote is never
+    // counted as this resume's.
+    let bundle_lock = match BundleLock::acquire(&args.bundle) {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
     let before = log_len(&args.bundle);
-    let resumed = backend.resume_with(&control, &args.bundle, &decisions, &options);
+    let resumed = backend.resume_locked(&control, bundle_lock, &decisions, &options);
     let result = match drive(&control, resumed) {
         Ok(r) => r,
         Err(code) => return code,
@@ -331,6 +340,24 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
         Err(code) => return code,
     };
     let paint = Painter::stdout();
+    if report.answered_from_recording > 0 {
+        // Said on stderr so that stdout's one line stays the verdict scripts read.
+        eprintln!(
+            "provrun: {} tool call{} stopped in the recording (timed out, or the run was \
+             cancelled) {} answered from the recording, not run again",
+            report.answered_from_recording,
+            if report.answered_from_recording == 1 {
+                ""
+            } else {
+                "s"
+            },
+            if report.answered_from_recording == 1 {
+                "was"
+            } else {
+                "were"
+            },
+        );
+    }
     match &report.difference {
         None => {
             out!(
@@ -377,7 +404,14 @@ fn finish(
         Ok(r) => r,
         Err(e) => {
             // "Could not start" leaves nothing behind (exit 2); evidence that failed
-            // mid-run does (exit 1).
+            // mid-run does (exit 1). A bundle another writer holds (or has just created)
+            // was not touched: exit 2, whatever that writer has written since.
+            if let AgentError::Evidence(
+                EvidenceError::BundleLocked { .. } | EvidenceError::BundleNotEmpty(_),
+            ) = &e
+            {
+                return fail(EXIT_USAGE, e);
+            }
             let written = log_len(bundle) != log_before;
             return fail(if written { EXIT_FAILED } else { EXIT_USAGE }, e);
         }

@@ -447,6 +447,80 @@ fn a_paused_run_exits_4_and_resumes_in_a_new_process() {
 }
 
 #[test]
+fn a_bundle_another_writer_holds_is_refused_with_exit_2_and_left_alone() {
+    let (_dir, bundle) = scratch();
+    assert_exit(&run_approve(&bundle), 4);
+    let before = std::fs::read(bundle.join("events.jsonl")).unwrap();
+    let listing = |b: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(b)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let files = listing(&bundle);
+    // This process holds the bundle, as a running resume would.
+    let held = provrun_evidence::BundleLock::acquire(&bundle).unwrap();
+    let out = provrun(&["resume", &s(&bundle), "--approve", "greet"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&s(&bundle)) && err.contains("in use"), "{err}");
+    if Path::new("/proc/locks").exists() {
+        assert!(
+            err.contains(&format!("process {}", std::process::id())),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(bundle.join("events.jsonl")).unwrap(), before);
+    assert_eq!(listing(&bundle), files);
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+    // The lock goes with its holder.
+    drop(held);
+    assert_exit(&provrun(&["resume", &s(&bundle), "--approve", "greet"]), 0);
+}
+
+#[test]
+fn two_resumes_of_one_paused_run_at_once_one_wins_and_the_bundle_verifies() {
+    for round in 0..4 {
+        let (_dir, bundle) = scratch();
+        assert_exit(&run_approve(&bundle), 4);
+        let spawn = || {
+            command(&["resume", &s(&bundle), "--approve", "greet"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let mut codes = [a.status.code(), b.status.code()];
+        codes.sort();
+        assert_eq!(
+            codes,
+            [Some(0), Some(2)],
+            "round {round}: {}\n{}",
+            stderr(&a),
+            stderr(&b)
+        );
+        let (code, report) = verify_json(&bundle);
+        assert_eq!(code, 0, "round {round}: {report}");
+        // One decision, one run of the call.
+        let greet_done = events(&bundle)
+            .iter()
+            .filter(|e| {
+                e["type"] == "tool_called"
+                    && e["payload"]["call_id"] == "greet"
+                    && e["payload"]["deferred"] != true
+            })
+            .count();
+        assert_eq!(greet_done, 1, "round {round}");
+        assert_eq!(last_status(&bundle), "finished");
+    }
+}
+
+#[test]
 fn resume_can_deny_with_a_message() {
     let (_dir, bundle) = scratch();
     assert_exit(&run_approve(&bundle), 4);

@@ -212,3 +212,98 @@ fn usage_errors_exit_2_and_help_exits_0() {
         assert!(!out.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn a_tools_dirs_mcp_servers_are_listed_after_the_tools() {
+    let dir = folder(&[(
+        "servers.toml",
+        r#"
+        [[mcp]]
+        name = "notes"
+        command = "bin/notes-server"
+        args = ["--db", "my notes.db"]
+        env = { NOTES_SECRET = "s3cret" }
+
+        [[mcp]]
+        name = "search"
+        url = "https://example.invalid/mcp"
+        bearer_token_env = "SEARCH_TOKEN"
+        prefix = ""
+        tools = ["find"]
+        destructive = true
+        "#,
+    )]);
+    let listing = tools_json(&["tools", "--json", "--tools-dir", dir_arg(dir.path())]);
+    assert_eq!(listing.len(), BUILTINS.len() + 2);
+    // The tools first, as before, with their four keys; then the servers.
+    let names: Vec<&str> = listing
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names[..BUILTINS.len()], BUILTINS);
+    assert_eq!(names[BUILTINS.len()..], ["notes", "search"]);
+    let notes = &listing[BUILTINS.len()];
+    let keys: Vec<&str> = notes
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["description", "mcp_server", "mode", "name", "schema"]
+    );
+    assert_eq!(notes["mode"], "remote_mcp");
+    assert!(notes["schema"].is_null());
+    let server = &notes["mcp_server"];
+    assert_eq!(server["transport"], "stdio");
+    assert!(
+        server["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("bin/notes-server"),
+        "{server}"
+    );
+    assert_eq!(server["args"], serde_json::json!(["--db", "my notes.db"]));
+    assert_eq!(server["prefix"], "notes");
+    assert_eq!(server["destructive"], false);
+    // Environment names only: a value may be a secret.
+    assert_eq!(server["env"], serde_json::json!(["NOTES_SECRET"]));
+    assert!(
+        !stdout(&provrun(&[
+            "tools",
+            "--json",
+            "--tools-dir",
+            dir_arg(dir.path())
+        ]))
+        .contains("s3cret")
+    );
+    let search = &listing[BUILTINS.len() + 1]["mcp_server"];
+    assert_eq!(search["transport"], "http");
+    assert_eq!(search["url"], "https://example.invalid/mcp");
+    assert_eq!(search["bearer_token_env"], "SEARCH_TOKEN");
+    assert_eq!(search["prefix"], "");
+    assert_eq!(search["tools"], serde_json::json!(["find"]));
+    assert_eq!(search["destructive"], true);
+
+    // The text listing: one line per server too.
+    let out = provrun(&["tools", "--tools-dir", dir_arg(dir.path())]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), BUILTINS.len() + 2, "{text}");
+    assert!(lines[BUILTINS.len()].starts_with("notes "), "{text}");
+    assert!(
+        lines[BUILTINS.len()].contains("MCP server (stdio: "),
+        "{text}"
+    );
+    assert!(lines[BUILTINS.len()].contains("'my notes.db'"), "{text}");
+    assert!(lines[BUILTINS.len()].contains("notes_TOOL"), "{text}");
+    assert!(!text.contains("s3cret"));
+    assert!(lines[BUILTINS.len() + 1].starts_with("search "), "{text}");
+    assert!(
+        lines[BUILTINS.len() + 1].contains("http: https://example.invalid/mcp")
+            && lines[BUILTINS.len() + 1].ends_with("(destructive)"),
+        "{text}"
+    );
+}

@@ -43,7 +43,7 @@ fn small_event(i: usize) -> ToolCalled {
         decided_by: None,
         mcp: None,
         mcp_blob: None,
-        confinement: None,
+        ..ToolCalled::default()
     }
 }
 

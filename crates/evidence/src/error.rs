@@ -23,6 +23,19 @@ pub enum EvidenceError {
     /// The bundle directory exists and is not empty.
     #[error("bundle directory {0} already exists and is not empty")]
     BundleNotEmpty(PathBuf),
+    /// Another writer (a run or a resume, in this process or another) holds the bundle's
+    /// lock; nothing was written.
+    #[error(
+        "bundle {} is in use by another writer{}; nothing was written",
+        path.display(),
+        holder.map(|p| format!(" (process {p})")).unwrap_or_default()
+    )]
+    BundleLocked {
+        /// The bundle directory.
+        path: PathBuf,
+        /// The process holding the lock, where the system shows it.
+        holder: Option<u32>,
+    },
     /// A value could not be turned into canonical JSON (e.g. a non-finite number).
     #[error("cannot canonicalise JSON: {0}")]
     Canonical(String),

@@ -254,7 +254,7 @@ impl Payload for ModelCalled {
 /// `arguments` and `result` hold JSON inline; when the canonical JSON of either is longer
 /// than [`crate::INLINE_LIMIT`] bytes, [`crate::Recorder::tool_value`] moves it to a blob,
 /// the inline field becomes `null` and `arguments_blob` / `result_blob` names the blob.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCalled {
     /// Tool name.
     pub name: String,
@@ -308,6 +308,26 @@ pub struct ToolCalled {
     /// `run_started.details.sandbox.command_records = 1`; absent in older logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confinement: Option<Value>,
+    /// When the call started, on a clock that counts every start and every end of the
+    /// calls of one model turn from 1 (added later; absent in older logs, on deferred
+    /// calls, and on calls the runtime answered without dispatching them). A call `a`
+    /// ran before `b` exactly when `a.end_order < b.start_order`; calls whose spans
+    /// overlap ran together (only calls that just read do). Replay runs a turn's calls
+    /// in the same order and checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_order: Option<u64>,
+    /// When the call ended, on the clock of [`ToolCalled::start_order`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_order: Option<u64>,
+    /// The call was stopped at `tool_timeout_s` (added later; absent means `false`).
+    /// Replay does not run it again: it answers it from the recording, as for a call
+    /// to an MCP server.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// The run was cancelled while the call ran, and the call was stopped (added later;
+    /// absent means `false`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 impl Payload for ToolCalled {
     const TYPE: EventType = EventType::ToolCalled;
@@ -511,7 +531,7 @@ mod tests {
             decided_by: None,
             mcp: None,
             mcp_blob: None,
-            confinement: None,
+            ..ToolCalled::default()
         };
         assert_eq!(t.confidence(), Confidence::Observed);
         t.provider_run = true;

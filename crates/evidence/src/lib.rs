@@ -69,6 +69,7 @@ pub mod dsse;
 mod error;
 mod event;
 mod fsutil;
+mod lock;
 mod log;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
@@ -84,6 +85,7 @@ pub use event::{
     InputStaged, ModelCalled, OutputProduced, Payload, RunFinished, RunStarted, RunStatus,
     ToolCalled, ToolInfo, TraceImported,
 };
+pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;
 pub use read::{read_blob, read_events};
 pub use recorder::{Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd};

@@ -21,6 +21,7 @@ use crate::event::{
     OutputProduced, Payload, RunFinished, RunStarted, RunStatus,
 };
 use crate::fsutil::{self, sha256_hex, sync_dir, walk_files, write_atomic};
+use crate::lock::BundleLock;
 use crate::log::{parse_line, scan_log};
 use crate::statement::StatementFacts;
 
@@ -626,6 +627,63 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// Where a bundle at `root` is built before it appears: its parent folder and its name.
+fn staging_place(root: &Path) -> Result<(PathBuf, String)> {
+    let name = root.file_name().ok_or_else(|| {
+        EvidenceError::io(
+            "create",
+            root,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a bundle needs a folder name of its own (not `.`, `..` or `/`)",
+            ),
+        )
+    })?;
+    let parent = root
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((parent, name.to_string_lossy().into_owned()))
+}
+
+/// The hidden folder beside it that the bundle called `name` is built in.
+fn staging_name(name: &str) -> String {
+    format!(".{name}.provrun-creating")
+}
+
+/// Make room for building the bundle at `root` in `staging`: a folder a killed `create`
+/// left there is removed; one that a live `create` holds means another writer is creating
+/// this very bundle, and is refused.
+fn clear_staging(root: &Path, staging: &Path) -> Result<()> {
+    match fs::symlink_metadata(staging) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(EvidenceError::io("stat", staging, e)),
+        Ok(meta) if !meta.is_dir() => return Err(EvidenceError::BundleNotEmpty(root.into())),
+        Ok(_) => {}
+    }
+    // A live `create` locks its log first thing; no log, or a log nobody holds, is what a
+    // killed one left.
+    let held = match BundleLock::acquire(staging) {
+        Err(EvidenceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        other => other.map(Some),
+    };
+    match held {
+        Ok(held) => {
+            tracing::debug!(path = %staging.display(), "removing a bundle a killed process began");
+            fs::remove_dir_all(staging).map_err(|e| EvidenceError::io("remove", staging, e))?;
+            drop(held);
+            Ok(())
+        }
+        Err(EvidenceError::BundleLocked { holder, .. }) => Err(EvidenceError::BundleLocked {
+            path: root.into(),
+            holder,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
@@ -640,7 +698,16 @@ fn payload_value<P: Payload>(p: &P) -> Result<Value> {
 impl Recorder {
     /// Create a new bundle at `dir` (refusing an existing non-empty directory) with
     /// `input/`, `output/`, `blobs/sha256/` and `events.jsonl`, and record `started` as
-    /// the `run_started` event (seq 0).
+    /// the `run_started` event (seq 0). The recorder holds the bundle's [`BundleLock`]
+    /// for its life.
+    ///
+    /// The bundle appears whole or not at all: it is built in a hidden folder next to
+    /// `dir` (`.NAME.provrun-creating`), locked there, given its `run_started` line, and
+    /// only then renamed to `dir` (replacing an empty folder of that name). A process
+    /// killed before the rename leaves no bundle, only that hidden folder, which the
+    /// next `create` of the same bundle removes; one killed after leaves a bundle that
+    /// verifies as incomplete. Another `create` of the same bundle at the same moment is
+    /// refused ([`EvidenceError::BundleLocked`] or [`EvidenceError::BundleNotEmpty`]).
     pub fn create(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -648,45 +715,39 @@ impl Recorder {
         started: &RunStarted,
     ) -> Result<Recorder> {
         let root = dir.as_ref().to_path_buf();
-        match fs::symlink_metadata(&root) {
+        let run_id = run_id.into();
+        let existed = match fs::symlink_metadata(&root) {
             Ok(meta) if meta.is_dir() => {
                 let mut entries =
                     fs::read_dir(&root).map_err(|e| EvidenceError::io("list", &root, e))?;
                 if entries.next().is_some() {
                     return Err(EvidenceError::BundleNotEmpty(root));
                 }
+                true
             }
             Ok(_) => return Err(EvidenceError::BundleNotEmpty(root)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fs::create_dir_all(&root).map_err(|e| EvidenceError::io("create", &root, e))?;
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(EvidenceError::io("stat", &root, e)),
-        }
-        for sub in ["input", "output", "blobs", "blobs/sha256"] {
-            let p = root.join(sub);
-            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
-        }
-        let log_path = root.join(EVENTS_FILE);
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&log_path)
-            .map_err(|e| EvidenceError::io("create", &log_path, e))?;
-        let rec = Recorder::with_state(
-            root,
-            run_id.into(),
-            durability,
-            file,
-            0,
-            None,
-            Sha256::new(),
-            0,
-            Facts::default(),
-        )?;
+        };
+        let rec = match Self::create_aside(&root, run_id.clone(), durability, started) {
+            Ok(rec) => rec,
+            Err(e @ (EvidenceError::BundleNotEmpty(_) | EvidenceError::BundleLocked { .. })) => {
+                return Err(e);
+            }
+            // An empty folder that cannot be replaced (a mount point, a parent folder
+            // this process may not write): the bundle is built in it, in place. Only
+            // there can a kill during creation leave the empty folders without a log.
+            Err(e) if existed => {
+                tracing::debug!(root = %root.display(), error = %e, "building the bundle in place");
+                Self::build_staged(&root, root.clone(), run_id, durability, started)?
+            }
+            Err(e) => return Err(e),
+        };
         if durability.syncs() {
-            // The new folders' names, synced by the committer before or with the first
-            // line: in the same batch under `GroupCommit` (whose first line waits for
-            // one), with the next step or the end under `PerStep` and `AtEnd`.
+            // The new folders' names (the rename included), synced by the committer with
+            // the next sync: the next line under `GroupCommit`, the next step or the end
+            // under `PerStep` and `AtEnd`, right now under `PerEvent`. Until then a power
+            // loss may lose the bundle whole, never leave half of one.
             let root = &rec.inner.root;
             let mut dirs = vec![root.join("blobs"), root.clone()];
             dirs.extend(
@@ -699,6 +760,85 @@ impl Recorder {
                 rec.sync_all().wait()?;
             }
         }
+        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
+        Ok(rec)
+    }
+
+    /// Build the bundle in its hidden folder beside `root` and rename it into place.
+    fn create_aside(
+        root: &Path,
+        run_id: String,
+        durability: Durability,
+        started: &RunStarted,
+    ) -> Result<Recorder> {
+        let (parent, name) = staging_place(root)?;
+        fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
+        let staging = parent.join(staging_name(&name));
+        clear_staging(root, &staging)?;
+        fs::create_dir(&staging).map_err(|e| match e.kind() {
+            // Another `create` of this bundle got there first.
+            std::io::ErrorKind::AlreadyExists => EvidenceError::BundleLocked {
+                path: root.to_path_buf(),
+                holder: None,
+            },
+            _ => EvidenceError::io("create", &staging, e),
+        })?;
+        let built = Self::build_staged(&staging, root.to_path_buf(), run_id, durability, started);
+        let rec = match built {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        // The bundle appears: replaces an empty folder of its name, refused over a
+        // non-empty one (another writer got there first).
+        if let Err(e) = fs::rename(&staging, root) {
+            drop(rec);
+            let _ = fs::remove_dir_all(&staging);
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR) => {
+                    EvidenceError::BundleNotEmpty(root.to_path_buf())
+                }
+                _ => EvidenceError::io("rename", root, e),
+            });
+        }
+        Ok(rec)
+    }
+
+    /// The bundle's content in `staging`, locked, with its `run_started` line written;
+    /// the recorder already knows the bundle by its final path `root`.
+    fn build_staged(
+        staging: &Path,
+        root: PathBuf,
+        run_id: String,
+        durability: Durability,
+        started: &RunStarted,
+    ) -> Result<Recorder> {
+        // The log first: locked at once, it is the lock of the bundle being built (and
+        // then of the bundle) for as long as the recorder appends to it.
+        let log_path = staging.join(EVENTS_FILE);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(|e| EvidenceError::io("create", &log_path, e))?;
+        let file = BundleLock::lock(file, staging.to_path_buf())?.into_log();
+        for sub in ["input", "output", "blobs", "blobs/sha256"] {
+            let p = staging.join(sub);
+            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
+        }
+        let rec = Recorder::with_state(
+            root,
+            run_id,
+            durability,
+            file,
+            0,
+            None,
+            Sha256::new(),
+            0,
+            Facts::default(),
+        )?;
         rec.append(
             EventType::RunStarted,
             started.confidence(),
@@ -706,7 +846,6 @@ impl Recorder {
             true,
         )?
         .wait()?;
-        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
         Ok(rec)
     }
 
@@ -719,8 +858,25 @@ impl Recorder {
     /// A log whose last event is a `run_finished` with a status other than `paused` is
     /// refused. An existing `statement.json` (and its signature) is removed: it no longer describes
     /// the log.
+    ///
+    /// The bundle's [`BundleLock`] is taken first and held for the recorder's life: a
+    /// bundle another writer holds is refused ([`EvidenceError::BundleLocked`]) before
+    /// anything is read or changed.
     pub fn reopen(dir: impl AsRef<Path>, durability: Durability) -> Result<Recorder> {
-        let root = dir.as_ref().to_path_buf();
+        Self::reopen_locked(BundleLock::acquire(dir)?, durability)
+    }
+
+    /// [`Recorder::reopen`] with the bundle's lock already taken (by a caller that read
+    /// the bundle before deciding to write to it, under the same lock).
+    pub fn reopen_locked(bundle_lock: BundleLock, durability: Durability) -> Result<Recorder> {
+        let root = bundle_lock.path().to_path_buf();
+        if !bundle_lock.is_current() {
+            return Err(EvidenceError::io(
+                "lock",
+                root.join(EVENTS_FILE),
+                std::io::Error::other("the log was moved or replaced while locked"),
+            ));
+        }
         let log_path = root.join(EVENTS_FILE);
         let invalid = |reason: String| EvidenceError::InvalidLog {
             path: log_path.clone(),
@@ -785,10 +941,8 @@ impl Recorder {
                 )));
             }
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| EvidenceError::io("open", &log_path, e))?;
+        // The locked descriptor is the one the recorder appends with.
+        let file = bundle_lock.into_log();
         if let Some(torn) = scan.torn_len {
             tracing::warn!(
                 bytes = torn,
@@ -1298,8 +1452,8 @@ impl Recorder {
     /// Finish the bundle (or a paused segment of it): record `output_produced` for every
     /// file under `output/` in path order, then `run_finished`, make the log durable (for
     /// every policy but `Flush`), and write `statement.json` atomically. The recorder
-    /// (and every clone) refuses further events afterwards; a paused run continues with
-    /// [`Recorder::reopen`].
+    /// (and every clone) refuses further events afterwards and gives up the bundle's
+    /// [`BundleLock`]; a paused run continues with [`Recorder::reopen`].
     pub fn finish(&self, end: RunEnd) -> Result<Finished> {
         let outputs = self.digest_tree("output")?;
         let finished = RunFinished {
@@ -1368,6 +1522,10 @@ impl Recorder {
         } else {
             write_atomic(root, STATEMENT_FILE, &bytes, false).map_err(statement_err)?;
         }
+        // The writer is done with the bundle: its lock goes now, not when the last clone
+        // of the recorder (or the committer's copy of the log descriptor) goes, so a
+        // paused run can be resumed at once, in this process or another.
+        crate::lock::release(&lock(&self.inner.log).file);
         tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
         Ok(Finished {
             facts,

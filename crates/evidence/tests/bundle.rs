@@ -162,6 +162,69 @@ fn create_refuses_a_non_empty_directory() {
 }
 
 #[test]
+fn a_finished_writer_gives_up_the_lock_at_once_under_every_policy() {
+    for d in [
+        Durability::Flush,
+        Durability::PerEvent,
+        Durability::PerStep,
+        Durability::AtEnd,
+        Durability::GroupCommit,
+    ] {
+        let dir = scratch("release");
+        let rec = Recorder::create(&dir, "r", d, &run_started()).unwrap();
+        rec.finish(RunEnd {
+            status: RunStatus::Paused,
+            usage: json!({}),
+            error: None,
+        })
+        .unwrap();
+        // The recorder (and the committer's copy of its log) may still be alive: the
+        // lock is gone all the same, so a resume right after a pause never trips on it.
+        let again = Recorder::reopen(&dir, d).unwrap_or_else(|e| panic!("{d:?}: {e}"));
+        drop(rec);
+        drop(again);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn create_removes_what_a_killed_create_left_and_refuses_a_live_one() {
+    let dir = scratch("staging");
+    fs::create_dir_all(&dir).unwrap();
+    let bundle = dir.join("b");
+    let staging = dir.join(".b.provrun-creating");
+    // What a `create` killed before its rename leaves: a hidden folder, no bundle.
+    fs::create_dir_all(staging.join("blobs/sha256")).unwrap();
+    fs::write(staging.join("events.jsonl"), b"").unwrap();
+    let rec = Recorder::create(&bundle, "r", Durability::AtEnd, &run_started()).unwrap();
+    assert!(!staging.exists());
+    // While a recorder lives, the bundle is locked: no second writer.
+    match Recorder::reopen(&bundle, Durability::AtEnd) {
+        Err(EvidenceError::BundleLocked { path, .. }) => assert_eq!(path, bundle),
+        other => panic!("{other:?}"),
+    }
+    drop(rec);
+    assert!(!verify(&bundle).complete);
+    assert!(verify(&bundle).ok);
+    Recorder::reopen(&bundle, Durability::AtEnd).expect("free once the recorder is gone");
+
+    // A `create` of the same bundle still at work holds its hidden folder: refused, and
+    // the folder and the path are left alone.
+    let other = dir.join("c");
+    let busy = dir.join(".c.provrun-creating");
+    fs::create_dir(&busy).unwrap();
+    fs::write(busy.join("events.jsonl"), b"").unwrap();
+    let held = BundleLock::acquire(&busy).unwrap();
+    match Recorder::create(&other, "r", Durability::AtEnd, &run_started()) {
+        Err(EvidenceError::BundleLocked { path, .. }) => assert_eq!(path, other),
+        other => panic!("{other:?}"),
+    }
+    assert!(busy.exists() && !other.exists());
+    drop(held);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn recorder_refuses_structural_events_and_appends_after_finish() {
     let dir = scratch("refuse");
     let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();

@@ -167,6 +167,8 @@ pub struct CommandOutcome {
     pub stderr_truncated: bool,
     /// Whether the wall-clock timeout killed it.
     pub timed_out: bool,
+    /// Whether it was killed because the run was cancelled ([`Sandbox::with_stop`]).
+    pub cancelled: bool,
     /// Whether it was killed for going over the /output + /scratch quota (or is over it).
     pub quota_exceeded: bool,
     /// Wall-clock time taken.
@@ -336,7 +338,7 @@ impl Confinement {
 impl CommandOutcome {
     /// Whether the command exited with code 0 and was not killed.
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && !self.quota_exceeded
+        self.exit_code == Some(0) && !self.timed_out && !self.quota_exceeded && !self.cancelled
     }
 
     /// A one-line note saying that `stream`'s bytes were not all UTF-8, or `None` when
@@ -368,6 +370,11 @@ impl CommandOutcome {
                 " — timed out after {:.1} s: the command and everything it started were killed",
                 self.duration_ms as f64 / 1000.0
             ));
+        }
+        if self.cancelled {
+            text.push_str(
+                " — the run was cancelled: the command and everything it started were killed",
+            );
         }
         if self.quota_exceeded {
             text.push_str(
@@ -1120,6 +1127,7 @@ impl Sandbox {
 
         let deadline = started + timeout;
         let mut timed_out = false;
+        let mut cancelled = false;
         let mut over_quota = false;
         let mut next_check = started + QUOTA_EVERY;
         let status = loop {
@@ -1135,7 +1143,10 @@ impl Sandbox {
                 }
             }
             let now = Instant::now();
-            if now >= deadline {
+            if self.stop_requested() {
+                cancelled = true;
+                kill_tree(&mut child, cgroup.as_ref());
+            } else if now >= deadline {
                 timed_out = true;
                 kill_tree(&mut child, cgroup.as_ref());
             } else if now >= next_check {
@@ -1145,7 +1156,7 @@ impl Sandbox {
                     kill_tree(&mut child, cgroup.as_ref());
                 }
             }
-            if timed_out || over_quota {
+            if timed_out || over_quota || cancelled {
                 match child.wait() {
                     Ok(s) => break s,
                     Err(e) => {
@@ -1195,6 +1206,7 @@ impl Sandbox {
             stdout_bytes: out_total,
             stderr_bytes: err_total,
             timed_out,
+            cancelled,
             quota_exceeded,
             duration_ms: duration.as_millis() as u64,
             usage,
@@ -1455,6 +1467,7 @@ mod tests {
             stdout_truncated: true,
             stderr_truncated: false,
             timed_out: true,
+            cancelled: false,
             quota_exceeded: false,
             duration_ms: 1500,
             usage: Usage::default(),

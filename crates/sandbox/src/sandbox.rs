@@ -31,6 +31,8 @@ pub struct Sandbox {
     inner: Arc<Inner>,
     host: Option<Arc<HostGrant>>,
     allow_degraded: bool,
+    /// When set, a running command is killed, tree and all (see [`Sandbox::with_stop`]).
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 struct Inner {
@@ -298,6 +300,7 @@ impl Sandbox {
             inner: Arc::new(inner),
             host: None,
             allow_degraded: false,
+            stop: None,
         };
         sandbox.recount()?;
         tracing::debug!(
@@ -339,6 +342,21 @@ impl Sandbox {
     pub fn allow_degraded_commands(mut self, allow: bool) -> Sandbox {
         self.allow_degraded = allow;
         self
+    }
+
+    /// Stop commands when `flag` is set: a command that is running when it becomes `true`
+    /// (or that starts after) is killed with everything it started, and its outcome says
+    /// `cancelled`. A runtime sets it when its run is cancelled.
+    pub fn with_stop(mut self, flag: Arc<std::sync::atomic::AtomicBool>) -> Sandbox {
+        self.stop = Some(flag);
+        self
+    }
+
+    /// Whether the stop flag given to [`Sandbox::with_stop`] is set.
+    pub fn stop_requested(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Whether commands may run with missing confinement layers.

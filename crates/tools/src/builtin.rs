@@ -66,6 +66,13 @@ pub(crate) fn is_run_command(tool: &Tool) -> bool {
     tool.same_as(&RunCommandTool::tool())
 }
 
+/// Whether `tool` is one of the linked host-folder tools (see [`Tool::is_read_only`]).
+pub(crate) fn reaches_host(tool: &Tool) -> bool {
+    tool.same_as(&ListHostFilesTool::tool())
+        || tool.same_as(&CopyFromHostTool::tool())
+        || tool.same_as(&CopyToHostTool::tool())
+}
+
 /// Read a text file from /input, /output or /scratch (relative paths are under /scratch).
 ///
 /// Long files are returned a page at a time: pass `offset` (bytes) to continue where the

@@ -252,6 +252,16 @@ impl Tool {
         crate::builtin::is_bounded_read(self)
     }
 
+    /// Whether calls of this tool only read, so that a runtime may let them overlap with
+    /// each other: category `read`, not destructive, and not a tool that reaches the host
+    /// folder (`list_host_files`). Every other tool, a manifest or MCP tool not marked
+    /// `read` included, may conflict with other calls and runs alone, in the model's order.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.category == ToolCategory::Read
+            && !self.inner.destructive
+            && !crate::builtin::reaches_host(self)
+    }
+
     /// Whether `self` and `other` are the same tool (clones of one registration).
     pub fn same_as(&self, other: &Tool) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

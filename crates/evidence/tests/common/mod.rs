@@ -62,7 +62,7 @@ pub fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
         decided_by: None,
         mcp: None,
         mcp_blob: None,
-        confinement: None,
+        ..ToolCalled::default()
     }
 }
 
