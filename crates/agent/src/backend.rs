@@ -149,6 +149,16 @@ fn may_run_commands(prepared: &Prepared) -> bool {
         .any(|t| matches!(t.category(), ToolCategory::Execute | ToolCategory::Other))
 }
 
+/// The names of the agent's tools whose calls run a confined program.
+fn command_tools(prepared: &Prepared) -> Vec<String> {
+    prepared
+        .tools
+        .values()
+        .filter(|t| t.runs_program())
+        .map(|t| t.name().to_string())
+        .collect()
+}
+
 /// One run in progress.
 struct Run<'a> {
     backend: &'a Backend,
@@ -405,6 +415,14 @@ impl Backend {
                 message: "the host folder does not exist or is not a folder".into(),
             });
         }
+        // No root may hold another (the bundle, /scratch's TMPDIR, inputs, host folder):
+        // checked before anything is written.
+        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+            &run.bundle,
+            &std::env::temp_dir(),
+            &run.inputs,
+            run.host_dir.as_deref(),
+        ))?;
         self.connect_remote(agent, &mut prepared).await?;
         let result = self.execute_prepared(control, agent, &prepared, run).await;
         prepared.remote.shutdown().await;
@@ -514,7 +532,8 @@ impl Backend {
             control,
             agent,
             prepared,
-            evidence: ToolEvidence::new(recorder.clone()),
+            evidence: ToolEvidence::new(recorder.clone())
+                .with_command_tools(command_tools(prepared)),
             recorder,
             model,
             ctx,
@@ -577,6 +596,11 @@ impl Backend {
                 "command_confinement": (may_run_commands(prepared) || !mcp.is_null())
                     .then(Sandbox::command_support),
                 "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+                // Version marker: every command event of this log records its
+                // confinement (`tool_called.confinement`), which verify then requires of
+                // the calls of these tools.
+                "command_records": 1,
+                "command_tools": command_tools(prepared),
             },
         });
         if !mcp.is_null() {
@@ -668,6 +692,13 @@ impl Backend {
             }
             _ => {}
         }
+        // The same rule as at the start: the roots must still be separate folders.
+        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+            bundle,
+            &std::env::temp_dir(),
+            &[],
+            spec.host_dir.as_deref(),
+        ))?;
         let mut prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
         self.connect_remote(&agent, &mut prepared).await?;
@@ -1399,6 +1430,7 @@ impl Run<'_> {
                         ToolOutput {
                             content: content.clone(),
                             ok: *ok,
+                            confinement: None,
                         },
                         DecidedBy::Caller,
                     ),

@@ -33,6 +33,7 @@ macro_rules! out {
 }
 
 mod cat;
+pub mod inert;
 mod progress;
 mod run;
 mod show;
@@ -163,7 +164,8 @@ where
             if e.use_stderr()
                 && e.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
         {
-            eprintln!("provrun: {}", one_line_usage_error(&e.render().to_string()));
+            let line = one_line_usage_error(&e.render().to_string());
+            eprintln!("provrun: {}", inert::inert(&line));
             return ExitCode::from(EXIT_USAGE);
         }
         Err(e) => {
@@ -261,8 +263,9 @@ fn one_line_usage_error(rendered: &str) -> String {
 }
 
 /// Print one error line `provrun: …` and return `code`.
+/// The message may quote untrusted text (a path, a tool's error): it is made inert.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
-    eprintln!("provrun: {message}");
+    eprintln!("provrun: {}", inert::inert(&message.to_string()));
     code
 }
 
@@ -383,9 +386,9 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
             listing.push(serde_json::to_value(tool).unwrap_or_default());
         }
         listing.extend(registry.mcp_servers().map(mcp_server_listing));
-        serde_json::to_writer_pretty(&mut stdout, &listing)
+        serde_json::to_string_pretty(&listing)
             .map_err(std::io::Error::other)
-            .and_then(|()| writeln!(stdout))
+            .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
     } else {
         registry
             .iter()
@@ -395,7 +398,12 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
                 } else {
                     ""
                 };
-                writeln!(stdout, "{:<16} {}{flag}", t.name(), t.description())
+                writeln!(
+                    stdout,
+                    "{:<16} {}{flag}",
+                    inert::inert(t.name()),
+                    inert::inert(t.description())
+                )
             })
             .and_then(|()| {
                 registry.mcp_servers().try_for_each(|server| {
@@ -407,8 +415,8 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
                     writeln!(
                         stdout,
                         "{:<16} {}{flag}",
-                        server.name,
-                        mcp_server_summary(server)
+                        inert::inert(&server.name),
+                        inert::inert(&mcp_server_summary(server))
                     )
                 })
             })

@@ -305,6 +305,12 @@ pub struct ToolCalled {
     /// Blob holding `mcp` when it was too large to inline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_blob: Option<BlobRef>,
+    /// The confinement of a program the call ran (`run_command`, a manifest command
+    /// tool): mode, Landlock, seccomp, bubblewrap, namespaces, uid and limits, or
+    /// `{"ran": false}` for a `run_command` call whose program never started. Added with
+    /// `run_started.details.sandbox.command_records = 1`; absent in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<Value>,
     /// When the call started, on a clock that counts every start and every end of the
     /// calls of one model turn from 1 (added later; absent in older logs, on deferred
     /// calls, and on calls the runtime answered without dispatching them). A call `a`

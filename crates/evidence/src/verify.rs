@@ -826,6 +826,20 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     let mut pending: BTreeMap<String, usize> = BTreeMap::new();
     let mut done: BTreeSet<String> = BTreeSet::new();
     let mut calls = 0usize;
+    // Logs written since command confinement is recorded per command say so in
+    // run_started; older logs are not held to it.
+    let sandbox_details = events
+        .first()
+        .and_then(Option::as_ref)
+        .filter(|e| e.kind == EventType::RunStarted)
+        .map(|e| &e.payload["details"]["sandbox"]);
+    let command_records = sandbox_details.is_some_and(|s| s["command_records"] == 1);
+    // The tools whose calls run a program (`run_command` when the list is absent).
+    let command_tools: BTreeSet<&str> =
+        match sandbox_details.and_then(|s| s["command_tools"].as_array()) {
+            Some(names) => names.iter().filter_map(Value::as_str).collect(),
+            None => BTreeSet::from(["run_command"]),
+        };
     for (i, ev) in events.iter().enumerate() {
         let Some(ev) = ev else { continue };
         if ev.kind != EventType::ToolCalled {
@@ -835,6 +849,17 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             continue;
         };
         calls += 1;
+        if command_records
+            && let Some(problem) =
+                confinement_problem(&call, command_tools.contains(call.name.as_str()))
+        {
+            tools.fail(format!(
+                "line {}: call {:?} ({}): {problem}",
+                i + 1,
+                call.call_id,
+                call.name
+            ));
+        }
         if call.deferred {
             if done.contains(&call.call_id) {
                 tools.fail(format!(
@@ -1163,4 +1188,67 @@ fn check_pack(
         good.len(),
         refs.len()
     );
+}
+
+/// The facts every command's `confinement` record holds (`null` where a fact does not
+/// apply, e.g. no bubblewrap), as paths of keys.
+const CONFINEMENT_FACTS: &[&[&str]] = &[
+    &["mode"],
+    &["missing"],
+    &["landlock", "status"],
+    &["landlock", "abi"],
+    &["landlock", "abi_wanted"],
+    &["landlock", "unenforced"],
+    &["seccomp", "applied"],
+    &["seccomp", "filter_sha256"],
+    &["bubblewrap"],
+    &["namespaces"],
+    &["host_uid"],
+    &["limits", "timeout_ms"],
+    &["limits", "cpu_s"],
+    &["limits", "memory_bytes"],
+    &["limits", "processes"],
+    &["limits", "process_limit"],
+    &["limits", "file_size_bytes"],
+    &["limits", "output_bytes"],
+    &["limits", "quota_bytes"],
+    &["limits", "quota_files"],
+];
+
+/// What is wrong with a completed call's confinement record, in a log that records one
+/// per command: a call of a command tool (`runs_program`) its tool decided must have one,
+/// and every record (of any tool) must hold every fact unless it says the program never
+/// ran.
+fn confinement_problem(call: &ToolCalled, runs_program: bool) -> Option<String> {
+    if call.deferred {
+        return None;
+    }
+    let record = match &call.confinement {
+        None if runs_program && call.decided_by.as_deref() == Some("tool") => {
+            return Some("a command's event without its confinement record".to_owned());
+        }
+        None => return None,
+        Some(r) => r,
+    };
+    let Some(object) = record.as_object() else {
+        return Some("the confinement record is not an object".to_owned());
+    };
+    if object.get("ran") == Some(&Value::Bool(false)) {
+        return None;
+    }
+    let missing: Vec<String> = CONFINEMENT_FACTS
+        .iter()
+        .filter(|path| {
+            let mut at = record;
+            for key in path.iter() {
+                match at.get(key) {
+                    Some(v) => at = v,
+                    None => return true,
+                }
+            }
+            false
+        })
+        .map(|path| path.join("."))
+        .collect();
+    (!missing.is_empty()).then(|| format!("the confinement record lacks {}", missing.join(", ")))
 }
