@@ -493,8 +493,11 @@ async fn try_fault(f: Fault, root: &Path, index: usize) -> Result<(), String> {
         }
     }
     // Bounded memory: no recorded response is larger than the configured limit.
-    for blob in std::fs::read_dir(bundle.join("blobs/sha256")).map_err(|e| e.to_string())? {
-        let len = blob.map_err(|e| e.to_string())?.metadata().unwrap().len();
+    let pack = provrun::evidence::pack::FileSource::open(&bundle.join("blobs/pack"))
+        .map_err(|e| e.to_string())?;
+    let index = provrun::evidence::pack::read_index(&pack).map_err(|e| e.to_string())?;
+    for blob in &index.blobs {
+        let len = blob.size;
         if len > (LIMIT as u64) * 2 {
             return Err(format!("a {len}-byte blob was recorded"));
         }

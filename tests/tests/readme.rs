@@ -219,7 +219,7 @@ fn setup_commands(readme: &Readme) -> Result<(), String> {
     let shim = Shim::new();
     for attempt in 1..=2 {
         let output = shim.run(std::slice::from_ref(&line))?;
-        if !output.contains("bundle verifies: all 10 checks pass") {
+        if !output.contains("bundle verifies: all 11 checks pass") {
             return Err(format!(
                 "run {attempt} of the main job did not report a verified bundle:\n{output}"
             ));

@@ -21,6 +21,7 @@ const SCENARIOS: &[&str] = &[
     "concurrent_10k_idle",
     "verify_1g",
     "cli_single_run",
+    "long_k300",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).
@@ -248,7 +249,7 @@ fn peer_python() -> Result<PathBuf, String> {
 fn peer_script() -> PathBuf {
     std::env::var_os("PROVRUN_PEER_BENCH")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("../shared/peers/pydantic_ai_bench.py"))
+        .unwrap_or_else(|| root().join("crates/bench/peer/pydantic_ai_bench.py"))
 }
 
 /// The peer's arguments for a scenario it runs (K=10, one evidence file per run, with
@@ -328,7 +329,10 @@ fn run_peer(python: &Path, scenario: &str, quick: bool) -> Result<Option<Line>, 
 
 /// What a figure line is ranked by when taking the median of repeats.
 fn rank_key(name: &str) -> &'static str {
-    if name.starts_with("verify_1g") || name.contains("cli_single_run") {
+    if name.starts_with("verify_1g")
+        || name.contains("cli_single_run")
+        || name.starts_with("long_k")
+    {
         "seconds"
     } else {
         "runs_per_second"
@@ -420,7 +424,7 @@ impl Goal {
     fn met(&self) -> Option<bool> {
         self.value.map(|v| {
             if self.at_most {
-                v < self.target
+                v <= self.target
             } else {
                 v >= self.target
             }
@@ -479,6 +483,47 @@ fn goals(results: &[Line]) -> Vec<Goal> {
             ),
             target: 5.0,
             at_most: false,
+        },
+        Goal {
+            scenario: "scripted_k10_c1",
+            what: "files per 10-step bundle, input/ excluded",
+            value: get("scripted_k10_c1", "files_per_run"),
+            target: 12.0,
+            at_most: true,
+        },
+        Goal {
+            scenario: "long_k300",
+            what: "bundle bytes ÷ distinct tool results",
+            value: get("long_k300", "size_vs_distinct"),
+            target: 4.0,
+            at_most: true,
+        },
+        Goal {
+            scenario: "long_k300",
+            what: "bundle bytes, K=300 ÷ K=30",
+            value: ratio(
+                get("long_k300", "bundle_bytes"),
+                get("long_k30", "bundle_bytes"),
+            ),
+            target: 12.0,
+            at_most: true,
+        },
+        Goal {
+            scenario: "long_k300",
+            what: "run time, K=300 ÷ K=30",
+            value: ratio(get("long_k300", "seconds"), get("long_k30", "seconds")),
+            target: 12.0,
+            at_most: true,
+        },
+        Goal {
+            scenario: "long_k300",
+            what: "verify time, pack ÷ loose blobs",
+            value: ratio(
+                get("long_k300", "verify_seconds"),
+                get("long_k300_loose", "verify_seconds"),
+            ),
+            target: 1.0,
+            at_most: true,
         },
         Goal {
             scenario: "concurrent_10k_idle",
@@ -545,7 +590,7 @@ fn print_table(results: &[Line], goals: &[Goal], repeat: usize) {
             Some(false) => "NOT met",
             None => "not measured",
         };
-        let cmp = if g.at_most { "<" } else { "≥" };
+        let cmp = if g.at_most { "≤" } else { "≥" };
         println!(
             "  {:<26} {:<38} {v:>10} (goal {cmp} {}): {met}",
             g.scenario, g.what, g.target

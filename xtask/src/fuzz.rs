@@ -30,11 +30,12 @@ pub const TARGETS: &[&str] = &[
     "agent_spec",
     "anthropic_stream",
     "responses_stream",
+    "pack_reader",
 ];
 
 const FUZZ_USAGE: &str = "usage: cargo xtask fuzz (TARGET | --all) [--seconds N]
 targets: tool_args, response_parser, evidence_verify, sandbox_path, agent_spec,
-  anthropic_stream, responses_stream
+  anthropic_stream, responses_stream, pack_reader
 needs: cargo install cargo-fuzz --locked; a rustup nightly toolchain is used when there is
 one, else the default toolchain with RUSTC_BOOTSTRAP=1 (PROVRUN_FUZZ_TOOLCHAIN=nightly|bootstrap
 forces one)";

@@ -69,6 +69,8 @@ pub struct Backend {
     replaying: Option<Arc<Replaying>>,
     recorded_mcp: Option<RecordedMcp>,
     otlp: Option<provrun_otel::OtlpConfig>,
+    /// How new bundles store their blobs (the pack unless chosen otherwise).
+    blob_layout: provrun_evidence::BlobLayout,
 }
 
 impl std::fmt::Debug for Backend {
@@ -149,6 +151,16 @@ fn may_run_commands(prepared: &Prepared) -> bool {
         .any(|t| matches!(t.category(), ToolCategory::Execute | ToolCategory::Other))
 }
 
+/// The names of the agent's tools whose calls run a confined program.
+fn command_tools(prepared: &Prepared) -> Vec<String> {
+    prepared
+        .tools
+        .values()
+        .filter(|t| t.runs_program())
+        .map(|t| t.name().to_string())
+        .collect()
+}
+
 /// One run in progress.
 struct Run<'a> {
     backend: &'a Backend,
@@ -194,6 +206,14 @@ impl Backend {
     /// Find tools in this registry instead of [`ToolRegistry::linked`].
     pub fn with_registry(mut self, registry: ToolRegistry) -> Self {
         self.registry = Some(registry);
+        self
+    }
+
+    /// Write new bundles' blobs in this layout: the pack (the default), or loose files
+    /// as versions before the pack did (for readers that know only those, and for
+    /// comparing the two). A resumed run keeps its bundle's layout.
+    pub fn with_blob_layout(mut self, layout: provrun_evidence::BlobLayout) -> Self {
+        self.blob_layout = layout;
         self
     }
 
@@ -431,6 +451,14 @@ impl Backend {
                 message: "the host folder does not exist or is not a folder".into(),
             });
         }
+        // No root may hold another (the bundle, /scratch's TMPDIR, inputs, host folder):
+        // checked before anything is written.
+        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+            &run.bundle,
+            &std::env::temp_dir(),
+            &run.inputs,
+            run.host_dir.as_deref(),
+        ))?;
         self.connect_remote(agent, &mut prepared).await?;
         let result = self.execute_prepared(control, agent, &prepared, run).await;
         prepared.remote.shutdown().await;
@@ -451,7 +479,13 @@ impl Backend {
             .clone()
             .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
         let started = self.run_started(agent, prepared, run, &run_id)?;
-        let recorder = Recorder::create(&run.bundle, &run_id, run.durability, &started)?;
+        let recorder = Recorder::create_with_layout(
+            &run.bundle,
+            &run_id,
+            run.durability,
+            &started,
+            self.blob_layout,
+        )?;
 
         // Stage inputs; on failure leave nothing behind, as if the run never started.
         let staged = {
@@ -534,7 +568,8 @@ impl Backend {
             control,
             agent,
             prepared,
-            evidence: ToolEvidence::new(recorder.clone()),
+            evidence: ToolEvidence::new(recorder.clone())
+                .with_command_tools(command_tools(prepared)),
             recorder,
             model,
             ctx,
@@ -598,6 +633,11 @@ impl Backend {
                 "command_confinement": (may_run_commands(prepared) || !mcp.is_null())
                     .then(Sandbox::command_support),
                 "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+                // Version marker: every command event of this log records its
+                // confinement (`tool_called.confinement`), which verify then requires of
+                // the calls of these tools.
+                "command_records": 1,
+                "command_tools": command_tools(prepared),
             },
         });
         if !mcp.is_null() {
@@ -693,6 +733,13 @@ impl Backend {
             }
             _ => {}
         }
+        // The same rule as at the start: the roots must still be separate folders.
+        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+            bundle,
+            &std::env::temp_dir(),
+            &[],
+            spec.host_dir.as_deref(),
+        ))?;
         let mut prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
         self.connect_remote(&agent, &mut prepared).await?;
@@ -1424,6 +1471,7 @@ impl Run<'_> {
                         ToolOutput {
                             content: content.clone(),
                             ok: *ok,
+                            confinement: None,
                         },
                         DecidedBy::Caller,
                     ),

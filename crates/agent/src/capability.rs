@@ -214,6 +214,8 @@ pub fn arguments_value(text: &str) -> Value {
 #[derive(Debug, Clone)]
 pub struct ToolEvidence {
     recorder: Recorder,
+    /// Tools whose calls run a confined program (their events record the confinement).
+    command_tools: std::sync::Arc<std::collections::BTreeSet<String>>,
 }
 
 /// What decided a completed call's result (the `decided_by` member of `tool_called`).
@@ -296,7 +298,18 @@ pub struct CallFlags {
 impl ToolEvidence {
     /// Record into `recorder`.
     pub fn new(recorder: Recorder) -> Self {
-        Self { recorder }
+        Self {
+            recorder,
+            command_tools: Default::default(),
+        }
+    }
+
+    /// The names of the tools whose calls run a confined program: a call of one that its
+    /// tool decided without a confinement record (the program never started) is recorded
+    /// with `confinement: {"ran": false}`.
+    pub fn with_command_tools(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.command_tools = std::sync::Arc::new(names.into_iter().collect());
+        self
     }
 
     /// Write one `tool_called`. `result` is `None` for a deferred call.
@@ -322,6 +335,17 @@ impl ToolEvidence {
             }
             None => (None, None),
         };
+        // A program's confinement, as the tool reported it; a command tool's call its tool
+        // decided without one never started its program (refused, or timed out first).
+        let confinement = match result {
+            Some(out) => out.confinement.clone().or_else(|| {
+                (self.command_tools.contains(name)
+                    && !flags.deferred
+                    && flags.decided_by == Some(DecidedBy::Tool))
+                .then(|| serde_json::json!({"ran": false}))
+            }),
+            None => None,
+        };
         let seq = self
             .recorder
             .record_async(&ToolCalled {
@@ -340,6 +364,7 @@ impl ToolEvidence {
                 decided_by: flags.decided_by.map(|d| d.as_str().to_string()),
                 mcp,
                 mcp_blob,
+                confinement,
                 start_order: flags.order.map(|o| o.0),
                 end_order: flags.order.map(|o| o.1),
                 timed_out: flags.timed_out,

@@ -48,7 +48,7 @@ pub use hooks::{
     AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
 };
 pub use output::OutputSchema;
-pub use provrun_evidence::{Durability, RunStatus};
+pub use provrun_evidence::{BlobLayout, Durability, RunStatus};
 pub use remote::RecordedMcp;
 pub use replay::{
     ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,

@@ -246,6 +246,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
                 ToolOutput {
                     content: tool_result(bundle, p)?,
                     ok,
+                    confinement: None,
                 },
             );
         }
@@ -320,6 +321,7 @@ impl Replaying {
                         output: ToolOutput {
                             content: tool_result(bundle, p)?,
                             ok: p["ok"] == true,
+                            confinement: None,
                         },
                         decided_by: p["decided_by"].as_str().and_then(DecidedBy::parse),
                         mode: p["mode"].as_str().map(str::to_string),
@@ -535,6 +537,7 @@ fn recorded_mcp(bundle: &Path, events: &[Event]) -> Result<Option<RecordedMcp>, 
         let output = ToolOutput {
             content: tool_result(bundle, p)?,
             ok: p["ok"] == true,
+            confinement: None,
         };
         let mcp = match blob_of(bundle, p.get("mcp_blob"))? {
             Some(bytes) => serde_json::from_slice(&bytes)

@@ -1,7 +1,9 @@
 //! `provrun-bench`: the scenario driver behind `cargo xtask bench` (issue 9).
 //!
-//! `provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]` runs one named scenario in this
-//! process and prints one JSON line per figure:
+//! `provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]` runs
+//! one named scenario in this process and prints one JSON line per figure (`--loose`: the
+//! scripted scenarios write bundles of the first blob layout; `--no-loose`: `long_k300`
+//! skips its first-layout baselines):
 //! `{"name","runs","seconds","runs_per_second","events_per_second","p50_ms","p99_ms","peak_rss_mb"}`
 //! (`peak_rss_mb` is this process's `VmHWM`, so run one scenario per process). Baselines
 //! measured beside a scenario (raw `write`+`fdatasync`, `sha256sum`) are extra lines with
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use provrun_agent::{AgentSpec, Backend, Durability, RunControl, RunSpec, RunStatus};
+use provrun_agent::{AgentSpec, Backend, BlobLayout, Durability, RunControl, RunSpec, RunStatus};
 use provrun_evidence::{read_events, verify};
 use provrun_model::{Model, ModelError, ModelRequest, ModelResponse, ScriptModel, StreamDelta};
 use provrun_tools::ToolRegistry;
@@ -36,6 +38,8 @@ struct Figure {
     events: Option<u64>,
     latencies_ms: Vec<f64>,
     skipped: Option<String>,
+    /// Scenario-specific figures, appended to the line.
+    extra: Vec<(&'static str, Value)>,
 }
 
 impl Figure {
@@ -47,6 +51,7 @@ impl Figure {
             events: None,
             latencies_ms: Vec::new(),
             skipped: None,
+            extra: Vec::new(),
         }
     }
 
@@ -79,6 +84,9 @@ impl Figure {
             pct(0.99),
             json!(round(peak_rss_mb(), 1)),
         );
+        for (k, v) in &self.extra {
+            line.push_str(&format!(",{}:{v}", json!(k)));
+        }
         if let Some(why) = &self.skipped {
             line.push_str(&format!(",\"skipped\":{}", json!(why)));
         }
@@ -175,6 +183,16 @@ fn script(k: usize) -> Value {
     Value::Array(steps)
 }
 
+/// The blob layout of the scripted scenarios' bundles: the pack, or with `--loose` the
+/// first layout (one file per blob), for A/B comparisons by hand.
+fn layout() -> BlobLayout {
+    if std::env::args().any(|a| a == "--loose") {
+        BlobLayout::Loose
+    } else {
+        BlobLayout::Pack
+    }
+}
+
 fn agent() -> AgentSpec {
     let mut a = AgentSpec::new("bench", "script:bench");
     a.instructions = "Read the files and report.".into();
@@ -200,7 +218,8 @@ impl Bench {
         Self {
             backend: Backend::new()
                 .with_model(model)
-                .with_registry(ToolRegistry::linked()),
+                .with_registry(ToolRegistry::linked())
+                .with_blob_layout(layout()),
             agent: agent(),
             input: make_inputs(dir),
             runs_dir,
@@ -284,6 +303,130 @@ fn scripted(name: &str, runs: usize, concurrency: usize, durability: Durability)
     let mut fig = Figure::new(name, runs as u64, seconds);
     fig.events = Some(per_run * runs as u64);
     fig.latencies_ms = latencies;
+    let (files, bytes) = bundle_size(&bench.bundle(0));
+    fig.extra.push(("files_per_run", json!(files)));
+    fig.extra.push(("bundle_bytes_per_run", json!(bytes)));
+    discard_tree(dir.path());
+    fig
+}
+
+/// Files in a bundle and their bytes, `input/` excluded (the staged inputs are the
+/// user's files, the same under any layout).
+fn bundle_size(bundle: &Path) -> (u64, u64) {
+    fn walk(dir: &Path, files: &mut u64, bytes: &mut u64) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                walk(&e.path(), files, bytes);
+            } else {
+                *files += 1;
+                *bytes += m.len();
+            }
+        }
+    }
+    let (mut files, mut bytes) = (0, 0);
+    for e in std::fs::read_dir(bundle).into_iter().flatten().flatten() {
+        if e.file_name() == "input" {
+            continue;
+        }
+        let Ok(m) = e.metadata() else { continue };
+        if m.is_dir() {
+            walk(&e.path(), &mut files, &mut bytes);
+        } else {
+            files += 1;
+            bytes += m.len();
+        }
+    }
+    (files, bytes)
+}
+
+/// Bytes of each distinct input of a long run.
+const LONG_FILE_BYTES: usize = 10 * 1024;
+
+/// One long run: `k` sequential steps, step `i` reading `/input/f{i}.txt`, a distinct
+/// 10 KB file of text-like bytes (so each request resends a history that grows by one
+/// tool result), in blob `layout`. Reports the run's time, the bundle's size and files
+/// (inputs excluded), the distinct tool-result content, and how long `verify` takes.
+fn long_run(name: &str, k: usize, layout: BlobLayout) -> Figure {
+    let dir = work_dir();
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(&input).expect("create input");
+    // Words of random letters, so that the content compresses like text, not like a
+    // repeated pattern.
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    for i in 0..k {
+        let mut text = Vec::with_capacity(LONG_FILE_BYTES);
+        while text.len() < LONG_FILE_BYTES {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let c = match x % 32 {
+                0..=25 => b'a' + (x % 32) as u8,
+                26..=29 => b' ',
+                30 => b'\n',
+                _ => b'.',
+            };
+            text.push(c);
+        }
+        std::fs::write(input.join(format!("f{i}.txt")), text).expect("write input");
+    }
+    let steps: Vec<Value> = (0..k)
+        .map(|i| {
+            json!({"tool_calls": [{
+                "id": format!("call_{i}"),
+                "name": "read_file",
+                "arguments": {"path": format!("/input/f{i}.txt")}
+            }]})
+        })
+        .chain(std::iter::once(json!({"text": format!("read {k} files")})))
+        .collect();
+    let model: Arc<dyn Model> =
+        Arc::new(ScriptModel::from_value(&Value::Array(steps)).expect("script"));
+    let backend = Backend::new()
+        .with_model(model)
+        .with_registry(ToolRegistry::linked())
+        .with_blob_layout(layout);
+    let bundle = dir.path().join("bundle");
+    let mut spec = RunSpec::new("Read the files and report.", &bundle).input(&input);
+    spec.durability = Durability::Flush;
+    spec.run_id = Some(format!("{name}-run"));
+    let rt = runtime();
+    let started = Instant::now();
+    let result = rt
+        .block_on(backend.execute(&RunControl::new(), &agent(), &spec))
+        .expect("run");
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.usage.tool_calls, k as u64);
+    let (files, bytes) = bundle_size(&bundle);
+    let t = Instant::now();
+    let report = verify(&bundle);
+    let verify_s = t.elapsed().as_secs_f64();
+    assert_eq!(report.exit_code(), 0, "{name}: the bundle does not verify");
+    let events = read_events(&bundle).expect("read events").len() as u64;
+    let distinct = (k * LONG_FILE_BYTES) as u64;
+    eprintln!(
+        "{name}: {k} steps in {seconds:.2} s, bundle {:.2} MiB in {files} files ({:.2}x the {:.2} MiB of distinct tool results), verify {verify_s:.3} s",
+        bytes as f64 / 1048576.0,
+        bytes as f64 / distinct as f64,
+        distinct as f64 / 1048576.0
+    );
+    let mut fig = Figure::new(name, 1, seconds);
+    fig.events = Some(events);
+    fig.latencies_ms = vec![seconds * 1e3];
+    fig.extra = vec![
+        ("steps", json!(k)),
+        ("layout", json!(layout.as_str())),
+        ("bundle_bytes", json!(bytes)),
+        ("files", json!(files)),
+        ("distinct_bytes", json!(distinct)),
+        (
+            "size_vs_distinct",
+            json!(round(bytes as f64 / distinct as f64, 3)),
+        ),
+        ("verify_seconds", json!(round(verify_s, 4))),
+    ];
+    drop(rt);
     discard_tree(dir.path());
     fig
 }
@@ -604,8 +747,8 @@ fn cli_single_run(name: &str, provrun: Option<&Path>, times: usize) -> Figure {
     fig
 }
 
-const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N]
-scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run";
+const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
+scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -654,6 +797,20 @@ fn main() {
             vec![concurrent_idle(scenario, runs)]
         }
         "verify_1g" => verify_big(scenario, 16, if quick { 4 } else { 64 }),
+        "long_k300" => {
+            // K=300, K=30 for the growth ratio, and both again in the first (loose)
+            // blob layout for comparison (`--quick`: K=30 and K=3).
+            let (long, short) = if quick { (30, 3) } else { (300, 30) };
+            let mut figs = vec![
+                long_run("long_k300", long, BlobLayout::Pack),
+                long_run("long_k30", short, BlobLayout::Pack),
+            ];
+            if !args.iter().any(|a| a == "--no-loose") {
+                figs.push(long_run("long_k300_loose", long, BlobLayout::Loose));
+                figs.push(long_run("long_k30_loose", short, BlobLayout::Loose));
+            }
+            figs
+        }
         "cli_single_run" => vec![cli_single_run(
             scenario,
             provrun.as_deref(),

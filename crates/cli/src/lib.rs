@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `keygen`, `sign`,
-//! `completions`, `schema`. Their flags, exit codes and output formats are a contract
+//! `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -9,7 +9,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt |
 //! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
@@ -32,6 +32,8 @@ macro_rules! out {
     }};
 }
 
+mod cat;
+pub mod inert;
 mod otel;
 mod progress;
 mod run;
@@ -97,6 +99,12 @@ enum Command {
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
+    /// Extension: print one blob's exact bytes (a model request or response, a large tool
+    /// value) by its SHA-256, from either blob layout, checked against the digest.
+    #[command(
+        after_help = "Exit codes: 0 printed · 1 no such blob in the bundle, or its stored bytes are corrupt · 2 usage (not a digest, not a folder)"
+    )]
+    Cat(cat::CatArgs),
     /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
     /// FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
@@ -161,7 +169,8 @@ where
             if e.use_stderr()
                 && e.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
         {
-            eprintln!("provrun: {}", one_line_usage_error(&e.render().to_string()));
+            let line = one_line_usage_error(&e.render().to_string());
+            eprintln!("provrun: {}", inert::inert(&line));
             return ExitCode::from(EXIT_USAGE);
         }
         Err(e) => {
@@ -177,6 +186,7 @@ where
         Command::Show(args) => show::show(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
+        Command::Cat(args) => cat::cat(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Export(target) => otel::export(target),
@@ -259,8 +269,9 @@ fn one_line_usage_error(rendered: &str) -> String {
 }
 
 /// Print one error line `provrun: …` and return `code`.
+/// The message may quote untrusted text (a path, a tool's error): it is made inert.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
-    eprintln!("provrun: {message}");
+    eprintln!("provrun: {}", inert::inert(&message.to_string()));
     code
 }
 
@@ -381,9 +392,9 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
             listing.push(serde_json::to_value(tool).unwrap_or_default());
         }
         listing.extend(registry.mcp_servers().map(mcp_server_listing));
-        serde_json::to_writer_pretty(&mut stdout, &listing)
+        serde_json::to_string_pretty(&listing)
             .map_err(std::io::Error::other)
-            .and_then(|()| writeln!(stdout))
+            .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
     } else {
         registry
             .iter()
@@ -393,7 +404,12 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
                 } else {
                     ""
                 };
-                writeln!(stdout, "{:<16} {}{flag}", t.name(), t.description())
+                writeln!(
+                    stdout,
+                    "{:<16} {}{flag}",
+                    inert::inert(t.name()),
+                    inert::inert(t.description())
+                )
             })
             .and_then(|()| {
                 registry.mcp_servers().try_for_each(|server| {
@@ -405,8 +421,8 @@ fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
                     writeln!(
                         stdout,
                         "{:<16} {}{flag}",
-                        server.name,
-                        mcp_server_summary(server)
+                        inert::inert(&server.name),
+                        inert::inert(&mcp_server_summary(server))
                     )
                 })
             })

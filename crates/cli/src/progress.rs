@@ -103,7 +103,7 @@ fn draw(state: &State, frame: char, elapsed: Duration) {
     let doing = if state.doing.is_empty() {
         String::new()
     } else {
-        format!(" · {}", state.doing)
+        format!(" · {}", crate::inert::inert(&state.doing))
     };
     let mut err = std::io::stderr().lock();
     let _ = write!(

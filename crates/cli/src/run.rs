@@ -10,6 +10,7 @@ use provrun_agent::{
 
 use provrun_evidence::{BundleLock, EvidenceError};
 
+use crate::inert::inert;
 use crate::progress::Progress;
 use crate::style::Painter;
 use crate::{
@@ -373,15 +374,16 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
                 paint.good("replay matches"),
                 report.tool_calls,
                 report.outputs,
-                args.out.display()
+                inert(&args.out.display().to_string())
             );
             EXIT_OK
         }
         Some(difference) => {
             out!(
-                "{}: {difference} (new bundle: {})",
+                "{}: {} (new bundle: {})",
                 paint.bad("replay differs"),
-                args.out.display()
+                inert(&difference.to_string()),
+                inert(&args.out.display().to_string())
             );
             EXIT_FAILED
         }
@@ -426,12 +428,20 @@ fn finish(
     let mut code = match result.status {
         RunStatus::Finished => {
             if !result.output.is_empty() {
-                use std::io::Write as _;
-                let mut text = result.output.clone();
+                use std::io::{IsTerminal as _, Write as _};
+                let stdout = std::io::stdout();
+                // The answer is the product's output: raw into a pipe or a file. On a
+                // terminal it is shown inert (controls and invisible characters escaped,
+                // its own line ends kept); redirect stdout for the exact bytes.
+                let mut text = if stdout.is_terminal() {
+                    crate::inert::inert_block(&result.output).into_owned()
+                } else {
+                    result.output.clone()
+                };
                 if !text.ends_with('\n') {
                     text.push('\n');
                 }
-                let _ = std::io::stdout().lock().write_all(text.as_bytes());
+                let _ = stdout.lock().write_all(text.as_bytes());
             }
             EXIT_OK
         }
@@ -502,7 +512,12 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
         if args.chars().count() > 120 {
             args = args.chars().take(117).collect::<String>() + "...";
         }
-        eprintln!("  {}  {} {}  ({why})", call.call_id, call.name, args);
+        eprintln!(
+            "  {}  {} {}  ({why})",
+            inert(&call.call_id),
+            inert(&call.name),
+            inert(&args)
+        );
         flags.push(match call.reason {
             DeferReason::Approval => format!("--approve {}", shell_word(&call.call_id)),
             DeferReason::ClientRoundTrip => {
@@ -522,8 +537,8 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
     eprintln!("continue it with (--deny ID refuses a call):");
     eprintln!(
         "  provrun resume {} {}",
-        shell_word(&bundle.display().to_string()),
-        flags.join(" ")
+        inert(&shell_word(&bundle.display().to_string())),
+        inert(&flags.join(" "))
     );
 }
 

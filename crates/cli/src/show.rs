@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use provrun_evidence::{Event, EventType, read_events};
 use serde_json::Value;
 
+use crate::inert::inert;
 use crate::style::Painter;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
@@ -45,8 +46,9 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     EXIT_OK
 }
 
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
+/// A string field, made inert for the terminal (it is whatever the run recorded).
+fn text(v: &Value) -> String {
+    inert(v.as_str().unwrap_or("")).into_owned()
 }
 
 fn num(v: &Value) -> u64 {
@@ -68,11 +70,12 @@ fn short(value: &Value, max: usize) -> String {
         other => other.to_string(),
     };
     let s = s.replace(['\n', '\t'], " ");
-    if s.chars().count() > max {
+    let s = if s.chars().count() > max {
         s.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
     } else {
         s
-    }
+    };
+    inert(&s).into_owned()
 }
 
 /// The lines of the timeline, in log order.
@@ -105,17 +108,17 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
         }
         match e.kind {
             EventType::RunStarted => {
-                let tools: Vec<&str> = p["tools"]
+                let tools: Vec<String> = p["tools"]
                     .as_array()
                     .map(|a| a.iter().map(|t| text(&t["name"])).collect())
                     .unwrap_or_default();
                 lines.push(format!(
                     "{} {} · agent {} · model {} · {}",
                     paint.strong("run    "),
-                    e.run_id,
+                    inert(&e.run_id),
                     text(&p["agent"]),
                     text(&p["model"]),
-                    e.ts
+                    inert(&e.ts.to_string())
                 ));
                 lines.push(format!(
                     "{} {}",
@@ -141,9 +144,10 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     num(&usage["output_tokens"]),
                 );
                 if let Some(reason) = p["finish_reason"].as_str() {
-                    line.push_str(&format!(" · {reason}"));
+                    line.push_str(&format!(" · {}", inert(reason)));
                 }
                 if let Some(err) = p["error"].as_str() {
+                    let err = inert(err);
                     line.push_str(&format!(" · {}", paint.bad(&format!("error: {err}"))));
                 }
                 lines.push(line);
@@ -166,7 +170,7 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     "  {state} {:<16} {:>5} ms  {}",
                     text(&p["name"]),
                     num(&p["duration_ms"]),
-                    paint.dim(text(&p["call_id"])),
+                    paint.dim(&text(&p["call_id"])),
                 );
                 if !flags.is_empty() {
                     line.push_str(&format!(" [{}]", flags.join(", ")));
@@ -185,6 +189,9 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     }
                 }
                 lines.push(line);
+                if let Some(summary) = confinement_line(&p["confinement"]) {
+                    lines.push(format!("           {}", paint.dim(&summary)));
+                }
             }
             EventType::OutputProduced => {
                 outputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
@@ -199,10 +206,10 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                 }
                 let status = text(&p["status"]);
                 paused = status == "paused";
-                let painted = match status {
-                    "finished" => paint.good(status),
-                    "paused" => paint.warn(status),
-                    _ => paint.bad(status),
+                let painted = match status.as_str() {
+                    "finished" => paint.good(&status),
+                    "paused" => paint.warn(&status),
+                    _ => paint.bad(&status),
                 };
                 let usage = &p["usage"];
                 let mut line = format!(
@@ -215,7 +222,7 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     num(&p["event_count"]),
                 );
                 if let Some(err) = p["error"].as_str() {
-                    line.push_str(&format!(" · {err}"));
+                    line.push_str(&format!(" · {}", inert(err)));
                 }
                 lines.push(line);
             }
@@ -224,7 +231,7 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     "  {} {} by {}: {}",
                     paint.dim("declared"),
                     text(&p["kind"]),
-                    p["source"].as_str().unwrap_or("a tool"),
+                    inert(p["source"].as_str().unwrap_or("a tool")),
                     short(&p["data"], 70)
                 ));
             }
@@ -247,4 +254,71 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// One line saying how a command was confined (`None` when the call ran no program).
+fn confinement_line(c: &Value) -> Option<String> {
+    if !c.is_object() {
+        return None;
+    }
+    if c["ran"] == false {
+        return Some("sandbox: the program did not start".to_owned());
+    }
+    let opt_num = |v: &Value| v.as_u64().map_or("-".to_owned(), |n| n.to_string());
+    let list = |v: &Value| {
+        let items: Vec<String> = v
+            .as_array()
+            .map(|a| a.iter().map(text).collect())
+            .unwrap_or_default();
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(",")
+        }
+    };
+    let mut mode = text(&c["mode"]);
+    if mode != "full" {
+        mode = format!("{mode} (missing {})", list(&c["missing"]));
+    }
+    let landlock = &c["landlock"];
+    let mut ll = format!(
+        "landlock {} ABI {}/{}",
+        text(&landlock["status"]),
+        opt_num(&landlock["abi"]),
+        opt_num(&landlock["abi_wanted"])
+    );
+    if landlock["unenforced"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        ll.push_str(&format!(" unenforced {}", list(&landlock["unenforced"])));
+    }
+    let seccomp = &c["seccomp"];
+    let seccomp = match (
+        seccomp["applied"] == true,
+        seccomp["filter_sha256"].as_str(),
+    ) {
+        (true, Some(d)) => format!("seccomp {}", inert(&d.chars().take(12).collect::<String>())),
+        (true, None) => "seccomp on".to_owned(),
+        (false, _) => "seccomp off".to_owned(),
+    };
+    let bwrap = c["bubblewrap"]
+        .as_str()
+        .map_or("no bubblewrap".to_owned(), |v| inert(v).into_owned());
+    let limits = &c["limits"];
+    let bytes = |v: &Value| v.as_u64().map_or("-".to_owned(), size);
+    Some(format!(
+        "sandbox {mode} · {ll} · {seccomp} · {bwrap} · ns {} · uid {} · limits {} ms, cpu {} s, mem {}, {} procs ({}), file {}, out {}, quota {}/{} files",
+        list(&c["namespaces"]),
+        opt_num(&c["host_uid"]),
+        opt_num(&limits["timeout_ms"]),
+        opt_num(&limits["cpu_s"]),
+        bytes(&limits["memory_bytes"]),
+        opt_num(&limits["processes"]),
+        text(&limits["process_limit"]),
+        bytes(&limits["file_size_bytes"]),
+        bytes(&limits["output_bytes"]),
+        bytes(&limits["quota_bytes"]),
+        opt_num(&limits["quota_files"]),
+    ))
 }

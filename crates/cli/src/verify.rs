@@ -32,7 +32,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
     let report = provrun_evidence::verify_with(&args.bundle, &options);
     if args.json {
         match serde_json::to_string(&report) {
-            Ok(text) => out!("{text}"),
+            Ok(text) => out!("{}", crate::inert::inert_json(&text)),
             Err(e) => return fail(EXIT_FAILED, format!("cannot print the report: {e}")),
         }
     } else {
@@ -61,7 +61,11 @@ pub(crate) fn report_lines(report: &VerifyReport, paint: Painter) -> Vec<String>
                 CheckStatus::Fail => paint.bad("FAIL"),
                 CheckStatus::Warn => paint.warn("warn"),
             };
-            format!("{status}  {:<10} {}", c.code.as_str(), c.detail)
+            format!(
+                "{status}  {:<10} {}",
+                c.code.as_str(),
+                crate::inert::inert(&c.detail)
+            )
         })
         .collect()
 }

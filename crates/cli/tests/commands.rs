@@ -1112,6 +1112,112 @@ fn inputs_whose_names_clash_are_a_usage_error() {
     );
 }
 
+/// Copy a folder tree (files and folders only).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Every blob ref's digest in a bundle's log.
+fn blob_digests(bundle: &Path) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let (Some(d), Some(_), Some(_)) =
+                    (m.get("digest"), m.get("size"), m.get("media_type"))
+                {
+                    out.push(d["sha256"].as_str().unwrap().to_string());
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for e in events(bundle) {
+        walk(&e["payload"], &mut out);
+    }
+    out
+}
+
+#[test]
+fn a_bundle_of_the_first_blob_layout_verifies_shows_replays_and_cats() {
+    // Written by the version before the pack (tests/fixtures/README.md).
+    let (_dir, bundle) = scratch();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bundle-v1-hello"),
+        &bundle,
+    );
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 0, "{report}");
+    let out = provrun(&["show", &s(&bundle)]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("read_file"), "{}", stdout(&out));
+    let replayed = bundle.with_file_name("replayed");
+    let out = provrun(&["replay", &s(&bundle), "--out", &s(&replayed)]);
+    assert_exit(&out, 0);
+    // The replay is a new bundle, in the pack layout.
+    assert!(replayed.join("blobs/pack").is_file());
+    assert_eq!(verify_json(&replayed).0, 0);
+    let digests = blob_digests(&bundle);
+    assert!(!digests.is_empty());
+    for d in &digests {
+        let out = provrun(&["cat", &s(&bundle), d]);
+        assert_exit(&out, 0);
+        assert_eq!(
+            out.stdout,
+            std::fs::read(bundle.join("blobs/sha256").join(d)).unwrap()
+        );
+    }
+}
+
+#[test]
+fn cat_prints_a_packed_blob_and_refuses_what_it_cannot() {
+    let (_dir, bundle) = scratch();
+    let out = provrun(&[
+        "run",
+        &example("hello/agent.toml"),
+        "--input",
+        &example("hello/input"),
+        "--out",
+        &s(&bundle),
+    ]);
+    assert_exit(&out, 0);
+    assert!(bundle.join("blobs/pack").is_file());
+    assert!(!bundle.join("blobs/sha256").exists());
+    let digests = blob_digests(&bundle);
+    assert!(!digests.is_empty());
+    for d in &digests {
+        let out = provrun(&["cat", &s(&bundle), &format!("sha256:{d}")]);
+        assert_exit(&out, 0);
+        use sha2::Digest as _;
+        assert_eq!(hex::encode(sha2::Sha256::digest(&out.stdout)), *d);
+    }
+    // Not in the bundle: 1. Not a digest, or not a folder: 2.
+    let out = provrun(&["cat", &s(&bundle), &"0".repeat(64)]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("no blob"), "{}", stderr(&out));
+    assert_exit(&provrun(&["cat", &s(&bundle), "abc"]), 2);
+    assert_exit(&provrun(&["cat", &s(&bundle.join("nope")), &digests[0]]), 2);
+    assert_exit(&provrun(&["cat", &s(&bundle)]), 2);
+    // Stored bytes damaged: 1.
+    let mut pack = std::fs::read(bundle.join("blobs/pack")).unwrap();
+    let n = pack.len();
+    for b in &mut pack[20..n - 1] {
+        *b ^= 0x55;
+    }
+    std::fs::write(bundle.join("blobs/pack"), pack).unwrap();
+    assert_exit(&provrun(&["cat", &s(&bundle), &digests[0]]), 1);
+}
+
 #[test]
 fn run_help_lists_the_native_models_and_their_keys_are_checked_before_anything_is_written() {
     let help = stdout(&provrun(&["run", "--help"]));

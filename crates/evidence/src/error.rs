@@ -68,6 +68,14 @@ pub enum EvidenceError {
     /// A signing or verification key could not be read.
     #[error("bad key: {0}")]
     Key(String),
+    /// A bundle does not hold the blob asked for.
+    #[error("{path}: no blob {digest}")]
+    BlobMissing {
+        /// Where it was looked for (the pack, or the loose blob's path).
+        path: PathBuf,
+        /// The blob's SHA-256 hex.
+        digest: String,
+    },
     /// An existing log to be reopened is not a valid chain.
     #[error("cannot reopen {path}: {reason}")]
     InvalidLog {

@@ -113,7 +113,9 @@ pub struct Digest {
     pub sha256: String,
 }
 
-/// A reference to a content-addressed blob stored at `blobs/sha256/<hex>`.
+/// A reference to a content-addressed blob: in the bundle's pack (`blobs/pack`), or at
+/// `blobs/sha256/<hex>` in a bundle of the first (loose) layout. Read it with
+/// [`crate::read_blob`] under either.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct BlobRef {
     /// Digest of the blob's bytes.
@@ -125,7 +127,8 @@ pub struct BlobRef {
 }
 
 impl BlobRef {
-    /// Path of the blob relative to the bundle root.
+    /// Path of the blob relative to the bundle root in a bundle of the first, loose
+    /// layout ([`crate::BlobLayout::Loose`]); a packed blob has no path of its own.
     pub fn relative_path(&self) -> String {
         format!("blobs/sha256/{}", self.digest.sha256)
     }
@@ -302,6 +305,12 @@ pub struct ToolCalled {
     /// Blob holding `mcp` when it was too large to inline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_blob: Option<BlobRef>,
+    /// The confinement of a program the call ran (`run_command`, a manifest command
+    /// tool): mode, Landlock, seccomp, bubblewrap, namespaces, uid and limits, or
+    /// `{"ran": false}` for a `run_command` call whose program never started. Added with
+    /// `run_started.details.sandbox.command_records = 1`; absent in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<Value>,
     /// When the call started, on a clock that counts every start and every end of the
     /// calls of one model turn from 1 (added later; absent in older logs, on deferred
     /// calls, and on calls the runtime answered without dispatching them). A call `a`

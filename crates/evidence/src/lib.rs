@@ -71,6 +71,7 @@ mod event;
 mod fsutil;
 mod lock;
 mod log;
+pub mod pack;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
 mod read;
@@ -87,7 +88,9 @@ pub use event::{
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;
-pub use read::{read_blob, read_events};
-pub use recorder::{Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd};
+pub use read::{read_blob, read_blob_by_digest, read_events};
+pub use recorder::{
+    BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,
+};
 pub use statement::{BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, StatementFacts};
 pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};

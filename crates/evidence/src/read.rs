@@ -1,13 +1,15 @@
 //! Reading a bundle back for replay and display: the events in order and blob bodies,
 //! checked against their digests. (Use [`crate::verify`] to check a whole bundle.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{EvidenceError, Result};
 use crate::event::{BlobRef, Event};
 use crate::fsutil::{open_regular, sha256_hex};
 use crate::log::{is_sha256_hex, parse_line, scan_log};
-use crate::recorder::EVENTS_FILE;
+use crate::pack::{BlobReader, FileSource};
+use crate::recorder::{EVENTS_FILE, PACK_FILE};
 
 /// Every complete event of a bundle's log, in order. A torn last line is skipped; any
 /// other line that does not parse, or a broken chain, is an error.
@@ -33,24 +35,93 @@ pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
     Ok(events)
 }
 
-/// The bytes of a blob, checked against the ref's digest and size. Never follows a
-/// symlink.
+/// The bytes of a blob, checked against the ref's digest and size, from either blob
+/// layout. Never follows a symlink.
 pub fn read_blob(bundle: impl AsRef<Path>, blob: &BlobRef) -> Result<Vec<u8>> {
-    let hex = &blob.digest.sha256;
-    let path = bundle.as_ref().join("blobs/sha256").join(hex);
-    let bad = |reason: &str| EvidenceError::UnsupportedFile {
-        path: path.clone(),
+    let bytes = read_blob_hex(bundle.as_ref(), &blob.digest.sha256, Some(blob.size))?;
+    Ok(bytes)
+}
+
+/// The bytes of the blob whose SHA-256 is `hex` (64 lower-case hex digits), from either
+/// blob layout, checked against the digest. What `provrun cat` prints.
+pub fn read_blob_by_digest(bundle: impl AsRef<Path>, hex: &str) -> Result<Vec<u8>> {
+    read_blob_hex(bundle.as_ref(), hex, None)
+}
+
+fn read_blob_hex(bundle: &Path, hex: &str, size: Option<u64>) -> Result<Vec<u8>> {
+    let pack_path = bundle.join(PACK_FILE);
+    let loose = bundle.join("blobs/sha256").join(hex);
+    let bad = |path: &Path, reason: &str| EvidenceError::UnsupportedFile {
+        path: path.to_path_buf(),
         reason: reason.to_owned(),
     };
     if !is_sha256_hex(hex) {
-        return Err(bad("blob digest is not 64 lower-case hex digits"));
+        return Err(bad(&loose, "blob digest is not 64 lower-case hex digits"));
+    }
+    if std::fs::symlink_metadata(&pack_path).is_ok() {
+        let reader = pack_reader(&pack_path)?;
+        let ordinal = reader
+            .index()
+            .find_hex(hex)
+            .ok_or_else(|| EvidenceError::BlobMissing {
+                path: pack_path.clone(),
+                digest: hex.to_owned(),
+            })?;
+        if size.is_some_and(|s| s != reader.index().blobs[ordinal as usize].size) {
+            return Err(bad(&pack_path, "blob size does not match its ref"));
+        }
+        return reader
+            .read(ordinal)
+            .map_err(|e| bad(&pack_path, &e.to_string()));
     }
     let mut bytes = Vec::new();
-    let file = open_regular(&path).map_err(|e| EvidenceError::io("open", &path, e))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, blob.size + 1), &mut bytes)
-        .map_err(|e| EvidenceError::io("read", &path, e))?;
-    if bytes.len() as u64 != blob.size || sha256_hex(&bytes) != *hex {
-        return Err(bad("blob content does not match its ref"));
+    let file = open_regular(&loose).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            EvidenceError::BlobMissing {
+                path: loose.clone(),
+                digest: hex.to_owned(),
+            }
+        } else {
+            EvidenceError::io("open", &loose, e)
+        }
+    })?;
+    let limit = size.unwrap_or(u64::MAX - 1);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)
+        .map_err(|e| EvidenceError::io("read", &loose, e))?;
+    if size.is_some_and(|s| bytes.len() as u64 != s) || sha256_hex(&bytes) != *hex {
+        return Err(bad(&loose, "blob content does not match its ref"));
     }
     Ok(bytes)
+}
+
+/// The pack's reader, indexed once per version of the file: a replay reads many blobs,
+/// and indexing the pack for each would read its record headers again every time.
+fn pack_reader(path: &Path) -> Result<Arc<BlobReader<FileSource>>> {
+    use std::os::unix::fs::MetadataExt as _;
+    type Key = (PathBuf, u64, u64, u64, i64, i64);
+    static LAST: Mutex<Option<(Key, Arc<BlobReader<FileSource>>)>> = Mutex::new(None);
+    let src = FileSource::open(path).map_err(|e| EvidenceError::io("open", path, e))?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| EvidenceError::io("stat", path, e))?;
+    let key: Key = (
+        path.to_path_buf(),
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    );
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, r)) = last.as_ref()
+        && *k == key
+    {
+        return Ok(Arc::clone(r));
+    }
+    let reader = Arc::new(
+        BlobReader::new(src).map_err(|e| EvidenceError::UnsupportedFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?,
+    );
+    *last = Some((key, Arc::clone(&reader)));
+    Ok(reader)
 }

@@ -23,6 +23,7 @@ use crate::event::{
 use crate::fsutil::{self, sha256_hex, sync_dir, walk_files, write_atomic};
 use crate::lock::BundleLock;
 use crate::log::{parse_line, scan_log};
+use crate::pack::PackWriter;
 use crate::statement::StatementFacts;
 
 /// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
@@ -65,6 +66,46 @@ impl Durability {
     }
     fn syncs_each_event(self) -> bool {
         matches!(self, Durability::PerEvent | Durability::GroupCommit)
+    }
+}
+
+/// How a bundle stores its blobs. Readers take both; [`Recorder::create`] writes
+/// [`BlobLayout::Pack`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BlobLayout {
+    /// Layout 1: one file per blob, `blobs/sha256/<hex>` (every bundle written before
+    /// the pack existed). `run_started` has no `blob_store` member.
+    Loose,
+    /// Layout 2: one append-only pack, `blobs/pack`, whose blobs are cut into
+    /// content-defined chunks, each stored once and compressed. `run_started` says
+    /// `"blob_store": "pack"`.
+    #[default]
+    Pack,
+}
+
+/// The `run_started` payload member that names the blob layout.
+pub(crate) const BLOB_STORE_KEY: &str = "blob_store";
+/// The pack's path inside a bundle.
+pub(crate) const PACK_FILE: &str = "blobs/pack";
+
+impl BlobLayout {
+    /// The layout's name as `run_started.blob_store` spells it (`loose` is never written:
+    /// it is the meaning of an absent member).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlobLayout::Loose => "loose",
+            BlobLayout::Pack => "pack",
+        }
+    }
+
+    /// The layout a `run_started` payload declares: `Loose` without a `blob_store`
+    /// member, `Pack` for `"pack"`; `None` for anything else.
+    pub fn of_run_started(payload: &Value) -> Option<BlobLayout> {
+        match payload.get(BLOB_STORE_KEY) {
+            None => Some(BlobLayout::Loose),
+            Some(Value::String(s)) if s == "pack" => Some(BlobLayout::Pack),
+            Some(_) => None,
+        }
     }
 }
 
@@ -117,6 +158,8 @@ enum SyncItem {
     File(File, PathBuf),
     /// A path, opened when synced (so that waiting items hold no descriptor).
     Path(PathBuf),
+    /// The bundle's append-only pack (blob store v2), shared with its writer.
+    Pack(Arc<File>, PathBuf),
 }
 
 impl SyncItem {
@@ -125,6 +168,7 @@ impl SyncItem {
         use std::os::unix::fs::MetadataExt as _;
         match self {
             SyncItem::File(f, _) => f.metadata().map(|m| m.dev()),
+            SyncItem::Pack(f, _) => f.metadata().map(|m| m.dev()),
             SyncItem::Path(p) => fs::metadata(p).map(|m| m.dev()),
         }
     }
@@ -132,13 +176,14 @@ impl SyncItem {
     fn sync(&self) -> std::io::Result<()> {
         match self {
             SyncItem::File(f, _) => f.sync_data(),
+            SyncItem::Pack(f, _) => f.sync_data(),
             SyncItem::Path(p) => File::open(p)?.sync_data(),
         }
     }
 
     fn path(&self) -> &Path {
         match self {
-            SyncItem::File(_, p) | SyncItem::Path(p) => p,
+            SyncItem::File(_, p) | SyncItem::Path(p) | SyncItem::Pack(_, p) => p,
         }
     }
 }
@@ -420,13 +465,21 @@ fn sync_batch_each(parts: &mut [BatchPart], dirs: &mut [(PathBuf, usize)]) {
 /// succeeded, its files, then the directories naming them, then its log up to the length
 /// it had when the sync began.
 #[cfg(feature = "sync-probe")]
-fn report_batch(parts: &[BatchPart], dirs: &[(PathBuf, usize)], written: &[u64]) {
+fn report_batch(
+    parts: &[BatchPart],
+    dirs: &[(PathBuf, usize)],
+    written: &[u64],
+    pack_lens: &[Vec<Option<u64>>],
+) {
     for (i, part) in parts.iter().enumerate() {
         if part.error.is_some() {
             continue;
         }
-        for f in &part.files {
-            fsutil::synced_file(f.path());
+        for (f, len) in part.files.iter().zip(&pack_lens[i]) {
+            match len {
+                Some(len) => fsutil::synced_log(f.path(), *len),
+                None => fsutil::synced_file(f.path()),
+            }
         }
         for (d, owner) in dirs {
             if *owner == i {
@@ -474,11 +527,25 @@ fn committer_loop(c: &'static Committer) {
             .iter()
             .map(|p| p.shared.log.metadata().map_or(0, |m| m.len()))
             .collect();
+        // Likewise the pack's bytes written before the sync begins.
+        #[cfg(feature = "sync-probe")]
+        let pack_lens: Vec<Vec<Option<u64>>> = parts
+            .iter()
+            .map(|p| {
+                p.files
+                    .iter()
+                    .map(|f| match f {
+                        SyncItem::Pack(f, _) => Some(f.metadata().map_or(0, |m| m.len())),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
         if items <= 2 || !sync_batch_by_fs(&mut parts, &dirs) {
             sync_batch_each(&mut parts, &mut dirs);
         }
         #[cfg(feature = "sync-probe")]
-        report_batch(&parts, &dirs, &written);
+        report_batch(&parts, &dirs, &written, &pack_lens);
         for part in parts {
             let wake: Vec<Waker> = {
                 let mut st = lock(&part.shared.state);
@@ -603,6 +670,9 @@ struct Inner {
     root: PathBuf,
     run_id: String,
     durability: Durability,
+    layout: BlobLayout,
+    /// The pack's writer (layout 2).
+    pack: Option<Mutex<PackWriter>>,
     log: Mutex<LogState>,
     /// Sync bookkeeping; `None` under `Flush`, which never syncs.
     sync: Option<Arc<SyncShared>>,
@@ -708,11 +778,26 @@ impl Recorder {
     /// next `create` of the same bundle removes; one killed after leaves a bundle that
     /// verifies as incomplete. Another `create` of the same bundle at the same moment is
     /// refused ([`EvidenceError::BundleLocked`] or [`EvidenceError::BundleNotEmpty`]).
+    ///
+    /// Blobs go to a pack ([`BlobLayout::Pack`]); [`Recorder::create_with_layout`]
+    /// chooses.
     pub fn create(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
         durability: Durability,
         started: &RunStarted,
+    ) -> Result<Recorder> {
+        Recorder::create_with_layout(dir, run_id, durability, started, BlobLayout::default())
+    }
+
+    /// [`Recorder::create`] with the blob layout chosen: [`BlobLayout::Loose`] writes
+    /// bundles as versions before the pack did (e.g. for tools that read only those).
+    pub fn create_with_layout(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        started: &RunStarted,
+        layout: BlobLayout,
     ) -> Result<Recorder> {
         let root = dir.as_ref().to_path_buf();
         let run_id = run_id.into();
@@ -729,7 +814,7 @@ impl Recorder {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(EvidenceError::io("stat", &root, e)),
         };
-        let rec = match Self::create_aside(&root, run_id.clone(), durability, started) {
+        let rec = match Self::create_aside(&root, run_id.clone(), durability, started, layout) {
             Ok(rec) => rec,
             Err(e @ (EvidenceError::BundleNotEmpty(_) | EvidenceError::BundleLocked { .. })) => {
                 return Err(e);
@@ -739,7 +824,7 @@ impl Recorder {
             // there can a kill during creation leave the empty folders without a log.
             Err(e) if existed => {
                 tracing::debug!(root = %root.display(), error = %e, "building the bundle in place");
-                Self::build_staged(&root, root.clone(), run_id, durability, started)?
+                Self::build_staged(&root, root.clone(), run_id, durability, started, layout)?
             }
             Err(e) => return Err(e),
         };
@@ -755,7 +840,12 @@ impl Recorder {
                     .filter(|p| !p.as_os_str().is_empty())
                     .map(Path::to_path_buf),
             );
-            rec.defer_sync(Vec::new(), dirs);
+            // The pack's header, with the folder naming it.
+            let pack_item = rec.inner.pack.as_ref().map(|p| {
+                let w = lock(p);
+                SyncItem::Pack(Arc::clone(&w.file), w.path.clone())
+            });
+            rec.defer_sync(pack_item.into_iter().collect(), dirs);
             if durability == Durability::PerEvent {
                 rec.sync_all().wait()?;
             }
@@ -770,6 +860,7 @@ impl Recorder {
         run_id: String,
         durability: Durability,
         started: &RunStarted,
+        layout: BlobLayout,
     ) -> Result<Recorder> {
         let (parent, name) = staging_place(root)?;
         fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
@@ -783,7 +874,14 @@ impl Recorder {
             },
             _ => EvidenceError::io("create", &staging, e),
         })?;
-        let built = Self::build_staged(&staging, root.to_path_buf(), run_id, durability, started);
+        let built = Self::build_staged(
+            &staging,
+            root.to_path_buf(),
+            run_id,
+            durability,
+            started,
+            layout,
+        );
         let rec = match built {
             Ok(done) => done,
             Err(e) => {
@@ -814,6 +912,7 @@ impl Recorder {
         run_id: String,
         durability: Durability,
         started: &RunStarted,
+        layout: BlobLayout,
     ) -> Result<Recorder> {
         // The log first: locked at once, it is the lock of the bundle being built (and
         // then of the bundle) for as long as the recorder appends to it.
@@ -824,10 +923,25 @@ impl Recorder {
             .open(&log_path)
             .map_err(|e| EvidenceError::io("create", &log_path, e))?;
         let file = BundleLock::lock(file, staging.to_path_buf())?.into_log();
-        for sub in ["input", "output", "blobs", "blobs/sha256"] {
+        let subs: &[&str] = match layout {
+            BlobLayout::Loose => &["input", "output", "blobs", "blobs/sha256"],
+            BlobLayout::Pack => &["input", "output", "blobs"],
+        };
+        for sub in subs {
             let p = staging.join(sub);
             fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
         }
+        let pack = match layout {
+            BlobLayout::Loose => None,
+            BlobLayout::Pack => {
+                let path = staging.join(PACK_FILE);
+                let mut w =
+                    PackWriter::create(&path).map_err(|e| EvidenceError::io("create", &path, e))?;
+                // Known by its place in the bundle once renamed, as the log is.
+                w.path = root.join(PACK_FILE);
+                Some(w)
+            }
+        };
         let rec = Recorder::with_state(
             root,
             run_id,
@@ -838,14 +952,17 @@ impl Recorder {
             Sha256::new(),
             0,
             Facts::default(),
+            layout,
+            pack,
         )?;
-        rec.append(
-            EventType::RunStarted,
-            started.confidence(),
-            payload_value(started)?,
-            true,
-        )?
-        .wait()?;
+        let mut payload = payload_value(started)?;
+        if layout == BlobLayout::Pack
+            && let Some(obj) = payload.as_object_mut()
+        {
+            obj.insert(BLOB_STORE_KEY.into(), json!(layout.as_str()));
+        }
+        rec.append(EventType::RunStarted, started.confidence(), payload, true)?
+            .wait()?;
         Ok(rec)
     }
 
@@ -888,6 +1005,7 @@ impl Recorder {
         let mut run_id = String::new();
         let mut facts = Facts::default();
         let mut last = None;
+        let mut layout = BlobLayout::Loose;
         let mut referenced = std::collections::BTreeSet::new();
         for (i, raw) in scan.lines.iter().enumerate() {
             let ev = parse_line(raw).map_err(|e| invalid(format!("line {}: {e}", i + 1)))?;
@@ -910,6 +1028,8 @@ impl Recorder {
                 facts.agent_spec_digest = p.agent_spec_digest;
                 facts.started_on = ev.ts.clone();
                 run_id = ev.run_id.clone();
+                layout = BlobLayout::of_run_started(&ev.payload)
+                    .ok_or_else(|| invalid("run_started names an unknown blob_store".into()))?;
             } else if ev.run_id != run_id {
                 return Err(invalid(format!("line {} belongs to another run", i + 1)));
             }
@@ -958,6 +1078,10 @@ impl Recorder {
             }
         }
         remove_leftovers(&root, &referenced, durability.syncs())?;
+        let pack = match layout {
+            BlobLayout::Loose => None,
+            BlobLayout::Pack => Some(reopen_pack(&root, &referenced, durability.syncs())?),
+        };
         // The signature first: a crash between the two leaves an unsigned statement,
         // never a signature without its statement.
         for name in [crate::dsse::DSSE_FILE, STATEMENT_FILE] {
@@ -984,6 +1108,8 @@ impl Recorder {
             hasher,
             scan.good_len,
             facts,
+            layout,
+            pack,
         )
     }
 
@@ -998,6 +1124,8 @@ impl Recorder {
         hasher: Sha256,
         bytes: u64,
         facts: Facts,
+        layout: BlobLayout,
+        pack: Option<PackWriter>,
     ) -> Result<Recorder> {
         let sync = if durability.syncs() {
             let log_path = root.join(EVENTS_FILE);
@@ -1016,6 +1144,8 @@ impl Recorder {
                 root,
                 run_id,
                 durability,
+                layout,
+                pack: pack.map(Mutex::new),
                 log: Mutex::new(LogState {
                     file,
                     next_seq,
@@ -1055,6 +1185,11 @@ impl Recorder {
     /// The durability policy.
     pub fn durability(&self) -> Durability {
         self.inner.durability
+    }
+
+    /// How this bundle stores its blobs.
+    pub fn blob_layout(&self) -> BlobLayout {
+        self.inner.layout
     }
 
     /// Number of events written so far (the next event's seq).
@@ -1241,8 +1376,8 @@ impl Recorder {
         Ok(seq)
     }
 
-    /// Store `bytes` as a content-addressed blob at `blobs/sha256/<hex>` and return its
-    /// ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
+    /// Store `bytes` as a content-addressed blob (in the pack, or at
+    /// `blobs/sha256/<hex>` in a [`BlobLayout::Loose`] bundle) and return its ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
     /// before this returns, so before any event that names it.
     pub fn put_blob(&self, bytes: &[u8], media_type: &str) -> Result<BlobRef> {
         self.put_blob_async(bytes, media_type).wait()
@@ -1276,6 +1411,9 @@ impl Recorder {
         media_type: &str,
         wait: bool,
     ) -> Result<Durable<BlobRef>> {
+        if let Some(pack) = &self.inner.pack {
+            return self.put_packed(pack, bytes, media_type, wait);
+        }
         let hex = sha256_hex(bytes);
         let blob = BlobRef {
             digest: Digest {
@@ -1300,6 +1438,58 @@ impl Recorder {
         let mut st = lock(&shared.state);
         st.pending_files.push(item);
         st.pending_dirs.push(dir);
+        st.dirty = true;
+        if !durability.syncs_each_event() || !wait {
+            return Ok(Durable::ready(Ok(blob)));
+        }
+        let ticket = shared.request_locked(&mut st);
+        drop(st);
+        Ok(Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(shared),
+                ticket,
+                value: Some(blob),
+            },
+        })
+    }
+
+    /// [`Recorder::put_blob_inner`] for a pack: append the blob's new chunks and its
+    /// index record, then have the pack synced as the policy says (before any event
+    /// naming the blob, under the per-event policies).
+    fn put_packed(
+        &self,
+        pack: &Mutex<PackWriter>,
+        bytes: &[u8],
+        media_type: &str,
+        wait: bool,
+    ) -> Result<Durable<BlobRef>> {
+        let (digest, file) = {
+            let mut w = lock(pack);
+            let (digest, _) = w
+                .put(bytes)
+                .map_err(|e| EvidenceError::io("write blob", &w.path, e))?;
+            tracing::trace!(pack_len = w.len(), "blob packed");
+            (digest, SyncItem::Pack(Arc::clone(&w.file), w.path.clone()))
+        };
+        let blob = BlobRef {
+            digest: Digest {
+                sha256: hex::encode(digest),
+            },
+            size: bytes.len() as u64,
+            media_type: media_type.to_owned(),
+        };
+        let durability = self.inner.durability;
+        let Some(shared) = self.inner.sync.as_ref().filter(|_| durability.syncs()) else {
+            return Ok(Durable::ready(Ok(blob)));
+        };
+        let mut st = lock(&shared.state);
+        if !st
+            .pending_files
+            .iter()
+            .any(|f| matches!(f, SyncItem::Pack(..)))
+        {
+            st.pending_files.push(file);
+        }
         st.dirty = true;
         if !durability.syncs_each_event() || !wait {
             return Ok(Durable::ready(Ok(blob)));
@@ -1555,6 +1745,18 @@ fn remove_leftovers(
     if removed > 0 && sync {
         sync_dir(&blob_dir).map_err(|e| EvidenceError::io("sync", &blob_dir, e))?;
     }
+    // A pack being rewritten when the run was interrupted.
+    if let Ok(entries) = fs::read_dir(root.join("blobs")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with(".pack.tmp-")
+                && entry.file_type().is_ok_and(|t| t.is_file())
+            {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|e| EvidenceError::io("remove", &path, e))?;
+            }
+        }
+    }
     let entries = fs::read_dir(root).map_err(|e| EvidenceError::io("list", root, e))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -1574,6 +1776,104 @@ fn remove_leftovers(
         );
     }
     Ok(())
+}
+
+/// Make a reopened bundle's pack hold exactly what its log names, and open it to append:
+/// a torn tail is cut, and blobs no event names (stored just before a crash), with the
+/// chunks only they used, are removed: by cutting the pack when they are all at its end
+/// (the usual case), else by rewriting it to a temporary file renamed into place.
+fn reopen_pack(
+    root: &Path,
+    referenced: &std::collections::BTreeSet<String>,
+    sync: bool,
+) -> Result<PackWriter> {
+    use crate::pack::{BlobReader, FileSource};
+    let path = root.join(PACK_FILE);
+    let dir = root.join("blobs");
+    let bad = |reason: String| EvidenceError::UnsupportedFile {
+        path: path.clone(),
+        reason,
+    };
+    if matches!(fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+        // Lost before it was ever synced (no event names a blob in it, or the log would
+        // not have been durable): start an empty one.
+        let w = PackWriter::create(&path).map_err(|e| EvidenceError::io("create", &path, e))?;
+        if sync {
+            w.file
+                .sync_data()
+                .and_then(|()| sync_dir(&dir))
+                .map_err(|e| EvidenceError::io("sync", &path, e))?;
+        }
+        return Ok(w);
+    }
+    let src = FileSource::open(&path).map_err(|e| EvidenceError::io("open", &path, e))?;
+    let reader = BlobReader::new(src).map_err(|e| bad(e.to_string()))?;
+    let index = reader.index();
+    let mut needed: Vec<u32> = referenced
+        .iter()
+        .filter_map(|hex| index.find_hex(hex))
+        .collect();
+    needed.sort_unstable();
+    let mut used = vec![false; index.chunks.len()];
+    for &b in &needed {
+        for c in index.chunk_list(b) {
+            used[c as usize] = true;
+        }
+    }
+    let cut = needed
+        .last()
+        .map_or(crate::pack::HEADER.len() as u64, |&b| {
+            index.blobs[b as usize].end
+        });
+    let clean = index.blobs.len() == needed.len()
+        && used.iter().all(|u| *u)
+        && index.torn.is_none()
+        && index.good_len > 0;
+    if !clean {
+        let prefix_whole = index.good_len > 0
+            && index
+                .blobs
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.end <= cut)
+                .all(|(i, _)| needed.binary_search(&(i as u32)).is_ok())
+            && index
+                .chunks
+                .iter()
+                .zip(&used)
+                .filter(|(c, _)| c.offset < cut)
+                .all(|(_, u)| *u);
+        if prefix_whole {
+            // Everything past `cut` is unneeded: cut it off (append-only otherwise).
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| EvidenceError::io("open", &path, e))?;
+            f.set_len(cut)
+                .map_err(|e| EvidenceError::io("truncate", &path, e))?;
+            if sync {
+                f.sync_data()
+                    .map_err(|e| EvidenceError::io("sync", &path, e))?;
+                #[cfg(feature = "sync-probe")]
+                fsutil::synced_log(&path, cut);
+            }
+        } else {
+            let tmp = crate::pack::rewrite(&reader, &needed, &dir, sync)
+                .map_err(|e| EvidenceError::io("rewrite", &path, e))?;
+            fs::rename(&tmp, &path).map_err(|e| EvidenceError::io("rename", &tmp, e))?;
+            if sync {
+                sync_dir(&dir).map_err(|e| EvidenceError::io("sync", &dir, e))?;
+            }
+        }
+        tracing::info!(
+            kept = needed.len(),
+            indexed = index.blobs.len(),
+            "pack trimmed to the blobs its log names"
+        );
+    }
+    let src = FileSource::open(&path).map_err(|e| EvidenceError::io("open", &path, e))?;
+    let index = crate::pack::read_index(&src).map_err(|e| bad(e.to_string()))?;
+    PackWriter::resume(&path, &index).map_err(|e| EvidenceError::io("open", &path, e))
 }
 
 /// A handle that can append `declared` events and nothing else. Tools get this, never

@@ -20,7 +20,8 @@ use crate::event::{
 };
 use crate::fsutil::{hash_file, open_regular, walk_files};
 use crate::log::{LogScan, is_sha256_hex, parse_line, scan_log};
-use crate::recorder::{EVENTS_FILE, STATEMENT_FILE};
+use crate::pack::{BlobReader, FileSource, read_chunk};
+use crate::recorder::{BlobLayout, EVENTS_FILE, PACK_FILE, STATEMENT_FILE};
 use crate::statement::StatementFacts;
 
 /// Largest `statement.json` read (64 MiB).
@@ -46,6 +47,11 @@ pub enum CheckCode {
     /// Every file in `blobs/sha256` is named by its digest, every blob ref resolves with
     /// the right size, and no blob is unreferenced.
     Blobs,
+    /// The pack (blob store v2, `blobs/pack`): its header, the framing of every record,
+    /// every chunk's data (decompressed and re-hashed), no torn tail in a complete
+    /// bundle, no chunk that no blob uses. Passes with nothing to check in a bundle of
+    /// loose blobs.
+    Pack,
     /// The files under `input/` are exactly the `input_staged` events, digests equal.
     Inputs,
     /// The files under `output/` are exactly the final `output_produced` events.
@@ -69,6 +75,7 @@ impl CheckCode {
             CheckCode::Chain => "chain",
             CheckCode::Sequence => "sequence",
             CheckCode::Blobs => "blobs",
+            CheckCode::Pack => "pack",
             CheckCode::Inputs => "inputs",
             CheckCode::Outputs => "outputs",
             CheckCode::Statement => "statement",
@@ -299,6 +306,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     let mut chain = Acc::new(CheckCode::Chain);
     let mut sequence = Acc::new(CheckCode::Sequence);
     let mut blobs = Acc::new(CheckCode::Blobs);
+    let mut pack = Acc::new(CheckCode::Pack);
     let mut inputs = Acc::new(CheckCode::Inputs);
     let mut outputs = Acc::new(CheckCode::Outputs);
     let mut statement = Acc::new(CheckCode::Statement);
@@ -322,6 +330,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             CheckCode::Chain,
             CheckCode::Sequence,
             CheckCode::Blobs,
+            CheckCode::Pack,
             CheckCode::Inputs,
             CheckCode::Outputs,
             CheckCode::Statement,
@@ -405,21 +414,26 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     has_events |= present.contains(EVENTS_FILE);
     has_statement |= present.contains(STATEMENT_FILE);
     let blob_dir = root.join("blobs/sha256");
-    if present.contains("blobs") {
-        if let Ok(entries) = fs::read_dir(root.join("blobs")) {
-            for entry in entries.flatten() {
-                let is_sha_dir = entry.file_name() == "sha256"
-                    && entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-                if !is_sha_dir {
-                    layout.fail(format!(
-                        "unexpected entry blobs/{}",
-                        entry.file_name().to_string_lossy()
-                    ));
-                }
+    // What `blobs/` holds; judged against the layout `run_started` declares, below.
+    let mut has_sha_dir = false;
+    let mut has_pack = false;
+    if present.contains("blobs")
+        && let Ok(entries) = fs::read_dir(root.join("blobs"))
+    {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let ft = entry.file_type().ok();
+            let is_dir = ft.is_some_and(|t| t.is_dir());
+            let is_file = ft.is_some_and(|t| t.is_file());
+            if name == "sha256" && is_dir {
+                has_sha_dir = true;
+            } else if name == "pack" && is_file {
+                has_pack = true;
+            } else if is_file && name.to_string_lossy().starts_with(".pack.tmp-") {
+                leftovers.push(format!("blobs/{}", name.to_string_lossy()));
+            } else {
+                layout.fail(format!("unexpected entry blobs/{}", name.to_string_lossy()));
             }
-        }
-        if !matches!(fs::symlink_metadata(&blob_dir), Ok(m) if m.is_dir()) {
-            layout.fail("blobs/sha256 is missing");
         }
     }
 
@@ -579,6 +593,47 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     );
     let complete = ends_finished && has_statement;
 
+    // --- blob layout --------------------------------------------------------------------
+    // `run_started` says which layout the bundle uses; without it (an empty log), what
+    // is on disk.
+    let declared = events
+        .first()
+        .and_then(Option::as_ref)
+        .filter(|e| e.kind == EventType::RunStarted)
+        .map(|e| BlobLayout::of_run_started(&e.payload));
+    let blob_layout = match declared {
+        Some(Some(l)) => l,
+        Some(None) => {
+            parse.fail("line 1: run_started names an unknown blob_store");
+            if has_pack {
+                BlobLayout::Pack
+            } else {
+                BlobLayout::Loose
+            }
+        }
+        None if has_pack => BlobLayout::Pack,
+        None => BlobLayout::Loose,
+    };
+    if present.contains("blobs") {
+        match blob_layout {
+            BlobLayout::Loose => {
+                if has_pack {
+                    layout.fail("blobs/pack in a bundle whose run_started declares loose blobs");
+                }
+                // Without run_started (an empty or unreadable log) the layout is not
+                // known: a bundle interrupted at its creation may hold neither.
+                if !has_sha_dir && declared.is_some() {
+                    layout.fail("blobs/sha256 is missing");
+                }
+            }
+            BlobLayout::Pack => {
+                if has_sha_dir {
+                    layout.fail("blobs/sha256 in a bundle whose run_started declares a pack");
+                }
+            }
+        }
+    }
+
     // --- blobs --------------------------------------------------------------------------
     let mut refs: Vec<(usize, BlobRef)> = Vec::new();
     for (i, ev) in events.iter().enumerate() {
@@ -590,7 +645,16 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     }
     let mut stored: BTreeMap<String, u64> = BTreeMap::new();
     let mut mismatched: BTreeSet<String> = BTreeSet::new();
-    if matches!(fs::symlink_metadata(&blob_dir), Ok(m) if m.is_dir()) {
+    if blob_layout == BlobLayout::Pack {
+        check_pack(
+            &mut blobs,
+            &mut pack,
+            root,
+            has_pack && present.contains("blobs"),
+            &refs,
+            complete,
+        );
+    } else if matches!(fs::symlink_metadata(&blob_dir), Ok(m) if m.is_dir()) {
         let walk = walk_files(&blob_dir);
         for p in walk.problems {
             blobs.fail(format!("blobs/sha256/{p}"));
@@ -619,7 +683,12 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         }
     }
     let mut referenced = BTreeSet::new();
-    for (i, b) in &refs {
+    let loose_refs: &[(usize, BlobRef)] = if blob_layout == BlobLayout::Loose {
+        &refs
+    } else {
+        &[]
+    };
+    for (i, b) in loose_refs {
         let hex = &b.digest.sha256;
         if !is_sha256_hex(hex) {
             blobs.fail(format!(
@@ -643,24 +712,29 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             Some(_) => {}
         }
     }
-    for hex in stored.keys() {
-        if !referenced.contains(hex) {
-            blobs.fail_or_warn(complete, format!("blob {hex} is not named by any event"));
+    if blob_layout == BlobLayout::Pack {
+        // Judged by check_pack.
+    } else {
+        pack.pass = "no pack: the bundle stores loose blobs (blobs/sha256)".to_owned();
+        for hex in stored.keys() {
+            if !referenced.contains(hex) {
+                blobs.fail_or_warn(complete, format!("blob {hex} is not named by any event"));
+            }
         }
-    }
-    // A file no event names whose content is not its digest: in an unfinished bundle,
-    // what a power loss leaves of a blob written just before it (empty, cut short or
-    // zero-filled); no recorded content depends on it.
-    for hex in mismatched.iter().filter(|h| !referenced.contains(*h)) {
-        blobs.fail_or_warn(
-            complete,
-            format!(
-                "blobs/sha256/{hex}: content does not match its name, and no event names it \
+        // A file no event names whose content is not its digest: in an unfinished bundle,
+        // what a power loss leaves of a blob written just before it (empty, cut short or
+        // zero-filled); no recorded content depends on it.
+        for hex in mismatched.iter().filter(|h| !referenced.contains(*h)) {
+            blobs.fail_or_warn(
+                complete,
+                format!(
+                    "blobs/sha256/{hex}: content does not match its name, and no event names it \
                  (a blob being written when the run was interrupted)"
-            ),
-        );
+                ),
+            );
+        }
+        blobs.pass = format!("{} blob(s), {} ref(s), all match", stored.len(), refs.len());
     }
-    blobs.pass = format!("{} blob(s), {} ref(s), all match", stored.len(), refs.len());
 
     // --- inputs and outputs -------------------------------------------------------------
     let payloads = |kind: EventType, from: usize| -> Vec<FileRecord> {
@@ -752,6 +826,20 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     let mut pending: BTreeMap<String, usize> = BTreeMap::new();
     let mut done: BTreeSet<String> = BTreeSet::new();
     let mut calls = 0usize;
+    // Logs written since command confinement is recorded per command say so in
+    // run_started; older logs are not held to it.
+    let sandbox_details = events
+        .first()
+        .and_then(Option::as_ref)
+        .filter(|e| e.kind == EventType::RunStarted)
+        .map(|e| &e.payload["details"]["sandbox"]);
+    let command_records = sandbox_details.is_some_and(|s| s["command_records"] == 1);
+    // The tools whose calls run a program (`run_command` when the list is absent).
+    let command_tools: BTreeSet<&str> =
+        match sandbox_details.and_then(|s| s["command_tools"].as_array()) {
+            Some(names) => names.iter().filter_map(Value::as_str).collect(),
+            None => BTreeSet::from(["run_command"]),
+        };
     for (i, ev) in events.iter().enumerate() {
         let Some(ev) = ev else { continue };
         if ev.kind != EventType::ToolCalled {
@@ -761,6 +849,17 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             continue;
         };
         calls += 1;
+        if command_records
+            && let Some(problem) =
+                confinement_problem(&call, command_tools.contains(call.name.as_str()))
+        {
+            tools.fail(format!(
+                "line {}: call {:?} ({}): {problem}",
+                i + 1,
+                call.call_id,
+                call.name
+            ));
+        }
         if call.deferred {
             if done.contains(&call.call_id) {
                 tools.fail(format!(
@@ -814,7 +913,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     }
     layout.pass = "bundle layout as expected".to_owned();
     let checks: Vec<Check> = [
-        layout, parse, chain, sequence, blobs, inputs, outputs, statement, tools, signature,
+        layout, parse, chain, sequence, blobs, pack, inputs, outputs, statement, tools, signature,
     ]
     .into_iter()
     .map(Acc::done)
@@ -952,4 +1051,204 @@ fn first_difference(exp: &Value, act: &Value, path: String) -> Option<String> {
         _ if exp == act => None,
         _ => Some(if path.is_empty() { "/".into() } else { path }),
     }
+}
+
+/// The blob checks of a bundle with a pack: the `pack` check (header, framing, every
+/// chunk's data, the tail) and, in `blobs`, every blob record rebuilt from its chunks
+/// and re-hashed, every ref resolved with its size, no blob that no event names (in a
+/// complete bundle).
+fn check_pack(
+    blobs: &mut Acc,
+    pack: &mut Acc,
+    root: &Path,
+    present: bool,
+    refs: &[(usize, BlobRef)],
+    complete: bool,
+) {
+    let missing_all = |blobs: &mut Acc, why: &str| {
+        for (i, b) in refs {
+            blobs.fail(format!(
+                "line {}: blob {} is missing ({why})",
+                i + 1,
+                b.digest.sha256
+            ));
+        }
+    };
+    if !present {
+        pack.fail_or_warn(complete, format!("{PACK_FILE} is missing"));
+        missing_all(blobs, "no pack");
+        return;
+    }
+    let path = root.join(PACK_FILE);
+    let reader = match FileSource::open(&path)
+        .map_err(|e| format!("cannot open {PACK_FILE}: {e}"))
+        .and_then(|src| BlobReader::new(src).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            pack.fail(e);
+            missing_all(blobs, "the pack is unreadable");
+            return;
+        }
+    };
+    let index = reader.index();
+    if let Some(t) = index.torn {
+        let what = if t.offset == 0 {
+            "its header is incomplete".to_owned()
+        } else if t.zeros {
+            format!(
+                "it ends in {} zero bytes after its last whole record (space allocated but \
+                 not written when the machine stopped)",
+                t.len
+            )
+        } else {
+            format!(
+                "its last record is torn ({} bytes at byte {})",
+                t.len, t.offset
+            )
+        };
+        pack.fail_or_warn(complete, format!("{PACK_FILE}: {what}"));
+    }
+    // Every chunk's data, once.
+    for c in &index.chunks {
+        if let Err(e) = read_chunk(reader.source(), c) {
+            pack.fail(e.to_string());
+        }
+    }
+    // Every blob rebuilt and re-hashed (a bad chunk is already reported under `pack`).
+    let mut good: BTreeMap<[u8; 32], u64> = BTreeMap::new();
+    // Every chunk some blob uses: its own chunks, and its base's leading ones (which
+    // are the base's own or, further down, its base's).
+    let mut used = vec![false; index.chunks.len()];
+    for b in &index.blobs {
+        for c in &b.own {
+            used[*c as usize] = true;
+        }
+    }
+    reader.check_all(|i, result| {
+        let b = &index.blobs[i as usize];
+        match result {
+            Ok(()) => {
+                good.insert(b.digest, b.size);
+            }
+            // A bad chunk is reported under `pack` already.
+            Err(e) if e.region == crate::pack::Region::Chunk => {}
+            Err(e) => blobs.fail(format!("blob {}: {e}", hex::encode(b.digest))),
+        }
+    });
+    let unused = used.iter().filter(|u| !**u).count();
+    if unused > 0 {
+        pack.fail_or_warn(
+            complete,
+            format!("{unused} chunk(s) in {PACK_FILE} that no blob uses (a blob being written when the run was interrupted)"),
+        );
+    }
+    let mut referenced = BTreeSet::new();
+    for (i, b) in refs {
+        let hex = &b.digest.sha256;
+        let mut d = [0u8; 32];
+        if !is_sha256_hex(hex) || hex::decode_to_slice(hex, &mut d).is_err() {
+            blobs.fail(format!(
+                "line {}: blob ref digest is not 64 lower-case hex digits",
+                i + 1
+            ));
+            continue;
+        }
+        referenced.insert(d);
+        match (good.get(&d), index.blob_by_digest.contains_key(&d)) {
+            (Some(size), _) if *size != b.size => blobs.fail(format!(
+                "line {}: blob {hex} has {size} bytes, the ref says {}",
+                i + 1,
+                b.size
+            )),
+            (Some(_), _) => {}
+            (None, true) => blobs.fail(format!(
+                "line {}: blob {hex} cannot be rebuilt from the pack",
+                i + 1
+            )),
+            (None, false) => blobs.fail(format!("line {}: blob {hex} is missing", i + 1)),
+        }
+    }
+    for b in &index.blobs {
+        if !referenced.contains(&b.digest) {
+            blobs.fail_or_warn(
+                complete,
+                format!("blob {} is not named by any event", hex::encode(b.digest)),
+            );
+        }
+    }
+    pack.pass = format!(
+        "{PACK_FILE}: {} bytes, {} chunk(s) intact, {} blob record(s)",
+        index.good_len,
+        index.chunks.len(),
+        index.blobs.len()
+    );
+    blobs.pass = format!(
+        "{} blob(s) rebuilt from the pack, {} ref(s), all match",
+        good.len(),
+        refs.len()
+    );
+}
+
+/// The facts every command's `confinement` record holds (`null` where a fact does not
+/// apply, e.g. no bubblewrap), as paths of keys.
+const CONFINEMENT_FACTS: &[&[&str]] = &[
+    &["mode"],
+    &["missing"],
+    &["landlock", "status"],
+    &["landlock", "abi"],
+    &["landlock", "abi_wanted"],
+    &["landlock", "unenforced"],
+    &["seccomp", "applied"],
+    &["seccomp", "filter_sha256"],
+    &["bubblewrap"],
+    &["namespaces"],
+    &["host_uid"],
+    &["limits", "timeout_ms"],
+    &["limits", "cpu_s"],
+    &["limits", "memory_bytes"],
+    &["limits", "processes"],
+    &["limits", "process_limit"],
+    &["limits", "file_size_bytes"],
+    &["limits", "output_bytes"],
+    &["limits", "quota_bytes"],
+    &["limits", "quota_files"],
+];
+
+/// What is wrong with a completed call's confinement record, in a log that records one
+/// per command: a call of a command tool (`runs_program`) its tool decided must have one,
+/// and every record (of any tool) must hold every fact unless it says the program never
+/// ran.
+fn confinement_problem(call: &ToolCalled, runs_program: bool) -> Option<String> {
+    if call.deferred {
+        return None;
+    }
+    let record = match &call.confinement {
+        None if runs_program && call.decided_by.as_deref() == Some("tool") => {
+            return Some("a command's event without its confinement record".to_owned());
+        }
+        None => return None,
+        Some(r) => r,
+    };
+    let Some(object) = record.as_object() else {
+        return Some("the confinement record is not an object".to_owned());
+    };
+    if object.get("ran") == Some(&Value::Bool(false)) {
+        return None;
+    }
+    let missing: Vec<String> = CONFINEMENT_FACTS
+        .iter()
+        .filter(|path| {
+            let mut at = record;
+            for key in path.iter() {
+                match at.get(key) {
+                    Some(v) => at = v,
+                    None => return true,
+                }
+            }
+            false
+        })
+        .map(|path| path.join("."))
+        .collect();
+    (!missing.is_empty()).then(|| format!("the confinement record lacks {}", missing.join(", ")))
 }

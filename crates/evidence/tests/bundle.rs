@@ -89,7 +89,15 @@ fn log_layout_and_statement_are_as_documented() {
     let big: serde_json::Value = serde_json::from_str(&lines[6]).unwrap();
     assert_eq!(big["payload"]["result"], json!(null));
     let blob = BlobRef::from_value(&big["payload"]["result_blob"]).unwrap();
-    assert!(dir.join(blob.relative_path()).is_file());
+    assert_eq!(
+        read_blob(&dir, &blob).unwrap().len() as u64,
+        blob.size,
+        "the blob is in the pack"
+    );
+    // run_started says which blob layout the bundle uses.
+    let started: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(started["payload"]["blob_store"], "pack");
+    assert!(dir.join("blobs/pack").is_file() && !dir.join("blobs/sha256").exists());
     let finished: serde_json::Value = serde_json::from_str(&lines[11]).unwrap();
     assert_eq!(finished["payload"]["event_count"], json!(12));
     assert_eq!(finished["payload"]["status"], "finished");
@@ -137,6 +145,7 @@ fn report_serialises_in_the_documented_shape() {
             "chain",
             "sequence",
             "blobs",
+            "pack",
             "inputs",
             "outputs",
             "statement",
@@ -255,7 +264,13 @@ fn recorder_refuses_structural_events_and_appends_after_finish() {
 }
 
 fn tampered(name: &str, edit: impl FnOnce(&std::path::Path)) -> VerifyReport {
-    let orig = make_bundle(name, Durability::Flush);
+    // Cases that edit loose blobs run on a bundle of the first layout.
+    let layout = if name.starts_with("blob-") {
+        BlobLayout::Loose
+    } else {
+        BlobLayout::Pack
+    };
+    let orig = make_bundle_with(name, Durability::Flush, layout);
     let dir = scratch(&format!("{name}-copy"));
     copy_tree(&orig, &dir);
     edit(&dir);
@@ -375,6 +390,70 @@ fn changed_added_and_removed_files_fail() {
                 fs::write(d.join("blobs/sha256").join(sha256_hex(b"[]")), b"[1]").unwrap()
             }),
             CheckCode::Blobs,
+        ),
+        (
+            "pack-append",
+            Box::new(|d| {
+                // A whole, valid extra chunk and blob record: unreferenced.
+                let extra = scratch("pack-append-src");
+                let rec = Recorder::create(&extra, "x", Durability::Flush, &run_started()).unwrap();
+                rec.put_blob(b"smuggled", "text/plain").unwrap();
+                let other = fs::read(extra.join("blobs/pack")).unwrap();
+                let mut pack = fs::read(d.join("blobs/pack")).unwrap();
+                pack.extend_from_slice(&other[16..]);
+                fs::write(d.join("blobs/pack"), pack).unwrap()
+            }),
+            CheckCode::Blobs,
+        ),
+        (
+            "pack-rm",
+            Box::new(|d| fs::remove_file(d.join("blobs/pack")).unwrap()),
+            CheckCode::Pack,
+        ),
+        (
+            "pack-cut",
+            Box::new(|d| {
+                let pack = fs::read(d.join("blobs/pack")).unwrap();
+                fs::write(d.join("blobs/pack"), &pack[..pack.len() - 3]).unwrap()
+            }),
+            CheckCode::Pack,
+        ),
+        (
+            "pack-header",
+            Box::new(|d| {
+                let mut pack = fs::read(d.join("blobs/pack")).unwrap();
+                pack[13] = 2; // another format version
+                fs::write(d.join("blobs/pack"), pack).unwrap()
+            }),
+            CheckCode::Pack,
+        ),
+        (
+            "pack-chunk-data",
+            Box::new(|d| {
+                let mut pack = fs::read(d.join("blobs/pack")).unwrap();
+                let idx = provrun_evidence::pack::read_index(pack.as_slice()).unwrap();
+                let c = &idx.chunks[1];
+                pack[(c.data_offset + u64::from(c.data_len) / 2) as usize] ^= 1;
+                fs::write(d.join("blobs/pack"), pack).unwrap()
+            }),
+            CheckCode::Pack,
+        ),
+        (
+            "pack-index",
+            Box::new(|d| {
+                let mut pack = fs::read(d.join("blobs/pack")).unwrap();
+                let idx = provrun_evidence::pack::read_index(pack.as_slice()).unwrap();
+                // The size field of a blob record.
+                let b = &idx.blobs[0];
+                pack[(b.offset + 5 + 32) as usize] ^= 1;
+                fs::write(d.join("blobs/pack"), pack).unwrap()
+            }),
+            CheckCode::Blobs,
+        ),
+        (
+            "pack-and-loose",
+            Box::new(|d| fs::create_dir(d.join("blobs/sha256")).unwrap()),
+            CheckCode::Layout,
         ),
         (
             "statement-change",
@@ -505,7 +584,7 @@ fn zeros_inside_the_log_or_followed_by_data_are_corrupt() {
 #[test]
 fn a_damaged_blob_no_event_names_is_a_warning_only_while_unfinished() {
     // A power loss can keep a blob's name but not its data (empty or zero-filled).
-    let orig = make_bundle("blob-damage", Durability::Flush);
+    let orig = make_bundle_with("blob-damage", Durability::Flush, BlobLayout::Loose);
     let stray = sha256_hex(b"never recorded");
     let lines = read_lines(&orig);
     for (finished, content) in [(false, &b""[..]), (false, &[0u8; 40][..]), (true, &b""[..])] {
@@ -672,11 +751,34 @@ fn blobs_are_deduplicated_and_content_addressed() {
     let dir = scratch("blobs");
     let rec = Recorder::create(&dir, "r", Durability::GroupCommit, &run_started()).unwrap();
     let a = rec.put_blob(b"same", "text/plain").unwrap();
+    let pack_len = fs::metadata(dir.join("blobs/pack")).unwrap().len();
     let b = rec.put_blob(b"same", "text/plain").unwrap();
     assert_eq!(a, b);
+    assert_eq!(
+        fs::metadata(dir.join("blobs/pack")).unwrap().len(),
+        pack_len,
+        "the same bytes are stored once"
+    );
     assert_eq!(a.digest.sha256, sha256_hex(b"same"));
     assert_eq!(a.size, 4);
-    assert_eq!(fs::read(dir.join(a.relative_path())).unwrap(), b"same");
+    assert_eq!(read_blob(&dir, &a).unwrap(), b"same");
+    assert_eq!(
+        read_blob_by_digest(&dir, &a.digest.sha256).unwrap(),
+        b"same"
+    );
+    // The first layout, on request: one file per blob.
+    let loose = scratch("blobs-loose");
+    let rec = Recorder::create_with_layout(
+        &loose,
+        "r",
+        Durability::Flush,
+        &run_started(),
+        BlobLayout::Loose,
+    )
+    .unwrap();
+    assert_eq!(rec.blob_layout(), BlobLayout::Loose);
+    let a = rec.put_blob(b"same", "text/plain").unwrap();
+    assert_eq!(fs::read(loose.join(a.relative_path())).unwrap(), b"same");
     assert_eq!(
         serde_json::to_value(&a).unwrap(),
         json!({"digest": {"sha256": sha256_hex(b"same")}, "size": 4, "media_type": "text/plain"})
@@ -741,4 +843,62 @@ fn events_and_blobs_read_back_checked() {
         read_events(&dir),
         Err(EvidenceError::InvalidLog { .. })
     ));
+}
+
+#[test]
+fn reopen_drops_blobs_no_event_names_from_the_pack_and_cuts_a_torn_tail() {
+    let index_of = |dir: &std::path::Path| {
+        provrun_evidence::pack::read_index(fs::read(dir.join("blobs/pack")).unwrap().as_slice())
+            .unwrap()
+    };
+    let named = |rec: &Recorder, id: &str, bytes: &[u8]| {
+        let blob = rec.put_blob(bytes, "text/plain").unwrap();
+        let mut call = tool_call(id, false);
+        call.result_blob = Some(blob);
+        rec.record(&call).unwrap();
+    };
+    let long = |seed: u8| -> Vec<u8> {
+        (0..40_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 ^ seed)
+            .collect()
+    };
+    for orphan_in_the_middle in [false, true] {
+        let dir = scratch("reopen-pack");
+        let rec = Recorder::create(&dir, "r", Durability::PerEvent, &run_started()).unwrap();
+        named(&rec, "a", &long(1));
+        rec.put_blob(&long(2), "text/plain").unwrap(); // stored, then the crash
+        if orphan_in_the_middle {
+            named(&rec, "c", &long(3));
+        }
+        drop(rec);
+        // A record cut short by the crash.
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("blobs/pack"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &[1, 200, 0, 0, 0, 7, 7]).unwrap();
+        let r = verify(&dir);
+        assert_eq!(r.exit_code(), 3, "{r:#?}");
+        assert_eq!(r.check(CheckCode::Pack).unwrap().status, CheckStatus::Warn);
+        assert_eq!(r.check(CheckCode::Blobs).unwrap().status, CheckStatus::Warn);
+        assert_eq!(
+            index_of(&dir).blobs.len(),
+            2 + usize::from(orphan_in_the_middle)
+        );
+
+        let rec = Recorder::reopen(&dir, Durability::PerEvent).unwrap();
+        let index = index_of(&dir);
+        assert!(index.torn.is_none());
+        assert_eq!(index.blobs.len(), 1 + usize::from(orphan_in_the_middle));
+        assert!(index.find_hex(&sha256_hex(&long(2))).is_none());
+        named(&rec, "d", &long(4));
+        rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+        let r = verify(&dir);
+        assert!(r.ok && r.complete, "{r:#?}");
+        let leftovers: Vec<_> = fs::read_dir(dir.join("blobs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["pack"]);
+    }
 }

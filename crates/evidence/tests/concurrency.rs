@@ -129,8 +129,14 @@ fn many_recorders_share_the_group_committer_and_each_bundle_verifies() {
         });
         for dir in &dirs {
             check_all_recorded(dir, 6);
-            let blobs = std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count();
-            assert_eq!(blobs, 6, "one file per blob, no temporary file left");
+            let names: Vec<_> = std::fs::read_dir(dir.join("blobs"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["pack"], "one pack, no temporary file left");
+            let src = provrun_evidence::pack::FileSource::open(&dir.join("blobs/pack")).unwrap();
+            let index = provrun_evidence::pack::read_index(&src).unwrap();
+            assert_eq!(index.blobs.len(), 6, "one index record per blob");
         }
     }
 }

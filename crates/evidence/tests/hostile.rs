@@ -20,7 +20,7 @@ fn missing_or_wrong_bundle_path_fails_cleanly() {
     let r = verify(scratch("nothing-here"));
     assert!(!r.ok && !r.complete);
     assert_eq!(r.checks[0].code, CheckCode::Layout);
-    assert_eq!(r.checks.len(), 10);
+    assert_eq!(r.checks.len(), 11);
 
     let file = scratch("a-file");
     fs::write(&file, b"x").unwrap();
@@ -55,8 +55,21 @@ fn symlinks_are_refused_not_followed() {
     let r = verify(&dir);
     assert!(fails(&r).contains(&CheckCode::Layout), "{r:#?}");
 
-    // A symlinked blob.
-    let dir = copy_of("symlink-blob");
+    // A symlinked pack.
+    let dir = copy_of("symlink-pack");
+    let name = dir.join("blobs/pack");
+    fs::rename(&name, outside.join("pack")).unwrap();
+    symlink(outside.join("pack"), &name).unwrap();
+    let r = verify(&dir);
+    assert!(fails(&r).contains(&CheckCode::Layout), "{r:#?}");
+    assert!(fails(&r).contains(&CheckCode::Blobs), "{r:#?}");
+
+    // A symlinked loose blob (the first blob layout).
+    let dir = scratch("symlink-blob");
+    copy_tree(
+        &make_bundle_with("symlink-blob-orig", Durability::Flush, BlobLayout::Loose),
+        &dir,
+    );
     let name = dir.join("blobs/sha256").join(sha256_hex(b"[]"));
     fs::rename(&name, outside.join("blob")).unwrap();
     symlink(outside.join("blob"), &name).unwrap();

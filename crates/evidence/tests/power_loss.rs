@@ -248,13 +248,29 @@ fn blob_refs(v: &Value, out: &mut BTreeSet<String>) {
     }
 }
 
-/// The files (relative paths) each line names: blobs, inputs, outputs.
-fn named_files(events: &[Event]) -> Vec<BTreeSet<PathBuf>> {
+/// The pack's path in a bundle.
+const PACK: &str = "blobs/pack";
+
+/// What each line needs on stable storage: the files it names (blobs of the first
+/// layout, inputs, outputs), and how many leading bytes of the pack (the end of the
+/// last index record of a blob it names; 0 when it names none).
+fn named_files(root: &Path, events: &[Event]) -> Vec<(BTreeSet<PathBuf>, u64)> {
+    let pack = std::fs::read(root.join(PACK)).ok();
+    let index = pack
+        .as_ref()
+        .map(|p| provrun_evidence::pack::read_index(p.as_slice()).unwrap());
     events
         .iter()
         .map(|e| {
             let mut hexes = BTreeSet::new();
             blob_refs(&e.payload, &mut hexes);
+            let mut pack_need = 0;
+            if let Some(index) = &index {
+                for h in std::mem::take(&mut hexes) {
+                    let b = index.find_hex(&h).expect("every named blob is in the pack");
+                    pack_need = pack_need.max(index.blobs[b as usize].end);
+                }
+            }
             let mut files: BTreeSet<PathBuf> = hexes
                 .into_iter()
                 .map(|h| PathBuf::from("blobs/sha256").join(h))
@@ -267,7 +283,10 @@ fn named_files(events: &[Event]) -> Vec<BTreeSet<PathBuf>> {
             if let (Some(folder), Some(p)) = (folder, e.payload["path"].as_str()) {
                 files.insert(Path::new(folder).join(p));
             }
-            files
+            if pack_need > 0 {
+                files.insert(PathBuf::from(PACK));
+            }
+            (files, pack_need)
         })
         .collect()
 }
@@ -276,6 +295,8 @@ fn named_files(events: &[Event]) -> Vec<BTreeSet<PathBuf>> {
 struct Durable {
     /// Log bytes on stable storage.
     log: u64,
+    /// Pack bytes on stable storage.
+    pack: u64,
     /// Files whose data is synced.
     data: BTreeSet<PathBuf>,
     /// Files whose data and every folder name up to the bundle are synced.
@@ -284,6 +305,7 @@ struct Durable {
 
 fn durable_at(root: &Path, entries: &[Entry]) -> Durable {
     let mut log = 0;
+    let mut pack = 0;
     // When each file's data, and each folder, was last synced.
     let mut data: BTreeMap<PathBuf, usize> = BTreeMap::new();
     let mut dirs: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
@@ -291,6 +313,11 @@ fn durable_at(root: &Path, entries: &[Entry]) -> Durable {
         match &e.mark {
             Mark::Sync(SyncPoint::Log { path, len }) if path == &root.join("events.jsonl") => {
                 log = log.max(*len);
+            }
+            // The pack is append-only like the log: a sync makes a prefix durable.
+            Mark::Sync(SyncPoint::Log { path, len }) if path == &root.join(PACK) => {
+                pack = pack.max(*len);
+                data.entry(PathBuf::from(PACK)).or_insert(i);
             }
             Mark::Sync(SyncPoint::File { path }) => {
                 data.entry(path.strip_prefix(root).unwrap().to_path_buf())
@@ -335,6 +362,7 @@ fn durable_at(root: &Path, entries: &[Entry]) -> Durable {
         .collect();
     Durable {
         log,
+        pack,
         data: data.into_keys().collect(),
         whole,
     }
@@ -385,13 +413,21 @@ fn file_states(written: &Entry, d: &Durable, lost: Lost) -> Vec<FileState> {
 }
 
 /// Builds one post-crash bundle at `at`.
-fn build(final_root: &Path, at: &Path, log: &[u8], files: &[FileState]) {
+fn build(final_root: &Path, at: &Path, log: &[u8], files: &[FileState], pack: &Option<Vec<u8>>) {
     let _ = std::fs::remove_dir_all(at);
-    for dir in ["input", "output", "blobs/sha256"] {
-        std::fs::create_dir_all(at.join(dir)).unwrap();
+    for dir in ["input", "output", "blobs", "blobs/sha256"] {
+        if final_root.join(dir).is_dir() {
+            std::fs::create_dir_all(at.join(dir)).unwrap();
+        }
+    }
+    if let Some(pack) = pack {
+        std::fs::write(at.join(PACK), pack).unwrap();
     }
     std::fs::write(at.join("events.jsonl"), log).unwrap();
     for (rel, state, len) in files {
+        if rel == Path::new(PACK) {
+            continue;
+        }
         let (state, len) = (*state, *len);
         let target = at.join(rel);
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
@@ -414,6 +450,31 @@ fn build(final_root: &Path, at: &Path, log: &[u8], files: &[FileState]) {
             }
         }
     }
+}
+
+/// What a power loss leaves of the pack (append-only, like the log): its synced prefix
+/// and then, per `lost`, nothing more (`Absent`), all that was written (`Intact`), half
+/// of the un-synced tail, cutting a record (`Empty`), or zeros for the un-synced tail
+/// (`Zeros`). A pack whose name was never made durable may be gone, empty or zeros.
+fn pack_after(final_pack: &[u8], written: &Entry, d: &Durable, lost: Lost) -> Option<Vec<u8>> {
+    let len = *written.files.get(Path::new(PACK))? as usize;
+    let synced = (d.pack as usize).min(len);
+    if !d.whole.contains(Path::new(PACK)) {
+        return match lost {
+            Lost::Absent => None,
+            Lost::Intact => Some(final_pack[..len].to_vec()),
+            Lost::Empty => Some(Vec::new()),
+            Lost::Zeros => Some(vec![0; len]),
+        };
+    }
+    let mut out = final_pack[..synced].to_vec();
+    match lost {
+        Lost::Absent => {}
+        Lost::Intact => out.extend_from_slice(&final_pack[synced..len]),
+        Lost::Empty => out.extend_from_slice(&final_pack[synced..synced + (len - synced) / 2]),
+        Lost::Zeros => out.resize(len, 0),
+    }
+    Some(out)
 }
 
 /// Line boundaries (byte offsets after each `\n`) of the final log, with 0 first.
@@ -474,13 +535,16 @@ fn simulate(name: &str, policy: Durability) -> Findings {
     let root = record_run(name, policy);
     let entries = timeline(&root);
     let final_events = read_events(&root).unwrap();
-    let named = named_files(&final_events);
+    let named = named_files(&root, &final_events);
+    let final_pack = std::fs::read(root.join(PACK)).ok();
     let log = std::fs::read(root.join("events.jsonl")).unwrap();
     let bounds = boundaries(&log);
     let work = scratch(&format!("{name}-crash"));
     let mut f = Findings::default();
     let mut acked = (0usize, false);
-    let mut seen: BTreeSet<(Vec<u8>, Vec<FileState>)> = BTreeSet::new();
+    // Log bytes, other files, pack bytes.
+    type Seen = (Vec<u8>, Vec<FileState>, Option<Vec<u8>>);
+    let mut seen: BTreeSet<Seen> = BTreeSet::new();
     for k in 0..entries.len() {
         let d = durable_at(&root, &entries[..=k]);
         if let Mark::Ack { lines, statement } = entries[k].mark {
@@ -495,7 +559,13 @@ fn simulate(name: &str, policy: Durability) -> Findings {
             d.log,
             bounds[acked.0]
         );
-        for (i, files) in named.iter().enumerate().take(acked.0) {
+        for (i, (files, pack_need)) in named.iter().enumerate().take(acked.0) {
+            assert!(
+                *pack_need <= d.pack,
+                "{policy:?}: instant {k}: line {} is acknowledged, but the pack is durable to {} of the {pack_need} bytes it needs",
+                i + 1,
+                d.pack
+            );
             for file in files {
                 assert!(
                     d.whole.contains(file),
@@ -525,12 +595,13 @@ fn simulate(name: &str, policy: Durability) -> Findings {
                 rebuilt.resize(rebuilt.len() + tail.zeros as usize, 0);
                 for lost in [Lost::Absent, Lost::Intact, Lost::Empty, Lost::Zeros] {
                     let files = file_states(w, &d, lost);
+                    let pack = final_pack.as_ref().and_then(|p| pack_after(p, w, &d, lost));
                     // Many instants leave the same bundle: check each one once.
-                    if !seen.insert((rebuilt.clone(), files.clone())) {
+                    if !seen.insert((rebuilt.clone(), files.clone(), pack.clone())) {
                         continue;
                     }
                     let at = work.join("b");
-                    build(&root, &at, &rebuilt, &files);
+                    build(&root, &at, &rebuilt, &files, &pack);
                     let report = verify(&at);
                     f.states += 1;
                     // Whatever verify says, no acknowledged event is lost: the rebuilt

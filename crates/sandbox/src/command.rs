@@ -85,6 +85,18 @@ pub struct Confinement {
     pub layers: BTreeMap<String, Layer>,
     /// Names of the layers that are not available (empty when fully confined).
     pub degraded: Vec<String>,
+    /// The kernel's Landlock ABI as the helper found it (0: no Landlock; `None`: the
+    /// helper could not run to ask).
+    pub landlock_abi: Option<u32>,
+    /// The Landlock ABI the sandbox's rules are written for.
+    pub landlock_abi_wanted: u32,
+    /// The file-system rights the kernel's ABI leaves unenforced (see
+    /// [`crate::confine::unenforced_rights`]); every right when Landlock is missing.
+    pub landlock_unenforced: Vec<String>,
+    /// SHA-256 of the seccomp filter the helper installs (`None` if it cannot be built).
+    pub seccomp_filter_sha256: Option<String>,
+    /// `bwrap --version`, when bubblewrap is installed.
+    pub bubblewrap_version: Option<String>,
     #[serde(skip)]
     bwrap: Option<PathBuf>,
     #[serde(skip)]
@@ -165,6 +177,162 @@ pub struct CommandOutcome {
     pub usage: Usage,
     /// Layers that were missing for this run (empty when fully confined).
     pub degraded: Vec<String>,
+    /// The confinement that applied to this command, as the evidence records it.
+    pub confinement: CommandConfinement,
+}
+
+/// The confinement facts of one command, recorded with its `tool_called` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandConfinement {
+    /// `full` (namespaces + Landlock + seccomp + rlimits + process limit) or `degraded`.
+    pub mode: String,
+    /// The layers that were missing (empty when `full`).
+    pub missing: Vec<String>,
+    /// Landlock as it applied.
+    pub landlock: LandlockRecord,
+    /// The seccomp filter as it applied.
+    pub seccomp: SeccompRecord,
+    /// bubblewrap's version (`bwrap --version`), `None` when the command ran without it.
+    pub bubblewrap: Option<String>,
+    /// The namespaces the command got new ones of (empty without bubblewrap).
+    pub namespaces: Vec<String>,
+    /// The host user id the command ran as (the runtime's effective uid; inside the user
+    /// namespace it is `uid_inside`).
+    pub host_uid: u32,
+    /// The user id the command saw (`None` without a user namespace: the host uid).
+    pub uid_inside: Option<u32>,
+    /// The limits applied.
+    pub limits: CommandLimits,
+}
+
+/// Landlock's part of a [`CommandConfinement`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockRecord {
+    /// `full`, `partial` (an older ABI: `unenforced` says what is not restricted) or
+    /// `none`.
+    pub status: String,
+    /// The kernel's ABI (0: no Landlock; `None`: unknown, the helper did not run).
+    pub abi: Option<u32>,
+    /// The ABI the rules are written for.
+    pub abi_wanted: u32,
+    /// The file-system rights not enforced.
+    pub unenforced: Vec<String>,
+}
+
+/// seccomp's part of a [`CommandConfinement`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeccompRecord {
+    /// Whether the filter was installed.
+    pub applied: bool,
+    /// SHA-256 of the filter (see [`crate::confine::seccomp_digest`]).
+    pub filter_sha256: Option<String>,
+}
+
+/// The limits of a [`CommandConfinement`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandLimits {
+    /// Wall-clock timeout of this command.
+    pub timeout_ms: u64,
+    /// CPU seconds per process (`RLIMIT_CPU`), when rlimits applied.
+    pub cpu_s: Option<u64>,
+    /// Address space per process in bytes (`RLIMIT_AS`), when rlimits applied.
+    pub memory_bytes: Option<u64>,
+    /// Processes at once, and how: `pids_cgroup`, `rlimit_nproc` or `none`.
+    pub processes: Option<u64>,
+    /// How the process limit is enforced (`pids_cgroup`, `rlimit_nproc`, `none`).
+    pub process_limit: String,
+    /// Largest file the command may write (`RLIMIT_FSIZE`: the quota left), when
+    /// rlimits applied.
+    pub file_size_bytes: Option<u64>,
+    /// Open files per process, when rlimits applied.
+    pub open_files: Option<u64>,
+    /// Bytes of stdout and of stderr kept.
+    pub output_bytes: u64,
+    /// The /output + /scratch quota: bytes and entries.
+    pub quota_bytes: u64,
+    /// The /output + /scratch quota: entries.
+    pub quota_files: u64,
+    /// Size of the private `/tmp` (with bubblewrap).
+    pub tmp_bytes: Option<u64>,
+}
+
+impl Confinement {
+    /// The record of a command run now under this confinement with `limits`, `timeout`,
+    /// and `used_bytes` of the quota already used.
+    fn record(
+        &self,
+        limits: &crate::Limits,
+        timeout: Duration,
+        used_bytes: u64,
+    ) -> CommandConfinement {
+        let namespaces = self.has("namespaces");
+        let rlimits = self.has("rlimits");
+        let landlock = self.layers.get("landlock");
+        let landlock_status = match landlock {
+            Some(l) if l.available && l.detail.contains("(partial") => "partial",
+            Some(l) if l.available => "full",
+            _ => "none",
+        };
+        let process_limit = if self.pids_cgroup.is_some() {
+            "pids_cgroup"
+        } else if self.use_nproc && rlimits {
+            "rlimit_nproc"
+        } else {
+            "none"
+        };
+        CommandConfinement {
+            mode: if self.is_complete() {
+                "full"
+            } else {
+                "degraded"
+            }
+            .to_owned(),
+            missing: self.degraded.clone(),
+            landlock: LandlockRecord {
+                status: landlock_status.to_owned(),
+                abi: self.landlock_abi,
+                abi_wanted: self.landlock_abi_wanted,
+                unenforced: if landlock_status == "none" {
+                    crate::confine::unenforced_rights(0)
+                        .into_iter()
+                        .map(String::from)
+                        .collect()
+                } else {
+                    self.landlock_unenforced.clone()
+                },
+            },
+            seccomp: SeccompRecord {
+                applied: self.has("seccomp"),
+                filter_sha256: self.seccomp_filter_sha256.clone(),
+            },
+            bubblewrap: namespaces
+                .then(|| self.bubblewrap_version.clone())
+                .flatten(),
+            namespaces: if namespaces {
+                ["user", "pid", "mount", "ipc", "uts", "cgroup", "net"]
+                    .map(String::from)
+                    .into()
+            } else {
+                Vec::new()
+            },
+            host_uid: rustix::process::geteuid().as_raw(),
+            uid_inside: namespaces.then_some(1000),
+            limits: CommandLimits {
+                timeout_ms: timeout.as_millis() as u64,
+                cpu_s: rlimits.then_some(limits.command_cpu_s),
+                memory_bytes: rlimits.then_some(limits.command_memory_bytes),
+                processes: (process_limit != "none").then_some(limits.command_processes),
+                process_limit: process_limit.to_owned(),
+                file_size_bytes: rlimits
+                    .then_some(limits.max_total_bytes.saturating_sub(used_bytes)),
+                open_files: rlimits.then_some(1024),
+                output_bytes: limits.command_output_bytes,
+                quota_bytes: limits.max_total_bytes,
+                quota_files: limits.max_files,
+                tmp_bytes: namespaces.then_some(limits.command_tmp_bytes.max(4096)),
+            },
+        }
+    }
 }
 
 impl CommandOutcome {
@@ -416,10 +584,16 @@ pub(crate) fn probe() -> &'static Confinement {
 }
 
 fn probe_now() -> Confinement {
+    let bwrap = on_path("bwrap");
     let mut c = Confinement {
         layers: BTreeMap::new(),
         degraded: Vec::new(),
-        bwrap: on_path("bwrap"),
+        landlock_abi: None,
+        landlock_abi_wanted: crate::confine::LANDLOCK_ABI_WANTED,
+        landlock_unenforced: Vec::new(),
+        seccomp_filter_sha256: crate::confine::seccomp_digest().ok(),
+        bubblewrap_version: bwrap.as_deref().and_then(bwrap_version),
+        bwrap,
         helper: find_helper(),
         pids_cgroup: None,
         use_nproc: false,
@@ -488,6 +662,17 @@ fn probe_now() -> Confinement {
     if let Some(line) = &report {
         for word in line.split_whitespace() {
             if let Some((k, v)) = word.split_once('=') {
+                match k {
+                    "landlock_abi" => c.landlock_abi = v.parse().ok(),
+                    "landlock_unenforced" => {
+                        c.landlock_unenforced = v
+                            .split(',')
+                            .filter(|r| !r.is_empty() && *r != "-")
+                            .map(String::from)
+                            .collect();
+                    }
+                    _ => {}
+                }
                 found.insert(
                     match k {
                         "landlock" => "landlock",
@@ -559,6 +744,18 @@ fn probe_now() -> Confinement {
         .collect();
     tracing::info!(degraded = ?c.degraded, "command confinement probed");
     c
+}
+
+/// `bwrap --version`'s answer, e.g. `bubblewrap 0.8.0`.
+fn bwrap_version(bwrap: &Path) -> Option<String> {
+    let out = Command::new(bwrap)
+        .arg("--version")
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
 }
 
 /// Runs a probe; with `report`, returns the helper's report line from its stdout. With
@@ -1014,6 +1211,7 @@ impl Sandbox {
             duration_ms: duration.as_millis() as u64,
             usage,
             degraded: conf.degraded.clone(),
+            confinement: conf.record(&limits, timeout, before.bytes),
         };
         tracing::info!(
             exit = ?outcome.exit_code,
@@ -1274,7 +1472,28 @@ mod tests {
             duration_ms: 1500,
             usage: Usage::default(),
             degraded: vec![],
+            confinement: Confinement {
+                layers: BTreeMap::new(),
+                degraded: vec!["namespaces".into()],
+                landlock_abi: Some(3),
+                landlock_abi_wanted: 6,
+                landlock_unenforced: vec!["ioctl_dev".into()],
+                seccomp_filter_sha256: None,
+                bubblewrap_version: None,
+                bwrap: None,
+                helper: None,
+                pids_cgroup: None,
+                use_nproc: false,
+            }
+            .record(&crate::Limits::default(), Duration::from_secs(2), 10),
         };
+        let c = &o.confinement;
+        assert_eq!(c.mode, "degraded");
+        assert_eq!(c.limits.timeout_ms, 2000);
+        assert!(c.namespaces.is_empty() && c.bubblewrap.is_none());
+        // No landlock layer on record: every right is unenforced.
+        assert_eq!(c.landlock.status, "none");
+        assert_eq!(c.landlock.unenforced.len(), 16);
         let text = o.render();
         assert!(
             text.starts_with("killed by signal 9 — timed out after 1.5 s"),

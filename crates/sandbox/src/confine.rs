@@ -27,7 +27,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+    ABI, Access, AccessFs, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
     path_beneath_rules,
 };
 use seccompiler::{
@@ -157,13 +157,57 @@ pub fn apply_rlimits(limits: &BTreeMap<String, u64>) -> Applied {
     }
 }
 
+/// The Landlock ABI the sandbox's rules are written for: the file-system rights of this
+/// ABI are all handled. A kernel with an older ABI enforces only the rights its ABI has
+/// (see [`unenforced_rights`]).
+pub const LANDLOCK_ABI_WANTED: u32 = 6;
+
+/// The file-system access rights the sandbox asks Landlock to handle that a kernel with
+/// Landlock ABI `found` (0: no Landlock) cannot enforce, by name: `execute`, `write_file`,
+/// `read_file`, `read_dir`, `remove_dir`, `remove_file`, `make_char`, `make_dir`,
+/// `make_reg`, `make_sock`, `make_fifo`, `make_block`, `make_sym` (ABI 1), `refer`
+/// (ABI 2), `truncate` (ABI 3), `ioctl_dev` (ABI 5). Empty from ABI 5 on.
+pub fn unenforced_rights(found: u32) -> Vec<&'static str> {
+    let wanted = AccessFs::from_all(ABI::from(LANDLOCK_ABI_WANTED as i32));
+    let have = AccessFs::from_all(ABI::from(i32::try_from(found).unwrap_or(i32::MAX)));
+    (wanted & !have).iter().map(right_name).collect()
+}
+
+fn right_name(right: AccessFs) -> &'static str {
+    match right {
+        AccessFs::Execute => "execute",
+        AccessFs::WriteFile => "write_file",
+        AccessFs::ReadFile => "read_file",
+        AccessFs::ReadDir => "read_dir",
+        AccessFs::RemoveDir => "remove_dir",
+        AccessFs::RemoveFile => "remove_file",
+        AccessFs::MakeChar => "make_char",
+        AccessFs::MakeDir => "make_dir",
+        AccessFs::MakeReg => "make_reg",
+        AccessFs::MakeSock => "make_sock",
+        AccessFs::MakeFifo => "make_fifo",
+        AccessFs::MakeBlock => "make_block",
+        AccessFs::MakeSym => "make_sym",
+        AccessFs::Refer => "refer",
+        AccessFs::Truncate => "truncate",
+        AccessFs::IoctlDev => "ioctl_dev",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    }
+}
+
 /// Restricts this process (and whatever it runs) with Landlock: `read_only` paths may be
 /// read and executed, `read_write` paths also written, `devices` read and written as files;
 /// nothing else in the file system may be touched.
 pub fn apply_landlock(args: &HelperArgs) -> Applied {
-    // The newest ABI the crate knows; older kernels get the best subset (best-effort).
-    let abi = ABI::V6;
-    let result = (|| -> Result<RulesetStatus, landlock::RulesetError> {
+    apply_landlock_reporting(args).0
+}
+
+/// [`apply_landlock`], also returning the kernel's Landlock ABI (0 when the kernel has no
+/// Landlock; `None` when the ruleset could not be built to ask).
+pub fn apply_landlock_reporting(args: &HelperArgs) -> (Applied, Option<u32>) {
+    let abi = ABI::from(LANDLOCK_ABI_WANTED as i32);
+    let result = (|| -> Result<(RulesetStatus, u32), landlock::RulesetError> {
         let all = AccessFs::from_all(abi);
         let read = AccessFs::from_read(abi);
         let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
@@ -174,18 +218,46 @@ pub fn apply_landlock(args: &HelperArgs) -> Applied {
             .add_rules(path_beneath_rules(&args.read_write, all))?
             .add_rules(path_beneath_rules(&args.devices, device))?
             .restrict_self()?;
-        Ok(status.ruleset)
+        let found = match status.landlock {
+            LandlockStatus::Available {
+                effective_abi,
+                kernel_abi,
+            } => kernel_abi.unwrap_or(effective_abi as i32),
+            _ => 0,
+        };
+        Ok((status.ruleset, u32::try_from(found).unwrap_or(0)))
     })();
     match result {
-        Ok(RulesetStatus::FullyEnforced) => Applied::Full,
-        Ok(RulesetStatus::PartiallyEnforced) => {
-            Applied::Partial("the kernel's Landlock ABI is older than 6".to_owned())
-        }
-        Ok(RulesetStatus::NotEnforced) => {
-            Applied::Failed("the kernel does not enforce Landlock".to_owned())
-        }
-        Err(e) => Applied::Failed(e.to_string()),
+        Ok((RulesetStatus::FullyEnforced, found)) => (Applied::Full, Some(found)),
+        Ok((RulesetStatus::PartiallyEnforced, found)) => (
+            Applied::Partial(format!(
+                "the kernel's Landlock ABI is {found}, older than {LANDLOCK_ABI_WANTED}"
+            )),
+            Some(found),
+        ),
+        Ok((RulesetStatus::NotEnforced, found)) => (
+            Applied::Failed("the kernel does not enforce Landlock".to_owned()),
+            Some(found),
+        ),
+        Err(e) => (Applied::Failed(e.to_string()), None),
     }
+}
+
+/// SHA-256 (hex) of the seccomp programs [`apply_seccomp`] installs, instruction by
+/// instruction (`code`, `jt`, `jf`, `k`, little-endian), programs in order: the same
+/// filter always has the same digest.
+pub fn seccomp_digest() -> Result<String, String> {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    for program in seccomp_programs()? {
+        hash.update((program.len() as u64).to_le_bytes());
+        for insn in &program {
+            hash.update(insn.code.to_le_bytes());
+            hash.update([insn.jt, insn.jf]);
+            hash.update(insn.k.to_le_bytes());
+        }
+    }
+    Ok(hex::encode(hash.finalize()))
 }
 
 /// Namespace flags a confined command may never ask for.
@@ -333,14 +405,23 @@ pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> i32 {
     // Order: limits first (setrlimit is not filtered, but keep it early), then Landlock,
     // then seccomp last so the helper's own set-up calls are not caught by it.
     let rlimits = apply_rlimits(&args.limits);
-    let landlock = apply_landlock(&args);
+    let (landlock, landlock_abi) = apply_landlock_reporting(&args);
     let seccomp = apply_seccomp();
     if args.probe {
+        // Extra words after the three layers: the kernel's Landlock ABI and the rights it
+        // leaves unenforced (`-` for none).
+        let unenforced = unenforced_rights(landlock_abi.unwrap_or(0)).join(",");
         println!(
-            "landlock={} seccomp={} rlimits={}",
+            "landlock={} seccomp={} rlimits={} landlock_abi={} landlock_unenforced={}",
             landlock.word(),
             seccomp.word(),
-            rlimits.word()
+            rlimits.word(),
+            landlock_abi.map_or("unknown".to_owned(), |a| a.to_string()),
+            if unenforced.is_empty() {
+                "-"
+            } else {
+                &unenforced
+            }
         );
         return 0;
     }
@@ -399,6 +480,27 @@ mod tests {
         assert_eq!(a.program.len(), 3);
         assert!(HelperArgs::parse(["--limit", "x"].map(OsString::from)).is_err());
         assert!(HelperArgs::parse(["--rw", "/a"].map(OsString::from)).is_err());
+    }
+
+    #[test]
+    fn the_rights_an_older_landlock_abi_leaves_unenforced_are_named() {
+        let all = unenforced_rights(0);
+        assert_eq!(all.len(), 16, "{all:?}");
+        assert!(all.contains(&"write_file") && all.contains(&"execute"));
+        assert_eq!(unenforced_rights(1), ["refer", "truncate", "ioctl_dev"]);
+        assert_eq!(unenforced_rights(2), ["truncate", "ioctl_dev"]);
+        assert_eq!(unenforced_rights(3), ["ioctl_dev"]);
+        assert_eq!(unenforced_rights(4), ["ioctl_dev"]);
+        for abi in [5, 6, 7, 99] {
+            assert!(unenforced_rights(abi).is_empty(), "{abi}");
+        }
+    }
+
+    #[test]
+    fn the_seccomp_digest_is_stable() {
+        let a = seccomp_digest().unwrap();
+        assert_eq!(a.len(), 64);
+        assert_eq!(a, seccomp_digest().unwrap());
     }
 
     #[test]

@@ -19,6 +19,31 @@ pub enum SandboxError {
         missing: String,
     },
 
+    /// Two host folders of a run overlap (one is equal to or inside the other).
+    #[error(
+        "{first} {how} {second}: the bundle, the folder /scratch is made in (TMPDIR), each \
+         input and the host folder must be separate folders, none inside another"
+    )]
+    RootsOverlap {
+        /// The first root and its path.
+        first: String,
+        /// How they overlap ("is inside", "is the same folder as").
+        how: String,
+        /// The second root and its path.
+        second: String,
+    },
+
+    /// A host folder of a run cannot be resolved (to compare it with the others).
+    #[error("{root} `{path}` cannot be used: {message}")]
+    RootUnusable {
+        /// Which root.
+        root: String,
+        /// Its path as given.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+
     /// The confined command could not be started or watched.
     #[error("the command could not be run: {message}")]
     CommandStart {

@@ -45,10 +45,14 @@ mod error;
 mod fsops;
 mod limits;
 mod path;
+pub mod roots;
 mod sandbox;
 mod stage;
 
-pub use command::{CommandOutcome, ConfinedChild, Confinement, HELPER_ENV, HELPER_NAME, Layer};
+pub use command::{
+    CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
+    HELPER_NAME, LandlockRecord, Layer, SeccompRecord,
+};
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};

@@ -61,6 +61,11 @@ pub(crate) fn is_bounded_read(tool: &Tool) -> bool {
     tool.same_as(&ReadFileTool::tool()) || tool.same_as(&ListDirTool::tool())
 }
 
+/// Whether `tool` is the built-in `run_command` (as linked).
+pub(crate) fn is_run_command(tool: &Tool) -> bool {
+    tool.same_as(&RunCommandTool::tool())
+}
+
 /// Whether `tool` is one of the linked host-folder tools (see [`Tool::is_read_only`]).
 pub(crate) fn reaches_host(tool: &Tool) -> bool {
     tool.same_as(&ListHostFilesTool::tool())
@@ -187,8 +192,10 @@ pub fn run_command(
 ) -> ToolOutput {
     let timeout = timeout_s.map(std::time::Duration::from_secs);
     match ctx.sandbox().run_command(&command, timeout) {
-        Ok(outcome) if outcome.success() => ToolOutput::succeed(outcome.render()),
-        Ok(outcome) => ToolOutput::fail(outcome.render()),
+        Ok(outcome) if outcome.success() => {
+            ToolOutput::succeed(outcome.render()).with_confinement(&outcome.confinement)
+        }
+        Ok(outcome) => ToolOutput::fail(outcome.render()).with_confinement(&outcome.confinement),
         Err(e) => failed(e),
     }
 }

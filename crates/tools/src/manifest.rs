@@ -181,6 +181,7 @@ pub(crate) fn parse_declarations(path: &Path, text: &str) -> Result<Declared, To
         };
         let takes_context = matches!(handler, Handler::Sync(_));
         let mut builder = Tool::builder(decl.name.clone(), decl.description)
+            .runs_program(decl.command.is_some())
             .mode(mode)
             .destructive(decl.destructive)
             .category(decl.category.unwrap_or_default())
@@ -233,9 +234,11 @@ fn command_handler(argv: Vec<String>, timeout_s: Option<u64>) -> Handler {
                         }
                         text.push_str(&note);
                     }
-                    ToolOutput::succeed(text)
+                    ToolOutput::succeed(text).with_confinement(&outcome.confinement)
                 }
-                Ok(outcome) => ToolOutput::fail(outcome.render()),
+                Ok(outcome) => {
+                    ToolOutput::fail(outcome.render()).with_confinement(&outcome.confinement)
+                }
                 Err(e) => ToolOutput::fail(e.to_string()),
             },
         )

@@ -12,14 +12,26 @@ pub struct ToolOutput {
     pub content: String,
     /// Whether the call succeeded.
     pub ok: bool,
+    /// The confinement a program ran under, for a tool that ran one (`run_command`, a
+    /// manifest command tool): recorded with the call's `tool_called` event. `None` for
+    /// every other tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<serde_json::Value>,
 }
 
 impl ToolOutput {
+    /// This output with the confinement record of the program that produced it.
+    pub fn with_confinement(mut self, confinement: impl Serialize) -> Self {
+        self.confinement = serde_json::to_value(confinement).ok();
+        self
+    }
+
     /// A successful result.
     pub fn succeed(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             ok: true,
+            confinement: None,
         }
     }
 
@@ -28,6 +40,7 @@ impl ToolOutput {
         Self {
             content: message.into(),
             ok: false,
+            confinement: None,
         }
     }
 }

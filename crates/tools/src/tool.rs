@@ -158,6 +158,7 @@ struct ToolInner {
     confirm: Option<String>,
     summary: Option<String>,
     takes_context: bool,
+    runs_program: bool,
     handler: Handler,
 }
 
@@ -198,6 +199,7 @@ impl Tool {
             confirm: None,
             summary: None,
             takes_context: false,
+            runs_program: false,
             handler: None,
         }
     }
@@ -273,6 +275,13 @@ impl Tool {
     /// A short display label, if one was given.
     pub fn summary(&self) -> Option<&str> {
         self.inner.summary.as_deref()
+    }
+
+    /// Whether a call runs a program under the sandbox's OS confinement (the built-in
+    /// `run_command`, a manifest's `command` tool): its evidence then records the
+    /// confinement, and `provrun verify` requires that record.
+    pub fn runs_program(&self) -> bool {
+        self.inner.runs_program || crate::builtin::is_run_command(self)
     }
 
     /// Whether the tool takes a [`RunContext`].
@@ -436,10 +445,19 @@ pub struct ToolBuilder {
     confirm: Option<String>,
     summary: Option<String>,
     takes_context: bool,
+    runs_program: bool,
     handler: Option<Handler>,
 }
 
 impl ToolBuilder {
+    /// Marks a tool whose calls run a program under the sandbox's confinement and return
+    /// its [`ToolOutput::confinement`](crate::ToolOutput::confinement) (see
+    /// [`Tool::runs_program`]).
+    pub fn runs_program(mut self, runs: bool) -> Self {
+        self.runs_program = runs;
+        self
+    }
+
     /// The argument schema; its root must be `type: object`. Defaults to an object with no
     /// properties.
     pub fn schema(mut self, schema: Value) -> Self {
@@ -547,6 +565,7 @@ impl ToolBuilder {
                 confirm: self.confirm,
                 summary: self.summary,
                 takes_context: self.takes_context,
+                runs_program: self.runs_program,
                 handler,
             }),
         })

@@ -68,8 +68,14 @@ pub fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
 
 /// Build a representative finished bundle at a fresh path and return the path.
 pub fn make_bundle(name: &str, durability: Durability) -> PathBuf {
+    make_bundle_with(name, durability, BlobLayout::default())
+}
+
+/// [`make_bundle`] with the blob layout chosen.
+pub fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) -> PathBuf {
     let dir = scratch(name);
-    let rec = Recorder::create(&dir, "run-1", durability, &run_started()).unwrap();
+    let rec =
+        Recorder::create_with_layout(&dir, "run-1", durability, &run_started(), layout).unwrap();
     std::fs::write(rec.input_dir().join("a.txt"), b"hello\n").unwrap();
     std::fs::create_dir(rec.input_dir().join("sub")).unwrap();
     std::fs::write(rec.input_dir().join("sub/b.bin"), [0u8, 1, 2, 255]).unwrap();
