@@ -17,7 +17,9 @@ use tracing::Instrument;
 use crate::Model;
 use crate::error::ModelError;
 use crate::native::{self, Endpoint, LiveEvents};
-use crate::openai::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts};
+use crate::openai::{
+    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key, env_value,
+};
 use crate::types::{
     FinishReason, Message, ModelRequest, ModelResponse, ProviderItem, ProviderToolCall,
     StreamDelta, ToolCall, ToolChoice, Usage,
@@ -98,11 +100,10 @@ impl AnthropicConfig {
     /// A configuration from `ANTHROPIC_BASE_URL` (default [`ANTHROPIC_DEFAULT_BASE_URL`])
     /// and `ANTHROPIC_API_KEY`, required for the default base URL.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        let non_empty = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         Self::from_values(
             model,
-            non_empty("ANTHROPIC_BASE_URL"),
-            non_empty("ANTHROPIC_API_KEY"),
+            env_value("ANTHROPIC_BASE_URL"),
+            env_value("ANTHROPIC_API_KEY"),
         )
     }
 
@@ -112,13 +113,14 @@ impl AnthropicConfig {
         base_url: Option<String>,
         api_key: Option<String>,
     ) -> Result<Self, ModelError> {
-        let base_url = base_url.unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE_URL.to_owned());
-        if api_key.is_none() && base_url.trim_end_matches('/') == ANTHROPIC_DEFAULT_BASE_URL {
-            return Err(ModelError::Config(
-                "ANTHROPIC_API_KEY is not set (needed for the public Anthropic API)".into(),
-            ));
-        }
-        Ok(Self::new(model, base_url, api_key.map(ApiKey::new)))
+        let (base_url, api_key) = base_and_key(
+            base_url,
+            api_key,
+            ANTHROPIC_DEFAULT_BASE_URL,
+            "ANTHROPIC_API_KEY",
+            "Anthropic",
+        )?;
+        Ok(Self::new(model, base_url, api_key))
     }
 }
 

@@ -35,6 +35,30 @@ use crate::wire::{
 /// The public OpenAI API, used when no base URL is given.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The value of the environment variable `name`, or `None` when it is unset or blank.
+pub(crate) fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The base URL a configuration uses (`default` when none is given) and its key. A
+/// missing key is refused for the provider's public `default` URL only, naming the
+/// variable `key_var` that should hold it.
+pub(crate) fn base_and_key(
+    base_url: Option<String>,
+    api_key: Option<String>,
+    default: &str,
+    key_var: &str,
+    provider: &str,
+) -> Result<(String, Option<ApiKey>), ModelError> {
+    let base_url = base_url.unwrap_or_else(|| default.to_owned());
+    if api_key.is_none() && base_url.trim_end_matches('/') == default {
+        return Err(ModelError::Config(format!(
+            "{key_var} is not set (needed for the public {provider} API)"
+        )));
+    }
+    Ok((base_url, api_key.map(ApiKey::new)))
+}
+
 /// An API key. Its `Debug` output never shows it, and nothing in this crate logs it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);
@@ -186,11 +210,10 @@ impl OpenAiConfig {
     /// A configuration from `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and
     /// `OPENAI_API_KEY`. The key is required for the default base URL only.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        let non_empty = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         Self::from_values(
             model,
-            non_empty("OPENAI_BASE_URL"),
-            non_empty("OPENAI_API_KEY"),
+            env_value("OPENAI_BASE_URL"),
+            env_value("OPENAI_API_KEY"),
         )
     }
 
@@ -200,13 +223,14 @@ impl OpenAiConfig {
         base_url: Option<String>,
         api_key: Option<String>,
     ) -> Result<Self, ModelError> {
-        let base_url = base_url.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        if api_key.is_none() && base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
-            return Err(ModelError::Config(
-                "OPENAI_API_KEY is not set (needed for the public OpenAI API)".into(),
-            ));
-        }
-        Ok(Self::new(model, base_url, api_key.map(ApiKey::new)))
+        let (base_url, api_key) = base_and_key(
+            base_url,
+            api_key,
+            DEFAULT_BASE_URL,
+            "OPENAI_API_KEY",
+            "OpenAI",
+        )?;
+        Ok(Self::new(model, base_url, api_key))
     }
 }
 

@@ -20,7 +20,10 @@ use tracing::Instrument;
 use crate::Model;
 use crate::error::ModelError;
 use crate::native::{self, Endpoint, LiveEvents};
-use crate::openai::{ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts};
+use crate::openai::{
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key,
+    env_value,
+};
 use crate::types::{
     FinishReason, Message, ModelRequest, ModelResponse, ProviderItem, ProviderToolCall,
     StreamDelta, ToolCall, ToolChoice, Usage,
@@ -93,11 +96,10 @@ impl OpenAiResponsesConfig {
     /// A configuration from `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and
     /// `OPENAI_API_KEY`, required for the default base URL.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        let non_empty = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         Self::from_values(
             model,
-            non_empty("OPENAI_BASE_URL"),
-            non_empty("OPENAI_API_KEY"),
+            env_value("OPENAI_BASE_URL"),
+            env_value("OPENAI_API_KEY"),
         )
     }
 
@@ -107,13 +109,14 @@ impl OpenAiResponsesConfig {
         base_url: Option<String>,
         api_key: Option<String>,
     ) -> Result<Self, ModelError> {
-        let base_url = base_url.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        if api_key.is_none() && base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
-            return Err(ModelError::Config(
-                "OPENAI_API_KEY is not set (needed for the public OpenAI API)".into(),
-            ));
-        }
-        Ok(Self::new(model, base_url, api_key.map(ApiKey::new)))
+        let (base_url, api_key) = base_and_key(
+            base_url,
+            api_key,
+            DEFAULT_BASE_URL,
+            "OPENAI_API_KEY",
+            "OpenAI",
+        )?;
+        Ok(Self::new(model, base_url, api_key))
     }
 }
 
