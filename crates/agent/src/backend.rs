@@ -1686,7 +1686,12 @@ impl Run<'_> {
             error: outcome.error.clone(),
         };
         let recorder = self.recorder.clone();
-        tokio::task::spawn_blocking(move || recorder.finish(end))
+        // The outputs count against the sandbox's quota by apparent size: whatever a
+        // command left in /output, the recorder reads no more than that.
+        let policy = provrun_evidence::OutputPolicy {
+            max_total_bytes: self.ctx.sandbox().limits().max_total_bytes,
+        };
+        tokio::task::spawn_blocking(move || recorder.finish_with(end, &policy))
             .await
             .map_err(|e| AgentError::Bundle {
                 path: self.recorder.bundle_dir().to_path_buf(),

@@ -196,6 +196,15 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
             EventType::OutputProduced => {
                 outputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
             }
+            EventType::OutputSkipped => {
+                lines.push(format!(
+                    "  {} {} ({}: {})",
+                    paint.warn("left out"),
+                    text(&p["path"]),
+                    text(&p["kind"]),
+                    text(&p["reason"]),
+                ));
+            }
             EventType::RunFinished => {
                 if !outputs.is_empty() {
                     lines.push(format!(

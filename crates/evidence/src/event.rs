@@ -45,6 +45,9 @@ pub enum EventType {
     TraceImported,
     /// One per produced output file.
     OutputProduced,
+    /// One per entry left in the outputs that is not recorded as an output (a symlink, a
+    /// special file, a name that is not UTF-8, a file over the output quota).
+    OutputSkipped,
     /// Last event of a run (or of a paused segment).
     RunFinished,
     /// Something a tool declared about itself.
@@ -53,13 +56,14 @@ pub enum EventType {
 
 impl EventType {
     /// All event types, in the order they are documented.
-    pub const ALL: [EventType; 8] = [
+    pub const ALL: [EventType; 9] = [
         EventType::RunStarted,
         EventType::InputStaged,
         EventType::ModelCalled,
         EventType::ToolCalled,
         EventType::TraceImported,
         EventType::OutputProduced,
+        EventType::OutputSkipped,
         EventType::RunFinished,
         EventType::Declared,
     ];
@@ -73,6 +77,7 @@ impl EventType {
             EventType::ToolCalled => "tool_called",
             EventType::TraceImported => "trace_imported",
             EventType::OutputProduced => "output_produced",
+            EventType::OutputSkipped => "output_skipped",
             EventType::RunFinished => "run_finished",
             EventType::Declared => "declared",
         }
@@ -222,6 +227,53 @@ impl Payload for InputStaged {
 pub struct OutputProduced(pub FileRecord);
 impl Payload for OutputProduced {
     const TYPE: EventType = EventType::OutputProduced;
+}
+
+/// Payload of `output_skipped`: an entry found under `output/` when the run (or a
+/// paused segment) ended that is not one of its outputs. The recorder removes it from
+/// the bundle, so the bundle holds regular files and folders only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSkipped {
+    /// Path relative to `output/`, `/`-separated, escaped losslessly: bytes that are not
+    /// UTF-8 are written `\xHH` and a backslash `\\` (see [`escape_path_bytes`]).
+    pub path: String,
+    /// The path's raw bytes, lower-case hex (what `path` escapes).
+    pub path_hex: String,
+    /// What the entry is: `symlink`, `fifo`, `socket`, `block_device`, `char_device`,
+    /// `file`, `directory` or `unknown`.
+    pub kind: String,
+    /// Why it was left out: `not_regular` (not a regular file or folder),
+    /// `name_not_utf8`, `over_quota` (its apparent size does not fit in what the output
+    /// quota has left), `too_deep` (nested deeper than the recorder walks) or
+    /// `unreadable`.
+    pub reason: String,
+    /// Apparent size in bytes of a file (as its metadata says; for `over_quota`, what
+    /// did not fit), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+impl Payload for OutputSkipped {
+    const TYPE: EventType = EventType::OutputSkipped;
+}
+
+/// Escape a path's raw bytes losslessly as text: valid UTF-8 stays as it is, except a
+/// backslash, written `\\`; every byte that is not part of valid UTF-8 is written
+/// `\xHH` (two lower-case hex digits).
+pub fn escape_path_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Payload of `model_called`: one model request, streamed or not.
@@ -442,6 +494,7 @@ pub(crate) fn check_payload(
         EventType::ToolCalled => parse::<ToolCalled>(payload).map(|p| p.confidence())?,
         EventType::TraceImported => parse::<TraceImported>(payload).map(|p| p.confidence())?,
         EventType::OutputProduced => parse::<OutputProduced>(payload).map(|p| p.confidence())?,
+        EventType::OutputSkipped => parse::<OutputSkipped>(payload).map(|p| p.confidence())?,
         EventType::RunFinished => parse::<RunFinished>(payload).map(|p| p.confidence())?,
         EventType::Declared => parse::<Declared>(payload).map(|p| p.confidence())?,
     };

@@ -46,7 +46,24 @@ pub(crate) fn hash_file(path: &Path, sync: bool) -> io::Result<(String, u64)> {
 
 /// SHA-256 hex and length of a regular file, and the file, still open.
 pub(crate) fn hash_open(path: &Path) -> io::Result<(String, u64, File)> {
+    hash_open_bounded(path, None)
+}
+
+/// [`hash_open`], refusing (without reading further) a file longer than `bound` bytes.
+pub(crate) fn hash_open_bounded(
+    path: &Path,
+    bound: Option<u64>,
+) -> io::Result<(String, u64, File)> {
     let (mut file, hint) = open_regular_len(path)?;
+    let too_long = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the file grew while it was read",
+        )
+    };
+    if bound.is_some_and(|b| hint > b) {
+        return Err(too_long());
+    }
     let mut hasher = Sha256::new();
     // A buffer the file's size (one extra byte to see the end in one read), at most
     // 64 KiB: most files here are small, and zeroing 64 KiB for each was a visible cost.
@@ -55,7 +72,13 @@ pub(crate) fn hash_open(path: &Path) -> io::Result<(String, u64, File)> {
     let mut buf = vec![0u8; len];
     let mut size = 0u64;
     loop {
-        let n = match file.read(&mut buf) {
+        // Never more than one byte past the bound.
+        let want = match bound {
+            Some(b) => usize::try_from(b.saturating_sub(size).saturating_add(1))
+                .map_or(buf.len(), |n| n.min(buf.len())),
+            None => buf.len(),
+        };
+        let n = match file.read(&mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -63,6 +86,9 @@ pub(crate) fn hash_open(path: &Path) -> io::Result<(String, u64, File)> {
         };
         hasher.update(&buf[..n]);
         size += n as u64;
+        if bound.is_some_and(|b| size > b) {
+            return Err(too_long());
+        }
     }
     Ok((hex::encode(hasher.finalize()), size, file))
 }
@@ -99,16 +125,16 @@ pub(crate) fn walk_files(root: &Path) -> Walk {
 }
 
 fn walk_into(dir: &Path, prefix: &str, depth: usize, walk: &mut Walk) {
+    // Problems name paths relative to the walked root, never the host's path to it.
+    let here = if prefix.is_empty() { "." } else { prefix };
     if depth > MAX_DEPTH {
-        walk.problems
-            .push(format!("{}: nested too deeply", dir.display()));
+        walk.problems.push(format!("{here}: nested too deeply"));
         return;
     }
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
-            walk.problems
-                .push(format!("{}: cannot list: {e}", dir.display()));
+            walk.problems.push(format!("{here}: cannot list: {e}"));
             return;
         }
     };
@@ -116,15 +142,21 @@ fn walk_into(dir: &Path, prefix: &str, depth: usize, walk: &mut Walk) {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                walk.problems
-                    .push(format!("{}: cannot list: {e}", dir.display()));
+                walk.problems.push(format!("{here}: cannot list: {e}"));
                 continue;
             }
         };
         let path = entry.path();
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            walk.problems
-                .push(format!("{}: name is not UTF-8", path.display()));
+            use std::os::unix::ffi::OsStrExt;
+            let raw = entry.file_name();
+            let escaped = crate::event::escape_path_bytes(raw.as_bytes());
+            let shown = if prefix.is_empty() {
+                escaped
+            } else {
+                format!("{prefix}/{escaped}")
+            };
+            walk.problems.push(format!("{shown}: name is not UTF-8"));
             continue;
         };
         let rel = if prefix.is_empty() {

@@ -71,6 +71,7 @@ mod event;
 mod fsutil;
 mod lock;
 mod log;
+mod outputs;
 pub mod pack;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
@@ -81,13 +82,15 @@ mod verify;
 
 pub use canonical::{to_canonical_string, to_canonical_string_of};
 pub use error::{EvidenceError, Result};
+pub use event::escape_path_bytes;
 pub use event::{
     BlobRef, Confidence, Declared, Digest, Event, EventType, FORMAT_VERSION, FileRecord,
-    InputStaged, ModelCalled, OutputProduced, Payload, RunFinished, RunStarted, RunStatus,
-    ToolCalled, ToolInfo, TraceImported,
+    InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, RunFinished, RunStarted,
+    RunStatus, ToolCalled, ToolInfo, TraceImported,
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;
+pub use outputs::OutputPolicy;
 pub use read::{read_blob, read_blob_by_digest, read_events};
 pub use recorder::{
     BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,

@@ -23,6 +23,7 @@ use crate::event::{
 use crate::fsutil::{self, sha256_hex, sync_dir, walk_files, write_atomic};
 use crate::lock::BundleLock;
 use crate::log::{parse_line, scan_log};
+use crate::outputs::OutputPolicy;
 use crate::pack::PackWriter;
 use crate::statement::StatementFacts;
 
@@ -1235,7 +1236,10 @@ impl Recorder {
 
     fn record_inner<P: Payload>(&self, payload: &P, blocking: bool) -> Result<Durable<u64>> {
         match P::TYPE {
-            EventType::RunStarted | EventType::RunFinished | EventType::OutputProduced => {
+            EventType::RunStarted
+            | EventType::RunFinished
+            | EventType::OutputProduced
+            | EventType::OutputSkipped => {
                 return Err(EvidenceError::OutOfOrder(format!(
                     "{} is written by the recorder itself",
                     P::TYPE.as_str()
@@ -1594,16 +1598,27 @@ impl Recorder {
                 reason: problem.clone(),
             });
         }
+        let files = walk.files.into_iter().map(|f| (f, None)).collect();
+        self.digest_files(dir, files)
+    }
+
+    /// Digest `files` (each read to at most its bound, when it has one) and hand them
+    /// and their folders to the committer as the durability policy asks.
+    fn digest_files(
+        &self,
+        dir: PathBuf,
+        files: Vec<(fsutil::FoundFile, Option<u64>)>,
+    ) -> Result<Vec<FileRecord>> {
         let durability = self.inner.durability;
         let sync = durability.syncs();
         // Synced now (per-event policies) and few: keep them open for the committer
         // instead of reopening them.
-        let keep_open = durability.syncs_each_event() && walk.files.len() <= 256;
+        let keep_open = durability.syncs_each_event() && files.len() <= 256;
         let mut items = Vec::new();
-        let mut records = Vec::with_capacity(walk.files.len());
-        for f in &walk.files {
-            let (sha256, size, file) =
-                fsutil::hash_open(&f.path).map_err(|e| EvidenceError::io("hash", &f.path, e))?;
+        let mut records = Vec::with_capacity(files.len());
+        for (f, bound) in &files {
+            let (sha256, size, file) = fsutil::hash_open_bounded(&f.path, *bound)
+                .map_err(|e| EvidenceError::io("hash", &f.path, e))?;
             if sync {
                 items.push(if keep_open {
                     SyncItem::File(file, f.path.clone())
@@ -1623,10 +1638,9 @@ impl Recorder {
             // before any line naming them is written. `PerStep` and `AtEnd`: they are
             // synced with (before) the log at the next step or at the end, which is
             // when those lines become durable.
-            let mut dirs: Vec<PathBuf> = walk
-                .files
+            let mut dirs: Vec<PathBuf> = files
                 .iter()
-                .filter_map(|f| f.path.parent().map(Path::to_path_buf))
+                .filter_map(|(f, _)| f.path.parent().map(Path::to_path_buf))
                 .collect();
             dirs.push(dir.clone());
             dirs.sort();
@@ -1644,8 +1658,45 @@ impl Recorder {
     /// every policy but `Flush`), and write `statement.json` atomically. The recorder
     /// (and every clone) refuses further events afterwards and gives up the bundle's
     /// [`BundleLock`]; a paused run continues with [`Recorder::reopen`].
+    ///
+    /// Whatever is under `output/`, the bundle finishes: see [`Recorder::finish_with`],
+    /// here with no output quota.
     pub fn finish(&self, end: RunEnd) -> Result<Finished> {
-        let outputs = self.digest_tree("output")?;
+        self.finish_with(end, &OutputPolicy::default())
+    }
+
+    /// [`Recorder::finish`] with an output quota. Entries under `output/` that are not
+    /// regular files or folders (symlinks, FIFOs, sockets, device nodes), names that are
+    /// not UTF-8, entries nested too deeply and files that do not fit in the quota (by
+    /// apparent size, in path order) are removed from the bundle and each recorded by an
+    /// `output_skipped` event, written just before the `output_produced` block; set-uid,
+    /// set-gid and sticky bits are cleared. No more than the quota is ever read.
+    pub fn finish_with(&self, end: RunEnd, policy: &OutputPolicy) -> Result<Finished> {
+        let out_dir = self.inner.root.join("output");
+        let collected = crate::outputs::collect(&out_dir, policy)
+            .map_err(|e| EvidenceError::io("collect the outputs in", &out_dir, e))?;
+        for s in &collected.skipped {
+            tracing::warn!(path = %s.path, kind = %s.kind, reason = %s.reason, "an entry in the outputs is left out");
+        }
+        let skipped_json = collected
+            .skipped
+            .iter()
+            .map(payload_value)
+            .collect::<Result<Vec<_>>>()?;
+        let files = collected
+            .files
+            .into_iter()
+            .map(|a| {
+                (
+                    fsutil::FoundFile {
+                        rel: a.rel,
+                        path: a.path,
+                    },
+                    Some(a.size),
+                )
+            })
+            .collect();
+        let outputs = self.digest_files(out_dir, files)?;
         let finished = RunFinished {
             status: end.status,
             event_count: 0, // set to seq + 1 when written
@@ -1662,6 +1713,9 @@ impl Recorder {
         // or after them.
         let facts = {
             let mut st = self.lock_open()?;
+            for p in skipped_json {
+                self.write_locked(&mut st, EventType::OutputSkipped, Confidence::Observed, p)?;
+            }
             for p in outputs_json {
                 self.write_locked(&mut st, EventType::OutputProduced, Confidence::Observed, p)?;
             }

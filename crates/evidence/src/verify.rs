@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::dsse::DSSE_FILE;
 use crate::event::{
-    BlobRef, Event, EventType, FileRecord, RunFinished, RunStarted, RunStatus, ToolCalled,
-    collect_refs,
+    BlobRef, Event, EventType, FileRecord, OutputSkipped, RunFinished, RunStarted, RunStatus,
+    ToolCalled, collect_refs, escape_path_bytes,
 };
 use crate::fsutil::{hash_file, open_regular, walk_files};
 use crate::log::{LogScan, is_sha256_hex, parse_line, scan_log};
@@ -526,6 +526,19 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
                 format!("line {}: run_started again", i + 1)
             });
         }
+        if ev.kind == EventType::OutputSkipped {
+            // Written by the recorder right before the output_produced block.
+            let next = events.get(i + 1).and_then(Option::as_ref).map(|e| e.kind);
+            if !matches!(
+                next,
+                Some(EventType::OutputSkipped | EventType::OutputProduced | EventType::RunFinished)
+            ) {
+                sequence.fail(format!(
+                    "line {}: output_skipped is not followed by output_skipped, output_produced or run_finished",
+                    i + 1
+                ));
+            }
+        }
         if ev.kind == EventType::RunFinished {
             if let Ok(p) = serde_json::from_value::<RunFinished>(ev.payload.clone()) {
                 if p.event_count != i as u64 + 1 {
@@ -781,6 +794,50 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         &output_files,
         ends_finished,
     );
+    // Entries the recorder left out (`output_skipped`, bundles of this version on): each
+    // names its path losslessly, and none of them may still be in the bundle.
+    let mut skipped_count = 0usize;
+    for (i, ev) in events.iter().enumerate().skip(seg_start) {
+        let Some(ev) = ev else { continue };
+        if ev.kind != EventType::OutputSkipped {
+            continue;
+        }
+        skipped_count += 1;
+        let Ok(p) = serde_json::from_value::<OutputSkipped>(ev.payload.clone()) else {
+            continue; // reported by parse
+        };
+        let raw = match hex::decode(&p.path_hex) {
+            Ok(raw) => raw,
+            Err(_) => {
+                outputs.fail(format!(
+                    "line {}: output_skipped path_hex is not hex",
+                    i + 1
+                ));
+                continue;
+            }
+        };
+        if escape_path_bytes(&raw) != p.path {
+            outputs.fail(format!(
+                "line {}: output_skipped path does not escape its path_hex",
+                i + 1
+            ));
+        }
+        if let Ok(rel) = std::str::from_utf8(&raw)
+            && output_files.contains_key(rel)
+        {
+            outputs.fail(format!(
+                "output/{} is recorded as left out but is in the bundle",
+                p.path
+            ));
+        }
+    }
+    if skipped_count > 0 && outputs.fails.is_empty() && outputs.warns.is_empty() {
+        outputs.pass = format!(
+            "{} file(s) match their events; {skipped_count} entr{} left out",
+            output_records.len(),
+            if skipped_count == 1 { "y" } else { "ies" }
+        );
+    }
 
     // --- statement ----------------------------------------------------------------------
     if has_statement {
