@@ -212,3 +212,91 @@ fn verify_names_no_host_path_for_a_bad_entry() {
         "verify names a host path: {text}"
     );
 }
+
+/// Run a script of tool calls (one turn) with the file tools and `run_command`.
+fn run_calls(dir: &Path, calls: Value) -> (Output, PathBuf) {
+    std::fs::write(
+        dir.join("agent.toml"),
+        "name = \"paths\"\nmodel = \"script:script.json\"\n\
+         tools = [\"run_command\", \"write_file\", \"read_file\"]\nallow_degraded_sandbox = true\n",
+    )
+    .unwrap();
+    let script = serde_json::json!([{"tool_calls": calls}, {"text": "done"}]);
+    std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
+    let bundle = dir.join("bundle");
+    let out = provrun(&[
+        "run",
+        &dir.join("agent.toml").display().to_string(),
+        "--out",
+        &bundle.display().to_string(),
+    ]);
+    (out, bundle)
+}
+
+/// (call id, ok, result text) of every completed tool call.
+fn results(bundle: &Path) -> Vec<(String, bool, String)> {
+    events(bundle)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_called" && e["payload"]["deferred"] != true)
+        .map(|e| {
+            let p = &e["payload"];
+            (
+                p["call_id"].as_str().unwrap().to_owned(),
+                p["ok"] == true,
+                p["result"].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn dotted_and_doubled_slashes_are_one_path_and_a_trailing_slash_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, bundle) = run_calls(
+        dir.path(),
+        serde_json::json!([
+            {"id": "a", "name": "write_file", "arguments": {"path": "//output//a.txt", "content": "a"}},
+            {"id": "b", "name": "write_file", "arguments": {"path": "/./output/./b.txt", "content": "b"}},
+            {"id": "c", "name": "write_file", "arguments": {"path": "/output/x.txt/", "content": "x"}},
+            {"id": "d", "name": "read_file", "arguments": {"path": "/./output//a.txt"}}
+        ]),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    verify_ok(&bundle, dir.path());
+    let r = results(&bundle);
+    assert!(r[0].1 && r[0].2.contains("/output/a.txt"), "{r:?}");
+    assert!(r[1].1 && r[1].2.contains("/output/b.txt"), "{r:?}");
+    assert!(!r[2].1 && r[2].2.contains("ends with `/`"), "{r:?}");
+    assert!(r[3].1 && r[3].2.contains("\"a\""), "{r:?}");
+    assert_eq!(produced(&bundle), ["a.txt", "b.txt", "response.txt"]);
+}
+
+#[test]
+fn a_nul_byte_in_a_command_is_refused_before_it_runs_naming_no_host_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, bundle) = run_calls(
+        dir.path(),
+        serde_json::json!([
+            {"id": "n", "name": "run_command", "arguments": {"command": "echo a\u{0}b > /output/nul.txt"}}
+        ]),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    verify_ok(&bundle, dir.path());
+    let r = results(&bundle);
+    assert!(!r[0].1, "{r:?}");
+    assert!(r[0].2.contains("NUL byte"), "{r:?}");
+    for host in ["/usr/bin", "bwrap", &dir.path().display().to_string()] {
+        assert!(!r[0].2.contains(host), "names {host}: {r:?}");
+    }
+    assert!(!bundle.join("output/nul.txt").exists());
+}

@@ -1088,6 +1088,7 @@ impl Sandbox {
         stdin: Option<Vec<u8>>,
         timeout: Option<Duration>,
     ) -> Result<CommandOutcome> {
+        refuse_nul(argv, &[])?;
         let conf = self.confinement_for(argv)?;
         let limits = self.limits().clone();
         let max_timeout = Duration::from_secs(limits.max_command_timeout_s);
@@ -1112,7 +1113,7 @@ impl Sandbox {
                     cg.remove();
                 }
                 return Err(SandboxError::CommandStart {
-                    message: format!("{}: {e}", program.display()),
+                    message: format!("{}: {e}", program_name(&program)),
                 });
             }
         };
@@ -1237,6 +1238,7 @@ impl Sandbox {
         env: &[(String, String)],
         read_only: &[PathBuf],
     ) -> Result<ConfinedChild> {
+        refuse_nul(argv, env)?;
         let conf = self.confinement_for(argv)?;
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
@@ -1249,7 +1251,7 @@ impl Sandbox {
                     cg.remove();
                 }
                 return Err(SandboxError::CommandStart {
-                    message: format!("{}: {e}", program.display()),
+                    message: format!("{}: {e}", program_name(&program)),
                 });
             }
         };
@@ -1527,4 +1529,31 @@ mod tests {
         assert!(joined.contains("--size 1048576 --tmpfs /tmp"), "{joined}");
         assert!(a.last().is_some_and(|l| l == "--"));
     }
+}
+
+/// Refuse a NUL byte in a command line or environment before anything is spawned (the
+/// OS cannot pass one, and the launcher's own message would name host paths).
+fn refuse_nul(argv: &[String], env: &[(String, String)]) -> Result<()> {
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(SandboxError::NulInCommand {
+            what: "command line",
+        });
+    }
+    if env
+        .iter()
+        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(SandboxError::NulInCommand {
+            what: "environment",
+        });
+    }
+    Ok(())
+}
+
+/// The launcher's file name only: a message the model sees names no host path.
+fn program_name(program: &Path) -> String {
+    program.file_name().map_or_else(
+        || "the launcher".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }

@@ -44,6 +44,14 @@ pub enum SandboxError {
         message: String,
     },
 
+    /// A command, one of its arguments or its environment holds a NUL byte, which no
+    /// program can be given: refused before anything is started.
+    #[error("the command's {what} contains a NUL byte, which a command cannot contain")]
+    NulInCommand {
+        /// What held it: `command line` or `environment`.
+        what: &'static str,
+    },
+
     /// The confined command could not be started or watched.
     #[error("the command could not be run: {message}")]
     CommandStart {
@@ -155,6 +163,14 @@ pub enum SandboxError {
         depth: usize,
         /// The limit.
         max: usize,
+    },
+
+    /// A path that names a file (read, write, replace, copy) but ends with a slash (or
+    /// `/.`), which only a folder's path may.
+    #[error("path `{path}` ends with `/`, but a file is meant: drop the trailing slash")]
+    TrailingSlash {
+        /// The path as given.
+        path: String,
     },
 
     /// A write, replace or copy into `/input`.

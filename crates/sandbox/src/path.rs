@@ -74,7 +74,9 @@ impl VirtualPath {
     /// Parses a path a model sent.
     ///
     /// Absolute paths must start with `/input`, `/output` or `/scratch` exactly; relative
-    /// paths resolve under `/scratch`. Repeated slashes collapse, `.` is dropped and `..`
+    /// paths resolve under `/scratch`. Repeated slashes collapse and `.` is dropped
+    /// everywhere (also before the root: `//output//a` and `/./output/./a` are both
+    /// `/output/a`), and `..`
     /// removes the name before it but may not climb above the root. Refused, each with its
     /// own [`SandboxError`] variant: empty paths, over-long paths or names, NUL bytes, control
     /// characters, backslashes, URLs (`file://…`), `~`, other absolute roots, roots that only
@@ -83,7 +85,9 @@ impl VirtualPath {
     pub fn parse(raw: &str, limits: &Limits) -> Result<VirtualPath> {
         check_raw(raw, limits)?;
         let (root, rest) = if let Some(abs) = raw.strip_prefix('/') {
-            let mut parts = abs.split('/').filter(|p| !p.is_empty());
+            // `.` names and repeated slashes go before the root is looked up, so
+            // `/./output/./a` is `/output/a` just as `//output//a` is.
+            let mut parts = abs.split('/').filter(|p| !p.is_empty() && *p != ".");
             let first = parts.next().unwrap_or("");
             match Root::from_name(first) {
                 Some(root) => (root, parts.collect::<Vec<_>>()),

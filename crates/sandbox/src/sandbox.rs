@@ -441,8 +441,15 @@ impl Sandbox {
         self.handle(root).get()
     }
 
-    fn writable(&self, path: &str) -> Result<VirtualPath> {
+    /// Parse the path of a file (not a folder): a trailing slash is refused.
+    fn file_path(&self, path: &str) -> Result<VirtualPath> {
         let vp = self.parse_path(path)?;
+        refuse_trailing_slash(path)?;
+        Ok(vp)
+    }
+
+    fn writable(&self, path: &str) -> Result<VirtualPath> {
+        let vp = self.file_path(path)?;
         if !vp.root().is_writable() {
             return Err(SandboxError::InputReadOnly {
                 path: vp.to_string(),
@@ -471,7 +478,7 @@ impl Sandbox {
         offset: Option<u64>,
         limit: Option<u64>,
     ) -> Result<ReadOutcome> {
-        let vp = self.parse_path(path)?;
+        let vp = self.file_path(path)?;
         let root = vp.root();
         let show = |n: &[String]| show_virtual(root, n);
         let (mut file, total) = fsops::open_read(&*self.dir(root)?, vp.names(), &show)?;
@@ -672,6 +679,7 @@ impl Sandbox {
     pub fn copy_from_host(&self, host_path: &str, path: &str) -> Result<CopyOutcome> {
         let host = self.host()?;
         let names = parse_host_path(host_path, &host.path, &self.inner.limits)?;
+        refuse_trailing_slash(host_path)?;
         let vp = self.writable(path)?;
         let bytes = fsops::read_whole(
             &host.dir,
@@ -696,8 +704,9 @@ impl Sandbox {
     /// staged inputs cannot be rewritten from the host side. Refused without a host grant.
     pub fn copy_to_host(&self, path: &str, host_path: &str) -> Result<CopyOutcome> {
         let host = self.host()?;
-        let vp = self.parse_path(path)?;
+        let vp = self.file_path(path)?;
         let names = parse_host_path(host_path, &host.path, &self.inner.limits)?;
+        refuse_trailing_slash(host_path)?;
         let target = names.iter().fold(host.path.clone(), |p, n| p.join(n));
         if let Some((_, inside)) = host
             .roots_inside
@@ -804,4 +813,14 @@ mod tests {
         trim_partial_char(&mut b);
         assert_eq!(b.len(), 2, "nothing left to keep, so the bytes stay");
     }
+}
+
+/// A file's path may not end with `/` (or `/.`): refused once it parses.
+fn refuse_trailing_slash(path: &str) -> Result<()> {
+    if path.ends_with('/') || path.ends_with("/.") || path == "." {
+        return Err(SandboxError::TrailingSlash {
+            path: crate::path::shown(path),
+        });
+    }
+    Ok(())
 }

@@ -110,6 +110,63 @@ fn relative_paths_live_in_scratch() {
 }
 
 #[test]
+fn dots_and_repeated_slashes_are_normalised_the_same_everywhere() {
+    let env = Env::new();
+    let a = env.sb.write_file("//output//a.txt", "a").unwrap();
+    let b = env.sb.write_file("/./output/./b.txt", "b").unwrap();
+    assert_eq!(
+        (a.path.as_str(), b.path.as_str()),
+        ("/output/a.txt", "/output/b.txt")
+    );
+    for raw in [
+        "/output/a.txt",
+        "//output//a.txt",
+        "/./output/./a.txt",
+        "/output/./x/../a.txt",
+    ] {
+        let r = env.sb.read_file(raw, None, None).unwrap();
+        assert_eq!(
+            (r.path.as_str(), r.content.as_str()),
+            ("/output/a.txt", "a"),
+            "{raw}"
+        );
+    }
+    assert_eq!(env.sb.list_dir("/./output/.").unwrap().path, "/output");
+    assert_eq!(env.sb.list_dir("//output/").unwrap().path, "/output");
+}
+
+#[test]
+fn a_file_path_with_a_trailing_slash_is_an_error() {
+    let env = Env::new();
+    for raw in ["/output/x.txt/", "/output/x.txt/.", "x.txt/"] {
+        let e = env.sb.write_file(raw, "x").unwrap_err();
+        assert!(
+            matches!(e, SandboxError::TrailingSlash { .. }),
+            "{raw}: {e}"
+        );
+        assert!(e.to_string().contains("ends with `/`"), "{e}");
+    }
+    assert!(!env.output.join("x.txt").exists());
+    assert!(!env.scratch.join("x.txt").exists());
+    env.sb.write_file("/output/y.txt", "y").unwrap();
+    assert!(matches!(
+        env.sb.read_file("/output/y.txt/", None, None).unwrap_err(),
+        SandboxError::TrailingSlash { .. }
+    ));
+    assert!(matches!(
+        env.sb.str_replace("/output/y.txt/", "y", "z").unwrap_err(),
+        SandboxError::TrailingSlash { .. }
+    ));
+    assert_eq!(
+        env.sb
+            .read_file("/output/y.txt", None, None)
+            .unwrap()
+            .content,
+        "y"
+    );
+}
+
+#[test]
 fn inputs_are_readable() {
     let env = Env::new();
     for (rel, bytes) in INPUTS {
