@@ -1442,6 +1442,33 @@ fn decode_lossy(bytes: &[u8]) -> (String, u64) {
     (text, invalid)
 }
 
+/// Refuse a NUL byte in a command line or environment before anything is spawned (the
+/// OS cannot pass one, and the launcher's own message would name host paths).
+fn refuse_nul(argv: &[String], env: &[(String, String)]) -> Result<()> {
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(SandboxError::NulInCommand {
+            what: "command line",
+        });
+    }
+    if env
+        .iter()
+        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(SandboxError::NulInCommand {
+            what: "environment",
+        });
+    }
+    Ok(())
+}
+
+/// The launcher's file name only: a message the model sees names no host path.
+fn program_name(program: &Path) -> String {
+    program.file_name().map_or_else(
+        || "the launcher".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1529,31 +1556,4 @@ mod tests {
         assert!(joined.contains("--size 1048576 --tmpfs /tmp"), "{joined}");
         assert!(a.last().is_some_and(|l| l == "--"));
     }
-}
-
-/// Refuse a NUL byte in a command line or environment before anything is spawned (the
-/// OS cannot pass one, and the launcher's own message would name host paths).
-fn refuse_nul(argv: &[String], env: &[(String, String)]) -> Result<()> {
-    if argv.iter().any(|a| a.contains('\0')) {
-        return Err(SandboxError::NulInCommand {
-            what: "command line",
-        });
-    }
-    if env
-        .iter()
-        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
-    {
-        return Err(SandboxError::NulInCommand {
-            what: "environment",
-        });
-    }
-    Ok(())
-}
-
-/// The launcher's file name only: a message the model sees names no host path.
-fn program_name(program: &Path) -> String {
-    program.file_name().map_or_else(
-        || "the launcher".to_owned(),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }

@@ -790,6 +790,16 @@ fn count_overlapping(hay: &str, needle: &str) -> (usize, Option<usize>) {
     (count, first)
 }
 
+/// A file's path may not end with `/` (or `/.`): refused once it parses.
+fn refuse_trailing_slash(path: &str) -> Result<()> {
+    if path.ends_with('/') || path.ends_with("/.") || path == "." {
+        return Err(SandboxError::TrailingSlash {
+            path: crate::path::shown(path),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -813,14 +823,4 @@ mod tests {
         trim_partial_char(&mut b);
         assert_eq!(b.len(), 2, "nothing left to keep, so the bytes stay");
     }
-}
-
-/// A file's path may not end with `/` (or `/.`): refused once it parses.
-fn refuse_trailing_slash(path: &str) -> Result<()> {
-    if path.ends_with('/') || path.ends_with("/.") || path == "." {
-        return Err(SandboxError::TrailingSlash {
-            path: crate::path::shown(path),
-        });
-    }
-    Ok(())
 }
