@@ -300,3 +300,31 @@ fn a_nul_byte_in_a_command_is_refused_before_it_runs_naming_no_host_path() {
     }
     assert!(!bundle.join("output/nul.txt").exists());
 }
+
+#[test]
+fn read_file_of_a_binary_file_is_bounded_by_what_the_model_receives() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, bundle) = run_calls(
+        dir.path(),
+        serde_json::json!([
+            {"id": "w", "name": "run_command", "arguments": {"command": "head -c 1048576 /dev/zero > /output/zeros.bin"}},
+            {"id": "r", "name": "read_file", "arguments": {"path": "/output/zeros.bin"}},
+        ]),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    verify_ok(&bundle, dir.path());
+    let r = results(&bundle);
+    // 1 MiB of NULs once cost 6 MB of escapes; now it is described in a few hundred bytes.
+    assert!(r[1].1 && r[1].2.len() < 500, "{}", r[1].2.len());
+    let zeros = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(vec![0u8; 1 << 20]));
+    assert!(
+        r[1].2.contains("binary") && r[1].2.contains(&zeros),
+        "{}",
+        r[1].2
+    );
+}

@@ -58,5 +58,7 @@ pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
 pub use limits::Limits;
 pub use path::{Root, VirtualPath};
-pub use sandbox::{CopyOutcome, ReadOutcome, ReplaceOutcome, RootPaths, Sandbox, WriteOutcome};
+pub use sandbox::{
+    CopyOutcome, ReadAs, ReadOutcome, ReplaceOutcome, RootPaths, Sandbox, WriteOutcome,
+};
 pub use stage::stage_inputs;

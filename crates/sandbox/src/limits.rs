@@ -9,7 +9,7 @@ use crate::error::{Result, SandboxError};
 ///
 /// | field | default | what it bounds |
 /// |---|---|---|
-/// | `max_read_bytes` | 1 MiB | bytes one `read_file` returns (it pages beyond that) |
+/// | `max_read_bytes` | 1 MiB | characters one `read_file` returns, counted as the JSON text the model receives (it pages beyond that) |
 /// | `max_write_bytes` | 8 MiB | bytes one write, replace or copy may produce |
 /// | `max_total_bytes` | 256 MiB | bytes of regular files in /output and /scratch together (sparse files count by their size) |
 /// | `max_files` | 10 000 | files, directories and other entries in /output and /scratch together |
@@ -27,7 +27,8 @@ use crate::error::{Result, SandboxError};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Most bytes one `read_file` call returns; longer files are paged with `offset`.
+    /// Most characters one `read_file` call returns, counted as the JSON text the model
+    /// receives; longer files are paged with `offset`.
     pub max_read_bytes: u64,
     /// Most bytes one `write_file`, `str_replace` result or copy may hold.
     pub max_write_bytes: u64,

@@ -82,8 +82,8 @@ impl RootPaths {
 pub struct ReadOutcome {
     /// The file, as a virtual path.
     pub path: String,
-    /// The text read. Invalid UTF-8 is replaced by U+FFFD (see `lossy`); a page never ends in
-    /// the middle of a UTF-8 character unless the file does.
+    /// The text read (empty for a binary page; base64 for [`ReadAs::Base64`]); a text page
+    /// never ends in the middle of a UTF-8 character unless the file does.
     pub content: String,
     /// Byte offset the page starts at.
     pub offset: u64,
@@ -95,11 +95,30 @@ pub struct ReadOutcome {
     pub truncated: bool,
     /// Where the next page starts, when `truncated`.
     pub next_offset: Option<u64>,
-    /// Whether invalid UTF-8 was replaced (the file is probably binary).
+    /// Whether invalid UTF-8 was replaced. Always `false` now: a page that is not UTF-8
+    /// is binary (see `binary`) and not shown; kept so that callers still build.
     pub lossy: bool,
     /// A sentence for the model about cuts, paging and replacements; `None` when the whole
     /// file was returned as is.
     pub note: Option<String>,
+    /// Whether the page is binary (it holds a NUL byte or is not UTF-8): read as text, its
+    /// bytes are not shown (`content` is empty) but described by `bytes` and `sha256`.
+    pub binary: bool,
+    /// SHA-256 hex of the page's bytes, for a binary page or a base64 read.
+    pub sha256: Option<String>,
+    /// How `content` is encoded.
+    pub encoding: ReadAs,
+}
+
+/// How [`Sandbox::read_file_as`] returns a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadAs {
+    /// As text; a binary page is described (size, digest), not shown.
+    #[default]
+    Text,
+    /// As base64 of the page's bytes (any file).
+    Base64,
 }
 
 /// What `write_file` returns.
@@ -464,19 +483,34 @@ impl Sandbox {
             .ok_or(SandboxError::HostAccessNotGranted)
     }
 
-    /// Reads one page of a text file.
-    ///
-    /// `offset` (default 0) is a byte offset; `limit` (default and maximum
-    /// `Limits::max_read_bytes`) is the most bytes to return. When the file goes on past the
-    /// page, `truncated` is set, `next_offset` says where to continue and `note` says so in
-    /// words. A page is shortened by up to 3 bytes so as not to split a UTF-8 character.
-    /// Content that is not valid UTF-8 is returned with U+FFFD replacements and `lossy` set.
-    /// An offset past the end is an error; an offset equal to the size gives an empty page.
+    /// Reads one page of a file as text: [`Sandbox::read_file_as`] with [`ReadAs::Text`].
     pub fn read_file(
         &self,
         path: &str,
         offset: Option<u64>,
         limit: Option<u64>,
+    ) -> Result<ReadOutcome> {
+        self.read_file_as(path, offset, limit, ReadAs::Text)
+    }
+
+    /// Reads one page of a file.
+    ///
+    /// `offset` (default 0) is a byte offset; `limit` (default and maximum
+    /// `Limits::max_read_bytes`) bounds what is returned, counted on what the model
+    /// receives: the page's text as a JSON string (a control character escaped as `\u0001`
+    /// counts 6) or its base64. When the file goes on past the page, `truncated` is set,
+    /// `next_offset` says where to continue and `note` says so in words. A text page is
+    /// shortened by up to 3 bytes so as not to split a UTF-8 character. Read as text, a
+    /// page holding a NUL byte or bytes that are not UTF-8 is binary: its content is not
+    /// shown, only its size and SHA-256 (`binary`, `sha256`, and the note); a caller that
+    /// wants the bytes asks for a base64 slice ([`ReadAs::Base64`]). An offset past the end is an error; an
+    /// offset equal to the size gives an empty page.
+    pub fn read_file_as(
+        &self,
+        path: &str,
+        offset: Option<u64>,
+        limit: Option<u64>,
+        how: ReadAs,
     ) -> Result<ReadOutcome> {
         let vp = self.file_path(path)?;
         let root = vp.root();
@@ -493,7 +527,13 @@ impl Sandbox {
         }
         let max = self.inner.limits.max_read_bytes;
         let asked = limit.unwrap_or(max);
-        let want = asked.min(max).min(total - offset);
+        let budget = asked.min(max);
+        // Base64 gives 4 characters for 3 bytes; at least one group.
+        let byte_budget = match how {
+            ReadAs::Text => budget,
+            ReadAs::Base64 => (budget / 4 * 3).max(3),
+        };
+        let want = byte_budget.min(total - offset);
         if offset > 0 {
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
@@ -503,18 +543,56 @@ impl Sandbox {
             .take(want)
             .read_to_end(&mut buf)
             .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
-        if offset + (buf.len() as u64) < total {
-            trim_partial_char(&mut buf);
-        }
-        let bytes = buf.len() as u64;
-        let has_nul = buf.contains(&0);
-        let (content, lossy) = match String::from_utf8(buf) {
-            Ok(s) => (s, false),
-            Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+        let mut notes: Vec<String> = Vec::new();
+        let (content, binary, sha256) = match how {
+            ReadAs::Base64 => {
+                use base64::Engine as _;
+                let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&buf));
+                (
+                    base64::engine::general_purpose::STANDARD.encode(&buf),
+                    false,
+                    Some(digest),
+                )
+            }
+            ReadAs::Text => {
+                if offset + (buf.len() as u64) < total {
+                    trim_partial_char(&mut buf);
+                }
+                if buf.contains(&0) || std::str::from_utf8(&buf).is_err() {
+                    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&buf));
+                    (String::new(), true, Some(digest))
+                } else {
+                    let mut text = String::from_utf8(buf).unwrap_or_default();
+                    // What the model receives is the text as a JSON string: cut where
+                    // that would pass the budget.
+                    let mut used = 0u64;
+                    let mut cut = None;
+                    for (i, c) in text.char_indices() {
+                        used += json_len(c);
+                        if used > budget {
+                            cut = Some(i);
+                            break;
+                        }
+                    }
+                    if let Some(i) = cut {
+                        text.truncate(i);
+                        notes.push(format!(
+                            "the page was shortened to {} bytes so that, escaped as JSON, it stays within {budget} characters",
+                            text.len()
+                        ));
+                    }
+                    buf = Vec::new();
+                    (text, false, None)
+                }
+            }
         };
+        let bytes = match (how, binary) {
+            (ReadAs::Text, false) => content.len() as u64,
+            _ => want,
+        };
+        drop(buf);
         let end = offset + bytes;
         let truncated = end < total;
-        let mut notes: Vec<String> = Vec::new();
         if truncated {
             let why = if asked > max {
                 format!("the limit {asked} is above the per-read maximum of {max} bytes")
@@ -523,17 +601,23 @@ impl Sandbox {
             } else {
                 format!("at most {max} bytes are returned per read")
             };
-            notes.push(format!(
-                "output cut: showing bytes {offset}..{end} of {total} ({why}); call read_file with offset={end} to read on"
-            ));
-        }
-        if lossy {
-            notes.push(
-                "the file is not valid UTF-8 (probably binary): invalid bytes are shown as U+FFFD"
-                    .to_owned(),
+            notes.insert(
+                0,
+                format!(
+                    "output cut: showing bytes {offset}..{end} of {total} ({why}); call read_file with offset={end} to read on"
+                ),
             );
-        } else if has_nul {
-            notes.push("the text contains NUL bytes (probably a binary file)".to_owned());
+        }
+        if binary {
+            notes.push(format!(
+                "binary content (a NUL byte or bytes that are not UTF-8), not shown: bytes {offset}..{end} of {total}, sha256 {}",
+                sha256.as_deref().unwrap_or("")
+            ));
+        } else if how == ReadAs::Base64 {
+            notes.push(format!(
+                "base64 of bytes {offset}..{end} of {total}, sha256 {}",
+                sha256.as_deref().unwrap_or("")
+            ));
         }
         Ok(ReadOutcome {
             path: shown,
@@ -543,8 +627,11 @@ impl Sandbox {
             total_size: total,
             truncated,
             next_offset: truncated.then_some(end),
-            lossy,
+            lossy: false,
             note: (!notes.is_empty()).then(|| notes.join("; ")),
+            binary,
+            sha256,
+            encoding: how,
         })
     }
 
@@ -745,6 +832,15 @@ impl std::fmt::Debug for Sandbox {
 
 /// Drops an incomplete UTF-8 sequence at the end of `buf` (a page cut mid-character), as long
 /// as something remains.
+/// Characters `c` takes in a JSON string.
+fn json_len(c: char) -> u64 {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8() as u64,
+    }
+}
+
 fn trim_partial_char(buf: &mut Vec<u8>) {
     let len = buf.len();
     // Find the start of the last character: at most 3 continuation bytes back.

@@ -6,7 +6,9 @@ mod common;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use common::{Env, INPUTS};
-use provrun_sandbox::{EntryKind, Limits, Root, Sandbox, SandboxError, VirtualPath, stage_inputs};
+use provrun_sandbox::{
+    EntryKind, Limits, ReadAs, Root, Sandbox, SandboxError, VirtualPath, stage_inputs,
+};
 
 #[test]
 fn sandbox_is_cheap_shared_state() {
@@ -212,19 +214,28 @@ fn reads_page_and_say_so() {
         );
         offset = Some(next);
     }
-    assert_eq!(pages, 3);
+    // The limit counts the text as the model receives it, a JSON string where each
+    // newline is two characters: 1000 characters hold about 909 bytes of this file.
+    assert_eq!(pages, 4);
     assert_eq!(got, text);
     // A limit above the maximum is clamped, and the note says why.
     let r = env
         .sb
         .read_file("/scratch/long.txt", None, Some(1 << 40))
         .unwrap();
-    assert_eq!(r.bytes, 1000);
+    assert!(r.bytes <= 1000 && r.bytes > 900, "{}", r.bytes);
+    assert!(serde_json::to_string(&r.content).unwrap().len() <= 1002);
     assert!(r.note.unwrap().contains("per-read maximum"));
     // A small explicit page.
     let r = env
         .sb
         .read_file("/scratch/long.txt", Some(10), Some(10))
+        .unwrap();
+    // (the newline would make it 11 characters as the model receives it)
+    assert_eq!(r.content, "        1");
+    let r = env
+        .sb
+        .read_file("/scratch/long.txt", Some(10), Some(11))
         .unwrap();
     assert_eq!(r.content, "        1\n");
     // Offset exactly at the end: empty, not an error.
@@ -256,12 +267,55 @@ fn pages_never_split_a_character() {
 }
 
 #[test]
-fn binary_reads_are_lossy_and_flagged() {
+fn binary_reads_are_described_not_shown_and_base64_on_request() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
     let env = Env::new();
+    let raw = std::fs::read(env.input.join("bin.dat")).unwrap();
     let r = env.sb.read_file("/input/bin.dat", None, None).unwrap();
-    assert!(r.lossy);
-    assert!(r.content.contains('\u{FFFD}'));
-    assert!(r.note.unwrap().contains("not valid UTF-8"));
+    assert!(r.binary && !r.lossy && r.content.is_empty());
+    assert_eq!(r.bytes, raw.len() as u64);
+    let digest = hex::encode(sha2::Sha256::digest(&raw));
+    assert_eq!(r.sha256.as_deref(), Some(digest.as_str()));
+    let note = r.note.unwrap();
+    assert!(note.contains("binary") && note.contains(&digest), "{note}");
+    let b = env
+        .sb
+        .read_file_as("/input/bin.dat", None, None, ReadAs::Base64)
+        .unwrap();
+    assert_eq!(b.encoding, ReadAs::Base64);
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&b.content)
+        .unwrap();
+    assert_eq!(decoded, raw);
+}
+
+#[test]
+fn the_read_limit_counts_what_the_model_receives() {
+    let limits = Limits {
+        max_read_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let env = Env::with_limits(limits);
+    // 1 MiB of NULs: binary, so the answer is a short description, not 6 MB of escapes.
+    std::fs::write(env.scratch.join("zeros"), vec![0u8; 1 << 20]).unwrap();
+    let r = env.sb.read_file("/scratch/zeros", None, None).unwrap();
+    assert!(r.binary && r.content.is_empty());
+    assert!(r.note.as_deref().unwrap().len() < 400);
+    // 1 MiB of a control character that is valid UTF-8: each escapes to 6 characters,
+    // and the page holds no more than the limit of them.
+    std::fs::write(env.scratch.join("ctl"), vec![1u8; 1 << 20]).unwrap();
+    let r = env.sb.read_file("/scratch/ctl", None, None).unwrap();
+    let json = serde_json::to_string(&r.content).unwrap();
+    assert!(json.len() <= (1 << 20) + 2, "{}", json.len());
+    assert_eq!(r.bytes, (1 << 20) / 6);
+    assert!(r.truncated && r.next_offset == Some(r.bytes));
+    // A base64 slice is bounded the same way.
+    let b = env
+        .sb
+        .read_file_as("/scratch/zeros", None, Some(4000), ReadAs::Base64)
+        .unwrap();
+    assert!(b.content.len() <= 4000 && b.bytes == 3000, "{}", b.bytes);
 }
 
 #[test]
