@@ -58,6 +58,10 @@ pub(crate) struct RunArgs {
     /// stage; repeatable.
     #[arg(long = "input", value_name = "PATH")]
     inputs: Vec<PathBuf>,
+    /// Most bytes of all inputs together (apparent size), instead of the spec's
+    /// `[limits] max_input_bytes` (default 1 GiB); over it, exit 2 with nothing written.
+    #[arg(long = "max-input-bytes", value_name = "BYTES")]
+    max_input_bytes: Option<u64>,
     /// The user's prompt [default: "Do the task your instructions describe."]
     #[arg(long, value_name = "TEXT")]
     prompt: Option<String>,
@@ -214,6 +218,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             Ok(m) => agent.model = m,
             Err(e) => return fail(EXIT_USAGE, format!("--model: {e}")),
         }
+        // Evidence keeps the spec that ran: with the override, not the file's text.
+        agent.source = None;
+    }
+    if let Some(max) = args.max_input_bytes {
+        agent.limits.max_input_bytes = max;
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
     }

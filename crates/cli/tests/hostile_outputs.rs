@@ -328,3 +328,71 @@ fn read_file_of_a_binary_file_is_bounded_by_what_the_model_receives() {
         r[1].2
     );
 }
+
+#[test]
+fn inputs_over_the_input_limit_exit_2_with_nothing_written_and_sparse_inputs_stay_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("a.txt"), b"hello").unwrap();
+    let sparse = std::fs::File::create(inputs.join("sparse.bin")).unwrap();
+    sparse.set_len(16 << 20).unwrap();
+    drop(sparse);
+    std::fs::write(
+        dir.path().join("agent.toml"),
+        "name = \"in\"\nmodel = \"test\"\ntools = [\"list_dir\"]\n",
+    )
+    .unwrap();
+    let agent = dir.path().join("agent.toml").display().to_string();
+    let bundle = dir.path().join("bundle");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            agent.as_str(),
+            "--input",
+            inputs.to_str().unwrap(),
+            "--out",
+            bundle.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        provrun(&args)
+    };
+    // Over the limit (the sparse file counts by its length): refused at the start.
+    let out = run(&["--max-input-bytes", "1048576"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("over the input limit of 1048576 bytes"),
+        "{err}"
+    );
+    assert!(!bundle.exists(), "a refused run wrote its bundle");
+    // The spec's key does the same.
+    std::fs::write(
+        dir.path().join("agent.toml"),
+        "name = \"in\"\nmodel = \"test\"\ntools = [\"list_dir\"]\n[limits]\nmax_input_bytes = 1000\n",
+    )
+    .unwrap();
+    assert_eq!(run(&[]).status.code(), Some(2));
+    assert!(!bundle.exists());
+    // Within the limit: staged, and the sparse file takes (almost) no blocks where the
+    // file system keeps holes.
+    let out = run(&["--max-input-bytes", "20000000"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    verify_ok(&bundle, dir.path());
+    let src_blocks = std::fs::metadata(inputs.join("sparse.bin"))
+        .unwrap()
+        .blocks();
+    let staged = std::fs::metadata(bundle.join("input/sparse.bin")).unwrap();
+    assert_eq!(staged.len(), 16 << 20);
+    assert!(
+        staged.blocks() <= src_blocks + 8,
+        "staged {} blocks, the source {src_blocks}",
+        staged.blocks()
+    );
+}

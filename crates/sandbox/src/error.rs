@@ -52,6 +52,17 @@ pub enum SandboxError {
         what: &'static str,
     },
 
+    /// The inputs to stage are larger, together, than `Limits::max_input_bytes`.
+    #[error(
+        "the inputs hold {total} bytes, over the input limit of {max} bytes (raise `max_input_bytes` in [limits], or pass --max-input-bytes)"
+    )]
+    InputTooLarge {
+        /// Apparent bytes of the inputs planned so far (at least this many).
+        total: u64,
+        /// The limit.
+        max: u64,
+    },
+
     /// The confined command could not be started or watched.
     #[error("the command could not be run: {message}")]
     CommandStart {

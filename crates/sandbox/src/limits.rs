@@ -24,6 +24,7 @@ use crate::error::{Result, SandboxError};
 /// | `command_memory_bytes` | 4 GiB | address space per process of a command (`RLIMIT_AS`) |
 /// | `command_processes` | 256 | processes a command may have at once |
 /// | `command_tmp_bytes` | 64 MiB | size of the command's private `/tmp` |
+/// | `max_input_bytes` | 1 GiB | bytes of all staged inputs together, by apparent size (over it, the run does not start) |
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
@@ -58,6 +59,9 @@ pub struct Limits {
     pub command_processes: u64,
     /// Size of the command's private `/tmp` in bytes.
     pub command_tmp_bytes: u64,
+    /// Most bytes of all staged inputs together, by apparent size (a sparse file counts
+    /// by its length); over it, staging is refused before anything is copied.
+    pub max_input_bytes: u64,
 }
 
 impl Default for Limits {
@@ -78,6 +82,7 @@ impl Default for Limits {
             command_memory_bytes: 4 << 30,
             command_processes: 256,
             command_tmp_bytes: 64 << 20,
+            max_input_bytes: 1 << 30,
         }
     }
 }

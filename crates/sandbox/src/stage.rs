@@ -26,6 +26,8 @@ struct Plan {
     base: Dir,
     base_path: PathBuf,
     items: Vec<Item>,
+    /// Apparent bytes of its files.
+    bytes: u64,
 }
 
 fn host_io(op: &'static str, path: &Path, e: io::Error) -> SandboxError {
@@ -75,8 +77,17 @@ pub fn stage_inputs<P: AsRef<Path>>(
         .map_err(|e| host_io("reading", input_root, e))?;
     let root_id = (root_md.dev(), root_md.ino());
     let mut plans = Vec::with_capacity(sources.len());
+    let mut total = 0u64;
     for source in sources {
-        plans.push(plan_source(source.as_ref(), &mut taken, limits, root_id)?);
+        let plan = plan_source(source.as_ref(), &mut taken, limits, root_id)?;
+        total = total.saturating_add(plan.bytes);
+        if total > limits.max_input_bytes {
+            return Err(SandboxError::InputTooLarge {
+                total,
+                max: limits.max_input_bytes,
+            });
+        }
+        plans.push(plan);
     }
 
     let mut staged = Vec::new();
@@ -105,6 +116,38 @@ pub fn stage_inputs<P: AsRef<Path>>(
     staged.sort();
     tracing::info!(files = staged.len(), root = %input_root.display(), "inputs staged");
     Ok(staged)
+}
+
+/// Copy `len` bytes of `src` to the empty `dst`, keeping holes where the file system
+/// reports them (`SEEK_DATA` / `SEEK_HOLE`): a sparse input stays sparse. Where holes
+/// cannot be found, a plain copy.
+fn copy_sparse(src: &mut std::fs::File, dst: &mut std::fs::File, len: u64) -> io::Result<()> {
+    use rustix::fs::{SeekFrom as Seek, seek};
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut pos = 0u64;
+    let mut sparse = true;
+    while pos < len {
+        let data = match seek(&*src, Seek::Data(pos)) {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NXIO) => break, // only a hole from here on
+            Err(_) => {
+                sparse = false;
+                break;
+            }
+        };
+        let hole = seek(&*src, Seek::Hole(data)).map_or(len, |h| h.min(len));
+        src.seek(SeekFrom::Start(data))?;
+        dst.seek(SeekFrom::Start(data))?;
+        io::copy(&mut (&mut *src).take(hole.saturating_sub(data)), dst)?;
+        pos = hole.max(data + 1);
+    }
+    if !sparse {
+        src.seek(SeekFrom::Start(0))?;
+        dst.seek(SeekFrom::Start(0))?;
+        io::copy(&mut (&mut *src).take(len), dst)?;
+    }
+    // A trailing hole: the length, without blocks.
+    dst.set_len(len)
 }
 
 /// Checks one source and lists what to copy from it. `root_id` (device, inode) is the input
@@ -151,6 +194,7 @@ fn plan_source(
             base,
             base_path: parent,
             items: vec![Item::File(vec![name])],
+            bytes: md.len(),
         });
     }
     if !ft.is_dir() {
@@ -162,6 +206,7 @@ fn plan_source(
     let base = Dir::open_ambient_dir(source, ambient_authority())
         .map_err(|e| host_io("opening input folder", source, e))?;
     let mut items = Vec::new();
+    let mut bytes = 0u64;
     // Depth-first, directories before their contents, names sorted for a stable order.
     let mut stack: Vec<Vec<String>> = vec![Vec::new()];
     while let Some(names) = stack.pop() {
@@ -183,10 +228,10 @@ fn plan_source(
                 tracing::warn!(path = %full.display(), "not staging the input folder into itself");
                 continue;
             }
-            children.push((child, md.file_type(), full));
+            children.push((child, md.file_type(), full, md.len()));
         }
         children.sort_by(|a, b| b.0.cmp(&a.0));
-        for (child, cft, full) in children {
+        for (child, cft, full, len) in children {
             if child.len() > limits.max_depth {
                 return Err(SandboxError::TooDeep {
                     path: full.display().to_string(),
@@ -206,6 +251,13 @@ fn plan_source(
                 items.push(Item::Dir(child.clone()));
                 stack.push(child);
             } else if cft.is_file() {
+                bytes = bytes.saturating_add(len);
+                if bytes > limits.max_input_bytes {
+                    return Err(SandboxError::InputTooLarge {
+                        total: bytes,
+                        max: limits.max_input_bytes,
+                    });
+                }
                 items.push(Item::File(child));
             } else {
                 return Err(SandboxError::StageSpecialFile {
@@ -219,6 +271,7 @@ fn plan_source(
         base,
         base_path: source.to_owned(),
         items,
+        bytes,
     })
 }
 
@@ -243,7 +296,7 @@ fn copy_one(
 ) -> Result<()> {
     let src_shown = |n: &[String]| base_path.join(n.join("/")).display().to_string();
     let full = base_path.join(names.join("/"));
-    let (mut src, _) = match fsops::open_read(base, names, &src_shown) {
+    let (mut src, len) = match fsops::open_read(base, names, &src_shown) {
         Ok(x) => x,
         Err(SandboxError::SymlinkRefused { link, .. }) => {
             return Err(SandboxError::StageSymlink { source_path: link });
@@ -272,7 +325,7 @@ fn copy_one(
         .open_with(last, &opts)
         .map_err(|e| host_io("staging", &dst_path, e))?
         .into_std();
-    io::copy(&mut src, &mut dst).map_err(|e| host_io("staging", &dst_path, e))?;
+    copy_sparse(&mut src, &mut dst, len).map_err(|e| host_io("staging", &dst_path, e))?;
     dst.set_permissions(std::fs::Permissions::from_mode(0o444))
         .map_err(|e| host_io("staging", &dst_path, e))?;
     Ok(())
