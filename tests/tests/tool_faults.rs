@@ -196,8 +196,18 @@ async fn a_run_survives_every_tool_fault_and_records_each() {
         "{}",
         c[5].result
     );
-    assert!(c[6].result.contains('\u{FFFD}'), "{}", c[6].result);
-    assert!(c[6].result.contains("tail"), "{}", c[6].result);
+    // A binary file is described (size, digest), not shown as escapes.
+    assert!(
+        c[6].ok && c[6].result.contains("binary content"),
+        "{}",
+        c[6].result
+    );
+    assert!(
+        c[6].result.contains("bytes 0..14 of 14, sha256 "),
+        "{}",
+        c[6].result
+    );
+    assert!(!c[6].result.contains("tail"), "{}", c[6].result);
 
     let report = verify(&bundle);
     assert!(
