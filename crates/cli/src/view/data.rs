@@ -13,9 +13,9 @@ use sha2::{Digest as _, Sha256};
 use super::source::BundleSource;
 
 /// The most bytes of one blob embedded in the page (its head and tail beyond that).
-pub(crate) const BLOB_EMBED_LIMIT: usize = 64 * 1024;
+pub(crate) const BLOB_EMBED_LIMIT: usize = 16 * 1024;
 /// The most bytes of blobs embedded in one page; later blobs are named, not embedded.
-pub(crate) const BLOBS_TOTAL_LIMIT: usize = 24 * 1024 * 1024;
+pub(crate) const BLOBS_TOTAL_LIMIT: usize = 16 * 1024 * 1024;
 /// The most bytes of one text file, tool value or message shown.
 pub(crate) const TEXT_SHOW_LIMIT: usize = 64 * 1024;
 

@@ -271,11 +271,12 @@
     }
     return false;
   }
-  document.getElementById("next-failed").addEventListener("click", function () {
+  function nextFailed() {
     if (!jumpNext(function (e) { return !e.deferred && e.ok === false; })) {
       document.getElementById("matches").textContent = "no failed call";
     }
-  });
+  }
+  document.getElementById("next-failed").addEventListener("click", nextFailed);
   var select = document.getElementById("tool-jump");
   var names = [];
   order.forEach(function (o) { if (names.indexOf(o.e.name) < 0) names.push(o.e.name); });
@@ -296,20 +297,34 @@
   });
   var search = document.getElementById("search");
   var timer = null;
+  function filter() {
+    var q = search.value.trim().toLowerCase();
+    var shown = 0;
+    nodes.forEach(function (n) {
+      if (n.hay === null) n.hay = JSON.stringify(n.step).toLowerCase();
+      var hit = !q || n.hay.indexOf(q) >= 0;
+      n.box.classList.toggle("hidden", !hit);
+      if (hit) shown++;
+    });
+    document.getElementById("matches").textContent = q ? shown + " of " + nodes.length + " steps match" : "";
+  }
   search.addEventListener("input", function () {
     clearTimeout(timer);
-    timer = setTimeout(function () {
-      var q = search.value.trim().toLowerCase();
-      var shown = 0;
-      nodes.forEach(function (n) {
-        if (n.hay === null) n.hay = JSON.stringify(n.step).toLowerCase();
-        var hit = !q || n.hay.indexOf(q) >= 0;
-        n.box.classList.toggle("hidden", !hit);
-        if (hit) shown++;
-      });
-      document.getElementById("matches").textContent = q ? shown + " of " + nodes.length + " steps match" : "";
-    }, 120);
+    timer = setTimeout(filter, 120);
   });
+
+  // A link into the page: #ev-SEQ (an event), #failed (the first failed call),
+  // #tool=NAME (the first call of a tool), #search=TEXT (the steps that mention it).
+  function applyHash() {
+    var h = "";
+    try { h = decodeURIComponent(location.hash.slice(1)); } catch (err) { return; }
+    cursor = -1;
+    if (/^ev-[0-9]+$/.test(h)) jumpToSeq(Number(h.slice(3)));
+    else if (h === "failed") nextFailed();
+    else if (h.indexOf("tool=") === 0) jumpNext(function (e) { return e.name === h.slice(5); });
+    else if (h.indexOf("search=") === 0) { search.value = h.slice(7); filter(); }
+  }
+  window.addEventListener("hashchange", applyHash);
 
   // ---- inputs and outputs ----
   var files = document.getElementById("files");
@@ -330,5 +345,6 @@
   }
   fileList("Inputs", D.inputs);
   fileList("Outputs", D.outputs);
+  applyHash();
   document.body.setAttribute("data-rendered", "yes");
 })();
