@@ -159,3 +159,23 @@ pub(crate) fn view(args: &ViewArgs) -> u8 {
         None => serve::serve(page, args.port),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::json_for_script;
+
+    #[test]
+    fn json_for_a_script_element_escapes_what_could_end_it_and_means_the_same() {
+        let value = serde_json::json!({
+            "a": "</script><!-- <script> & \u{2028}\u{2029} -->",
+            "</b>": [1, "x>y"]
+        });
+        let text = json_for_script(&value);
+        for c in ['<', '>', '&', '\u{2028}', '\u{2029}'] {
+            assert!(!text.contains(c), "{c:?} in {text}");
+        }
+        assert!(text.contains("\\u003c/script\\u003e"));
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, value);
+    }
+}
