@@ -8,8 +8,8 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served |
 //! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
