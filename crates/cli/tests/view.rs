@@ -244,3 +244,84 @@ fn without_out_the_page_is_served_on_loopback_until_ctrl_c() {
         .unwrap();
     assert!(err.contains("stopped"), "{err}");
 }
+
+/// The page's JSON data, parsed back from a page file.
+fn page_data(page: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(page).unwrap();
+    let data = element(
+        &text,
+        "<script type=\"application/json\" id=\"bundle-data\">",
+        "</script>",
+    );
+    serde_json::from_str(data).unwrap()
+}
+
+#[test]
+fn a_bundle_of_the_first_layout_gives_its_raw_bytes_and_readable_steps_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bundle-v1-hello");
+    let page = dir.path().join("v1.html");
+    assert_exit(&provrun(&["view", &s(&fixture), "-o", &s(&page)]), 0);
+    let data = page_data(&page);
+    assert_eq!(data["verify"]["verdict"], "verifies");
+    assert_eq!(data["run"]["blob_store"], "loose");
+    let steps = data["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    let model = &steps[0]["model"];
+    // The request's bytes, from blobs/sha256/, are embedded whole under their digest.
+    let hex = model["request"].as_str().unwrap();
+    let on_disk = std::fs::read(fixture.join("blobs/sha256").join(hex)).unwrap();
+    assert_eq!(
+        data["blobs"][hex]["text"].as_str().unwrap().as_bytes(),
+        on_disk.as_slice()
+    );
+    assert!(model["parse_error"].is_null(), "{model}");
+}
+
+#[test]
+fn raw_bytes_of_a_large_request_keep_its_head_and_tail_and_name_the_cat_command() {
+    // A 78 KiB input read back by the model makes the second request large.
+    let dir = tempfile::tempdir().unwrap();
+    let big: String = (0..3000)
+        .map(|i| format!("line {i:05} of the report\n"))
+        .collect();
+    std::fs::create_dir_all(dir.path().join("input")).unwrap();
+    std::fs::write(dir.path().join("input/big.txt"), &big).unwrap();
+    let script = serde_json::json!([
+        {"tool_calls": [{"id": "r", "name": "read_file", "arguments": {"path": "/input/big.txt"}}]},
+        {"text": "read it"}
+    ]);
+    std::fs::write(dir.path().join("script.json"), script.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("agent.toml"),
+        "name = \"big\"\nmodel = \"script:script.json\"\ntools = [\"read_file\"]\n",
+    )
+    .unwrap();
+    let bundle = dir.path().join("bundle");
+    assert_exit(
+        &provrun(&[
+            "run",
+            &s(&dir.path().join("agent.toml")),
+            "--input",
+            &s(&dir.path().join("input")),
+            "--out",
+            &s(&bundle),
+        ]),
+        0,
+    );
+    let page = dir.path().join("big.html");
+    assert_exit(&provrun(&["view", &s(&bundle), "-o", &s(&page)]), 0);
+    let data = page_data(&page);
+    let hex = data["steps"][1]["model"]["request"].as_str().unwrap();
+    let blob = &data["blobs"][hex];
+    let full = provrun(&["cat", &s(&bundle), hex]).stdout;
+    let text = blob["text"].as_str().unwrap();
+    assert!(blob["omitted"].as_u64().unwrap() > 0);
+    assert_eq!(blob["size"].as_u64().unwrap(), full.len() as u64);
+    assert!(text.starts_with(&String::from_utf8_lossy(&full[..1000]).into_owned()));
+    assert!(text.ends_with(&String::from_utf8_lossy(&full[full.len() - 1000..]).into_owned()));
+    assert!(text.contains("`provrun cat` prints them all"));
+    // The input file is shown cut, with the note, and its digest matches.
+    assert_eq!(data["inputs"][0]["truncated"], true);
+    assert_eq!(data["inputs"][0]["matches"], true);
+}
