@@ -389,6 +389,7 @@ fn tour_commands(readme: &Readme) -> Result<(), String> {
         "exit code 4",
         "Wrote /output/hello.txt.",
         "end     finished",
+        "page written to",
         "write_file",
     ] {
         if !output.contains(expected) {

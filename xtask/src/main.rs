@@ -110,6 +110,7 @@ fn ci() -> Result<(), String> {
     run("clippy", clippy)?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interoperability test
+    setup::browser()?; // chromium for the `provrun view` browser tests
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
     run("test", test)?;

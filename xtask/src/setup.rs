@@ -1,6 +1,7 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
-//! confinement tests, and Python with `venv` for the DSSE interoperability test
-//! (crates/cli/tests/dsse_interop.rs, which makes its own virtualenv from PyPI).
+//! confinement tests, Python with `venv` for the DSSE interoperability test
+//! (crates/cli/tests/dsse_interop.rs, which makes its own virtualenv from PyPI), and
+//! Debian's `chromium` for the `provrun view` browser tests (tests/tests/view_browser.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -117,6 +118,52 @@ pub fn python() -> Result<(), String> {
     }
     eprintln!(
         "\n==> setup: WARNING: {problem}; the DSSE interop test will SKIP itself (CI=true fails here)"
+    );
+    Ok(())
+}
+
+/// Whether headless `chromium` starts and prints its version.
+fn chromium_works() -> Result<(), String> {
+    let out = Command::new("chromium")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("`chromium` could not be started: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`chromium --version` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Makes sure the `provrun view` browser tests can load their pages: under CI, installs
+/// Debian's `chromium` with apt-get when it is missing, and fails if it cannot. Elsewhere
+/// the tests skip themselves loudly when it is missing.
+pub fn browser() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let problem = match chromium_works() {
+        Ok(()) => {
+            println!("\n==> setup: chromium works; the `provrun view` browser tests run for real");
+            return Ok(());
+        }
+        Err(e) => e,
+    };
+    if ci && is_root() && have("apt-get") {
+        return apt_install_packages("chromium")
+            .and_then(|()| chromium_works())
+            .map(|()| println!("==> setup: chromium installed"))
+            .map_err(|e| format!("setup: CI must run the `provrun view` browser tests, but {e}"));
+    }
+    if ci {
+        return Err(format!(
+            "setup: CI must run the `provrun view` browser tests, but {problem} (and apt-get as root is not available)"
+        ));
+    }
+    eprintln!(
+        "\n==> setup: WARNING: {problem}; the `provrun view` browser tests will SKIP themselves (CI=true fails here)"
     );
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `keygen`, `sign`,
+//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `keygen`, `sign`,
 //! `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
@@ -8,8 +8,8 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served |
 //! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
@@ -41,6 +41,7 @@ mod show;
 mod sign;
 mod style;
 mod verify;
+mod view;
 
 /// Exit code: the run finished, every check passed, the replay matched.
 pub const EXIT_OK: u8 = 0;
@@ -87,6 +88,12 @@ enum Command {
     Replay(run::ReplayArgs),
     /// Print a bundle's run as a readable timeline.
     Show(show::ShowArgs),
+    /// Show a bundle as one self-contained web page: written to a file with --out, else
+    /// served on a loopback port until Ctrl-C.
+    #[command(
+        after_help = "Exit codes: 0 page written (or served until Ctrl-C), even for a bundle that does not verify: the page says so · 1 the page cannot be written or served · 2 usage (no bundle folder, --out a folder or inside the bundle)"
+    )]
+    View(view::ViewArgs),
     /// List the registered tools with their schemas.
     Tools {
         /// Print one JSON list of `{name, description, schema, mode}`.
@@ -184,6 +191,7 @@ where
         Command::Verify(args) => verify::verify(&args),
         Command::Replay(args) => run::replay(args),
         Command::Show(args) => show::show(&args),
+        Command::View(args) => view::view(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
         Command::Cat(args) => cat::cat(&args),

@@ -68,7 +68,7 @@ fn man_pages_are_written_for_every_command() {
     let main = std::fs::read_to_string(out.join("provrun.1")).unwrap();
     assert!(main.contains(".TH provrun 1"), "{main}");
     for command in [
-        "run", "verify", "replay", "show", "tools", "resume", "keygen", "sign",
+        "run", "verify", "replay", "show", "view", "tools", "resume", "keygen", "sign",
     ] {
         let page = std::fs::read_to_string(out.join(format!("provrun-{command}.1")))
             .unwrap_or_else(|e| panic!("no page for {command}: {e}"));

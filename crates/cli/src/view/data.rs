@@ -1,0 +1,472 @@
+//! The page's data: a bundle read into one JSON value that the page's script renders —
+//! the header and verdict, the conversation's start, the steps with their tool calls, the
+//! inputs and outputs, and the raw bytes of the blobs. Every string in it is bundle text
+//! (untrusted): the script only ever puts it into the page as text.
+
+use std::collections::{BTreeMap, HashMap};
+
+use provrun_evidence::{CheckStatus, Event, EventType};
+use provrun_model::{RawExchange, WireApi};
+use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
+
+use super::source::BundleSource;
+
+/// The most bytes of one blob embedded in the page (its head and tail beyond that).
+pub(crate) const BLOB_EMBED_LIMIT: usize = 16 * 1024;
+/// The most bytes of blobs embedded in one page; later blobs are named, not embedded.
+pub(crate) const BLOBS_TOTAL_LIMIT: usize = 16 * 1024 * 1024;
+/// The most bytes of one text file, tool value or message shown.
+pub(crate) const TEXT_SHOW_LIMIT: usize = 64 * 1024;
+
+/// `text` cut to about `limit` bytes at a character boundary, and whether it was cut.
+fn cut(text: &str, limit: usize) -> (String, bool) {
+    if text.len() <= limit {
+        return (text.to_owned(), false);
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_owned(), true)
+}
+
+/// A JSON value as a person reads it: a string as itself, anything else pretty-printed.
+fn readable(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+/// Tool-call arguments as sent (a JSON string), pretty-printed when they parse.
+fn pretty_arguments(raw: &str) -> String {
+    serde_json::from_str::<Value>(raw)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| raw.to_owned())
+}
+
+fn blob_hex(v: &Value) -> Option<String> {
+    v["digest"]["sha256"].as_str().map(str::to_owned)
+}
+
+/// Builds the page's data from a bundle.
+struct Builder<'a> {
+    source: &'a BundleSource,
+    blobs: BTreeMap<String, Value>,
+    blob_bytes: usize,
+}
+
+impl Builder<'_> {
+    /// Embeds the blob `hex` (once) and returns its digest for the page to refer to.
+    fn embed_blob(&mut self, blob: &Value) -> Value {
+        let Some(hex) = blob_hex(blob) else {
+            return Value::Null;
+        };
+        if self.blobs.contains_key(&hex) {
+            return Value::String(hex);
+        }
+        let size = blob["size"].as_u64().unwrap_or(0);
+        let media_type = blob["media_type"].as_str().unwrap_or("").to_owned();
+        let mut entry = json!({"size": size, "media_type": media_type});
+        if self.blob_bytes >= BLOBS_TOTAL_LIMIT {
+            entry["missing"] = json!("not embedded: the page's budget for raw bytes is spent");
+        } else {
+            match (self.source.blob)(&hex) {
+                Ok(bytes) => {
+                    let (text, omitted) = head_and_tail(&bytes);
+                    self.blob_bytes += text.len();
+                    entry["text"] = json!(text);
+                    entry["omitted"] = json!(omitted);
+                }
+                Err(e) => entry["missing"] = json!(format!("cannot be read: {e}")),
+            }
+        }
+        self.blobs.insert(hex.clone(), entry);
+        Value::String(hex)
+    }
+
+    /// A JSON value stored inline or, when large, in a blob: as readable text.
+    fn value_text(&self, inline: &Value, blob: &Value) -> (String, bool) {
+        if inline.is_null()
+            && let Some(hex) = blob_hex(blob)
+        {
+            return match (self.source.blob)(&hex) {
+                Ok(bytes) => {
+                    let text = serde_json::from_slice::<Value>(&bytes)
+                        .map(|v| readable(&v))
+                        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+                    cut(&text, TEXT_SHOW_LIMIT)
+                }
+                Err(e) => (format!("(the blob cannot be read: {e})"), false),
+            };
+        }
+        cut(&readable(inline), TEXT_SHOW_LIMIT)
+    }
+
+    fn file(&self, dir: &str, p: &Value) -> Value {
+        let path = p["path"].as_str().unwrap_or("");
+        let recorded = p["sha256"].as_str().unwrap_or("");
+        let mut f = json!({
+            "path": path,
+            "sha256": recorded,
+            "size": p["size"].as_u64().unwrap_or(0),
+        });
+        match (self.source.file)(&format!("{dir}/{path}")) {
+            Ok(Some(bytes)) => {
+                let actual = hex_of(&Sha256::digest(&bytes));
+                f["matches"] = json!(actual == recorded);
+                let head = &bytes[..bytes.len().min(TEXT_SHOW_LIMIT)];
+                let text = match std::str::from_utf8(head) {
+                    Ok(t) => Some(t),
+                    // A cut in the middle of a character is still text.
+                    Err(e) if e.error_len().is_none() => {
+                        std::str::from_utf8(&head[..e.valid_up_to()]).ok()
+                    }
+                    Err(_) => None,
+                };
+                match text.filter(|t| !t.contains('\0')) {
+                    Some(t) => {
+                        f["text"] = json!(t);
+                        f["truncated"] = json!(bytes.len() > TEXT_SHOW_LIMIT);
+                    }
+                    None => f["note"] = json!("binary content, not shown"),
+                }
+            }
+            Ok(None) => f["note"] = json!("too large to read here; not shown"),
+            Err(e) => f["note"] = json!(format!("not shown: {e}")),
+        }
+        f
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A blob's bytes as text for the page: whole when small, else its head and its tail
+/// (the new part of a request that resends the history is at its end), and how many
+/// bytes were left out.
+fn head_and_tail(bytes: &[u8]) -> (String, usize) {
+    if bytes.len() <= BLOB_EMBED_LIMIT {
+        return (String::from_utf8_lossy(bytes).into_owned(), 0);
+    }
+    let head = BLOB_EMBED_LIMIT / 4;
+    let tail = BLOB_EMBED_LIMIT - head;
+    let omitted = bytes.len() - head - tail;
+    let text = format!(
+        "{}\n\n[… {omitted} bytes left out here; `provrun cat` prints them all …]\n\n{}",
+        String::from_utf8_lossy(&bytes[..head]),
+        String::from_utf8_lossy(&bytes[bytes.len() - tail..])
+    );
+    (text, omitted)
+}
+
+/// What one recorded model response said, read back with the model crate's parser for
+/// its wire format.
+fn parsed_response(model: &str, response: Option<&[u8]>, media_type: &str) -> Value {
+    let Some(body) = response else {
+        return json!({});
+    };
+    let raw = RawExchange {
+        response_body: bytes::Bytes::copy_from_slice(body),
+        response_media_type: Some(media_type.to_owned()),
+        status: Some(200),
+        ..RawExchange::default()
+    };
+    let by_name = WireApi::of_model(model);
+    let parsed = by_name.parse_response(raw.clone()).or_else(|e| {
+        let by_shape = WireApi::of_response_body(body);
+        if by_shape == by_name {
+            Err(e)
+        } else {
+            by_shape.parse_response(raw)
+        }
+    });
+    match parsed {
+        Ok(r) => json!({
+            "text": r.text.map(|t| cut(&t, TEXT_SHOW_LIMIT).0),
+            "reasoning": r.reasoning.map(|t| cut(&t, TEXT_SHOW_LIMIT).0),
+            "tool_calls": r.tool_calls.iter().map(|c| json!({
+                "id": c.id,
+                "name": c.name,
+                "arguments": cut(&pretty_arguments(&c.arguments), TEXT_SHOW_LIMIT).0,
+            })).collect::<Vec<_>>(),
+        }),
+        Err(e) => json!({"parse_error": e.to_string()}),
+    }
+}
+
+/// The system and user messages that open the conversation, from a `trace_imported`
+/// history (`provrun-messages/1`).
+fn opening(trace: &[u8]) -> Vec<Value> {
+    let Ok(Value::Array(messages)) = serde_json::from_slice::<Value>(trace) else {
+        return Vec::new();
+    };
+    messages
+        .iter()
+        .take_while(|m| m["role"] != "assistant")
+        .map(|m| {
+            json!({
+                "role": m["role"].as_str().unwrap_or("?"),
+                "text": cut(&readable(&m["content"]), TEXT_SHOW_LIMIT).0,
+            })
+        })
+        .collect()
+}
+
+fn num(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// The page's data for a bundle.
+pub(crate) fn page_data(source: &BundleSource) -> Value {
+    let mut b = Builder {
+        source,
+        blobs: BTreeMap::new(),
+        blob_bytes: 0,
+    };
+    let report = &source.report;
+    let failed = report.failures().count();
+    let verdict = if failed > 0 {
+        "fails"
+    } else if !report.complete {
+        "incomplete"
+    } else {
+        "verifies"
+    };
+    let checks: Vec<Value> = report
+        .checks
+        .iter()
+        .map(|c| {
+            json!({
+                "code": c.code.as_str(),
+                "status": match c.status {
+                    CheckStatus::Pass => "pass",
+                    CheckStatus::Fail => "fail",
+                    CheckStatus::Warn => "warn",
+                },
+                "detail": c.detail,
+            })
+        })
+        .collect();
+    let mut data = json!({
+        "bundle": source.label,
+        "verify": {"verdict": verdict, "ok": report.ok, "complete": report.complete, "checks": checks},
+        "log_error": Value::Null,
+    });
+    let events: &[Event] = match &source.events {
+        Ok(events) => events,
+        Err(e) => {
+            data["log_error"] = json!(e);
+            &[]
+        }
+    };
+
+    let mut run = Map::new();
+    let mut inputs = Vec::new();
+    let mut outputs: Vec<Value> = Vec::new();
+    let mut steps: Vec<Value> = Vec::new();
+    let mut conversation = Vec::new();
+    let mut usage_final: Option<Value> = None;
+    let (mut requests, mut in_tokens, mut out_tokens, mut tool_calls) = (0u64, 0u64, 0u64, 0u64);
+    let mut status: Option<String> = None;
+    let mut run_error = Value::Null;
+    let mut model_name = String::new();
+    // call_id → index (step, entry) of its deferred event, to link it with its completion.
+    let mut deferred_at: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut after_pause = false;
+
+    for e in events {
+        let p = &e.payload;
+        // The first event after a paused segment's end: the run was resumed. Outputs of
+        // the paused segment are superseded by the ones the resumed run ends with.
+        let resumed_here =
+            after_pause && e.kind != EventType::OutputProduced && e.kind != EventType::RunFinished;
+        if resumed_here {
+            after_pause = false;
+            outputs.clear();
+        }
+        let mut entry = match e.kind {
+            EventType::RunStarted => {
+                model_name = p["model"].as_str().unwrap_or("").to_owned();
+                run.insert("run_id".into(), json!(e.run_id));
+                run.insert("agent".into(), p["agent"].clone());
+                run.insert("model".into(), p["model"].clone());
+                run.insert("builder".into(), p["builder"].clone());
+                run.insert("started".into(), json!(e.ts));
+                run.insert(
+                    "tools".into(),
+                    json!(
+                        p["tools"]
+                            .as_array()
+                            .map(|a| a.iter().map(|t| t["name"].clone()).collect::<Vec<_>>())
+                            .unwrap_or_default()
+                    ),
+                );
+                run.insert(
+                    "blob_store".into(),
+                    json!(p["blob_store"].as_str().unwrap_or("loose")),
+                );
+                continue;
+            }
+            EventType::InputStaged => {
+                inputs.push(b.file("input", p));
+                continue;
+            }
+            EventType::OutputProduced => {
+                outputs.push(b.file("output", p));
+                continue;
+            }
+            EventType::ModelCalled => {
+                requests += 1;
+                in_tokens += num(&p["usage"]["input_tokens"]);
+                out_tokens += num(&p["usage"]["output_tokens"]);
+                let request = b.embed_blob(&p["request"]);
+                let response = b.embed_blob(&p["response"]);
+                let body = blob_hex(&p["response"]).and_then(|hex| (source.blob)(&hex).ok());
+                let said = parsed_response(
+                    p["model"].as_str().unwrap_or(&model_name),
+                    body.as_deref(),
+                    p["response"]["media_type"].as_str().unwrap_or(""),
+                );
+                let mut model = json!({
+                    "seq": e.seq,
+                    "ts": e.ts,
+                    "model": p["model"],
+                    "stream": p["stream"],
+                    "duration_ms": p["duration_ms"],
+                    "input_tokens": p["usage"]["input_tokens"],
+                    "output_tokens": p["usage"]["output_tokens"],
+                    "finish_reason": p["finish_reason"],
+                    "error": p["error"],
+                    "request": request,
+                    "response": response,
+                    "attempts": p.get("attempts").map(|a| serde_json::to_string_pretty(a).unwrap_or_default()),
+                });
+                if let (Some(m), Value::Object(said)) = (model.as_object_mut(), said) {
+                    m.extend(said);
+                }
+                let n = steps.iter().filter(|s| !s["model"].is_null()).count() + 1;
+                steps.push(json!({"n": n, "model": model, "entries": [], "resumed": resumed_here}));
+                continue;
+            }
+            EventType::ToolCalled => {
+                let deferred = p["deferred"] == true;
+                if !deferred && p["provider_run"] != true {
+                    tool_calls += 1;
+                }
+                let (arguments, args_cut) = b.value_text(&p["arguments"], &p["arguments_blob"]);
+                let (result, result_cut) = b.value_text(&p["result"], &p["result_blob"]);
+                let mcp = if p["mcp"].is_object() {
+                    Some(p["mcp"].clone())
+                } else {
+                    blob_hex(&p["mcp_blob"])
+                        .and_then(|hex| (source.blob)(&hex).ok())
+                        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                };
+                json!({
+                    "kind": "tool",
+                    "name": p["name"],
+                    "call_id": p["call_id"],
+                    "ok": p["ok"],
+                    "deferred": deferred,
+                    "duration_ms": p["duration_ms"],
+                    "decided_by": p["decided_by"],
+                    "mode": p["mode"],
+                    "output_tool": p["output_tool"],
+                    "provider_run": p["provider_run"],
+                    "timed_out": p["timed_out"],
+                    "cancelled": p["cancelled"],
+                    "arguments": arguments,
+                    "arguments_cut": args_cut,
+                    "result": result,
+                    "result_cut": result_cut,
+                    "mcp_server": mcp.as_ref().map(|m| m["server"]["name"].clone()),
+                    "mcp_confidence": mcp.as_ref().map(|m| m["claims"]["confidence"].clone()),
+                    "mcp": mcp.as_ref().map(|m| serde_json::to_string_pretty(m).unwrap_or_default()),
+                    "confinement": p.get("confinement").filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
+                })
+            }
+            EventType::Declared => json!({
+                "kind": "declared",
+                "source": p["source"],
+                "declared_kind": p["kind"],
+                "data": cut(&readable(&p["data"]), TEXT_SHOW_LIMIT).0,
+            }),
+            EventType::TraceImported => {
+                if let Some(bytes) = blob_hex(&p["trace"]).and_then(|hex| (source.blob)(&hex).ok())
+                {
+                    conversation = opening(&bytes);
+                }
+                json!({"kind": "trace", "messages": p["messages"], "format": p["format"]})
+            }
+            EventType::RunFinished => {
+                let s = p["status"].as_str().unwrap_or("?").to_owned();
+                after_pause = s == "paused";
+                status = Some(s.clone());
+                run_error = p["error"].clone();
+                usage_final = Some(p["usage"].clone());
+                json!({"kind": "end", "status": s, "error": p["error"], "outputs": p["outputs"]})
+            }
+        };
+        entry["seq"] = json!(e.seq);
+        entry["ts"] = json!(e.ts);
+        entry["confidence"] = serde_json::to_value(e.confidence).unwrap_or_default();
+        if steps.is_empty() {
+            steps.push(json!({"n": 0, "model": null, "entries": [], "resumed": false}));
+        }
+        let si = steps.len() - 1;
+        if resumed_here {
+            entry["resumed"] = json!(true);
+        }
+        let ei = steps[si]["entries"].as_array().map_or(0, Vec::len);
+        if entry["kind"] == "tool" {
+            let call_id = entry["call_id"].as_str().unwrap_or("").to_owned();
+            if entry["deferred"] == true {
+                deferred_at.insert(call_id, (si, ei));
+            } else if let Some((dsi, dei)) = deferred_at.remove(&call_id) {
+                entry["deferred_seq"] = steps[dsi]["entries"][dei]["seq"].clone();
+                let completed = e.seq;
+                steps[dsi]["entries"][dei]["completed_seq"] = json!(completed);
+            }
+        }
+        steps[si]["entries"]
+            .as_array_mut()
+            .expect("entries is an array")
+            .push(entry);
+    }
+
+    run.insert(
+        "status".into(),
+        json!(status.as_deref().unwrap_or("never finished")),
+    );
+    let finished = events.last().map(|e| e.kind) == Some(EventType::RunFinished);
+    if !finished && !events.is_empty() {
+        run.insert("status".into(), json!("never finished"));
+    }
+    run.insert("error".into(), run_error);
+    run.insert("ended".into(), json!(events.last().map(|e| e.ts.clone())));
+    run.insert("events".into(), json!(events.len()));
+    let usage = usage_final.filter(|_| finished).unwrap_or(Value::Null);
+    let pick = |key: &str, counted: u64| usage[key].as_u64().unwrap_or(counted);
+    run.insert("requests".into(), json!(pick("requests", requests)));
+    run.insert("tool_calls".into(), json!(pick("tool_calls", tool_calls)));
+    run.insert(
+        "input_tokens".into(),
+        json!(pick("input_tokens", in_tokens)),
+    );
+    run.insert(
+        "output_tokens".into(),
+        json!(pick("output_tokens", out_tokens)),
+    );
+    data["run"] = Value::Object(run);
+    data["inputs"] = json!(inputs);
+    data["outputs"] = json!(outputs);
+    data["conversation"] = json!(conversation);
+    data["steps"] = json!(steps);
+    data["blobs"] = json!(b.blobs);
+    data
+}
