@@ -32,6 +32,7 @@ macro_rules! out {
     }};
 }
 
+mod batch;
 mod cat;
 pub mod inert;
 mod otel;
@@ -62,6 +63,11 @@ const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies
                          2 usage or spec error, or the bundle is held by another writer, nothing \
                          written · 4 paused (stderr names the waiting \
                          calls and the resume command) · 130 cancelled by Ctrl-C";
+
+const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
+                           cancelled, paused, could not start, or its bundle does not verify; \
+                           the others' bundles are written) · 2 bad input (a bad line, named \
+                           by its number, or a bad flag): nothing ran";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -96,6 +102,10 @@ enum Command {
         #[arg(long = "tools-dir", value_name = "DIR")]
         tools_dirs: Vec<PathBuf>,
     },
+    /// Run many agents from a JSONL file, one bundle each under --out, a bounded number at
+    /// once; run again after a kill to finish what is missing.
+    #[command(after_help = BATCH_EXITS)]
+    Batch(batch::BatchArgs),
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
@@ -186,6 +196,7 @@ where
         Command::Show(args) => show::show(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
+        Command::Batch(args) => batch::batch(args),
         Command::Cat(args) => cat::cat(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
