@@ -1,16 +1,16 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `keygen`, `sign`,
-//! `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
+//! Subcommands: `run`, `verify`, `replay`, `show`, `tools`, `resume`, `batch`, `keygen`,
+//! `sign`, `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt |
-//! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `batch`: every run finished |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt |
+//! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
 //! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
