@@ -20,6 +20,7 @@ use serde_json::json;
 
 use crate::inert::inert;
 use crate::run::DurabilityArg;
+use crate::store::{Bucket, is_url};
 use crate::{DEFAULT_PROMPT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
 
 /// The folder under DEST where incomplete bundles found by a restart are moved.
@@ -37,9 +38,15 @@ pub(crate) struct BatchArgs {
     /// The runs, one JSON object per line: {"id", "agent", "input": [PATH...], "prompt",
     /// "model", "host_dir"}; relative paths resolve against this file's folder.
     runs: PathBuf,
-    /// The folder that receives one bundle per run, at DEST/<id> (made if missing).
+    /// Where the bundles go: a folder (one bundle per run at DEST/<id>, made if missing),
+    /// or s3://BUCKET/PREFIX or file:///FOLDER (one object per run, PREFIX/<id>.tar).
     #[arg(long, value_name = "DEST")]
     out: PathBuf,
+    /// With a bucket --out: the local folder where bundles are built before they are
+    /// uploaded [default: a new .provrun-batch-* folder in the current one, removed at
+    /// the end]; it must not be inside TMPDIR or an input.
+    #[arg(long = "work-dir", value_name = "DIR")]
+    work_dir: Option<PathBuf>,
     /// Runs in flight at once.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     concurrency: u32,
@@ -419,15 +426,64 @@ fn move_aside(dest: &Path, id: &str, bundle: &Path) -> Result<PathBuf, String> {
     Ok(to)
 }
 
+/// Where a batch's bundles go: a local folder, or a bucket (the bundles are then built in
+/// a local work folder, uploaded once they verify, and removed).
+pub(crate) struct Dest {
+    /// DEST itself, or the work folder for a bucket.
+    local: PathBuf,
+    bucket: Option<Bucket>,
+}
+
+impl Dest {
+    /// Where the bundle of `id` ends up, as the user would name it.
+    fn bundle_name(&self, id: &str) -> String {
+        match &self.bucket {
+            Some(b) => b.object_url(id),
+            None => self.local.join(id).display().to_string(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match &self.bucket {
+            Some(b) => b.url.clone(),
+            None => self.local.display().to_string(),
+        }
+    }
+}
+
+/// What the bucket holds for `id`: `Existing::None`, or the ended run of a tar that
+/// verifies, else `Existing::Redo` (it is replaced by the new upload).
+async fn existing_in_bucket(bucket: &Bucket, work: &Path, id: &str) -> Result<Existing, String> {
+    let Some(bytes) = bucket.fetch(id).await? else {
+        return Ok(Existing::None);
+    };
+    let check = work.join(format!(".check-{id}"));
+    let found = tokio::task::spawn_blocking(move || {
+        let _ = std::fs::remove_dir_all(&check);
+        let found = match crate::store::untar(&bytes, &check) {
+            Ok(()) => ended(&check),
+            Err(_) => None,
+        };
+        let _ = std::fs::remove_dir_all(&check);
+        found
+    })
+    .await
+    .map_err(|e| format!("cannot check the bundle in the bucket: {e}"))?;
+    Ok(match found {
+        Some((status, run_id)) => Existing::Done { status, run_id },
+        None => Existing::Redo,
+    })
+}
+
 /// Run one line (or find it done), and say how it ended.
 async fn run_one(
     job: Job,
-    dest: Arc<PathBuf>,
+    dest: Arc<Dest>,
     backend: Arc<Backend>,
     durability: DurabilityArg,
 ) -> Outcome {
     let started = Instant::now();
-    let bundle = dest.join(&job.id);
+    let bundle = dest.local.join(&job.id);
     let mut outcome = Outcome {
         line: job.line,
         id: job.id.clone(),
@@ -437,9 +493,21 @@ async fn run_one(
         error: None,
         seconds: 0.0,
     };
-    let look = {
-        let bundle = bundle.clone();
-        tokio::task::spawn_blocking(move || existing(&bundle)).await
+    let look = match &dest.bucket {
+        Some(bucket) => match existing_in_bucket(bucket, &dest.local, &job.id).await {
+            Ok(Existing::Redo | Existing::None) => {
+                // A folder a killed batch left in a reused work folder is not evidence of
+                // anything: only the bucket counts.
+                let _ = std::fs::remove_dir_all(&bundle);
+                Ok(Existing::None)
+            }
+            Ok(found) => Ok(found),
+            Err(e) => Ok(Existing::Held(e)),
+        },
+        None => {
+            let bundle = bundle.clone();
+            tokio::task::spawn_blocking(move || existing(&bundle)).await
+        }
     };
     match look {
         Ok(Existing::None) => {}
@@ -449,7 +517,7 @@ async fn run_one(
             outcome.run_id = Some(run_id);
             return outcome;
         }
-        Ok(Existing::Redo) => match move_aside(&dest, &job.id, &bundle) {
+        Ok(Existing::Redo) => match move_aside(&dest.local, &job.id, &bundle) {
             Ok(to) => tracing::info!(
                 id = %job.id,
                 aside = %to.display(),
@@ -498,9 +566,18 @@ async fn run_one(
             if !matches!(&report, Ok(r) if r.ok) {
                 outcome.status = "error";
                 outcome.error = Some("the bundle does not verify".to_string());
+            } else if let Some(bucket) = &dest.bucket
+                && let Err(e) = bucket.upload(&job.id, &bundle).await
+            {
+                outcome.status = "error";
+                outcome.error = Some(e);
             }
         }
         Err(e) => outcome.error = Some(e.to_string()),
+    }
+    if dest.bucket.is_some() {
+        // Uploaded, or not worth keeping: the bucket is the only place that counts.
+        let _ = std::fs::remove_dir_all(&bundle);
     }
     outcome.seconds = started.elapsed().as_secs_f64();
     outcome
@@ -603,14 +680,14 @@ struct Summary {
     named: Vec<(String, String)>,
 }
 
-fn json_line(o: &Outcome, dest: &Path) -> serde_json::Value {
+fn json_line(o: &Outcome, dest: &Dest) -> serde_json::Value {
     json!({
         "type": "run",
         "line": o.line,
         "id": o.id,
         "status": o.status,
         "skipped": o.skipped,
-        "bundle": dest.join(&o.id).display().to_string(),
+        "bundle": dest.bundle_name(&o.id),
         "run_id": o.run_id,
         "error": o.error,
         "seconds": (o.seconds * 1000.0).round() / 1000.0,
@@ -640,27 +717,6 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    match std::fs::symlink_metadata(&args.out) {
-        Ok(m) if !m.is_dir() => {
-            return fail(
-                EXIT_USAGE,
-                format!("--out `{}` exists and is not a folder", args.out.display()),
-            );
-        }
-        _ => {}
-    }
-    if let Err(e) = std::fs::create_dir_all(&args.out) {
-        return fail(
-            EXIT_USAGE,
-            format!("cannot make --out `{}`: {e}", args.out.display()),
-        );
-    }
-    let dest = Arc::new(std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone()));
-    let mut backend = Backend::new().with_registry(registry.clone());
-    if let Some(m) = args.max_model_requests {
-        backend = backend.with_model_limit(Arc::new(tokio::sync::Semaphore::new(m as usize)));
-    }
-    let backend = Arc::new(crate::otel::with_live_export(backend));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -668,6 +724,65 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(EXIT_FAILED, format!("cannot start the runtime: {e}")),
     };
+    let out_text = args.out.to_string_lossy().into_owned();
+    // Kept until the batch ends: the work folder of a bucket destination.
+    let mut _work = None;
+    let dest = if is_url(&out_text) {
+        let bucket = match Bucket::open(&out_text) {
+            Ok(b) => b,
+            Err(e) => return fail(EXIT_USAGE, format!("--out: {e}")),
+        };
+        if let Err(e) = runtime.block_on(bucket.probe()) {
+            return fail(EXIT_USAGE, format!("--out: {e}"));
+        }
+        let work = match &args.work_dir {
+            Some(dir) => std::fs::create_dir_all(dir)
+                .map(|()| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
+                .map_err(|e| format!("cannot make --work-dir `{}`: {e}", dir.display())),
+            None => tempfile::Builder::new()
+                .prefix(".provrun-batch-")
+                .tempdir_in(".")
+                .map_err(|e| format!("cannot make a work folder in the current folder: {e}"))
+                .map(|t| {
+                    let path = std::path::absolute(t.path()).unwrap_or_else(|_| t.path().into());
+                    _work = Some(t);
+                    path
+                }),
+        };
+        match work {
+            Ok(local) => Dest {
+                local,
+                bucket: Some(bucket),
+            },
+            Err(e) => return fail(EXIT_USAGE, e),
+        }
+    } else {
+        match std::fs::symlink_metadata(&args.out) {
+            Ok(m) if !m.is_dir() => {
+                return fail(
+                    EXIT_USAGE,
+                    format!("--out `{}` exists and is not a folder", args.out.display()),
+                );
+            }
+            _ => {}
+        }
+        if let Err(e) = std::fs::create_dir_all(&args.out) {
+            return fail(
+                EXIT_USAGE,
+                format!("cannot make --out `{}`: {e}", args.out.display()),
+            );
+        }
+        Dest {
+            local: std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone()),
+            bucket: None,
+        }
+    };
+    let dest = Arc::new(dest);
+    let mut backend = Backend::new().with_registry(registry.clone());
+    if let Some(m) = args.max_model_requests {
+        backend = backend.with_model_limit(Arc::new(tokio::sync::Semaphore::new(m as usize)));
+    }
+    let backend = Arc::new(crate::otel::with_live_export(backend));
     let summary = runtime.block_on(drive(
         &args,
         Source {
@@ -707,7 +822,7 @@ async fn drive(
     args: &BatchArgs,
     source: Source<'_>,
     checked: Checked,
-    dest: &Arc<PathBuf>,
+    dest: &Arc<Dest>,
     backend: &Arc<Backend>,
     registry: &provrun_tools::ToolRegistry,
 ) -> Result<Summary, String> {
@@ -812,19 +927,19 @@ async fn drive(
             "ran": ran,
             "seconds": (secs * 1000.0).round() / 1000.0,
             "runs_per_second": if secs > 0.0 { ((ran as f64 / secs) * 10.0).round() / 10.0 } else { 0.0 },
-            "out": dest.display().to_string(),
+            "out": dest.name(),
         });
         let _ = writeln!(std::io::stdout().lock(), "{line}");
     }
     Ok(summary)
 }
 
-fn print_table(s: &Summary, runs: &Path, dest: &Path, shard: Shard) {
+fn print_table(s: &Summary, runs: &Path, dest: &Dest, shard: Shard) {
     let total = s.finished + s.not_finished;
     out!(
         "batch {} -> {} (shard {shard})",
         inert(&runs.display().to_string()),
-        inert(&dest.display().to_string())
+        inert(&dest.name())
     );
     out!("  {:<34} {:>8}", "finished", s.finished);
     out!("  {:<34} {:>8}", "not finished", s.not_finished);

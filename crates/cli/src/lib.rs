@@ -40,6 +40,7 @@ mod progress;
 mod run;
 mod show;
 mod sign;
+mod store;
 mod style;
 mod verify;
 
