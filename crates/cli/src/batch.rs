@@ -43,8 +43,7 @@ pub(crate) struct BatchArgs {
     #[arg(long, value_name = "DEST")]
     out: PathBuf,
     /// With a bucket --out: the local folder where bundles are built before they are
-    /// uploaded [default: a new .provrun-batch-* folder in the current one, removed at
-    /// the end]; it must not be inside TMPDIR or an input.
+    /// uploaded [default: a new provrun-batch-* folder in TMPDIR, removed at the end].
     #[arg(long = "work-dir", value_name = "DIR")]
     work_dir: Option<PathBuf>,
     /// Runs in flight at once.
@@ -740,9 +739,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                 .map(|()| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
                 .map_err(|e| format!("cannot make --work-dir `{}`: {e}", dir.display())),
             None => tempfile::Builder::new()
-                .prefix(".provrun-batch-")
-                .tempdir_in(".")
-                .map_err(|e| format!("cannot make a work folder in the current folder: {e}"))
+                .prefix("provrun-batch-")
+                .tempdir()
+                .map_err(|e| format!("cannot make a work folder in TMPDIR: {e}"))
                 .map(|t| {
                     let path = std::path::absolute(t.path()).unwrap_or_else(|_| t.path().into());
                     _work = Some(t);

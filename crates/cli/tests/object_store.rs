@@ -201,7 +201,7 @@ fn a_batch_into_s3_uploads_verifying_bundles_and_resumes_from_the_bucket() {
         })
         .collect();
     std::fs::write(&runs, lines).unwrap();
-    // The bundles are built in a work folder outside TMPDIR (a run's roots must not nest).
+    // The bundles are built in the work folder named here, so the test can see it emptied.
     let tmp = p.join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let work = p.join("work");
