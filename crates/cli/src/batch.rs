@@ -625,6 +625,7 @@ impl Progress {
             ) {
                 bar.set_style(style);
             }
+            bar.set_message("0 failed · 0 running");
             bar.enable_steady_tick(Duration::from_millis(200));
             Progress {
                 bar: Some(bar),
@@ -858,6 +859,7 @@ async fn drive(
             break;
         };
         tally.running.fetch_add(1, Ordering::Relaxed);
+        progress.update(&tally);
         let (dest, backend, tally, progress, summary) = (
             Arc::clone(dest),
             Arc::clone(backend),
