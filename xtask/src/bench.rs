@@ -22,6 +22,7 @@ const SCENARIOS: &[&str] = &[
     "verify_1g",
     "cli_single_run",
     "long_k300",
+    "batch_10k",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).
@@ -350,7 +351,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     build_release(&["provrun-bench"])?;
     let bin = target_dir().join("release/provrun-bench");
     let mut provrun = None;
-    if scenarios.contains(&"cli_single_run") {
+    if scenarios.contains(&"cli_single_run") || scenarios.contains(&"batch_10k") {
         match build_release(&["provrun-cli"]) {
             Ok(()) => provrun = Some(target_dir().join("release/provrun")),
             Err(e) => {

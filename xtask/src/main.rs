@@ -109,7 +109,7 @@ fn ci() -> Result<(), String> {
     ]);
     run("clippy", clippy)?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
-    setup::python()?; // python3 + venv for the DSSE interoperability test
+    setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);

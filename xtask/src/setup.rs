@@ -1,7 +1,8 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
-//! confinement tests, Python with `venv` for the DSSE interoperability test
-//! (crates/cli/tests/dsse_interop.rs, which makes its own virtualenv from PyPI), and
-//! Debian's `chromium` for the `provrun view` browser tests (tests/tests/view_browser.rs).
+//! confinement tests, Python with `venv` for the tests that make their own virtualenv
+//! from PyPI (the DSSE interoperability test, crates/cli/tests/dsse_interop.rs, and the
+//! Kubernetes manifest test, crates/cli/tests/kubernetes.rs), and Debian's `chromium` for
+//! the `provrun view` browser tests (tests/tests/view_browser.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -93,14 +94,17 @@ fn python_venv_works() -> Result<(), String> {
     }
 }
 
-/// Makes sure the DSSE interoperability test can make its virtualenv: under CI, installs
+/// Makes sure the DSSE interoperability and Kubernetes manifest tests can make their
+/// virtualenvs: under CI, installs
 /// python3 and python3-venv with apt-get when they are missing, and fails if it cannot.
 /// Elsewhere the test skips itself loudly when Python is missing.
 pub fn python() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let problem = match python_venv_works() {
         Ok(()) => {
-            println!("\n==> setup: python3 with venv works; the DSSE interop test runs for real");
+            println!(
+                "\n==> setup: python3 with venv works; the DSSE interop and Kubernetes tests run for real"
+            );
             return Ok(());
         }
         Err(e) => e,
@@ -109,15 +113,17 @@ pub fn python() -> Result<(), String> {
         return apt_install_packages("python3 python3-venv")
             .and_then(|()| python_venv_works())
             .map(|()| println!("==> setup: python3 and python3-venv installed"))
-            .map_err(|e| format!("setup: CI must run the DSSE interop test, but {e}"));
+            .map_err(|e| {
+                format!("setup: CI must run the DSSE interop and Kubernetes tests, but {e}")
+            });
     }
     if ci {
         return Err(format!(
-            "setup: CI must run the DSSE interop test, but {problem} (and apt-get as root is not available)"
+            "setup: CI must run the DSSE interop and Kubernetes tests, but {problem} (and apt-get as root is not available)"
         ));
     }
     eprintln!(
-        "\n==> setup: WARNING: {problem}; the DSSE interop test will SKIP itself (CI=true fails here)"
+        "\n==> setup: WARNING: {problem}; the DSSE interop and Kubernetes tests will SKIP themselves (CI=true fails here)"
     );
     Ok(())
 }

@@ -71,6 +71,9 @@ pub struct Backend {
     otlp: Option<provrun_otel::OtlpConfig>,
     /// How new bundles store their blobs (the pack unless chosen otherwise).
     blob_layout: provrun_evidence::BlobLayout,
+    /// Shared by every run of this backend (and its clones): one permit per model
+    /// request in flight.
+    model_limit: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -200,6 +203,15 @@ impl Backend {
     /// Use this model instead of the spec's (for tests, or a model built in code).
     pub fn with_model(mut self, model: Arc<dyn Model>) -> Self {
         self.model = Some(model);
+        self
+    }
+
+    /// Hold one of `permits`' permits while each model request is sent: every run of
+    /// this backend and of its clones (and of other backends given the same semaphore)
+    /// together keep at most that many requests in flight. A request waiting for a permit
+    /// has not been sent; the wait counts in its recorded duration.
+    pub fn with_model_limit(mut self, permits: Arc<tokio::sync::Semaphore>) -> Self {
+        self.model_limit = Some(permits);
         self
     }
 
@@ -410,7 +422,13 @@ impl Backend {
                 parameters: schema.clone(),
             });
         }
-        let model = self.model_for(agent)?;
+        let mut model = self.model_for(agent)?;
+        if let Some(permits) = &self.model_limit {
+            model = Arc::new(crate::limit::LimitedModel {
+                inner: model,
+                permits: Arc::clone(permits),
+            });
+        }
         Ok(Prepared {
             tools,
             definitions,

@@ -31,6 +31,7 @@ mod capability;
 mod control;
 mod error;
 mod hooks;
+mod limit;
 mod output;
 mod remote;
 mod replay;

@@ -1,16 +1,16 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `keygen`, `sign`,
-//! `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
+//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
+//! `keygen`, `sign`, `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served |
-//! | 2 | a usage or spec error, or (`run`/`resume`) a bundle another writer holds; nothing was written |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served |
+//! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
 //! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
@@ -32,6 +32,7 @@ macro_rules! out {
     }};
 }
 
+mod batch;
 mod cat;
 pub mod inert;
 mod otel;
@@ -39,6 +40,7 @@ mod progress;
 mod run;
 mod show;
 mod sign;
+mod store;
 mod style;
 mod verify;
 mod view;
@@ -63,6 +65,11 @@ const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies
                          2 usage or spec error, or the bundle is held by another writer, nothing \
                          written · 4 paused (stderr names the waiting \
                          calls and the resume command) · 130 cancelled by Ctrl-C";
+
+const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
+                           cancelled, paused, could not start, or its bundle does not verify; \
+                           the others' bundles are written) · 2 bad input (a bad line, named \
+                           by its number, or a bad flag): nothing ran";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -103,6 +110,10 @@ enum Command {
         #[arg(long = "tools-dir", value_name = "DIR")]
         tools_dirs: Vec<PathBuf>,
     },
+    /// Run many agents from a JSONL file, one bundle each under --out, a bounded number at
+    /// once; run again after a kill to finish what is missing.
+    #[command(after_help = BATCH_EXITS)]
+    Batch(batch::BatchArgs),
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
@@ -194,6 +205,7 @@ where
         Command::View(args) => view::view(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
+        Command::Batch(args) => batch::batch(args),
         Command::Cat(args) => cat::cat(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),

@@ -14,18 +14,24 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 /// Arguments of `provrun show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The bundle folder.
+    /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
+    /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     bundle: PathBuf,
 }
 
 pub(crate) fn show(args: &ShowArgs) -> u8 {
-    if !args.bundle.is_dir() {
+    let loaded = match crate::store::load_bundle(&args.bundle) {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let bundle = &loaded.path;
+    if !bundle.is_dir() {
         return fail(
             EXIT_USAGE,
             format!("no bundle at `{}`", args.bundle.display()),
         );
     }
-    let events = match read_events(&args.bundle) {
+    let events = match read_events(bundle) {
         Ok(e) => e,
         Err(e) => {
             return fail(
@@ -38,7 +44,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         }
     };
     let paint = Painter::stdout();
-    let report = provrun_evidence::verify(&args.bundle);
+    let report = provrun_evidence::verify(bundle);
     for line in timeline(&events, paint) {
         out!("{line}");
     }

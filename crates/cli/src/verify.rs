@@ -10,7 +10,8 @@ use crate::{EXIT_FAILED, EXIT_USAGE, fail};
 /// Arguments of `provrun verify`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyArgs {
-    /// The bundle folder.
+    /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
+    /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     bundle: PathBuf,
     /// Print one JSON object `{"ok", "complete", "checks": [{"code", "status", "detail"}]}`.
     #[arg(long)]
@@ -29,7 +30,13 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
             Err(e) => return fail(EXIT_USAGE, format!("--key: {e}")),
         }
     }
-    let report = provrun_evidence::verify_with(&args.bundle, &options);
+    // A .tar or a bucket URL is unpacked to a temporary folder first; one that cannot be
+    // read or unpacked does not verify.
+    let loaded = match crate::store::load_bundle(&args.bundle) {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let report = provrun_evidence::verify_with(&loaded.path, &options);
     if args.json {
         match serde_json::to_string(&report) {
             Ok(text) => out!("{}", crate::inert::inert_json(&text)),

@@ -205,3 +205,39 @@ fn show_verify_and_run_never_write_a_control_or_invisible_character_raw() {
     assert_eq!(code, Some(2));
     assert_inert("show's error", &out, true);
 }
+
+/// `provrun batch` on a terminal draws a live bar on stderr (done of total, failed,
+/// running, rate, ETA) and clears it, ending with the plain summary line.
+#[test]
+fn batch_draws_a_live_progress_bar_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(
+        p.join("agent.toml"),
+        "name = \"bar\"\nmodel = \"script:script.json\"\ninstructions = \"\"\ntools = []\nmax_steps = 2\n",
+    )
+    .unwrap();
+    // Each run waits 300 ms on its model: the bar (redrawn every 200 ms) gets drawn.
+    std::fs::write(
+        p.join("script.json"),
+        r#"[{"text": "done", "delay_ms": 300}]"#,
+    )
+    .unwrap();
+    let lines: String = (0..4)
+        .map(|i| format!("{{\"id\": \"r{i}\", \"agent\": \"agent.toml\"}}\n"))
+        .collect();
+    std::fs::write(p.join("runs.jsonl"), lines).unwrap();
+    let (bytes, code) = on_a_terminal(
+        &["batch", "runs.jsonl", "--out", "out", "--concurrency", "1"],
+        p,
+    );
+    assert_eq!(code, Some(0));
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("/4 done · 0 failed · 1 running"), "{text}");
+    assert!(text.contains("ETA"), "{text}");
+    assert!(
+        text.contains("provrun: batch: 4/4 done (0 failed)"),
+        "{text}"
+    );
+    assert!(text.contains("finished"), "the summary table: {text}");
+}

@@ -103,8 +103,10 @@ impl Default for Timeouts {
 
 /// When to try again after HTTP 429, 5xx, or a connection that failed before any response.
 ///
-/// The wait is the server's `Retry-After` (or `retry-after-ms`) when given, else
-/// `initial_backoff` doubled per retry up to `max_backoff`. No retry starts if its wait would
+/// The wait is the server's `Retry-After` (or `retry-after-ms`) when given, plus a random
+/// part of up to a quarter of it (at most 10 s), else `initial_backoff` doubled per retry
+/// up to `max_backoff` with a random part of up to half taken off: many runs refused
+/// together do not retry in lockstep. No retry starts if its wait would
 /// end after `max_elapsed` from the first attempt, so a server that stays down costs a
 /// bounded time. Timeouts other than connect timeouts are not retried (the request may have
 /// been processed), nor is anything after a stream has started.
@@ -138,12 +140,6 @@ impl RetryPolicy {
             max_retries: 0,
             ..RetryPolicy::default()
         }
-    }
-
-    fn backoff(&self, retry: u32) -> Duration {
-        self.initial_backoff
-            .saturating_mul(2u32.saturating_pow(retry))
-            .min(self.max_backoff)
     }
 }
 
@@ -436,7 +432,10 @@ impl OpenAiModel {
                 }
                 Err(mut err) => {
                     if retryable && retries < policy.max_retries {
-                        let wait = retry_after.unwrap_or_else(|| policy.backoff(retries));
+                        let wait = retry_after.map_or_else(
+                            || crate::native::jittered_backoff(&policy, retries),
+                            crate::native::jittered_server_wait,
+                        );
                         if started.elapsed() + wait <= policy.max_elapsed {
                             retries += 1;
                             tracing::warn!(

@@ -162,8 +162,10 @@ async fn retries_stop_at_the_time_budget() {
             ..
         } => {
             assert_eq!(message, "upstream unavailable");
+            // Each wait is 50 to 100 ms (the backoff, jittered), so a 450 ms budget holds
+            // a few attempts and at most about ten.
             let n = exchange.attempts.len();
-            assert!((2..=6).contains(&n), "{n} attempts");
+            assert!((2..=10).contains(&n), "{n} attempts");
         }
         other => panic!("expected ServerError, got {other}"),
     }
