@@ -20,6 +20,8 @@ pub use provrun_mcp as mcp;
 pub use provrun_model as model;
 #[cfg(feature = "otel")]
 pub use provrun_otel as otel;
+#[cfg(feature = "capture")]
+pub use provrun_capture as capture;
 #[cfg(feature = "sandbox")]
 pub use provrun_sandbox as sandbox;
 #[cfg(feature = "tools")]
