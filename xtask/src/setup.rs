@@ -1,6 +1,8 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
 //! confinement tests, and Python with `venv` for the DSSE interoperability test
-//! (crates/cli/tests/dsse_interop.rs, which makes its own virtualenv from PyPI).
+//! (crates/cli/tests/dsse_interop.rs) and the PydanticAI trace import test
+//! (crates/cli/tests/import_pydantic_ai.rs), each of which makes its own virtualenv from
+//! PyPI.
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -92,14 +94,17 @@ fn python_venv_works() -> Result<(), String> {
     }
 }
 
-/// Makes sure the DSSE interoperability test can make its virtualenv: under CI, installs
+/// Makes sure the Python tests (DSSE interoperability, PydanticAI import) can make their
+/// virtualenvs: under CI, installs
 /// python3 and python3-venv with apt-get when they are missing, and fails if it cannot.
 /// Elsewhere the test skips itself loudly when Python is missing.
 pub fn python() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let problem = match python_venv_works() {
         Ok(()) => {
-            println!("\n==> setup: python3 with venv works; the DSSE interop test runs for real");
+            println!(
+                "\n==> setup: python3 with venv works; the DSSE interop and PydanticAI import tests run for real"
+            );
             return Ok(());
         }
         Err(e) => e,
@@ -108,15 +113,15 @@ pub fn python() -> Result<(), String> {
         return apt_install_packages("python3 python3-venv")
             .and_then(|()| python_venv_works())
             .map(|()| println!("==> setup: python3 and python3-venv installed"))
-            .map_err(|e| format!("setup: CI must run the DSSE interop test, but {e}"));
+            .map_err(|e| format!("setup: CI must run the Python interop tests, but {e}"));
     }
     if ci {
         return Err(format!(
-            "setup: CI must run the DSSE interop test, but {problem} (and apt-get as root is not available)"
+            "setup: CI must run the Python interop tests, but {problem} (and apt-get as root is not available)"
         ));
     }
     eprintln!(
-        "\n==> setup: WARNING: {problem}; the DSSE interop test will SKIP itself (CI=true fails here)"
+        "\n==> setup: WARNING: {problem}; the DSSE interop and PydanticAI import tests will SKIP themselves (CI=true fails here)"
     );
     Ok(())
 }

@@ -29,4 +29,15 @@ pub enum CaptureError {
         /// Why.
         message: String,
     },
+    /// An imported trace is not what its format says: not JSON, not the expected shape,
+    /// or too large. Nothing was written.
+    #[error("the {format} trace is invalid at {at}: {message}")]
+    Trace {
+        /// The trace format (e.g. `pydantic-ai`).
+        format: &'static str,
+        /// Where in the trace, as a JSON pointer (`/3/parts/0`; empty for the whole).
+        at: String,
+        /// What is wrong.
+        message: String,
+    },
 }

@@ -16,6 +16,9 @@
 //! - [`Capture::write_output`] (or tools on [`Capture::sandbox`]) put files in `output/`,
 //!   and [`Capture::finish`] records them and ends the run.
 //!
+//! [`import_pydantic_ai`] turns a PydanticAI message history into such a bundle after the
+//! fact (every model and tool event `parsed`; see [`pydantic_ai`]).
+//!
 //! [`record_model_exchange`] and [`record_tool_call`] are the same two steps on a bare
 //! [`provrun_evidence::Recorder`]; provrun's own agent loop records through them.
 //!
@@ -92,8 +95,10 @@
 
 mod capture;
 mod error;
+pub mod pydantic_ai;
 mod record;
 
 pub use capture::{CAPTURE_BUILDER, Capture, CaptureBuilder, ToolCallRecord};
 pub use error::CaptureError;
+pub use pydantic_ai::{ImportOptions, ImportSummary, import_pydantic_ai};
 pub use record::{Body, JSON_MEDIA_TYPE, ModelExchange, record_model_exchange, record_tool_call};

@@ -12,6 +12,8 @@
 
 #[cfg(feature = "agent")]
 pub use provrun_agent as agent;
+#[cfg(feature = "capture")]
+pub use provrun_capture as capture;
 #[cfg(feature = "evidence")]
 pub use provrun_evidence as evidence;
 #[cfg(feature = "mcp")]
@@ -20,8 +22,6 @@ pub use provrun_mcp as mcp;
 pub use provrun_model as model;
 #[cfg(feature = "otel")]
 pub use provrun_otel as otel;
-#[cfg(feature = "capture")]
-pub use provrun_capture as capture;
 #[cfg(feature = "sandbox")]
 pub use provrun_sandbox as sandbox;
 #[cfg(feature = "tools")]
