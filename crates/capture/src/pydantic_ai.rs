@@ -365,6 +365,7 @@ pub async fn import_pydantic_ai(
         RunStatus::Finished,
         json!({
             "requests": summary.model_calls,
+            "tool_calls": summary.tool_calls,
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
         }),

@@ -86,6 +86,11 @@ fn import_and_check(history: &[u8], dir: &Path, name: &str) -> Vec<Value> {
     );
     let show = provrun(&["show", &s(&bundle)]);
     assert_eq!(show.status.code(), Some(0), "{name}: show");
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains(&format!("{} tool calls", summary["tool_calls"])),
+        "{shown}"
+    );
 
     let messages: Vec<Value> = serde_json::from_slice(history).unwrap();
     let responses: Vec<&Value> = messages
