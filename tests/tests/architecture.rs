@@ -15,6 +15,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-macros", 0),
     ("provrun-tools", 1),
     ("provrun-otel", 1),
+    // Evidence for foreign loops: the bundle writer plus input staging, nothing more.
+    ("provrun-capture", 1),
     // The MCP client: between the tools it builds on and the agent that uses it.
     ("provrun-mcp", 2),
     ("provrun-agent", 3),

@@ -23,10 +23,11 @@ fn main() -> ExitCode {
     if std::env::var_os(AS_CLI).is_some() {
         return provrun_cli::main_with_args(std::env::args_os());
     }
-    let checks: [(&str, Check); 4] = [
+    let checks: [(&str, Check); 5] = [
         ("set-up commands", setup_commands),
         ("install, and the installed binary alone", install_commands),
         ("tour commands", tour_commands),
+        ("import commands", import_commands),
         (
             "every shell block is run or skipped on purpose",
             blocks_accounted_for,
@@ -399,10 +400,36 @@ fn tour_commands(readme: &Readme) -> Result<(), String> {
     Ok(())
 }
 
+/// The trace import example: a committed PydanticAI history becomes a bundle that
+/// verifies, and `verify` says which events are only parsed.
+fn import_commands(readme: &Readme) -> Result<(), String> {
+    let block = readme.block("Keep runs made by other agent loops")?;
+    let lines: Vec<String> = block
+        .lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.replace(CARGO_RUN, "provrun"))
+        .collect();
+    let output = Shim::new().run(&lines)?;
+    for expected in ["imported 4 message(s)", "bundle verifies: all", "parsed"] {
+        if !output.contains(expected) {
+            return Err(format!(
+                "`{expected}` not in the import example's output:\n{output}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn blocks_accounted_for(readme: &Readme) -> Result<(), String> {
     for b in &readme.blocks {
-        let known = ["Set up on a fresh machine", "Install", "A tour of the CLI"]
-            .contains(&b.section.as_str());
+        let known = [
+            "Set up on a fresh machine",
+            "Install",
+            "A tour of the CLI",
+            "Keep runs made by other agent loops",
+        ]
+        .contains(&b.section.as_str());
         if !known && !b.skip {
             return Err(format!(
                 "a ```sh block under `{}` is neither run by this test nor marked \

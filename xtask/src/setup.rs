@@ -1,7 +1,8 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
 //! confinement tests, Python with `venv` for the tests that make their own virtualenv
-//! from PyPI (the DSSE interoperability test, crates/cli/tests/dsse_interop.rs, and the
-//! Kubernetes manifest test, crates/cli/tests/kubernetes.rs), and Debian's `chromium` for
+//! from PyPI (the DSSE interoperability test, crates/cli/tests/dsse_interop.rs, the
+//! Kubernetes manifest test, crates/cli/tests/kubernetes.rs, and the PydanticAI trace
+//! import test, crates/cli/tests/import_pydantic_ai.rs), and Debian's `chromium` for
 //! the `provrun view` browser tests (tests/tests/view_browser.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
@@ -94,7 +95,7 @@ fn python_venv_works() -> Result<(), String> {
     }
 }
 
-/// Makes sure the DSSE interoperability and Kubernetes manifest tests can make their
+/// Makes sure the Python tests (DSSE interoperability, Kubernetes manifest, PydanticAI import) can make their
 /// virtualenvs: under CI, installs
 /// python3 and python3-venv with apt-get when they are missing, and fails if it cannot.
 /// Elsewhere the test skips itself loudly when Python is missing.
@@ -103,7 +104,7 @@ pub fn python() -> Result<(), String> {
     let problem = match python_venv_works() {
         Ok(()) => {
             println!(
-                "\n==> setup: python3 with venv works; the DSSE interop and Kubernetes tests run for real"
+                "\n==> setup: python3 with venv works; the DSSE interop, Kubernetes and PydanticAI import tests run for real"
             );
             return Ok(());
         }
@@ -114,16 +115,16 @@ pub fn python() -> Result<(), String> {
             .and_then(|()| python_venv_works())
             .map(|()| println!("==> setup: python3 and python3-venv installed"))
             .map_err(|e| {
-                format!("setup: CI must run the DSSE interop and Kubernetes tests, but {e}")
+                format!("setup: CI must run the Python interop tests, but {e}")
             });
     }
     if ci {
         return Err(format!(
-            "setup: CI must run the DSSE interop and Kubernetes tests, but {problem} (and apt-get as root is not available)"
+            "setup: CI must run the Python interop tests, but {problem} (and apt-get as root is not available)"
         ));
     }
     eprintln!(
-        "\n==> setup: WARNING: {problem}; the DSSE interop and Kubernetes tests will SKIP themselves (CI=true fails here)"
+        "\n==> setup: WARNING: {problem}; the DSSE interop, Kubernetes and PydanticAI import tests will SKIP themselves (CI=true fails here)"
     );
     Ok(())
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use provrun_evidence::{BlobRef, ModelCalled, Recorder, ToolCalled, TraceImported};
+use provrun_capture::{Body, ModelExchange, record_model_exchange, record_tool_call};
+use provrun_evidence::{Recorder, ToolCalled, TraceImported};
 use provrun_model::{
     JSON_MEDIA_TYPE, Message, Model, ModelError, ModelRequest, ModelResponse, RawExchange,
     SSE_MEDIA_TYPE, StreamDelta, ToolCall,
@@ -77,18 +78,6 @@ impl EvidenceModel {
         self
     }
 
-    async fn blob(&self, bytes: &[u8], media_type: &str) -> Result<Option<BlobRef>, ModelError> {
-        if bytes.is_empty() {
-            return Ok(None);
-        }
-        // Synced with the `model_called` line that names it (one sync, not three).
-        self.recorder
-            .put_blob_for_next_event(bytes, media_type)
-            .await
-            .map(Some)
-            .map_err(evidence_failed)
-    }
-
     async fn record(
         &self,
         stream: bool,
@@ -124,8 +113,6 @@ impl EvidenceModel {
             }
             .to_string()
         });
-        let request = self.blob(&raw.request_body, request_type).await?;
-        let response = self.blob(&raw.response_body, &response_type).await?;
         let attempts = if raw.attempts.len() > 1 {
             raw.attempts
                 .iter()
@@ -134,18 +121,19 @@ impl EvidenceModel {
         } else {
             Vec::new()
         };
-        self.recorder
-            .record_async(&ModelCalled {
-                model: self.inner.name().to_string(),
-                stream,
-                request,
-                response,
-                usage,
-                finish_reason,
-                duration_ms,
-                error,
-                attempts,
-            })
+        // The model's own bytes: always raw, so the event is `observed`.
+        let exchange = ModelExchange {
+            model: self.inner.name().to_string(),
+            stream,
+            request: Some(Body::raw(&raw.request_body[..], request_type)),
+            response: Some(Body::raw(&raw.response_body[..], response_type)),
+            usage,
+            finish_reason,
+            duration_ms,
+            error,
+            attempts,
+        };
+        record_model_exchange(&self.recorder, &exchange)
             .await
             .map_err(evidence_failed)?;
         Ok(())
@@ -154,7 +142,7 @@ impl EvidenceModel {
 
 /// Evidence that cannot be written ends the run: a run whose evidence is incomplete must
 /// not go on as if it were recorded.
-fn evidence_failed(e: provrun_evidence::EvidenceError) -> ModelError {
+fn evidence_failed(e: provrun_capture::CaptureError) -> ModelError {
     ModelError::Function(format!("recording evidence failed: {e}"))
 }
 
@@ -322,18 +310,9 @@ impl ToolEvidence {
         duration_ms: u64,
         flags: CallFlags,
     ) -> Result<u64, AgentError> {
-        let (arguments, arguments_blob) = self.recorder.tool_value(arguments)?;
         let (result_value, ok) = match result {
             Some(out) => (Value::String(out.content.clone()), out.ok),
             None => (Value::Null, false),
-        };
-        let (result_value, result_blob) = self.recorder.tool_value(result_value)?;
-        let (mcp, mcp_blob) = match flags.mcp {
-            Some(value) => {
-                let (inline, blob) = self.recorder.tool_value(value)?;
-                (Some(inline), blob)
-            }
-            None => (None, None),
         };
         // A program's confinement, as the tool reported it; a command tool's call its tool
         // decided without one never started its program (refused, or timed out first).
@@ -346,31 +325,27 @@ impl ToolEvidence {
             }),
             None => None,
         };
-        let seq = self
-            .recorder
-            .record_async(&ToolCalled {
-                name: name.to_string(),
-                call_id: call_id.to_string(),
-                arguments,
-                result: result_value,
-                ok,
-                duration_ms,
-                deferred: flags.deferred,
-                output_tool: flags.output_tool,
-                provider_run: flags.provider_run,
-                mode: flags.mode,
-                arguments_blob,
-                result_blob,
-                decided_by: flags.decided_by.map(|d| d.as_str().to_string()),
-                mcp,
-                mcp_blob,
-                confinement,
-                start_order: flags.order.map(|o| o.0),
-                end_order: flags.order.map(|o| o.1),
-                timed_out: flags.timed_out,
-                cancelled: flags.cancelled,
-            })
-            .await?;
+        let call = ToolCalled {
+            name: name.to_string(),
+            call_id: call_id.to_string(),
+            arguments,
+            result: result_value,
+            ok,
+            duration_ms,
+            deferred: flags.deferred,
+            output_tool: flags.output_tool,
+            provider_run: flags.provider_run,
+            mode: flags.mode,
+            decided_by: flags.decided_by.map(|d| d.as_str().to_string()),
+            mcp: flags.mcp,
+            confinement,
+            start_order: flags.order.map(|o| o.0),
+            end_order: flags.order.map(|o| o.1),
+            timed_out: flags.timed_out,
+            cancelled: flags.cancelled,
+            ..ToolCalled::default()
+        };
+        let seq = record_tool_call(&self.recorder, call, false).await?;
         Ok(seq)
     }
 

@@ -83,3 +83,16 @@ pub enum AgentError {
     #[error("{0}")]
     Decisions(String),
 }
+
+impl From<provrun_capture::CaptureError> for AgentError {
+    fn from(e: provrun_capture::CaptureError) -> Self {
+        match e {
+            provrun_capture::CaptureError::Evidence(e) => AgentError::Evidence(e),
+            provrun_capture::CaptureError::Sandbox(e) => AgentError::Sandbox(e),
+            other => AgentError::Bundle {
+                path: PathBuf::new(),
+                message: other.to_string(),
+            },
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `completions`, `schema`, `cat`. Their flags, exit codes and output formats are a contract
+//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -10,7 +10,7 @@
 //! |---|---|
 //! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished |
 //! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served |
-//! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds; nothing was written |
+//! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
 //! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
@@ -34,6 +34,7 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod import;
 pub mod inert;
 mod otel;
 mod progress;
@@ -133,6 +134,10 @@ enum Command {
     /// OpenTelemetry collector.
     #[command(subcommand)]
     Export(otel::ExportTarget),
+    /// Keep a run made elsewhere as a bundle: `import pydantic-ai MESSAGES.json --out
+    /// BUNDLE` (every model and tool event `parsed`; `verify` accepts it).
+    #[command(subcommand)]
+    Import(import::ImportSource),
     /// Print a shell completion script: `provrun completions bash > ~/.local/share/bash-completion/completions/provrun`.
     Completions {
         /// The shell to complete for.
@@ -210,6 +215,7 @@ where
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Export(target) => otel::export(target),
+        Command::Import(source) => import::import(source),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "provrun", &mut std::io::stdout());

@@ -29,56 +29,16 @@ fn unavailable(why: &str) {
     );
 }
 
-/// A virtualenv with the verifiers, made once under target/; `Err` says why not.
+#[path = "support/venv.rs"]
+mod venv;
+
+/// A virtualenv for this test, made once under target/; `Err` says why not.
 fn virtualenv() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dsse-interop-venv");
-    let python = venv.join("bin/python");
-    let ready = |p: &Path| {
-        Command::new(p)
-            .args([
-                "-c",
-                "import securesystemslib, in_toto_attestation, cryptography",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ready(&python) {
-        return Ok(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        ));
-    }
-    let pip = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(root().join("tests/interop/requirements.txt"))
-        .output()
-        .map_err(|e| format!("pip could not start: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!(
-            "pip could not install tests/interop/requirements.txt from PyPI: {}",
-            String::from_utf8_lossy(&pip.stderr).trim()
-        ));
-    }
-    if ready(&python) {
-        Ok(python)
-    } else {
-        Err("the virtualenv was made but its packages do not import".into())
-    }
+    venv::virtualenv(
+        "dsse-interop-venv",
+        "tests/interop/requirements.txt",
+        "import securesystemslib, in_toto_attestation, cryptography",
+    )
 }
 
 /// The built `provrun` with these arguments; its exit code.

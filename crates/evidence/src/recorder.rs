@@ -1234,6 +1234,29 @@ impl Recorder {
         }
     }
 
+    /// [`Recorder::record_async`] with confidence `parsed` instead of what the payload
+    /// would claim: for a `model_called` or `tool_called` the runtime did not see itself
+    /// (a foreign loop handed over its parsed request, or a trace was imported), and for
+    /// `trace_imported`. Any other type is refused ([`EvidenceError::OutOfOrder`]).
+    pub fn record_parsed_async<P: Payload>(&self, payload: &P) -> Durable<u64> {
+        let run = || -> Result<Durable<u64>> {
+            match P::TYPE {
+                EventType::ModelCalled | EventType::ToolCalled | EventType::TraceImported => {}
+                other => {
+                    return Err(EvidenceError::OutOfOrder(format!(
+                        "{} cannot be recorded as parsed",
+                        other.as_str()
+                    )));
+                }
+            }
+            self.append(P::TYPE, Confidence::Parsed, payload_value(payload)?, false)
+        };
+        match run() {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
     fn record_inner<P: Payload>(&self, payload: &P, blocking: bool) -> Result<Durable<u64>> {
         match P::TYPE {
             EventType::RunStarted

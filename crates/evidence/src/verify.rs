@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::dsse::DSSE_FILE;
 use crate::event::{
-    BlobRef, Event, EventType, FileRecord, OutputSkipped, RunFinished, RunStarted, RunStatus,
-    ToolCalled, collect_refs, escape_path_bytes,
+    BlobRef, Confidence, Event, EventType, FileRecord, OutputSkipped, RunFinished, RunStarted,
+    RunStatus, ToolCalled, collect_refs, escape_path_bytes,
 };
 use crate::fsutil::{hash_file, open_regular, walk_files};
 use crate::log::{LogScan, is_sha256_hex, parse_line, scan_log};
@@ -476,7 +476,11 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             ));
         }
     }
-    parse.pass = format!("{} event line(s) parse", lines.len());
+    parse.pass = format!(
+        "{} event line(s) parse{}",
+        lines.len(),
+        confidence_summary(events.iter().flatten().map(|e| e.confidence))
+    );
     let all_parsed = scan.is_some() && events.iter().all(Option::is_some);
 
     // --- chain --------------------------------------------------------------------------
@@ -1308,4 +1312,22 @@ fn confinement_problem(call: &ToolCalled, runs_program: bool) -> Option<String> 
         .map(|path| path.join("."))
         .collect();
     (!missing.is_empty()).then(|| format!("the confinement record lacks {}", missing.join(", ")))
+}
+
+/// How many events carry each confidence, for the `parse` check's detail: `""` when every
+/// event is `observed`, else e.g. `" (3 observed, 5 parsed, 1 declared)"`, so a bundle of
+/// an integrated loop or an imported trace says so in `verify`'s output.
+fn confidence_summary(confidences: impl Iterator<Item = Confidence>) -> String {
+    let (mut observed, mut parsed, mut declared) = (0u64, 0u64, 0u64);
+    for c in confidences {
+        match c {
+            Confidence::Observed => observed += 1,
+            Confidence::Parsed => parsed += 1,
+            Confidence::Declared => declared += 1,
+        }
+    }
+    if parsed == 0 && declared == 0 {
+        return String::new();
+    }
+    format!(" ({observed} observed, {parsed} parsed, {declared} declared)")
 }

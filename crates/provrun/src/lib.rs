@@ -12,6 +12,8 @@
 
 #[cfg(feature = "agent")]
 pub use provrun_agent as agent;
+#[cfg(feature = "capture")]
+pub use provrun_capture as capture;
 #[cfg(feature = "evidence")]
 pub use provrun_evidence as evidence;
 #[cfg(feature = "mcp")]
