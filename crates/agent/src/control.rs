@@ -29,7 +29,8 @@ pub enum RunEvent {
     },
     /// A tool call begins (before hooks run).
     CallBegin {
-        /// The call id.
+        /// The call's run-unique id (`STEP.N`; the model's own id is in the evidence and
+        /// in [`crate::ToolCallInfo::call_id`]): what [`RunControl::permit`] takes.
         call_id: String,
         /// The tool.
         name: String,
@@ -38,7 +39,8 @@ pub enum RunEvent {
     },
     /// A tool call ended (or was denied, replaced or refused).
     ToolResult {
-        /// The call id.
+        /// The call's run-unique id (`STEP.N`; the model's own id is in the evidence and
+        /// in [`crate::ToolCallInfo::call_id`]): what [`RunControl::permit`] takes.
         call_id: String,
         /// The tool.
         name: String,
@@ -49,7 +51,8 @@ pub enum RunEvent {
     },
     /// A tool call waits for approval or for the caller.
     Deferred {
-        /// The call id.
+        /// The call's run-unique id (`STEP.N`; the model's own id is in the evidence and
+        /// in [`crate::ToolCallInfo::call_id`]): what [`RunControl::permit`] takes.
         call_id: String,
         /// The tool.
         name: String,

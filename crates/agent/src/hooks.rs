@@ -14,8 +14,12 @@ use crate::control::{Permit, RunControl};
 /// What a hook sees of a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCallInfo {
-    /// The call id.
+    /// The call id as the model sent it (models reuse ids, and some send none).
     pub call_id: String,
+    /// The call's id in this run, unique whatever the model sent (`STEP.N`: the `N`th
+    /// call of the response to model request `STEP`); the id `RunEvent`s carry and
+    /// [`RunControl::permit`] takes.
+    pub run_call_id: String,
     /// The tool's name.
     pub name: String,
     /// The arguments as the model sent them.
@@ -132,7 +136,7 @@ impl BeforeToolHook for WaitForPermit {
         if !gated {
             return HookDecision::Allow;
         }
-        match control.wait_permit(&call.call_id).await {
+        match control.wait_permit(&call.run_call_id).await {
             Permit::Granted => HookDecision::Allow,
             Permit::Denied(message) => HookDecision::Deny(message),
             Permit::Cancelled => HookDecision::Deny("the run was cancelled".to_string()),
