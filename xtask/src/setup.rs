@@ -1,5 +1,6 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
-//! confinement tests, and Python with `venv` for the DSSE interoperability test
+//! confinement tests, and Python with `venv` for the DSSE and statement interoperability
+//! tests
 //! (crates/cli/tests/dsse_interop.rs, which makes its own virtualenv from PyPI).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
