@@ -352,3 +352,28 @@ fn a_paused_bundle_from_before_run_ids_resumes_by_either_id() {
         replay_matches(&bundle, dir.path());
     }
 }
+
+#[test]
+fn show_lines_up_its_columns_whatever_the_tool_names() {
+    let long = "srv_a_tool_name_longer_than_sixteen_columns";
+    let script = format!(
+        "[{{\"tool_calls\": [{}, {{\"id\": \"x\", \"name\": \"{long}\"}}]}}, \
+         {{\"text\": \"done\"}}]",
+        write("w", "a.txt")
+    );
+    let (dir, agent) = agent("none", &script);
+    let bundle = dir.path().join("bundle");
+    assert_exit(&provrun(&["run", &s(&agent), "--out", &s(&bundle)]), 0);
+    let out = provrun(&["show", &s(&bundle)]);
+    assert_exit(&out, 0);
+    let shown = text(&out.stdout);
+    let calls: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("  ") && (l.contains("write_file") || l.contains(long)))
+        .collect();
+    assert_eq!(calls.len(), 2, "{shown}");
+    // The duration column (" ms") starts at the same place on both lines.
+    let at: Vec<usize> = calls.iter().map(|l| l.find(" ms ").unwrap()).collect();
+    assert_eq!(at[0], at[1], "{shown}");
+    assert!(calls[1].contains(&format!("{long} ")), "{shown}");
+}
