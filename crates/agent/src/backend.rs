@@ -862,7 +862,11 @@ fn check_decisions(
             "these calls still wait for a decision: {}",
             missing
                 .iter()
-                .map(|c| format!("{} ({})", c.run_call_id, c.name))
+                .map(|c| if c.call_id == c.run_call_id {
+                    format!("{} ({})", c.run_call_id, c.name)
+                } else {
+                    format!("{} ({}, model id {:?})", c.run_call_id, c.name, c.call_id)
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
@@ -1380,13 +1384,15 @@ impl Run<'_> {
                     .map(|t| t.mode().as_str().to_string());
                 if self.control.has_subscriber() {
                     self.control.emit(RunEvent::CallBegin {
-                        call_id: uid.clone(),
+                        call_id: call.id.clone(),
+                        run_call_id: uid.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
                     });
                 }
                 self.control.emit(RunEvent::Deferred {
-                    call_id: uid.clone(),
+                    call_id: call.id.clone(),
+                    run_call_id: uid.clone(),
                     name: call.name.clone(),
                 });
                 self.evidence.deferred_as(call, uid, mode).await?;
@@ -1512,7 +1518,8 @@ impl Run<'_> {
         let started = Instant::now();
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::CallBegin {
-                call_id: uid.to_string(),
+                call_id: call.id.clone(),
+                run_call_id: uid.to_string(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
             });
@@ -1572,7 +1579,8 @@ impl Run<'_> {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::ToolResult {
-                call_id: uid.to_string(),
+                call_id: call.id.clone(),
+                run_call_id: uid.to_string(),
                 name: call.name.clone(),
                 ok: output.ok,
                 content: output.content.clone(),

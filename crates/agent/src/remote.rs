@@ -125,6 +125,9 @@ impl Remote {
                         let mut mcp = mcp.clone();
                         if let Value::Object(map) = &mut mcp {
                             map.insert("replayed".into(), Value::Bool(true));
+                            // What decided the result in this log: the recording (the
+                            // event's `decided_by` stays the recording's, for comparison).
+                            map.insert("answered_by".into(), Value::from("recording"));
                         }
                         (output.clone(), mcp)
                     }
@@ -132,7 +135,11 @@ impl Remote {
                         ToolOutput::fail(format!(
                             "replay: the recording has no result for MCP call `{run_call_id}` of `{name}`"
                         )),
-                        serde_json::json!({"replayed": true, "error": "no recorded result"}),
+                        serde_json::json!({
+                            "replayed": true,
+                            "answered_by": "runtime",
+                            "error": "no recorded result",
+                        }),
                     ),
                 }
             }
