@@ -454,6 +454,7 @@ async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
     assert_eq!(r.status, RunStatus::Paused);
     assert_eq!(r.deferred.len(), 1);
     assert_eq!(r.deferred[0].call_id, "w1");
+    assert_eq!(r.deferred[0].run_call_id, "1.2");
     assert_eq!(r.deferred[0].reason, DeferReason::Approval);
     assert!(!fx.bundle.join("output/out.txt").exists());
     assert_eq!(
@@ -477,7 +478,11 @@ async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
         .resume(&RunControl::new(), &fx.bundle, &[])
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("w1 (write_file)"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("1.2 (write_file, model id \"w1\")"),
+        "{err}"
+    );
     let err = Backend::new()
         .resume(
             &RunControl::new(),

@@ -166,6 +166,8 @@ fn the_mcp_example_runs_verifies_and_replays_from_the_recording_without_the_serv
     let new_calls = tool_calls(&new_events);
     assert_eq!(new_calls[0]["result"], "42");
     assert_eq!(new_calls[0]["mcp"]["replayed"], true);
+    // What decided the replayed result is said: the recording, not the server.
+    assert_eq!(new_calls[0]["mcp"]["answered_by"], "recording");
     assert!(verify(&replayed).ok);
 }
 

@@ -1,6 +1,6 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
 //! confinement tests, Python with `venv` for the tests that make their own virtualenv
-//! from PyPI (the DSSE interoperability test, crates/cli/tests/dsse_interop.rs, the
+//! from PyPI (the DSSE and statement interoperability tests, crates/cli/tests/dsse_interop.rs, the
 //! Kubernetes manifest test, crates/cli/tests/kubernetes.rs, and the PydanticAI trace
 //! import test, crates/cli/tests/import_pydantic_ai.rs), and Debian's `chromium` for
 //! the `provrun view` browser tests (tests/tests/view_browser.rs).

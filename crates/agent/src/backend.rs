@@ -106,12 +106,21 @@ pub(crate) struct LoopState {
     pub(crate) tool_calls: u64,
 }
 
-/// A turn whose calls are not all done: they wait for decisions.
+/// A turn whose calls are not all done: they wait for decisions. `completed` and
+/// `decisions` are keyed by the calls' run-unique ids ([`call_uid`]).
 #[derive(Debug, Clone, Default)]
 struct PendingTurn {
     calls: Vec<ToolCall>,
     completed: HashMap<String, ToolOutput>,
     decisions: HashMap<String, Decision>,
+}
+
+/// The run-unique id of the `index`th call (from 0) of the model's response to request
+/// `step`: `STEP.N` with `N` from 1. Models reuse call ids across turns and some send none,
+/// so the model's id cannot identify a call in a run; this id is derived from the run's
+/// own history, so a resumed run and a replay give every call the same id again.
+pub(crate) fn call_uid(step: u64, index: usize) -> String {
+    format!("{step}.{}", index + 1)
 }
 
 /// How the loop ended.
@@ -555,7 +564,7 @@ impl Backend {
                 .push(Message::system(prepared.instructions.clone()));
         }
         state.messages.push(Message::user(run.prompt.clone()));
-        let active = self.start(control, agent, prepared, recorder, sandbox, run_id);
+        let active = self.start(control, agent, prepared, recorder, sandbox, (run_id, 0));
         active.drive(state, None).await
     }
 
@@ -566,7 +575,8 @@ impl Backend {
         prepared: &'a Prepared,
         recorder: Recorder,
         sandbox: Sandbox,
-        run_id: String,
+        // The run's id, and the model requests it made before (a resumed run's).
+        (run_id, requests_made): (String, u64),
     ) -> Run<'a> {
         let ctx = RunContext::new(RunDeps {
             sandbox,
@@ -575,7 +585,8 @@ impl Backend {
                 declarer: Some(recorder.declarer()),
             },
         });
-        let mut model = EvidenceModel::new(Arc::clone(&prepared.model), recorder.clone());
+        let mut model = EvidenceModel::new(Arc::clone(&prepared.model), recorder.clone())
+            .with_requests_made(requests_made);
         if let Some(schema) = &prepared.output_schema {
             model = model
                 .with_output_tool(OUTPUT_TOOL)
@@ -795,7 +806,15 @@ impl Backend {
             sandbox = sandbox.with_host_dir(host)?;
         }
         let run_id = recorder.run_id().to_string();
-        let active = self.start(control, agent, prepared, recorder, sandbox, run_id);
+        let requests = state.requests;
+        let active = self.start(
+            control,
+            agent,
+            prepared,
+            recorder,
+            sandbox,
+            (run_id, requests),
+        );
         active.drive(state, Some(pending)).await
     }
 }
@@ -809,13 +828,37 @@ fn check_decisions(
 ) -> Result<PendingTurn, AgentError> {
     let mut by_id: HashMap<String, Decision> = HashMap::new();
     for d in decisions {
-        let id = d.call_id().to_string();
-        let Some(waiting) = deferred.iter().find(|c| c.call_id == id) else {
-            return Err(AgentError::Decisions(format!(
-                "no call `{id}` waits; the waiting calls are: {}",
-                list_ids(deferred)
-            )));
+        let named = d.call_id();
+        // The run-unique id; or the model's id, while it names one waiting call only.
+        let waiting = match deferred.iter().find(|c| c.run_call_id == named) {
+            Some(w) => w,
+            None => {
+                let by_model: Vec<&DeferredCall> =
+                    deferred.iter().filter(|c| c.call_id == named).collect();
+                match by_model[..] {
+                    [one] => one,
+                    [] => {
+                        return Err(AgentError::Decisions(format!(
+                            "no call `{named}` waits; the waiting calls are: {}",
+                            list_ids(deferred)
+                        )));
+                    }
+                    _ => {
+                        return Err(AgentError::Decisions(format!(
+                            "the model gave {} waiting calls the id `{named}`: name them by \
+                             their run ids ({})",
+                            by_model.len(),
+                            by_model
+                                .iter()
+                                .map(|c| c.run_call_id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                }
+            }
         };
+        let id = waiting.run_call_id.clone();
         if waiting.reason == DeferReason::ClientRoundTrip && matches!(d, Decision::Approve(_)) {
             return Err(AgentError::Decisions(format!(
                 "call `{id}` ({}) is run by the caller: give its result, not an approval",
@@ -830,14 +873,18 @@ fn check_decisions(
     }
     let missing: Vec<&DeferredCall> = deferred
         .iter()
-        .filter(|c| !by_id.contains_key(&c.call_id))
+        .filter(|c| !by_id.contains_key(&c.run_call_id))
         .collect();
     if !missing.is_empty() {
         return Err(AgentError::Decisions(format!(
             "these calls still wait for a decision: {}",
             missing
                 .iter()
-                .map(|c| format!("{} ({})", c.call_id, c.name))
+                .map(|c| if c.call_id == c.run_call_id {
+                    format!("{} ({})", c.run_call_id, c.name)
+                } else {
+                    format!("{} ({}, model id {:?})", c.run_call_id, c.name, c.call_id)
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
@@ -855,7 +902,13 @@ fn list_ids(calls: &[DeferredCall]) -> String {
     }
     calls
         .iter()
-        .map(|c| c.call_id.as_str())
+        .map(|c| {
+            if c.call_id == c.run_call_id {
+                c.run_call_id.clone()
+            } else {
+                format!("{} (model id {:?})", c.run_call_id, c.call_id)
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -1093,7 +1146,9 @@ impl Run<'_> {
                 step,
                 usage: response.usage,
             });
-            self.evidence.provider_runs(&response).await?;
+            self.evidence
+                .provider_runs_at(u64::from(step), &response)
+                .await?;
             state.messages.push(response.to_message());
 
             if response.tool_calls.is_empty() {
@@ -1163,9 +1218,14 @@ impl Run<'_> {
         let Some(schema) = &self.prepared.output_schema else {
             return Ok(Answer::None);
         };
-        let Some(answer) = response.tool_calls.iter().find(|c| c.name == OUTPUT_TOOL) else {
+        let Some(answer_index) = response
+            .tool_calls
+            .iter()
+            .position(|c| c.name == OUTPUT_TOOL)
+        else {
             return Ok(Answer::None);
         };
+        let answer = &response.tool_calls[answer_index];
         let checked = schema.check(&answer.arguments);
         let verdict = match &checked {
             Ok(_) => ToolOutput::succeed(OUTPUT_ACCEPTED),
@@ -1173,7 +1233,10 @@ impl Run<'_> {
         };
         if !self.agent.stream {
             // Streamed: the evidence model already wrote it, before its model_called.
-            self.evidence.output_verdict(answer, &verdict, 0).await?;
+            let uid = call_uid(state.requests, answer_index);
+            self.evidence
+                .output_verdict_as(answer, &uid, &verdict, 0)
+                .await?;
         }
         state.messages.push(Message::tool_result(
             &answer.id,
@@ -1185,7 +1248,7 @@ impl Run<'_> {
             self.skip_others(
                 state,
                 response,
-                &answer.id,
+                answer_index,
                 "not run: the final result was not valid",
             )
             .await?;
@@ -1194,7 +1257,7 @@ impl Run<'_> {
         self.skip_others(
             state,
             response,
-            &answer.id,
+            answer_index,
             "not run: a final result was already given",
         )
         .await?;
@@ -1213,13 +1276,22 @@ impl Run<'_> {
         &self,
         state: &mut LoopState,
         response: &ModelResponse,
-        answer_id: &str,
+        answer_index: usize,
         why: &str,
     ) -> Result<(), AgentError> {
-        for other in response.tool_calls.iter().filter(|c| c.id != answer_id) {
+        let step = state.requests;
+        for (i, other) in response.tool_calls.iter().enumerate() {
+            if i == answer_index {
+                continue;
+            }
             let skipped = ToolOutput::fail(why);
+            let flags = CallFlags {
+                decided_by: Some(DecidedBy::Runtime),
+                run_call_id: Some(call_uid(step, i)),
+                ..CallFlags::default()
+            };
             self.evidence
-                .completed(other, &skipped, 0, None, DecidedBy::Runtime)
+                .completed_with(other, &skipped, 0, flags)
                 .await?;
             state.messages.push(Message::tool_result(
                 &other.id,
@@ -1250,14 +1322,17 @@ impl Run<'_> {
         turn: PendingTurn,
     ) -> Result<Option<Outcome>, AgentError> {
         let step = state.requests;
-        let todo: Vec<&ToolCall> = turn
+        let uids: Vec<String> = (0..turn.calls.len()).map(|i| call_uid(step, i)).collect();
+        let todo: Vec<(&str, &ToolCall)> = turn
             .calls
             .iter()
-            .filter(|c| !turn.completed.contains_key(&c.id))
+            .zip(&uids)
+            .filter(|(_, uid)| !turn.completed.contains_key(*uid))
+            .map(|(c, uid)| (uid.as_str(), c))
             .collect();
         let waits: Vec<Option<DeferReason>> = todo
             .iter()
-            .map(|c| self.waits(step, c, turn.decisions.get(&c.id)))
+            .map(|&(uid, c)| self.waits(step, uid, c, turn.decisions.get(uid)))
             .collect();
         let runnable = waits.iter().position(Option::is_some).unwrap_or(todo.len());
         // Each call done before a pause in this turn took two ticks (its start and end).
@@ -1270,7 +1345,9 @@ impl Run<'_> {
             let replaying = self.backend.replaying.as_ref();
             batch.retain(|&i| {
                 let stopped = self.control.is_cancelled()
-                    || replaying.is_some_and(|r| r.not_run_cancelled(step, &todo[i].id));
+                    || replaying.is_some_and(|r| {
+                        r.not_run_cancelled(step, r.key(todo[i].0, &todo[i].1.id))
+                    });
                 if stopped {
                     results[i] = Some((CallResult::not_run_cancelled(), None));
                 }
@@ -1287,10 +1364,10 @@ impl Run<'_> {
                 .collect();
             let clock = &clock;
             let futures = batch.iter().zip(starts).map(|(&i, start)| {
-                let call = todo[i];
-                let decision = turn.decisions.get(&call.id);
+                let (uid, call) = todo[i];
+                let decision = turn.decisions.get(uid);
                 async move {
-                    let result = self.dispatch(call, decision, step).await;
+                    let result = self.dispatch(uid, call, decision, step).await;
                     let end = clock.fetch_add(1, Ordering::SeqCst) + 1;
                     (result, Some((start, end)))
                 }
@@ -1307,8 +1384,8 @@ impl Run<'_> {
         let mut outputs = Vec::with_capacity(turn.calls.len());
         let mut deferred = Vec::new();
         let mut index = 0usize;
-        for call in &turn.calls {
-            if let Some(out) = turn.completed.get(&call.id) {
+        for (call, uid) in turn.calls.iter().zip(&uids) {
+            if let Some(out) = turn.completed.get(uid) {
                 outputs.push((call, out.clone()));
                 continue;
             }
@@ -1326,16 +1403,19 @@ impl Run<'_> {
                 if self.control.has_subscriber() {
                     self.control.emit(RunEvent::CallBegin {
                         call_id: call.id.clone(),
+                        run_call_id: uid.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
                     });
                 }
                 self.control.emit(RunEvent::Deferred {
                     call_id: call.id.clone(),
+                    run_call_id: uid.clone(),
                     name: call.name.clone(),
                 });
-                self.evidence.deferred(call, mode).await?;
+                self.evidence.deferred_as(call, uid, mode).await?;
                 deferred.push(DeferredCall {
+                    run_call_id: uid.clone(),
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
@@ -1354,6 +1434,7 @@ impl Run<'_> {
                 order,
                 timed_out: result.timed_out,
                 cancelled: result.cancelled,
+                run_call_id: Some(uid.clone()),
                 ..CallFlags::default()
             };
             self.evidence
@@ -1386,11 +1467,12 @@ impl Run<'_> {
     fn waits(
         &self,
         step: u64,
+        uid: &str,
         call: &ToolCall,
         decision: Option<&Decision>,
     ) -> Option<DeferReason> {
-        let not_run =
-            (self.backend.replaying.as_ref()).is_some_and(|r| r.not_run_cancelled(step, &call.id));
+        let not_run = (self.backend.replaying.as_ref())
+            .is_some_and(|r| r.not_run_cancelled(step, r.key(uid, &call.id)));
         if decision.is_some() || not_run {
             return None;
         }
@@ -1403,15 +1485,18 @@ impl Run<'_> {
     /// The batches `calls` run in, each a list of indices into `calls`, in call order: a
     /// call that may conflict alone, neighbouring read-only calls together. A replay
     /// follows the recording's batches instead (where the recording has them).
-    fn schedule(&self, step: u64, calls: &[&ToolCall]) -> Vec<Vec<usize>> {
-        let recorded = (self.backend.replaying.as_ref()).and_then(|r| r.batches(step));
+    fn schedule(&self, step: u64, calls: &[(&str, &ToolCall)]) -> Vec<Vec<usize>> {
+        let replaying = self.backend.replaying.as_ref();
+        let recorded = replaying.and_then(|r| r.batches(step));
         let mut batches: Vec<Vec<usize>> = Vec::new();
         let mut previous: Option<usize> = None;
-        for (i, call) in calls.iter().enumerate() {
+        for (i, &(uid, call)) in calls.iter().enumerate() {
             // The batch a call joins: in a replay, the recorded one; else "the read-only
             // batch" for a call that only reads. A call with none runs alone.
             let group = match &recorded {
-                Some(recorded) => recorded.get(&call.id).copied(),
+                Some(recorded) => replaying
+                    .and_then(|r| recorded.get(r.key(uid, &call.id)))
+                    .copied(),
                 None => self
                     .prepared
                     .tools
@@ -1443,6 +1528,7 @@ impl Run<'_> {
     /// caller records the result (exactly one completed `tool_called`, or a deferred one).
     async fn dispatch(
         &self,
+        uid: &str,
         call: &ToolCall,
         decision: Option<&Decision>,
         step: u64,
@@ -1451,6 +1537,7 @@ impl Run<'_> {
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::CallBegin {
                 call_id: call.id.clone(),
+                run_call_id: uid.to_string(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
             });
@@ -1476,6 +1563,7 @@ impl Run<'_> {
             Some(tool) => {
                 let info = ToolCallInfo {
                     call_id: call.id.clone(),
+                    run_call_id: uid.to_string(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
@@ -1493,7 +1581,7 @@ impl Run<'_> {
                         },
                         DecidedBy::Caller,
                     ),
-                    _ => self.run_tool(tool, call, &info, step).await,
+                    _ => self.run_tool(tool, uid, call, &info, step).await,
                 }
             }
         };
@@ -1510,6 +1598,7 @@ impl Run<'_> {
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::ToolResult {
                 call_id: call.id.clone(),
+                run_call_id: uid.to_string(),
                 name: call.name.clone(),
                 ok: output.ok,
                 content: output.content.clone(),
@@ -1531,12 +1620,13 @@ impl Run<'_> {
     async fn run_tool(
         &self,
         tool: &Tool,
+        uid: &str,
         call: &ToolCall,
         info: &ToolCallInfo,
         step: u64,
     ) -> Decided {
         if let Some(replaying) = &self.backend.replaying {
-            let recorded = replaying.call(step, &call.id);
+            let recorded = replaying.call(step, replaying.key(uid, &call.id));
             if let Some(r) = recorded.filter(|r| r.timed_out || r.cancelled) {
                 // A call the recording stopped (its time limit, or a cancelled run) is not
                 // run again: what it did before it was stopped cannot be reproduced, so
@@ -1552,10 +1642,10 @@ impl Run<'_> {
                 Some((DecidedBy::AfterHook, output)) => {
                     // The tool runs (its effects on /output count), the model saw the
                     // rewritten output.
-                    let _ = self.call_tool(tool, call).await;
+                    let _ = self.call_tool(tool, uid, call).await;
                     Decided::recorded(output, DecidedBy::AfterHook)
                 }
-                _ => Decided::called(self.call_tool(tool, call).await),
+                _ => Decided::called(self.call_tool(tool, uid, call).await),
             };
         }
         let hooks: &ToolHooks = &self.backend.hooks;
@@ -1571,7 +1661,7 @@ impl Run<'_> {
             HookDecision::Replace(content) => {
                 return Decided::new(ToolOutput::succeed(content), DecidedBy::Hook);
             }
-            HookDecision::Allow => Decided::called(self.call_tool(tool, call).await),
+            HookDecision::Allow => Decided::called(self.call_tool(tool, uid, call).await),
         };
         if hooks.after.is_empty() || called.by != DecidedBy::Tool {
             return called;
@@ -1597,13 +1687,13 @@ impl Run<'_> {
     /// other sync tool is waited for up to [`CANCEL_GRACE`]: what it gives back within the
     /// grace is its result, else the call is recorded as cancelled (its thread cannot be
     /// stopped, and is left to finish in the background).
-    async fn call_tool(&self, tool: &Tool, call: &ToolCall) -> Called {
+    async fn call_tool(&self, tool: &Tool, uid: &str, call: &ToolCall) -> Called {
         let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
         if tool.mode() == ToolMode::RemoteMcp {
-            let called = self
-                .prepared
-                .remote
-                .call(&call.name, &call.id, &call.arguments, limit);
+            let called =
+                self.prepared
+                    .remote
+                    .call(&call.name, uid, &call.id, &call.arguments, limit);
             // A cancelled run does not wait for a slow server.
             return tokio::select! {
                 (output, details) = called => Called {

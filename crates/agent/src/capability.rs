@@ -42,6 +42,8 @@ pub struct EvidenceModel {
     recorder: Recorder,
     output_tool: Option<String>,
     output_schema: Option<OutputSchema>,
+    /// Model requests recorded so far in the run (to name a streamed answer's call).
+    requests: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for EvidenceModel {
@@ -61,7 +63,17 @@ impl EvidenceModel {
             recorder,
             output_tool: None,
             output_schema: None,
+            requests: Arc::default(),
         }
+    }
+
+    /// The number of model requests the run had already made before this model records
+    /// (a resumed run's): a streamed answer through the output tool is recorded with the
+    /// run-unique id of its call, which counts the run's requests.
+    pub fn with_requests_made(self, requests: u64) -> Self {
+        self.requests
+            .store(requests, std::sync::atomic::Ordering::SeqCst);
+        self
     }
 
     /// The name of the output tool whose streamed calls are recorded before the request.
@@ -113,6 +125,8 @@ impl EvidenceModel {
             }
             .to_string()
         });
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let attempts = if raw.attempts.len() > 1 {
             raw.attempts
                 .iter()
@@ -169,7 +183,14 @@ impl Model for EvidenceModel {
         if let (Ok(response), Some(output_tool)) = (&result, &self.output_tool) {
             // The first answer is the one the loop takes; other calls of the response,
             // a second answer among them, are recorded by the loop as not run.
-            if let Some(call) = response.tool_calls.iter().find(|c| &c.name == output_tool) {
+            if let Some(index) = response
+                .tool_calls
+                .iter()
+                .position(|c| &c.name == output_tool)
+            {
+                let call = &response.tool_calls[index];
+                let step = self.requests.load(std::sync::atomic::Ordering::SeqCst) + 1;
+                let uid = format!("{step}.{}", index + 1);
                 let verdict = match self
                     .output_schema
                     .as_ref()
@@ -179,7 +200,7 @@ impl Model for EvidenceModel {
                     _ => ToolOutput::succeed(OUTPUT_ACCEPTED),
                 };
                 ToolEvidence::new(self.recorder.clone())
-                    .output_verdict(call, &verdict, 0)
+                    .output_verdict_as(call, &uid, &verdict, 0)
                     .await
                     .map_err(|e| ModelError::Function(e.to_string()))?;
             }
@@ -281,6 +302,8 @@ pub struct CallFlags {
     pub timed_out: bool,
     /// The run was cancelled while the call ran, and the call was stopped.
     pub cancelled: bool,
+    /// The call's run-unique id (`provrun_evidence::ToolCalled::run_call_id`): `STEP.N`.
+    pub run_call_id: Option<String>,
 }
 
 impl ToolEvidence {
@@ -328,6 +351,7 @@ impl ToolEvidence {
         let call = ToolCalled {
             name: name.to_string(),
             call_id: call_id.to_string(),
+            run_call_id: flags.run_call_id,
             arguments,
             result: result_value,
             ok,
@@ -388,6 +412,26 @@ impl ToolEvidence {
 
     /// Record that a call waits (for approval, or for the caller to run it).
     pub async fn deferred(&self, call: &ToolCall, mode: Option<String>) -> Result<u64, AgentError> {
+        self.deferred_flags(call, None, mode).await
+    }
+
+    /// [`ToolEvidence::deferred`] with the call's run-unique id `run_call_id`.
+    pub async fn deferred_as(
+        &self,
+        call: &ToolCall,
+        run_call_id: &str,
+        mode: Option<String>,
+    ) -> Result<u64, AgentError> {
+        self.deferred_flags(call, Some(run_call_id.to_string()), mode)
+            .await
+    }
+
+    async fn deferred_flags(
+        &self,
+        call: &ToolCall,
+        run_call_id: Option<String>,
+        mode: Option<String>,
+    ) -> Result<u64, AgentError> {
         self.record(
             &call.name,
             &call.id,
@@ -397,6 +441,7 @@ impl ToolEvidence {
             CallFlags {
                 deferred: true,
                 mode,
+                run_call_id,
                 ..CallFlags::default()
             },
         )
@@ -417,6 +462,28 @@ impl ToolEvidence {
         verdict: &ToolOutput,
         duration_ms: u64,
     ) -> Result<u64, AgentError> {
+        self.output_record(call, None, verdict, duration_ms).await
+    }
+
+    /// [`ToolEvidence::output_verdict`] with the call's run-unique id `run_call_id`.
+    pub async fn output_verdict_as(
+        &self,
+        call: &ToolCall,
+        run_call_id: &str,
+        verdict: &ToolOutput,
+        duration_ms: u64,
+    ) -> Result<u64, AgentError> {
+        self.output_record(call, Some(run_call_id.to_string()), verdict, duration_ms)
+            .await
+    }
+
+    async fn output_record(
+        &self,
+        call: &ToolCall,
+        run_call_id: Option<String>,
+        verdict: &ToolOutput,
+        duration_ms: u64,
+    ) -> Result<u64, AgentError> {
         self.record(
             &call.name,
             &call.id,
@@ -426,6 +493,7 @@ impl ToolEvidence {
             CallFlags {
                 output_tool: true,
                 decided_by: Some(DecidedBy::Runtime),
+                run_call_id,
                 ..CallFlags::default()
             },
         )
@@ -434,6 +502,24 @@ impl ToolEvidence {
 
     /// Record the tools a provider ran itself (confidence `parsed`).
     pub async fn provider_runs(&self, response: &ModelResponse) -> Result<(), AgentError> {
+        self.provider_record(None, response).await
+    }
+
+    /// [`ToolEvidence::provider_runs`] for the response to model request `step`: each run
+    /// gets the run-unique id `STEP.pN` (`N` from 1).
+    pub async fn provider_runs_at(
+        &self,
+        step: u64,
+        response: &ModelResponse,
+    ) -> Result<(), AgentError> {
+        self.provider_record(Some(step), response).await
+    }
+
+    async fn provider_record(
+        &self,
+        step: Option<u64>,
+        response: &ModelResponse,
+    ) -> Result<(), AgentError> {
         let id = response.id.as_deref().unwrap_or("response");
         for (i, call) in response.provider_tool_calls.iter().enumerate() {
             let arguments = call
@@ -452,6 +538,7 @@ impl ToolEvidence {
                     provider_run: true,
                     mode: Some("provider".to_string()),
                     decided_by: Some(DecidedBy::Provider),
+                    run_call_id: step.map(|s| format!("{s}.p{}", i + 1)),
                     ..CallFlags::default()
                 },
             )

@@ -29,8 +29,11 @@ pub enum RunEvent {
     },
     /// A tool call begins (before hooks run).
     CallBegin {
-        /// The call id.
+        /// The call id as the model sent it (models reuse ids, and some send none).
         call_id: String,
+        /// The call's id in the run, unique whatever the model sent (`STEP.N`); what
+        /// [`RunControl::permit`] is best given.
+        run_call_id: String,
         /// The tool.
         name: String,
         /// Its arguments as the model sent them.
@@ -38,8 +41,11 @@ pub enum RunEvent {
     },
     /// A tool call ended (or was denied, replaced or refused).
     ToolResult {
-        /// The call id.
+        /// The call id as the model sent it (models reuse ids, and some send none).
         call_id: String,
+        /// The call's id in the run, unique whatever the model sent (`STEP.N`); what
+        /// [`RunControl::permit`] is best given.
+        run_call_id: String,
         /// The tool.
         name: String,
         /// Whether it succeeded.
@@ -49,8 +55,11 @@ pub enum RunEvent {
     },
     /// A tool call waits for approval or for the caller.
     Deferred {
-        /// The call id.
+        /// The call id as the model sent it (models reuse ids, and some send none).
         call_id: String,
+        /// The call's id in the run, unique whatever the model sent (`STEP.N`); what
+        /// [`RunControl::permit`] is best given.
+        run_call_id: String,
         /// The tool.
         name: String,
     },
@@ -150,17 +159,25 @@ impl RunControl {
     /// Wait for [`RunControl::permit`] or [`RunControl::deny`] of this call (consuming
     /// it), or for the run to be cancelled. A permit given before the wait counts.
     pub async fn wait_permit(&self, call_id: &str) -> Permit {
+        self.wait_permit_for(&[call_id]).await
+    }
+
+    /// [`RunControl::wait_permit`] for a call known by several ids (its run id and the
+    /// model's): the first id that has a permit, in the order given, answers.
+    pub async fn wait_permit_for(&self, call_ids: &[&str]) -> Permit {
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(p) = self
-                .inner
-                .permits
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(call_id)
-            {
+            let found = {
+                let mut permits = self
+                    .inner
+                    .permits
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                call_ids.iter().find_map(|id| permits.remove(*id))
+            };
+            if let Some(p) = found {
                 return p;
             }
             if self.is_cancelled() {

@@ -14,8 +14,12 @@ use crate::control::{Permit, RunControl};
 /// What a hook sees of a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCallInfo {
-    /// The call id.
+    /// The call id as the model sent it (models reuse ids, and some send none).
     pub call_id: String,
+    /// The call's id in this run, unique whatever the model sent (`STEP.N`: the `N`th
+    /// call of the response to model request `STEP`), as `RunEvent`s carry it;
+    /// [`WaitForPermit`] takes a permit given by either id.
+    pub run_call_id: String,
     /// The tool's name.
     pub name: String,
     /// The arguments as the model sent them.
@@ -132,7 +136,11 @@ impl BeforeToolHook for WaitForPermit {
         if !gated {
             return HookDecision::Allow;
         }
-        match control.wait_permit(&call.call_id).await {
+        // By the run id, or by the model's id (which models may reuse).
+        match control
+            .wait_permit_for(&[&call.run_call_id, &call.call_id])
+            .await
+        {
             Permit::Granted => HookDecision::Allow,
             Permit::Denied(message) => HookDecision::Deny(message),
             Permit::Cancelled => HookDecision::Deny("the run was cancelled".to_string()),

@@ -13,13 +13,14 @@ use serde_json::Value;
 use crate::error::AgentError;
 use crate::spec::AgentSpec;
 
-/// What a replay answers `remote_mcp` calls with: the recorded tools and, by call id, the
+/// What a replay answers `remote_mcp` calls with: the recorded tools and, by call, the
 /// recorded result and `mcp` details.
 #[derive(Debug, Clone, Default)]
 pub struct RecordedMcp {
     /// The recording's `run_started.details.mcp`.
     pub description: Value,
-    /// Each recorded `remote_mcp` call's result and `mcp` object, by call id.
+    /// Each recorded `remote_mcp` call's result and `mcp` object, by the call's run-unique
+    /// id (`run_call_id`; the model's `call_id` in recordings older than it).
     pub results: HashMap<String, (ToolOutput, Value)>,
 }
 
@@ -103,6 +104,7 @@ impl Remote {
     pub(crate) async fn call(
         &self,
         name: &str,
+        run_call_id: &str,
         call_id: &str,
         arguments: &str,
         limit: Duration,
@@ -115,21 +117,32 @@ impl Remote {
                     serde_json::json!({"error": "no server offers this tool"}),
                 ),
             },
-            Remote::Recorded(r) => match r.results.get(call_id) {
-                Some((output, mcp)) => {
-                    let mut mcp = mcp.clone();
-                    if let Value::Object(map) = &mut mcp {
-                        map.insert("replayed".into(), Value::Bool(true));
+            // By the call's run-unique id; a recording older than those ids has the
+            // model's id.
+            Remote::Recorded(r) => {
+                match (r.results.get(run_call_id)).or_else(|| r.results.get(call_id)) {
+                    Some((output, mcp)) => {
+                        let mut mcp = mcp.clone();
+                        if let Value::Object(map) = &mut mcp {
+                            map.insert("replayed".into(), Value::Bool(true));
+                            // What decided the result in this log: the recording (the
+                            // event's `decided_by` stays the recording's, for comparison).
+                            map.insert("answered_by".into(), Value::from("recording"));
+                        }
+                        (output.clone(), mcp)
                     }
-                    (output.clone(), mcp)
+                    None => (
+                        ToolOutput::fail(format!(
+                            "replay: the recording has no result for MCP call `{run_call_id}` of `{name}`"
+                        )),
+                        serde_json::json!({
+                            "replayed": true,
+                            "answered_by": "runtime",
+                            "error": "no recorded result",
+                        }),
+                    ),
                 }
-                None => (
-                    ToolOutput::fail(format!(
-                        "replay: the recording has no result for MCP call `{call_id}` of `{name}`"
-                    )),
-                    serde_json::json!({"replayed": true, "error": "no recorded result"}),
-                ),
-            },
+            }
         }
     }
 

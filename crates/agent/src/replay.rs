@@ -226,6 +226,16 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
     {
         let p = &e.payload;
         let call_id = p["call_id"].as_str().unwrap_or_default().to_string();
+        // The run-unique id; a log older than it names calls by the model's id, which
+        // was unique in the turn there: the id of the turn's first call with it.
+        let run_call_id = match p["run_call_id"].as_str() {
+            Some(id) => id.to_string(),
+            None => calls
+                .iter()
+                .position(|c| c.id == call_id)
+                .map(|i| crate::backend::call_uid(requests, i))
+                .unwrap_or_else(|| call_id.clone()),
+        };
         let name = p["name"].as_str().unwrap_or_default().to_string();
         if p["deferred"] == true {
             let reason = if p["mode"] == "client_round_trip" {
@@ -235,6 +245,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
             };
             deferred.push(DeferredCall {
                 call_id,
+                run_call_id,
                 name,
                 arguments: arguments_text(p),
                 reason,
@@ -242,7 +253,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
         } else {
             let ok = p["ok"] == true;
             completed.insert(
-                call_id,
+                run_call_id,
                 ToolOutput {
                     content: tool_result(bundle, p)?,
                     ok,
@@ -251,7 +262,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
             );
         }
     }
-    deferred.retain(|d| !completed.contains_key(&d.call_id));
+    deferred.retain(|d| !completed.contains_key(&d.run_call_id));
     if deferred.is_empty() {
         return Err(bundle_err(bundle, "the paused run waits on no call"));
     }
@@ -302,10 +313,32 @@ pub(crate) struct Replaying {
     /// The recorded order of each turn's calls (by model request): which batch each call
     /// ran in (see [`order_batches`]).
     batches: HashMap<u64, HashMap<String, usize>>,
+    /// The recording is older than run-unique call ids: its calls are known by the
+    /// model's ids.
+    legacy: bool,
+}
+
+/// Whether a log is older than run-unique call ids (a `tool_called` without
+/// `run_call_id`): its calls are then known by the model's `call_id`.
+pub(crate) fn legacy_ids(events: &[Event]) -> bool {
+    events
+        .iter()
+        .any(|e| e.kind == EventType::ToolCalled && !e.payload["run_call_id"].is_string())
+}
+
+/// The id a call is known by in a log: its `run_call_id`, or in a legacy log (see
+/// [`legacy_ids`]) its `call_id`.
+fn key_of(p: &Value, legacy: bool) -> Option<&str> {
+    if legacy {
+        p["call_id"].as_str()
+    } else {
+        p["run_call_id"].as_str()
+    }
 }
 
 impl Replaying {
     fn from_events(bundle: &Path, events: &[Event]) -> Result<Self, AgentError> {
+        let legacy = legacy_ids(events);
         let mut calls = HashMap::new();
         let mut step = 0u64;
         for e in events {
@@ -329,7 +362,7 @@ impl Replaying {
                         cancelled: p["cancelled"] == true,
                         ran: p["start_order"].is_u64(),
                     };
-                    let id = p["call_id"].as_str().unwrap_or_default().to_string();
+                    let id = key_of(p, legacy).unwrap_or_default().to_string();
                     calls.insert((step, id), call);
                 }
                 _ => {}
@@ -342,7 +375,7 @@ impl Replaying {
         let cancel_at = finished
             .filter(|e| e.payload["status"] == RunStatus::Cancelled.as_str())
             .map(|e| e.payload["usage"]["requests"].as_u64().unwrap_or(step));
-        let batches = order_batches(events)
+        let batches = order_batches(events, legacy)
             .into_iter()
             .map(|(step, batches)| {
                 let by_id = batches
@@ -357,7 +390,14 @@ impl Replaying {
             calls,
             cancel_at,
             batches,
+            legacy,
         })
+    }
+
+    /// The id the recording knows a call by: `uid`, its run-unique id, or in a legacy
+    /// recording the model's id.
+    pub(crate) fn key<'a>(&self, uid: &'a str, model_id: &'a str) -> &'a str {
+        if self.legacy { model_id } else { uid }
     }
 
     /// The batch each call of the turn answering model request `step` ran in, by call id,
@@ -400,8 +440,8 @@ impl Replaying {
         waiting
             .iter()
             .map(|w| {
-                let r = self.call(step, &w.call_id)?;
-                let id = w.call_id.clone();
+                let r = self.call(step, self.key(&w.run_call_id, &w.call_id))?;
+                let id = w.run_call_id.clone();
                 let denied = r.output.content.strip_prefix("denied: ");
                 Some(match (r.decided_by, denied) {
                     (Some(DecidedBy::Approval), Some(message)) => Decision::Deny {
@@ -437,7 +477,7 @@ impl Replaying {
 /// together. Calls without `start_order`/`end_order` (older logs, deferred calls, calls the
 /// runtime answered without running) are left out. A call joins the batch before it when
 /// it started before any call of that batch ended.
-pub(crate) fn order_batches(events: &[Event]) -> HashMap<u64, Vec<Vec<String>>> {
+pub(crate) fn order_batches(events: &[Event], legacy: bool) -> HashMap<u64, Vec<Vec<String>>> {
     let mut spans: HashMap<u64, Vec<(u64, u64, String)>> = HashMap::new();
     let mut step = 0u64;
     for e in events {
@@ -448,7 +488,7 @@ pub(crate) fn order_batches(events: &[Event]) -> HashMap<u64, Vec<Vec<String>>> 
                 if let (Some(start), Some(end), Some(id)) = (
                     p["start_order"].as_u64(),
                     p["end_order"].as_u64(),
-                    p["call_id"].as_str(),
+                    key_of(p, legacy),
                 ) {
                     spans
                         .entry(step)
@@ -485,7 +525,9 @@ pub(crate) fn order_batches(events: &[Event]) -> HashMap<u64, Vec<Vec<String>>> 
 /// The first turn whose calls ran in a different order in the replay than in the
 /// recording (only calls the recording gives an order count).
 fn order_difference(old: &[Event], new: &[Event]) -> Option<String> {
-    let (old, new) = (order_batches(old), order_batches(new));
+    // Both logs name calls the way the recording does.
+    let legacy = legacy_ids(old);
+    let (old, new) = (order_batches(old, legacy), order_batches(new, legacy));
     let mut steps: Vec<&u64> = old.keys().collect();
     steps.sort();
     for step in steps {
@@ -544,7 +586,10 @@ fn recorded_mcp(bundle: &Path, events: &[Event]) -> Result<Option<RecordedMcp>, 
                 .map_err(|e| bundle_err(bundle, format!("an mcp blob is not JSON: {e}")))?,
             None => p["mcp"].clone(),
         };
-        let call_id = p["call_id"].as_str().unwrap_or_default().to_string();
+        let call_id = (p["run_call_id"].as_str())
+            .or(p["call_id"].as_str())
+            .unwrap_or_default()
+            .to_string();
         results.insert(call_id, (output, mcp));
     }
     Ok(Some(RecordedMcp {
@@ -823,7 +868,7 @@ mod tests {
             ("r3", 5, 6),
             ("w2", 9, 10),
         ]);
-        let batches = order_batches(&events);
+        let batches = order_batches(&events, true);
         assert_eq!(
             batches[&1],
             vec![vec!["w"], vec!["r1", "r2", "r3"], vec!["w2"]]
@@ -833,7 +878,7 @@ mod tests {
             event(EventType::ModelCalled, json!({})),
             event(EventType::ToolCalled, json!({"call_id": "x"})),
         ];
-        assert!(order_batches(&old).is_empty());
+        assert!(order_batches(&old, true).is_empty());
     }
 
     #[test]

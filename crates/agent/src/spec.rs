@@ -402,8 +402,13 @@ pub struct RunUsage {
 /// A tool call that waits: for approval, or for the caller to run it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeferredCall {
-    /// The call id: what `--approve` / `--deny` name.
+    /// The call id as the model sent it. `--approve` / `--deny` accept it while it
+    /// names one waiting call only.
     pub call_id: String,
+    /// The call's id in the run, unique whatever the model sent (`STEP.N`): what
+    /// `--approve` / `--deny` name. Empty only when read from an old serialisation.
+    #[serde(default)]
+    pub run_call_id: String,
     /// The tool.
     pub name: String,
     /// The arguments as the model sent them.
@@ -446,7 +451,8 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// The call this decision is for.
+    /// The call this decision is for: its run-unique id (`DeferredCall::run_call_id`),
+    /// or the model's id when only one waiting call has it.
     pub fn call_id(&self) -> &str {
         match self {
             Decision::Approve(id) => id,

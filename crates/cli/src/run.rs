@@ -98,7 +98,8 @@ pub(crate) struct RunArgs {
 pub(crate) struct ResumeArgs {
     /// The paused bundle.
     bundle: PathBuf,
-    /// Run this waiting call (repeatable).
+    /// Run this waiting call (repeatable). ID is the call's run id (`STEP.N`, as the
+    /// paused run and `show` print it), or the model's id while one waiting call has it.
     #[arg(long, value_name = "ID", required_unless_present_any = ["deny", "result"])]
     approve: Vec<String>,
     /// Do not run this waiting call; the model is told it was denied (repeatable).
@@ -521,18 +522,24 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
         if args.chars().count() > 120 {
             args = args.chars().take(117).collect::<String>() + "...";
         }
+        // The run-unique id names the call; the model's own id is shown when it differs.
+        let model_id = if call.call_id == call.run_call_id {
+            String::new()
+        } else {
+            format!(" (model id {:?})", inert(&call.call_id))
+        };
         eprintln!(
-            "  {}  {} {}  ({why})",
-            inert(&call.call_id),
+            "  {}{model_id}  {} {}  ({why})",
+            inert(&call.run_call_id),
             inert(&call.name),
             inert(&args)
         );
         flags.push(match call.reason {
-            DeferReason::Approval => format!("--approve {}", shell_word(&call.call_id)),
+            DeferReason::Approval => format!("--approve {}", shell_word(&call.run_call_id)),
             DeferReason::ClientRoundTrip => {
                 format!(
                     "--result {}",
-                    shell_word(&format!("{}=RESULT", call.call_id))
+                    shell_word(&format!("{}=RESULT", call.run_call_id))
                 )
             }
         });

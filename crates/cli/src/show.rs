@@ -91,6 +91,15 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
     let mut inputs: Vec<String> = Vec::new();
     let mut outputs: Vec<String> = Vec::new();
     let mut paused = false;
+    // Tool names are padded to the longest one (at least 16 columns), so the columns
+    // after them line up however long an MCP tool's `PREFIX_tool` name is.
+    let name_width = events
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .map(|e| text(&e.payload["name"]).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     let flush_inputs = |inputs: &mut Vec<String>, lines: &mut Vec<String>| {
         if !inputs.is_empty() {
             lines.push(format!(
@@ -172,11 +181,19 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                         flags.push(flag);
                     }
                 }
+                // The run-unique id (what `resume --approve` takes), and the model's
+                // id beside it when it differs; older logs have the model's only.
+                let id = match p["run_call_id"].as_str() {
+                    Some(run_id) if p["call_id"].as_str() != Some(run_id) => {
+                        format!("{} (model id {:?})", inert(run_id), text(&p["call_id"]))
+                    }
+                    _ => text(&p["call_id"]),
+                };
                 let mut line = format!(
-                    "  {state} {:<16} {:>5} ms  {}",
+                    "  {state} {:<name_width$} {:>5} ms  {}",
                     text(&p["name"]),
                     num(&p["duration_ms"]),
-                    paint.dim(&text(&p["call_id"])),
+                    paint.dim(&id),
                 );
                 if !flags.is_empty() {
                     line.push_str(&format!(" [{}]", flags.join(", ")));

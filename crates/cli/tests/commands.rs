@@ -415,8 +415,12 @@ fn a_paused_run_exits_4_and_resumes_in_a_new_process() {
     assert_exit(&out, 4);
     assert!(stdout(&out).is_empty());
     let err = stderr(&out);
-    assert!(err.contains("greet  write_file"), "{err}");
-    let resume_cmd = format!("provrun resume {} --approve greet", s(&bundle));
+    // The call is named by its run id, the model's id beside it.
+    assert!(
+        err.contains("1.1 (model id \"greet\")  write_file"),
+        "{err}"
+    );
+    let resume_cmd = format!("provrun resume {} --approve 1.1", s(&bundle));
     assert!(err.contains(&resume_cmd), "{err}");
     assert_eq!(last_status(&bundle), "paused");
     // A paused bundle verifies.
@@ -598,7 +602,7 @@ fn resume_grants_the_host_folder_again() {
     assert_exit(&out, 4);
     // The printed command grants the folder again.
     let resume_cmd = format!(
-        "provrun resume {} --approve c1 --host-dir {}",
+        "provrun resume {} --approve 1.1 --host-dir {}",
         s(&bundle),
         s(&host)
     );
@@ -1039,9 +1043,9 @@ fn a_client_round_trip_pauses_and_resumes_with_the_callers_result() {
     ]);
     assert_exit(&out, 4);
     let err = stderr(&out);
-    assert!(err.contains("q1  ask_user"), "{err}");
+    assert!(err.contains("1.1 (model id \"q1\")  ask_user"), "{err}");
     assert!(err.contains("the caller runs it"), "{err}");
-    assert!(err.contains("--result q1=RESULT"), "{err}");
+    assert!(err.contains("--result 1.1=RESULT"), "{err}");
 
     // An approval is the wrong decision for a call the caller runs.
     let out = provrun(&[

@@ -313,8 +313,17 @@ impl Payload for ModelCalled {
 pub struct ToolCalled {
     /// Tool name.
     pub name: String,
-    /// The call id from the model (or generated).
+    /// The call id as the model sent it (what the wire says; the OpenAI backend makes
+    /// one up when the model sent none). Models reuse ids across turns and some send
+    /// none, so it need not be unique in a run: [`ToolCalled::run_call_id`] is.
     pub call_id: String,
+    /// The call's id in this run, unique whatever the model sent (added later; absent
+    /// in older logs, where `call_id` identifies the call): `STEP.N`, the `N`th call
+    /// (from 1) of the model's response to request `STEP`, or `STEP.pN` for the `N`th
+    /// tool a provider ran itself in that response. A deferred call and its completion
+    /// share it; decisions, hooks, `show` and replay use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_call_id: Option<String>,
     /// Arguments as received (a JSON object, or the raw string when it did not parse).
     pub arguments: Value,
     /// Result as given to the model; `null` while deferred.
@@ -384,6 +393,14 @@ pub struct ToolCalled {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
 }
+impl ToolCalled {
+    /// The id that identifies the call in its run: [`ToolCalled::run_call_id`] where the
+    /// log has it, else (older logs) the model's `call_id`.
+    pub fn key(&self) -> &str {
+        self.run_call_id.as_deref().unwrap_or(&self.call_id)
+    }
+}
+
 impl Payload for ToolCalled {
     const TYPE: EventType = EventType::ToolCalled;
     fn confidence(&self) -> Confidence {

@@ -95,5 +95,8 @@ pub use read::{read_blob, read_blob_by_digest, read_events};
 pub use recorder::{
     BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,
 };
-pub use statement::{BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, StatementFacts};
+pub use statement::{
+    BUILD_TYPE, BUILDER_URI_BASE, PREDICATE_TYPE, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY,
+    STATEMENT_TYPE, StatementFacts, builder_uri,
+};
 pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};

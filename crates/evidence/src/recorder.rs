@@ -649,6 +649,8 @@ impl<T: Unpin> Future for Durable<T> {
 /// Facts gathered while recording, for the statement.
 #[derive(Debug, Clone, Default)]
 struct Facts {
+    /// The statement format `run_started` declares (see [`crate::statement`]).
+    statement_format: u64,
     builder: String,
     agent_spec_digest: String,
     started_on: String,
@@ -957,10 +959,14 @@ impl Recorder {
             pack,
         )?;
         let mut payload = payload_value(started)?;
-        if layout == BlobLayout::Pack
-            && let Some(obj) = payload.as_object_mut()
-        {
-            obj.insert(BLOB_STORE_KEY.into(), json!(layout.as_str()));
+        if let Some(obj) = payload.as_object_mut() {
+            if layout == BlobLayout::Pack {
+                obj.insert(BLOB_STORE_KEY.into(), json!(layout.as_str()));
+            }
+            obj.insert(
+                crate::statement::STATEMENT_FORMAT_KEY.into(),
+                json!(crate::statement::STATEMENT_FORMAT),
+            );
         }
         rec.append(EventType::RunStarted, started.confidence(), payload, true)?
             .wait()?;
@@ -1025,6 +1031,7 @@ impl Recorder {
                 }
                 let p: RunStarted = serde_json::from_value(ev.payload.clone())
                     .map_err(|e| invalid(e.to_string()))?;
+                facts.statement_format = crate::statement::format_of(&ev.payload);
                 facts.builder = p.builder;
                 facts.agent_spec_digest = p.agent_spec_digest;
                 facts.started_on = ev.ts.clone();
@@ -1385,6 +1392,7 @@ impl Recorder {
         st.next_seq += 1;
         match kind {
             EventType::RunStarted => {
+                st.facts.statement_format = crate::statement::format_of(&payload);
                 if let Ok(p) = serde_json::from_value::<RunStarted>(payload) {
                     st.facts.builder = p.builder;
                     st.facts.agent_spec_digest = p.agent_spec_digest;
@@ -1749,6 +1757,7 @@ impl Recorder {
                 finished,
             )?;
             StatementFacts {
+                format: st.facts.statement_format,
                 run_id: self.inner.run_id.clone(),
                 builder: st.facts.builder.clone(),
                 agent_spec_digest: st.facts.agent_spec_digest.clone(),

@@ -862,6 +862,14 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
             ) {
                 (_, Err(e)) => statement.fail(format!("cannot read statement.json: {e}")),
                 (None, _) => statement.fail("cannot derive the statement from the log"),
+                (Some(facts), Ok(actual))
+                    if facts.format >= 2 && crate::statement::has_no_subject(&actual) =>
+                {
+                    statement.fail(
+                        "statement.json has no subject: an in-toto Statement v1 needs at least \
+                         one (this bundle's statements name the event log at least)",
+                    );
+                }
                 (Some(facts), Ok(actual)) => match facts.to_bytes() {
                     Err(e) => statement.fail(format!("cannot build the expected statement: {e}")),
                     Ok(expected) if expected == actual => {
@@ -869,7 +877,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
                             "matches the log: {} events, head {}, {} subject(s), {} input(s)",
                             facts.event_count,
                             facts.head,
-                            facts.outputs.len(),
+                            facts.subject_count(),
                             facts.inputs.len()
                         );
                     }
@@ -884,7 +892,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     }
 
     // --- tool calls ---------------------------------------------------------------------
-    let mut pending: BTreeMap<String, usize> = BTreeMap::new();
+    let mut pending: BTreeMap<String, (usize, bool)> = BTreeMap::new();
     let mut done: BTreeSet<String> = BTreeSet::new();
     let mut calls = 0usize;
     // Logs written since command confinement is recorded per command say so in
@@ -921,25 +929,32 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
                 call.name
             ));
         }
+        // A call is known by its run-unique id (older logs: the model's id).
+        let key = call.key().to_string();
         if call.deferred {
-            if done.contains(&call.call_id) {
+            if done.contains(&key) {
                 tools.fail(format!(
-                    "line {}: call {:?} deferred after it completed",
+                    "line {}: call {key:?} deferred after it completed",
                     i + 1,
-                    call.call_id
                 ));
             } else {
-                pending.insert(call.call_id, i);
+                pending.insert(key, (i, call.run_call_id.is_none()));
             }
         } else {
-            if !done.insert(call.call_id.clone()) {
-                tools.warn(format!(
-                    "line {}: call {:?} completed twice",
-                    i + 1,
-                    call.call_id
-                ));
+            if !done.insert(key.clone()) {
+                tools.warn(format!("line {}: call {key:?} completed twice", i + 1,));
             }
-            pending.remove(&call.call_id);
+            if pending.remove(&key).is_none() && call.run_call_id.is_some() {
+                // A run paused by a version before run ids and resumed by a later one:
+                // the deferral names the call by the model's id only.
+                if pending
+                    .get(&call.call_id)
+                    .is_some_and(|&(_, legacy)| legacy)
+                {
+                    pending.remove(&call.call_id);
+                    done.insert(call.call_id.clone());
+                }
+            }
         }
     }
     let waiting: Vec<String> = pending.keys().map(|k| format!("{k:?}")).collect();
@@ -1048,6 +1063,7 @@ fn derive_facts(
     let started: RunStarted = serde_json::from_value(first.payload.clone()).ok()?;
     let finished: RunFinished = serde_json::from_value(last.payload.clone()).ok()?;
     Some(StatementFacts {
+        format: crate::statement::format_of(&first.payload),
         run_id: first.run_id.clone(),
         builder: started.builder,
         agent_spec_digest: started.agent_spec_digest,

@@ -106,16 +106,27 @@ fn log_layout_and_statement_are_as_documented() {
         serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
     assert_eq!(st["_type"], STATEMENT_TYPE);
     assert_eq!(st["predicateType"], PREDICATE_TYPE);
-    assert_eq!(st["subject"][0]["name"], "d/x.md");
-    assert_eq!(st["subject"][1]["name"], "response.txt");
+    // Statement format 2: the outputs under `output/`, then the log, always.
+    assert_eq!(started["payload"]["statement"], 2);
+    assert_eq!(st["subject"][0]["name"], "output/d/x.md");
+    assert_eq!(st["subject"][1]["name"], "output/response.txt");
     assert_eq!(st["subject"][1]["digest"]["sha256"], sha256_hex(b"done\n"));
+    assert_eq!(st["subject"][2]["name"], "events.jsonl");
+    assert_eq!(
+        st["subject"][2]["digest"]["sha256"],
+        sha256_hex(&fs::read(dir.join("events.jsonl")).unwrap())
+    );
+    assert_eq!(st["subject"].as_array().unwrap().len(), 3);
     let pred = &st["predicate"];
     assert_eq!(
         pred["buildDefinition"]["resolvedDependencies"][0]["name"],
         "input/a.txt"
     );
     assert_eq!(pred["runDetails"]["metadata"]["invocationId"], "run-1");
-    assert_eq!(pred["runDetails"]["builder"]["id"], "provrun/test");
+    assert_eq!(
+        pred["runDetails"]["builder"]["id"],
+        "https://provrun.invalid/builder/provrun/test"
+    );
     let log = &pred["runDetails"]["byproducts"][0];
     assert_eq!(
         log["digest"]["sha256"],
@@ -804,7 +815,8 @@ fn reopen_after_a_crash_while_finishing_then_finish_again() {
     assert!(r.ok && r.complete, "{r:#?}");
     let st: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
-    assert_eq!(st["subject"].as_array().unwrap().len(), 3);
+    // Two outputs and the log.
+    assert_eq!(st["subject"].as_array().unwrap().len(), 4);
 }
 
 #[test]
@@ -901,4 +913,67 @@ fn reopen_drops_blobs_no_event_names_from_the_pack_and_cuts_a_torn_tail() {
             .collect();
         assert_eq!(leftovers, ["pack"]);
     }
+}
+
+#[test]
+fn every_statement_names_the_log_and_an_empty_subject_list_fails_verify() {
+    for status in [
+        RunStatus::Paused,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Finished,
+    ] {
+        let dir = scratch(&format!("subject-{}", status.as_str()));
+        let rec = Recorder::create(&dir, "r", Durability::Flush, &run_started()).unwrap();
+        rec.record(&tool_call("c1", status == RunStatus::Paused))
+            .unwrap();
+        rec.finish(RunEnd::new(status)).unwrap();
+        let path = dir.join("statement.json");
+        let st: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        // No outputs: the log is the one subject.
+        let subjects = st["subject"].as_array().unwrap();
+        assert_eq!(subjects.len(), 1, "{status:?}: {st}");
+        assert_eq!(subjects[0]["name"], "events.jsonl");
+        assert_eq!(
+            subjects[0]["digest"]["sha256"],
+            sha256_hex(&fs::read(dir.join("events.jsonl")).unwrap())
+        );
+        let r = verify(&dir);
+        assert!(r.ok && r.complete, "{status:?}: {r:#?}");
+
+        // The statement of a bundle of format 2 with its subjects taken away fails.
+        let mut emptied = st.clone();
+        emptied["subject"] = json!([]);
+        fs::write(&path, to_canonical_string(&emptied).unwrap() + "\n").unwrap();
+        let r = verify(&dir);
+        assert!(!r.ok, "{status:?}: {r:#?}");
+        let failed: Vec<&Check> = r
+            .checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::Fail)
+            .collect();
+        assert!(
+            failed.iter().any(|c| c.detail.contains("no subject")),
+            "{failed:#?}"
+        );
+    }
+}
+
+#[test]
+fn builder_ids_become_uris_and_uris_stay_as_given() {
+    assert_eq!(
+        builder_uri("provrun/0.1.0"),
+        "https://provrun.invalid/builder/provrun/0.1.0"
+    );
+    assert_eq!(
+        builder_uri("my tool 1"),
+        "https://provrun.invalid/builder/my%20tool%201"
+    );
+    assert_eq!(
+        builder_uri("https://example.com/ci/runner@v2"),
+        "https://example.com/ci/runner@v2"
+    );
+    // Not a URI: no scheme, or a space in it.
+    assert!(builder_uri("://x").starts_with(BUILDER_URI_BASE));
+    assert!(builder_uri("https://a b").starts_with(BUILDER_URI_BASE));
 }

@@ -236,21 +236,39 @@ fn describe_child(child: &mut ConfinedChild, bad_line: Option<&tap::BadLine>) ->
     if let Some(status) = child.exit_status() {
         parts.push(format!("the server process ended ({status})"));
     }
-    let stderr = child.stderr_text();
-    let stderr = stderr.trim();
-    if !stderr.is_empty() {
-        let tail: String = {
-            let chars: Vec<char> = stderr.chars().collect();
-            let from = chars.len().saturating_sub(400);
-            chars[from..].iter().collect()
-        };
-        parts.push(format!("its stderr ends: {}", tail.replace('\n', " | ")));
+    if let Some(summary) = stderr_summary(&child.stderr_text()) {
+        parts.push(summary);
     }
     if parts.is_empty() {
         String::new()
     } else {
         format!("; {}", parts.join("; "))
     }
+}
+
+/// How many characters of a failing server's stderr a message shows from each end.
+const STDERR_EDGE: usize = 600;
+
+/// A failing server's stderr for a message: all of it when short, else its head and its
+/// tail (a Node server's key line, `Cannot find package …`, comes first and its stack
+/// trace after; a Python traceback ends with its key line), lines joined by ` | `.
+fn stderr_summary(stderr: &str) -> Option<String> {
+    let stderr = stderr.trim();
+    if stderr.is_empty() {
+        return None;
+    }
+    let chars: Vec<char> = stderr.chars().collect();
+    let flat = |part: &[char]| part.iter().collect::<String>().replace('\n', " | ");
+    Some(if chars.len() <= 2 * STDERR_EDGE {
+        format!("its stderr: {}", flat(&chars))
+    } else {
+        format!(
+            "its stderr begins: {} … ({} characters left out) … and ends: {}",
+            flat(&chars[..STDERR_EDGE]),
+            chars.len() - 2 * STDERR_EDGE,
+            flat(&chars[chars.len() - STDERR_EDGE..])
+        )
+    })
 }
 
 /// The MCP servers of one run, connected, with their tools listed.
@@ -866,5 +884,27 @@ mod tests {
                 .display()
                 .to_string()
         );
+    }
+}
+
+#[cfg(test)]
+mod stderr_tests {
+    use super::stderr_summary;
+
+    #[test]
+    fn short_stderr_is_shown_whole_and_long_stderr_by_its_head_and_tail() {
+        assert_eq!(stderr_summary(" \n "), None);
+        assert_eq!(
+            stderr_summary("line one\nline two\n").as_deref(),
+            Some("its stderr: line one | line two")
+        );
+        let long = format!(
+            "Error: Cannot find package 'zod'\n{}\nNode.js v22",
+            "    at frame\n".repeat(200)
+        );
+        let summary = stderr_summary(&long).unwrap();
+        assert!(summary.starts_with("its stderr begins: Error: Cannot find package 'zod'"));
+        assert!(summary.ends_with("Node.js v22"), "{summary}");
+        assert!(summary.contains("characters left out"), "{summary}");
     }
 }

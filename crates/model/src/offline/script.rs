@@ -26,7 +26,8 @@ pub struct ScriptStep {
 /// (an array of `{"id"?, "name", "arguments"?}`) and `delay_ms` (optional); each element
 /// needs `text` or `tool_calls`. `arguments` is a JSON object (sent serialised) or a string
 /// (sent as is, so invalid JSON can be scripted); when absent it is `{}`. A missing `id`
-/// becomes `call_<element>_<position>`. Unknown fields are errors, so typos are caught.
+/// becomes `call_<element>_<position>`; an `id` given is kept as written (reused or empty
+/// ids stand for models that send them). Unknown fields are errors, so typos are caught.
 /// A request past the end fails with [`ModelError::ScriptExhausted`].
 ///
 /// "The n-th request" is counted from the request's history (the number of assistant
@@ -184,8 +185,10 @@ fn parse_call(source: &str, i: usize, j: usize, c: &Value) -> Result<ToolCall, M
     };
     let id = match obj.get("id") {
         None | Some(Value::Null) => format!("call_{i}_{j}"),
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(_) => return Err(err("id", "must be a non-empty string")),
+        // Kept as written, empty too: a script can stand for a model that reuses ids or
+        // sends none (the runtime gives every call its own run id whatever it gets).
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(err("id", "must be a string")),
     };
     let arguments = match obj.get("arguments") {
         None => "{}".to_owned(),
