@@ -21,7 +21,9 @@ use provrun_tools::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::capability::{CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, ToolEvidence};
+use crate::capability::{
+    CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, Templates, ToolEvidence,
+};
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
 use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
@@ -30,8 +32,8 @@ use crate::remote::{RecordedMcp, Remote};
 use crate::replay::Replaying;
 use crate::skills::{self, Skill, USE_SKILL_TOOL};
 use crate::spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
-    RunSpec, RunUsage,
+    AgentSpec, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult, RunSpec,
+    RunUsage,
 };
 
 /// The name of the output tool an agent with an `output_schema` answers through.
@@ -370,6 +372,24 @@ impl Backend {
             definitions.push(tool.definition());
             tools.insert(tool.name().to_string(), tool);
         }
+        // A tool name in an `approve` list must be one of the agent's tools (an MCP
+        // server's tools are listed only at run start, so with servers any name goes).
+        if agent.mcp.is_empty()
+            && let Some(unknown) = agent
+                .approve
+                .tool_names()
+                .into_iter()
+                .find(|n| !tools.contains_key(*n))
+        {
+            return Err(AgentError::InvalidSpec {
+                origin: format!("agent spec `{}`", agent.name),
+                message: format!(
+                    "`approve` names `{unknown}`, which is neither a tool category (read, \
+                     write, execute, network, search, other), `destructive`, nor one of the \
+                     agent's tools"
+                ),
+            });
+        }
         let skill_dirs: Vec<PathBuf> = agent.skills.iter().map(|p| agent.resolve(p)).collect();
         let skills = skills::load_skills(&skill_dirs)?;
         let mut instructions = agent.instructions.clone();
@@ -569,7 +589,14 @@ impl Backend {
             agent,
             prepared,
             evidence: ToolEvidence::new(recorder.clone())
-                .with_command_tools(command_tools(prepared)),
+                .with_command_tools(command_tools(prepared))
+                .with_templates(prepared.tools.values().map(|t| {
+                    let templates = Templates {
+                        summary: t.summary().map(str::to_string),
+                        confirm: t.confirm().map(str::to_string),
+                    };
+                    (t.name().to_string(), templates)
+                })),
             recorder,
             model,
             ctx,
@@ -1300,21 +1327,21 @@ impl Run<'_> {
             if cancelled && result.is_none() {
                 result = Some((CallResult::not_run_cancelled(), None));
             } else if let Some(reason) = waiting {
-                let mode = self
-                    .prepared
-                    .tools
-                    .get(&call.name)
-                    .map(|t| t.mode().as_str().to_string());
+                let tool = self.prepared.tools.get(&call.name);
+                let mode = tool.map(|t| t.mode().as_str().to_string());
+                let confirm = tool.and_then(|t| t.confirm_for(&call.arguments));
                 if self.control.has_subscriber() {
                     self.control.emit(RunEvent::CallBegin {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
+                        summary: tool.and_then(|t| t.summary_for(&call.arguments)),
                     });
                 }
                 self.control.emit(RunEvent::Deferred {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
+                    confirm: confirm.clone(),
                 });
                 self.evidence.deferred(call, mode).await?;
                 deferred.push(DeferredCall {
@@ -1322,6 +1349,7 @@ impl Run<'_> {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     reason,
+                    confirm,
                 });
                 continue;
             }
@@ -1414,11 +1442,10 @@ impl Run<'_> {
         if tool.mode() == ToolMode::ClientRoundTrip {
             return Some(DeferReason::ClientRoundTrip);
         }
-        match self.agent.approve {
-            ApprovePolicy::All => Some(DeferReason::Approval),
-            ApprovePolicy::Destructive if tool.is_destructive() => Some(DeferReason::Approval),
-            _ => None,
-        }
+        self.agent
+            .approve
+            .wants(tool.name(), tool.category().as_str(), tool.is_destructive())
+            .then_some(DeferReason::Approval)
     }
 
     /// One call of the turn answering request `step`: approval, hooks and the tool. The
@@ -1430,14 +1457,15 @@ impl Run<'_> {
         step: u64,
     ) -> CallResult {
         let started = Instant::now();
+        let tool = self.prepared.tools.get(&call.name);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::CallBegin {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
+                summary: tool.and_then(|t| t.summary_for(&call.arguments)),
             });
         }
-        let tool = self.prepared.tools.get(&call.name);
         let mode = tool.map(|t| t.mode().as_str().to_string());
         let decided = match tool {
             None => {
@@ -1461,6 +1489,7 @@ impl Run<'_> {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
+                    category: tool.category(),
                 };
                 match decision {
                     Some(Decision::Deny { message, .. }) => Decided::new(

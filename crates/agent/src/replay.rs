@@ -238,6 +238,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
                 name,
                 arguments: arguments_text(p),
                 reason,
+                confirm: p["confirm"].as_str().map(str::to_string),
             });
         } else {
             let ok = p["ok"] == true;

@@ -504,19 +504,22 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
     );
     let mut flags = Vec::new();
     for call in &result.deferred {
-        let why = match call.reason {
-            DeferReason::Approval => "needs approval",
-            DeferReason::ClientRoundTrip => "the caller runs it",
+        // The tool's own question, its arguments filled in, where it has one.
+        let why = match (&call.confirm, call.reason) {
+            (Some(confirm), _) => confirm.as_str(),
+            (None, DeferReason::Approval) => "needs approval",
+            (None, DeferReason::ClientRoundTrip) => "the caller runs it",
         };
         let mut args = call.arguments.clone();
         if args.chars().count() > 120 {
             args = args.chars().take(117).collect::<String>() + "...";
         }
         eprintln!(
-            "  {}  {} {}  ({why})",
+            "  {}  {} {}  ({})",
             inert(&call.call_id),
             inert(&call.name),
-            inert(&args)
+            inert(&args),
+            inert(why)
         );
         flags.push(match call.reason {
             DeferReason::Approval => format!("--approve {}", shell_word(&call.call_id)),

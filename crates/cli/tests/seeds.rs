@@ -1,0 +1,159 @@
+//! The seed behaviours as a script sees them through the `provrun` binary: approval by
+//! category and tool name, the tools' confirmation and summary texts in the pause message
+//! and `provrun show`, the sandbox tool set.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn provrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_provrun"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the provrun binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
+}
+
+#[track_caller]
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A folder with `agent.toml` (the given text), `script.json` and an input `a.txt`.
+fn setup(toml: &str, script: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("agent.toml"), toml).unwrap();
+    std::fs::write(dir.path().join("script.json"), script).unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let bundle = dir.path().join("bundle");
+    (dir, bundle)
+}
+
+fn run(dir: &Path, bundle: &Path) -> Output {
+    provrun(&[
+        "run",
+        &s(&dir.join("agent.toml")),
+        "--input",
+        &s(&dir.join("a.txt")),
+        "--out",
+        &s(bundle),
+    ])
+}
+
+const READ_AND_WRITE: &str = r#"[
+  {"tool_calls": [
+    {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
+    {"id": "w1", "name": "write_file", "arguments": {"path": "/output/b.txt", "content": "b"}}
+  ]},
+  {"text": "done"}
+]"#;
+
+#[test]
+fn a_category_policy_pauses_on_writes_and_asks_the_tools_question() {
+    let (dir, bundle) = setup(
+        "name = \"cat\"\nmodel = \"script:script.json\"\n\
+         tools = [\"read_file\", \"write_file\"]\napprove = [\"write\", \"execute\"]\n",
+        READ_AND_WRITE,
+    );
+    let out = run(dir.path(), &bundle);
+    assert_exit(&out, 4);
+    let err = stderr(&out);
+    // Only the write waits, and the message asks the tool's question about this file.
+    assert!(err.contains("1 call waits"), "{err}");
+    assert!(
+        err.contains("w1  write_file")
+            && err.contains("(Write /output/b.txt, replacing any existing file?)"),
+        "{err}"
+    );
+    assert!(!err.contains("r1  read_file"), "{err}");
+    // `show` gives each call's label and the waiting call's question.
+    let shown = stdout(&provrun(&["show", &s(&bundle)]));
+    assert!(shown.contains("Read /input/a.txt"), "{shown}");
+    assert!(
+        shown.contains("Write /output/b.txt  (Write /output/b.txt, replacing any existing file?)"),
+        "{shown}"
+    );
+    let out = provrun(&["resume", &s(&bundle), "--approve", "w1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("output/b.txt")).unwrap(),
+        "b"
+    );
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+    let replayed = dir.path().join("replayed");
+    assert_exit(
+        &provrun(&["replay", &s(&bundle), "--out", &s(&replayed)]),
+        0,
+    );
+
+    // A tool name in the list: the read waits too, and a name that is neither is refused.
+    let (dir, bundle) = setup(
+        "name = \"cat\"\nmodel = \"script:script.json\"\n\
+         tools = [\"read_file\", \"write_file\"]\napprove = [\"read_file\"]\n",
+        READ_AND_WRITE,
+    );
+    let out = run(dir.path(), &bundle);
+    assert_exit(&out, 4);
+    assert!(stderr(&out).contains("r1  read_file"), "{}", stderr(&out));
+    let (dir, bundle) = setup(
+        "name = \"cat\"\nmodel = \"script:script.json\"\n\
+         tools = [\"read_file\"]\napprove = [\"delete_everything\"]\n",
+        READ_AND_WRITE,
+    );
+    let out = run(dir.path(), &bundle);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("`delete_everything`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!bundle.exists());
+}
+
+#[test]
+fn hostile_arguments_in_a_question_are_shown_inert() {
+    let script = r#"[
+      {"tool_calls": [
+        {"id": "w1", "name": "write_file",
+         "arguments": {"path": "/output/x\u001b[2J\nInjected line\u202e.txt", "content": "b"}}
+      ]},
+      {"text": "done"}
+    ]"#;
+    let (dir, bundle) = setup(
+        "name = \"h\"\nmodel = \"script:script.json\"\ntools = [\"write_file\"]\napprove = \"destructive\"\n",
+        script,
+    );
+    let out = run(dir.path(), &bundle);
+    assert_exit(&out, 4);
+    let err = stderr(&out);
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{202e}'),
+        "{err:?}"
+    );
+    assert!(!err.lines().any(|l| l.starts_with("Injected")), "{err}");
+    assert!(err.contains("(Write /output/x"), "{err}");
+    let shown = stdout(&provrun(&["show", &s(&bundle)]));
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+        "{shown:?}"
+    );
+    assert!(!shown.lines().any(|l| l.starts_with("Injected")), "{shown}");
+}
