@@ -350,7 +350,7 @@ impl Backend {
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let mut tools = BTreeMap::new();
         let mut definitions = Vec::new();
-        for tool in registry.get(&agent.tools)? {
+        for tool in registry.get(&agent.tool_names())? {
             match tool.mode() {
                 ToolMode::RemoteMcp => {
                     return Err(AgentError::UnusableTool {

@@ -156,9 +156,15 @@ pub struct AgentSpec {
     /// The system prompt.
     #[serde(default)]
     pub instructions: String,
-    /// The tools it may call, by registered name.
+    /// The tools it may call, by registered name; `sandbox` stands for the sandbox tool
+    /// set (the file tools and `run_command`; see [`AgentSpec::tool_names`]).
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Offer the sandbox tool set (`read_file`, `write_file`, `str_replace`, `list_dir`,
+    /// `run_command`) besides `tools`, as `tools = ["sandbox"]` does. The host tools stay
+    /// opt-in by name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox: bool,
     /// Model requests at most; the run fails when it needs more.
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
@@ -232,6 +238,7 @@ impl AgentSpec {
             model: model.into(),
             instructions: String::new(),
             tools: Vec::new(),
+            sandbox: false,
             max_steps: default_max_steps(),
             stream: false,
             prompt_caching: false,
@@ -352,6 +359,38 @@ impl AgentSpec {
     /// SHA-256 hex of [`AgentSpec::source_text`].
     pub fn digest(&self) -> String {
         hex::encode(Sha256::digest(self.source_text().as_bytes()))
+    }
+
+    /// The names of the tools the agent is given, in order: `tools` with `sandbox`
+    /// replaced by the sandbox tool set ([`provrun_tools::SANDBOX_TOOLS`]), then that set
+    /// when `sandbox = true`; each name once.
+    ///
+    /// ```
+    /// let mut spec = provrun_agent::AgentSpec::new("a", "test");
+    /// spec.tools = vec!["copy_to_host".into(), "sandbox".into(), "read_file".into()];
+    /// assert_eq!(
+    ///     spec.tool_names(),
+    ///     ["copy_to_host", "read_file", "write_file", "str_replace", "list_dir", "run_command"]
+    /// );
+    /// ```
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |name: &str| {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        };
+        for tool in &self.tools {
+            if tool == provrun_tools::SANDBOX_TOOL_SET {
+                provrun_tools::SANDBOX_TOOLS.iter().for_each(|t| add(t));
+            } else {
+                add(tool);
+            }
+        }
+        if self.sandbox {
+            provrun_tools::SANDBOX_TOOLS.iter().for_each(|t| add(t));
+        }
+        names
     }
 
     /// Resolve a path written in the spec against the spec's folder.

@@ -157,3 +157,62 @@ fn hostile_arguments_in_a_question_are_shown_inert() {
     );
     assert!(!shown.lines().any(|l| l.starts_with("Injected")), "{shown}");
 }
+
+/// The names of the tools a bundle's run was given (`run_started.tools`).
+fn offered(bundle: &Path) -> Vec<String> {
+    let log = std::fs::read_to_string(bundle.join("events.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    first["payload"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn sandbox_names_the_file_tools_and_run_command_and_no_host_tool() {
+    let script = r#"[
+      {"tool_calls": [
+        {"id": "w1", "name": "write_file", "arguments": {"path": "/output/b.txt", "content": "b"}},
+        {"id": "h1", "name": "copy_to_host", "arguments": {"path": "/output/b.txt", "host_path": "b.txt"}}
+      ]},
+      {"text": "done"}
+    ]"#;
+    let sandbox_set = [
+        "list_dir",
+        "read_file",
+        "run_command",
+        "str_replace",
+        "write_file",
+    ];
+    for spec in [
+        "tools = [\"sandbox\"]",
+        "sandbox = true",
+        "sandbox = true\ntools = [\"sandbox\", \"read_file\"]",
+    ] {
+        let (dir, bundle) = setup(
+            &format!("name = \"sb\"\nmodel = \"script:script.json\"\n{spec}\n"),
+            script,
+        );
+        let out = run(dir.path(), &bundle);
+        assert_exit(&out, 0);
+        let mut names = offered(&bundle);
+        names.sort();
+        assert_eq!(names, sandbox_set, "{spec}");
+        assert_eq!(
+            std::fs::read_to_string(bundle.join("output/b.txt")).unwrap(),
+            "b"
+        );
+        // A host tool is not in the set: the model is told it has no such tool.
+        let shown = stdout(&provrun(&["show", &s(&bundle)]));
+        assert!(shown.contains("unknown tool `copy_to_host`"), "{shown}");
+    }
+    // A host tool named beside the set is given too.
+    let (dir, bundle) = setup(
+        "name = \"sb\"\nmodel = \"script:script.json\"\ntools = [\"sandbox\", \"copy_to_host\"]\n",
+        script,
+    );
+    assert_exit(&run(dir.path(), &bundle), 0);
+    assert_eq!(offered(&bundle).len(), 6);
+}

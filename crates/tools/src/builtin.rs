@@ -25,6 +25,20 @@ pub const BUILTIN_TOOLS: [&str; 8] = [
     "write_file",
 ];
 
+/// The sandbox tool set, offered under the one name `sandbox` (an agent spec's
+/// `tools = ["sandbox"]` or `sandbox = true`): the file tools and `run_command`. The host
+/// tools are not in it; an agent names them one by one.
+pub const SANDBOX_TOOLS: [&str; 5] = [
+    "read_file",
+    "write_file",
+    "str_replace",
+    "list_dir",
+    "run_command",
+];
+
+/// The name that stands for [`SANDBOX_TOOLS`] in an agent's tool list.
+pub const SANDBOX_TOOL_SET: &str = "sandbox";
+
 fn failed(e: SandboxError) -> ToolOutput {
     ToolOutput::fail(e.to_string())
 }

@@ -69,7 +69,7 @@ mod tool;
 pub mod __private;
 
 pub use args::ToolArgs;
-pub use builtin::BUILTIN_TOOLS;
+pub use builtin::{BUILTIN_TOOLS, SANDBOX_TOOL_SET, SANDBOX_TOOLS};
 pub use context::{RunContext, RunDeps, RunInfo};
 pub use error::ToolError;
 pub use mcp::{DEFAULT_MCP_STARTUP_TIMEOUT_S, McpServerSpec, McpTransportKind};
