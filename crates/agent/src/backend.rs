@@ -144,6 +144,25 @@ struct Prepared {
     remote: Remote,
 }
 
+/// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
+/// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
+/// be set), else from `key_var`.
+fn endpoint(
+    agent: &AgentSpec,
+    base_var: &str,
+    key_var: &str,
+) -> Result<(Option<String>, Option<String>), String> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let base = agent.base_url.clone().or_else(|| env(base_var));
+    let key = match &agent.api_key_env {
+        Some(var) => Some(env(var).ok_or_else(|| {
+            format!("the agent spec's `api_key_env` names {var}, which is not set")
+        })?),
+        None => env(key_var),
+    };
+    Ok((base, key))
+}
+
 /// Whether any of the agent's tools may run a program: category `execute`, or no
 /// category declared (a command tool from a manifest may leave it out).
 fn may_run_commands(prepared: &Prepared) -> bool {
@@ -326,18 +345,36 @@ impl Backend {
                     ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
                 ))
             }
-            ModelRef::OpenAi(name) => Ok(Arc::new(
-                provrun_model::OpenAiModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
-            ModelRef::Anthropic(name) => Ok(Arc::new(
-                provrun_model::AnthropicModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
-            ModelRef::OpenAiResponses(name) => Ok(Arc::new(
-                provrun_model::OpenAiResponsesModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
+            ModelRef::OpenAi(name) => {
+                let (base, key) =
+                    endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
+                let config = provrun_model::OpenAiConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::OpenAiModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            ModelRef::Anthropic(name) => {
+                let (base, key) = endpoint(agent, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")
+                    .map_err(model_err)?;
+                let config = provrun_model::AnthropicConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::AnthropicModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            ModelRef::OpenAiResponses(name) => {
+                let (base, key) =
+                    endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
+                let config = provrun_model::OpenAiResponsesConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::OpenAiResponsesModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
                 Ok(Arc::new(crate::replay::replay_model(&bundle)?))

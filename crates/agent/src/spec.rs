@@ -171,6 +171,17 @@ pub struct AgentSpec {
     /// Use the model's streamed API.
     #[serde(default)]
     pub stream: bool,
+    /// The name of the environment variable that holds the API key of an `openai:`,
+    /// `anthropic:` or `openai-responses:` model (default `OPENAI_API_KEY` /
+    /// `ANTHROPIC_API_KEY`). The spec names the variable, never the key: the spec's text
+    /// goes into the bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The API base URL of an `openai:`, `anthropic:` or `openai-responses:` model
+    /// (`http://` or `https://`, no credentials in it); it wins over `OPENAI_BASE_URL` /
+    /// `ANTHROPIC_BASE_URL`, which win over the provider's public API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
     /// Ask the provider to cache the system prompt and the tools between requests
     /// (Anthropic: `cache_control` breakpoints on both), so a long run pays for them
     /// once; the cache's token counts are in each `model_called`'s usage. Other
@@ -241,6 +252,8 @@ impl AgentSpec {
             sandbox: false,
             max_steps: default_max_steps(),
             stream: false,
+            api_key_env: None,
+            base_url: None,
             prompt_caching: false,
             tool_timeout_s: default_tool_timeout_s(),
             approve: ApprovePolicy::None,
@@ -302,6 +315,17 @@ impl AgentSpec {
             return Err(invalid("`name` is empty".into()));
         }
         ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        if let Some(var) = &self.api_key_env
+            && !is_env_name(var)
+        {
+            return Err(invalid(format!(
+                "`api_key_env` must name an environment variable (letters, digits and `_`, \
+                 not starting with a digit), not `{var}`: the key itself never goes in the spec"
+            )));
+        }
+        if let Some(url) = &self.base_url {
+            check_base_url(url).map_err(|m| invalid(format!("`base_url`: {m}")))?;
+        }
         if self.max_steps == 0 {
             return Err(invalid("`max_steps` must be at least 1".into()));
         }
@@ -400,6 +424,39 @@ impl AgentSpec {
             _ => path.to_path_buf(),
         }
     }
+}
+
+/// Whether `name` can name an environment variable: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A base URL is `http://` or `https://` with a host, and holds no credentials (the
+/// spec's text is kept in the bundle).
+fn check_base_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(format!("`{url}` names no host"));
+    }
+    if authority.contains('@') {
+        return Err(
+            "a URL with credentials in it (`user:password@`) would be kept in the \
+                    bundle: give the key through `api_key_env` instead"
+                .to_string(),
+        );
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{url}` holds spaces or control characters"));
+    }
+    Ok(())
 }
 
 /// `text` with every control character (a newline among them) written as its Rust

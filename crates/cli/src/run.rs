@@ -64,8 +64,8 @@ pub(crate) struct RunArgs {
     /// Use this model instead of the spec's: test, script:PATH, replay:BUNDLE,
     /// openai:MODEL_NAME (OPENAI_BASE_URL, OPENAI_API_KEY), anthropic:MODEL_NAME
     /// (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY) or openai-responses:MODEL_NAME
-    /// (OPENAI_BASE_URL, OPENAI_API_KEY); a relative PATH here resolves against the
-    /// current folder.
+    /// (OPENAI_BASE_URL, OPENAI_API_KEY; the spec's base_url and api_key_env win); a
+    /// relative PATH here resolves against the current folder.
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
     /// Grant the host tools (list_host_files, copy_from_host, copy_to_host) this host

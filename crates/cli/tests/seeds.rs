@@ -216,3 +216,129 @@ fn sandbox_names_the_file_tools_and_run_command_and_no_host_tool() {
     assert_exit(&run(dir.path(), &bundle), 0);
     assert_eq!(offered(&bundle).len(), 6);
 }
+
+/// A one-request OpenAI-compatible server on loopback: answers `YES` and hands back the
+/// request's head (its request line and headers) through the join handle.
+fn one_answer_server() -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body).unwrap();
+        let answer = r#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"YES"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .unwrap();
+        head
+    });
+    (base, handle)
+}
+
+/// Every byte under `dir`, for looking for a secret.
+fn all_bytes(dir: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            all.extend(all_bytes(&path));
+        } else {
+            all.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    all
+}
+
+#[test]
+fn the_spec_names_the_key_variable_and_the_base_url_and_the_key_stays_out() {
+    let (base, server) = one_answer_server();
+    let (dir, bundle) = setup(
+        &format!(
+            "name = \"m\"\nmodel = \"openai:m\"\nbase_url = \"{base}\"\napi_key_env = \"SEEDS_TEST_KEY\"\n"
+        ),
+        "[]",
+    );
+    let key = "sk-seeds-not-a-real-key-4711";
+    let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
+        .args([
+            "run",
+            &s(&dir.path().join("agent.toml")),
+            "--out",
+            &s(&bundle),
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/never-used")
+        .env("SEEDS_TEST_KEY", key)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "YES\n");
+    let head = server.join().unwrap();
+    // The spec's base URL won over OPENAI_BASE_URL, and the named variable's key was sent.
+    assert!(head.starts_with("POST /v1/chat/completions "), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("authorization: bearer {key}")),
+        "{head}"
+    );
+    // The key is nowhere in the bundle.
+    let all = all_bytes(&bundle);
+    assert!(!all.windows(key.len()).any(|w| w == key.as_bytes()));
+    assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+
+    // A variable that is not set, a key put where the name goes, a URL with credentials:
+    // each refused before anything is written.
+    for (extra, needle) in [
+        (
+            "api_key_env = \"SEEDS_UNSET_VARIABLE\"",
+            "SEEDS_UNSET_VARIABLE, which is not set",
+        ),
+        (
+            "api_key_env = \"sk-abc-123\"",
+            "the key itself never goes in the spec",
+        ),
+        ("base_url = \"https://me:pw@example.com/v1\"", "credentials"),
+        (
+            "base_url = \"ftp://example.com\"",
+            "not an http:// or https:// URL",
+        ),
+    ] {
+        let (dir, bundle) = setup(
+            &format!("name = \"m\"\nmodel = \"openai:m\"\n{extra}\n"),
+            "[]",
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
+            .args([
+                "run",
+                &s(&dir.path().join("agent.toml")),
+                "--out",
+                &s(&bundle),
+            ])
+            .env_remove("SEEDS_UNSET_VARIABLE")
+            .env("OPENAI_API_KEY", "unused")
+            .output()
+            .unwrap();
+        assert_exit(&out, 2);
+        assert!(stderr(&out).contains(needle), "{extra}: {}", stderr(&out));
+        assert!(!bundle.exists());
+    }
+}
