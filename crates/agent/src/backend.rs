@@ -1,7 +1,7 @@
 //! [`Backend`]: runs an agent in its sandbox, step by step, and leaves a finished bundle.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -142,6 +142,20 @@ struct Prepared {
     model: Arc<dyn Model>,
     output_schema: Option<OutputSchema>,
     remote: Remote,
+}
+
+/// The default folders `agent`'s runs search for skills, as `run_started` records them.
+fn default_skill_folders(agent: &AgentSpec) -> Vec<String> {
+    let (_, defaults) = agent.skill_folders();
+    defaults
+        .iter()
+        .map(|p| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        })
+        .collect()
 }
 
 /// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
@@ -427,8 +441,7 @@ impl Backend {
                 ),
             });
         }
-        let skill_dirs: Vec<PathBuf> = agent.skills.iter().map(|p| agent.resolve(p)).collect();
-        let skills = skills::load_skills(&skill_dirs)?;
+        let skills = agent.visible_skills()?;
         let mut instructions = agent.instructions.clone();
         if !skills.is_empty() {
             if tools.contains_key(USE_SKILL_TOOL) {
@@ -684,10 +697,17 @@ impl Backend {
             .collect();
         let mut details = json!({
             "agent_spec": agent.source_text(),
-            "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
+            // Absolute, so a replay or resume from another folder finds the spec's files.
+            "spec_dir": agent
+                .base_dir
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()),
             "prompt": run.prompt,
             "host_dir_granted": run.host_dir.is_some(),
             "skills": skills,
+            // The default folders searched for skills (absolute): a resume or a replay
+            // searches these, not the defaults of the folder it runs in.
+            "default_skill_folders": default_skill_folders(agent),
             // What confines run_command on this machine; `degraded` names missing layers
             // (commands then run only if allow_degraded_sandbox is set, without those layers).
             // Probing runs the real confinement once per process (a bubblewrap child),

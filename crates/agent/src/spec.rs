@@ -125,6 +125,14 @@ impl schemars::JsonSchema for ApprovePolicy {
     }
 }
 
+fn default_true() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
 fn default_max_steps() -> u32 {
     20
 }
@@ -210,6 +218,11 @@ pub struct AgentSpec {
     /// Folders of skills (each skill a folder with a `SKILL.md`), relative to the spec file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<PathBuf>,
+    /// Also look for skills in the default folders, after `skills`: `./.provrun/skills`,
+    /// then `$XDG_CONFIG_HOME/provrun/skills` (default `true`; see
+    /// [`crate::skills::default_skill_folders`]).
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub default_skills: bool,
     /// Run even where a sandbox layer is missing, recording the degradation.
     #[serde(default)]
     pub allow_degraded_sandbox: bool,
@@ -224,6 +237,11 @@ pub struct AgentSpec {
     /// The spec's own text, when it was loaded from one; evidence keeps it verbatim.
     #[serde(skip)]
     pub source: Option<String>,
+    /// The default skill folders to search instead of looking them up (when
+    /// `default_skills` is on): a resumed or replayed run searches the ones its run
+    /// recorded, wherever it runs. `None` looks them up.
+    #[serde(skip)]
+    pub pinned_default_skills: Option<Vec<PathBuf>>,
 }
 
 impl AgentSpec {
@@ -260,10 +278,12 @@ impl AgentSpec {
             limits: Limits::default(),
             output_schema: None,
             skills: Vec::new(),
+            default_skills: true,
             allow_degraded_sandbox: false,
             mcp: Vec::new(),
             base_dir: None,
             source: None,
+            pinned_default_skills: None,
         }
     }
 
@@ -383,6 +403,31 @@ impl AgentSpec {
     /// SHA-256 hex of [`AgentSpec::source_text`].
     pub fn digest(&self) -> String {
         hex::encode(Sha256::digest(self.source_text().as_bytes()))
+    }
+
+    /// The skill folders this spec's runs search, in order: its own `skills` (resolved
+    /// against the spec's folder), then, unless `default_skills = false`, the default
+    /// folders that exist ([`crate::skills::default_skill_folders`]). The second list is
+    /// the defaults.
+    pub fn skill_folders(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let own: Vec<PathBuf> = self.skills.iter().map(|p| self.resolve(p)).collect();
+        let defaults = if self.default_skills {
+            match &self.pinned_default_skills {
+                Some(pinned) => pinned.clone(),
+                None => crate::skills::default_skill_folders(),
+            }
+        } else {
+            Vec::new()
+        };
+        (own, defaults)
+    }
+
+    /// The skills this spec's runs are offered ([`AgentSpec::skill_folders`], a skill of a
+    /// default folder left out when an earlier folder has its name): what `provrun
+    /// skills` lists.
+    pub fn visible_skills(&self) -> Result<Vec<crate::skills::Skill>, AgentError> {
+        let (own, defaults) = self.skill_folders();
+        crate::skills::load_skills_layered(&own, &defaults)
     }
 
     /// The names of the tools the agent is given, in order: `tools` with `sandbox`

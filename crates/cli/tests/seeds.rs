@@ -342,3 +342,99 @@ fn the_spec_names_the_key_variable_and_the_base_url_and_the_key_stays_out() {
         assert!(!bundle.exists());
     }
 }
+
+fn skill(folder: &Path, name: &str, description: &str) {
+    std::fs::create_dir_all(folder.join(name)).unwrap();
+    std::fs::write(
+        folder.join(name).join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\nDo {name} things.\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn skills_come_from_the_spec_then_the_project_then_the_users_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    skill(&root.join("own"), "own", "from the spec's folder");
+    skill(&root.join(".provrun/skills"), "local", "from the project");
+    skill(&root.join(".provrun/skills"), "shadow", "the project's");
+    skill(
+        &root.join("xdg/provrun/skills"),
+        "global",
+        "from the user's config",
+    );
+    skill(&root.join("xdg/provrun/skills"), "shadow", "the user's");
+    std::fs::write(
+        root.join("agent.toml"),
+        "name = \"sk\"\nmodel = \"script:script.json\"\nskills = [\"own\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("script.json"),
+        r#"[{"tool_calls": [{"id": "u1", "name": "use_skill", "arguments": {"name": "global"}}]},
+            {"text": "done"}]"#,
+    )
+    .unwrap();
+    let provrun_in = |cwd: &Path, xdg: Option<&Path>, args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
+        cmd.args(args).current_dir(cwd).env("NO_COLOR", "1");
+        match xdg {
+            Some(x) => cmd.env("XDG_CONFIG_HOME", x),
+            None => cmd.env("XDG_CONFIG_HOME", cwd.join("no-config")),
+        };
+        cmd.output().unwrap()
+    };
+    let xdg = root.join("xdg");
+    let out = provrun_in(root, Some(&xdg), &["skills", "agent.toml", "--json"]);
+    assert_exit(&out, 0);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let pairs: Vec<(String, String)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["description"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("global", "from the user's config"),
+        ("local", "from the project"),
+        ("own", "from the spec's folder"),
+        ("shadow", "the project's"),
+    ]
+    .map(|(a, b)| (a.to_string(), b.to_string()));
+    assert_eq!(pairs, expected);
+    let plain = stdout(&provrun_in(root, Some(&xdg), &["skills"]));
+    assert!(
+        plain.contains("local") && plain.contains("global") && !plain.contains("own "),
+        "{plain}"
+    );
+
+    // The defaults turned off: the spec's own skill alone.
+    std::fs::write(
+        root.join("off.toml"),
+        "name = \"sk\"\nmodel = \"test\"\nskills = [\"own\"]\ndefault_skills = false\n",
+    )
+    .unwrap();
+    let plain = stdout(&provrun_in(root, Some(&xdg), &["skills", "off.toml"]));
+    assert_eq!(plain.lines().count(), 1, "{plain}");
+    assert!(plain.starts_with("own "), "{plain}");
+
+    // A run loads a skill of the user's config; its replay from another folder, where no
+    // default folder exists, searches the folders the run recorded and matches.
+    let out = provrun_in(root, Some(&xdg), &["run", "agent.toml", "--out", "bundle"]);
+    assert_exit(&out, 0);
+    let log = std::fs::read_to_string(root.join("bundle/events.jsonl")).unwrap();
+    assert!(log.contains("Do global things."), "{log}");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = provrun_in(
+        elsewhere.path(),
+        None,
+        &["replay", &s(&root.join("bundle")), "--out", "again"],
+    );
+    assert_exit(&out, 0);
+}
