@@ -225,3 +225,26 @@ async fn waiting_calls_carry_the_tools_question_and_calls_their_summary() {
     let waiting = waiting_calls(&fx.bundle).unwrap();
     assert_eq!(waiting, r.deferred);
 }
+
+/// The README's agent-spec reference names every key the spec format has.
+#[test]
+fn the_readme_lists_every_agent_spec_key() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = readme
+        .split("## The agent spec")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README has a section `The agent spec`");
+    let schema = AgentSpec::json_schema();
+    let keys = schema["properties"].as_object().unwrap().keys();
+    for key in keys {
+        let listed = section.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with(&format!("{key} ="))
+                || l.starts_with(&format!("[{key}]"))
+                || l.starts_with(&format!("[[{key}]]"))
+        });
+        assert!(listed, "README's agent spec section does not list `{key}`");
+    }
+}
