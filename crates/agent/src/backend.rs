@@ -1,7 +1,7 @@
 //! [`Backend`]: runs an agent in its sandbox, step by step, and leaves a finished bundle.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -21,7 +21,9 @@ use provrun_tools::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::capability::{CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, ToolEvidence};
+use crate::capability::{
+    CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, Templates, ToolEvidence,
+};
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
 use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
@@ -30,8 +32,8 @@ use crate::remote::{RecordedMcp, Remote};
 use crate::replay::Replaying;
 use crate::skills::{self, Skill, USE_SKILL_TOOL};
 use crate::spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
-    RunSpec, RunUsage,
+    AgentSpec, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult, RunSpec,
+    RunUsage,
 };
 
 /// The name of the output tool an agent with an `output_schema` answers through.
@@ -152,6 +154,39 @@ struct Prepared {
     model: Arc<dyn Model>,
     output_schema: Option<OutputSchema>,
     remote: Remote,
+}
+
+/// The default folders `agent`'s runs search for skills, as `run_started` records them.
+fn default_skill_folders(agent: &AgentSpec) -> Vec<String> {
+    let (_, defaults) = agent.skill_folders();
+    defaults
+        .iter()
+        .map(|p| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
+/// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
+/// be set), else from `key_var`.
+fn endpoint(
+    agent: &AgentSpec,
+    base_var: &str,
+    key_var: &str,
+) -> Result<(Option<String>, Option<String>), String> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let base = agent.base_url.clone().or_else(|| env(base_var));
+    let key = match &agent.api_key_env {
+        Some(var) => Some(env(var).ok_or_else(|| {
+            format!("the agent spec's `api_key_env` names {var}, which is not set")
+        })?),
+        None => env(key_var),
+    };
+    Ok((base, key))
 }
 
 /// Whether any of the agent's tools may run a program: category `execute`, or no
@@ -345,18 +380,36 @@ impl Backend {
                     ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
                 ))
             }
-            ModelRef::OpenAi(name) => Ok(Arc::new(
-                provrun_model::OpenAiModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
-            ModelRef::Anthropic(name) => Ok(Arc::new(
-                provrun_model::AnthropicModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
-            ModelRef::OpenAiResponses(name) => Ok(Arc::new(
-                provrun_model::OpenAiResponsesModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
+            ModelRef::OpenAi(name) => {
+                let (base, key) =
+                    endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
+                let config = provrun_model::OpenAiConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::OpenAiModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            ModelRef::Anthropic(name) => {
+                let (base, key) = endpoint(agent, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")
+                    .map_err(model_err)?;
+                let config = provrun_model::AnthropicConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::AnthropicModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            ModelRef::OpenAiResponses(name) => {
+                let (base, key) =
+                    endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
+                let config = provrun_model::OpenAiResponsesConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::OpenAiResponsesModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
                 Ok(Arc::new(crate::replay::replay_model(&bundle)?))
@@ -369,7 +422,7 @@ impl Backend {
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let mut tools = BTreeMap::new();
         let mut definitions = Vec::new();
-        for tool in registry.get(&agent.tools)? {
+        for tool in registry.get(&agent.tool_names())? {
             match tool.mode() {
                 ToolMode::RemoteMcp => {
                     return Err(AgentError::UnusableTool {
@@ -391,8 +444,25 @@ impl Backend {
             definitions.push(tool.definition());
             tools.insert(tool.name().to_string(), tool);
         }
-        let skill_dirs: Vec<PathBuf> = agent.skills.iter().map(|p| agent.resolve(p)).collect();
-        let skills = skills::load_skills(&skill_dirs)?;
+        // A tool name in an `approve` list must be one of the agent's tools (an MCP
+        // server's tools are listed only at run start, so with servers any name goes).
+        if agent.mcp.is_empty()
+            && let Some(unknown) = agent
+                .approve
+                .tool_names()
+                .into_iter()
+                .find(|n| !tools.contains_key(*n))
+        {
+            return Err(AgentError::InvalidSpec {
+                origin: format!("agent spec `{}`", agent.name),
+                message: format!(
+                    "`approve` names `{unknown}`, which is neither a tool category (read, \
+                     write, execute, network, search, other), `destructive`, nor one of the \
+                     agent's tools"
+                ),
+            });
+        }
+        let skills = agent.visible_skills()?;
         let mut instructions = agent.instructions.clone();
         if !skills.is_empty() {
             if tools.contains_key(USE_SKILL_TOOL) {
@@ -598,7 +668,14 @@ impl Backend {
             agent,
             prepared,
             evidence: ToolEvidence::new(recorder.clone())
-                .with_command_tools(command_tools(prepared)),
+                .with_command_tools(command_tools(prepared))
+                .with_templates(prepared.tools.values().map(|t| {
+                    let templates = Templates {
+                        summary: t.summary().map(str::to_string),
+                        confirm: t.confirm().map(str::to_string),
+                    };
+                    (t.name().to_string(), templates)
+                })),
             recorder,
             model,
             ctx,
@@ -649,10 +726,17 @@ impl Backend {
             .collect();
         let mut details = json!({
             "agent_spec": agent.source_text(),
-            "spec_dir": agent.base_dir.as_ref().map(|p| p.display().to_string()),
+            // Absolute, so a replay or resume from another folder finds the spec's files.
+            "spec_dir": agent
+                .base_dir
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()),
             "prompt": run.prompt,
             "host_dir_granted": run.host_dir.is_some(),
             "skills": skills,
+            // The default folders searched for skills (absolute): a resume or a replay
+            // searches these, not the defaults of the folder it runs in.
+            "default_skill_folders": default_skill_folders(agent),
             // What confines run_command on this machine; `degraded` names missing layers
             // (commands then run only if allow_degraded_sandbox is set, without those layers).
             // Probing runs the real confinement once per process (a bubblewrap child),
@@ -1395,23 +1479,23 @@ impl Run<'_> {
             if cancelled && result.is_none() {
                 result = Some((CallResult::not_run_cancelled(), None));
             } else if let Some(reason) = waiting {
-                let mode = self
-                    .prepared
-                    .tools
-                    .get(&call.name)
-                    .map(|t| t.mode().as_str().to_string());
+                let tool = self.prepared.tools.get(&call.name);
+                let mode = tool.map(|t| t.mode().as_str().to_string());
+                let confirm = tool.and_then(|t| t.confirm_for(&call.arguments));
                 if self.control.has_subscriber() {
                     self.control.emit(RunEvent::CallBegin {
                         call_id: call.id.clone(),
                         run_call_id: uid.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
+                        summary: tool.and_then(|t| t.summary_for(&call.arguments)),
                     });
                 }
                 self.control.emit(RunEvent::Deferred {
                     call_id: call.id.clone(),
                     run_call_id: uid.clone(),
                     name: call.name.clone(),
+                    confirm: confirm.clone(),
                 });
                 self.evidence.deferred_as(call, uid, mode).await?;
                 deferred.push(DeferredCall {
@@ -1420,6 +1504,7 @@ impl Run<'_> {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     reason,
+                    confirm,
                 });
                 continue;
             }
@@ -1517,11 +1602,10 @@ impl Run<'_> {
         if tool.mode() == ToolMode::ClientRoundTrip {
             return Some(DeferReason::ClientRoundTrip);
         }
-        match self.agent.approve {
-            ApprovePolicy::All => Some(DeferReason::Approval),
-            ApprovePolicy::Destructive if tool.is_destructive() => Some(DeferReason::Approval),
-            _ => None,
-        }
+        self.agent
+            .approve
+            .wants(tool.name(), tool.category().as_str(), tool.is_destructive())
+            .then_some(DeferReason::Approval)
     }
 
     /// One call of the turn answering request `step`: approval, hooks and the tool. The
@@ -1534,15 +1618,16 @@ impl Run<'_> {
         step: u64,
     ) -> CallResult {
         let started = Instant::now();
+        let tool = self.prepared.tools.get(&call.name);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::CallBegin {
                 call_id: call.id.clone(),
                 run_call_id: uid.to_string(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
+                summary: tool.and_then(|t| t.summary_for(&call.arguments)),
             });
         }
-        let tool = self.prepared.tools.get(&call.name);
         let mode = tool.map(|t| t.mode().as_str().to_string());
         let decided = match tool {
             None => {
@@ -1567,6 +1652,7 @@ impl Run<'_> {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
+                    category: tool.category(),
                 };
                 match decision {
                     Some(Decision::Deny { message, .. }) => Decided::new(

@@ -225,6 +225,17 @@ pub struct ToolEvidence {
     recorder: Recorder,
     /// Tools whose calls run a confined program (their events record the confinement).
     command_tools: std::sync::Arc<std::collections::BTreeSet<String>>,
+    /// Each tool's summary and confirmation templates (`x-summary`, `x-confirm`), by name.
+    templates: std::sync::Arc<std::collections::BTreeMap<String, Templates>>,
+}
+
+/// A tool's display texts, before a call's arguments fill them in.
+#[derive(Debug, Clone, Default)]
+pub struct Templates {
+    /// The `x-summary` template.
+    pub summary: Option<String>,
+    /// The `x-confirm` template.
+    pub confirm: Option<String>,
 }
 
 /// What decided a completed call's result (the `decided_by` member of `tool_called`).
@@ -312,7 +323,19 @@ impl ToolEvidence {
         Self {
             recorder,
             command_tools: Default::default(),
+            templates: Default::default(),
         }
+    }
+
+    /// Each tool's summary and confirmation templates, by name: a call of a tool with a
+    /// summary records it filled in (`summary`), a deferred call its confirmation
+    /// (`confirm`).
+    pub fn with_templates(
+        mut self,
+        templates: impl IntoIterator<Item = (String, Templates)>,
+    ) -> Self {
+        self.templates = std::sync::Arc::new(templates.into_iter().collect());
+        self
     }
 
     /// The names of the tools whose calls run a confined program: a call of one that its
@@ -333,6 +356,14 @@ impl ToolEvidence {
         duration_ms: u64,
         flags: CallFlags,
     ) -> Result<u64, AgentError> {
+        let templates = self.templates.get(name);
+        let summary = templates
+            .and_then(|t| t.summary.as_deref())
+            .map(|t| provrun_tools::fill_template_json(t, &arguments));
+        let confirm = templates
+            .and_then(|t| t.confirm.as_deref())
+            .filter(|_| flags.deferred)
+            .map(|t| provrun_tools::fill_template_json(t, &arguments));
         let (result_value, ok) = match result {
             Some(out) => (Value::String(out.content.clone()), out.ok),
             None => (Value::Null, false),
@@ -367,6 +398,8 @@ impl ToolEvidence {
             end_order: flags.order.map(|o| o.1),
             timed_out: flags.timed_out,
             cancelled: flags.cancelled,
+                summary,
+                confirm,
             ..ToolCalled::default()
         };
         let seq = record_tool_call(&self.recorder, call, false).await?;

@@ -38,6 +38,9 @@ pub enum RunEvent {
         name: String,
         /// Its arguments as the model sent them.
         arguments: String,
+        /// The tool's display label with the arguments filled in (`Read /input/a.txt`),
+        /// when the tool has one (`x-summary`).
+        summary: Option<String>,
     },
     /// A tool call ended (or was denied, replaced or refused).
     ToolResult {
@@ -62,6 +65,9 @@ pub enum RunEvent {
         run_call_id: String,
         /// The tool.
         name: String,
+        /// The tool's confirmation prompt with the call's arguments filled in
+        /// (`Delete /output/a.txt?`), when the tool has one (`x-confirm`).
+        confirm: Option<String>,
     },
     /// The run ended.
     Finished {

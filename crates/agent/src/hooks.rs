@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use provrun_tools::ToolOutput;
+use provrun_tools::{ToolCategory, ToolOutput};
 
 use crate::control::{Permit, RunControl};
 
@@ -26,6 +26,9 @@ pub struct ToolCallInfo {
     pub arguments: String,
     /// Whether the tool is marked destructive.
     pub destructive: bool,
+    /// The tool's category (`read`, `write`, `execute`, ...), for a policy written in
+    /// code.
+    pub category: ToolCategory,
 }
 
 /// A `before` hook's verdict.

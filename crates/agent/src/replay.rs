@@ -48,6 +48,16 @@ pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, Str
         .ok_or_else(|| bundle_err(bundle, "run_started does not record the agent spec"))?;
     let mut agent = AgentSpec::from_toml_str(text, None)?;
     agent.base_dir = details["spec_dir"].as_str().map(PathBuf::from);
+    // A run that recorded the folders it searched for skills (the defaults among them)
+    // searches the same ones again, wherever it is resumed or replayed.
+    if let Some(folders) = details["default_skill_folders"].as_array() {
+        agent.pinned_default_skills = Some(
+            folders
+                .iter()
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+                .collect(),
+        );
+    }
     let prompt = details["prompt"].as_str().unwrap_or_default().to_string();
     Ok((agent, prompt))
 }
@@ -249,6 +259,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
                 name,
                 arguments: arguments_text(p),
                 reason,
+                confirm: p["confirm"].as_str().map(str::to_string),
             });
         } else {
             let ok = p["ok"] == true;

@@ -88,11 +88,45 @@ pub fn parse_skill(path: &Path, text: &str) -> Result<Skill, AgentError> {
     })
 }
 
+/// The default skill folders, in the order they are searched after a spec's own:
+/// `./.provrun/skills` (under the current folder), then `$XDG_CONFIG_HOME/provrun/skills`
+/// (`~/.config/provrun/skills` when `XDG_CONFIG_HOME` is unset or not absolute). Only the
+/// folders that exist are given.
+pub fn default_skill_folders() -> Vec<PathBuf> {
+    let mut folders = vec![PathBuf::from(".provrun").join("skills")];
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|home| home.join(".config"))
+        });
+    if let Some(config) = config {
+        folders.push(config.join("provrun").join("skills"));
+    }
+    folders.retain(|f| f.is_dir());
+    folders
+}
+
 /// Load the skills of these folders: a folder holding `SKILL.md` is one skill; otherwise
 /// each of its sub-folders holding one is. Two skills with one name are an error.
 pub fn load_skills(folders: &[PathBuf]) -> Result<Vec<Skill>, AgentError> {
+    load_skills_layered(folders, &[])
+}
+
+/// [`load_skills`] over a spec's own `folders`, then the `defaults` (see
+/// [`default_skill_folders`]): a skill in a default folder whose name an earlier folder
+/// already has is left out (the nearer one wins), where two of the spec's own skills with
+/// one name are an error.
+pub fn load_skills_layered(
+    folders: &[PathBuf],
+    defaults: &[PathBuf],
+) -> Result<Vec<Skill>, AgentError> {
     let mut found: BTreeMap<String, Skill> = BTreeMap::new();
-    for folder in folders {
+    let strict = folders.len();
+    for (index, folder) in folders.iter().chain(defaults).enumerate() {
         let mut files = Vec::new();
         let direct = folder.join("SKILL.md");
         if direct.is_file() {
@@ -116,6 +150,9 @@ pub fn load_skills(folders: &[PathBuf]) -> Result<Vec<Skill>, AgentError> {
                 message: format!("cannot read: {e}"),
             })?;
             let skill = parse_skill(&file, &text)?;
+            if index >= strict && found.contains_key(&skill.name) {
+                continue;
+            }
             if let Some(other) = found.get(&skill.name) {
                 return Err(AgentError::Skill {
                     path: file,

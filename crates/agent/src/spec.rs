@@ -13,10 +13,13 @@ use sha2::{Digest, Sha256};
 use crate::error::AgentError;
 
 /// Which tool calls pause the run for a human's approval.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
+///
+/// In the spec, one word (`"none"`, `"destructive"`, `"all"`) or a list of tool
+/// categories (`read`, `write`, `execute`, `network`, `search`, `other`), tool names and
+/// the word `destructive`: `approve = ["write", "execute", "copy_to_host"]` pauses on
+/// every call of a tool in one of those categories, of a tool of that name, or (with
+/// `destructive` in the list) of a destructive tool.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ApprovePolicy {
     /// None: unattended runs and scripts are never left waiting (the default).
     #[default]
@@ -25,6 +28,109 @@ pub enum ApprovePolicy {
     Destructive,
     /// Every tool call.
     All,
+    /// Calls of tools in one of these categories, of these names, or (the entry
+    /// `destructive`) marked destructive.
+    Listed(Vec<String>),
+}
+
+/// The words a listed approval policy knows besides tool names.
+const APPROVE_CATEGORIES: [&str; 6] = ["read", "write", "execute", "network", "search", "other"];
+
+impl ApprovePolicy {
+    /// Whether a call of a tool named `name`, in `category` (as
+    /// [`provrun_tools::ToolCategory::as_str`] spells it), destructive or not, waits for
+    /// approval under this policy.
+    pub fn wants(&self, name: &str, category: &str, destructive: bool) -> bool {
+        match self {
+            ApprovePolicy::None => false,
+            ApprovePolicy::Destructive => destructive,
+            ApprovePolicy::All => true,
+            ApprovePolicy::Listed(entries) => entries
+                .iter()
+                .any(|e| e == name || e == category || (destructive && e == "destructive")),
+        }
+    }
+
+    /// The entries of a list that are neither a category nor `destructive`: tool names.
+    pub fn tool_names(&self) -> Vec<&str> {
+        match self {
+            ApprovePolicy::Listed(entries) => entries
+                .iter()
+                .map(String::as_str)
+                .filter(|e| *e != "destructive" && !APPROVE_CATEGORIES.contains(e))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Serialize for ApprovePolicy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ApprovePolicy::None => serializer.serialize_str("none"),
+            ApprovePolicy::Destructive => serializer.serialize_str("destructive"),
+            ApprovePolicy::All => serializer.serialize_str("all"),
+            ApprovePolicy::Listed(entries) => entries.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ApprovePolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ApprovePolicy;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "\"none\", \"destructive\", \"all\" or a list of tool categories and tool names",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ApprovePolicy, E> {
+                match v {
+                    "none" => Ok(ApprovePolicy::None),
+                    "destructive" => Ok(ApprovePolicy::Destructive),
+                    "all" => Ok(ApprovePolicy::All),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<ApprovePolicy, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = seq.next_element::<String>()? {
+                    entries.push(entry);
+                }
+                Ok(ApprovePolicy::Listed(entries))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl schemars::JsonSchema for ApprovePolicy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ApprovePolicy".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Which tool calls pause the run for approval: a word, or a list \
+                            of tool categories, tool names and `destructive`.",
+            "oneOf": [
+                {"type": "string", "enum": ["none", "destructive", "all"]},
+                {"type": "array", "items": {"type": "string"}}
+            ]
+        })
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 fn default_max_steps() -> u32 {
@@ -58,15 +164,32 @@ pub struct AgentSpec {
     /// The system prompt.
     #[serde(default)]
     pub instructions: String,
-    /// The tools it may call, by registered name.
+    /// The tools it may call, by registered name; `sandbox` stands for the sandbox tool
+    /// set (the file tools and `run_command`; see [`AgentSpec::tool_names`]).
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Offer the sandbox tool set (`read_file`, `write_file`, `str_replace`, `list_dir`,
+    /// `run_command`) besides `tools`, as `tools = ["sandbox"]` does. The host tools stay
+    /// opt-in by name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox: bool,
     /// Model requests at most; the run fails when it needs more.
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
     /// Use the model's streamed API.
     #[serde(default)]
     pub stream: bool,
+    /// The name of the environment variable that holds the API key of an `openai:`,
+    /// `anthropic:` or `openai-responses:` model (default `OPENAI_API_KEY` /
+    /// `ANTHROPIC_API_KEY`). The spec names the variable, never the key: the spec's text
+    /// goes into the bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The API base URL of an `openai:`, `anthropic:` or `openai-responses:` model
+    /// (`http://` or `https://`, no credentials in it); it wins over `OPENAI_BASE_URL` /
+    /// `ANTHROPIC_BASE_URL`, which win over the provider's public API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
     /// Ask the provider to cache the system prompt and the tools between requests
     /// (Anthropic: `cache_control` breakpoints on both), so a long run pays for them
     /// once; the cache's token counts are in each `model_called`'s usage. Other
@@ -95,6 +218,11 @@ pub struct AgentSpec {
     /// Folders of skills (each skill a folder with a `SKILL.md`), relative to the spec file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<PathBuf>,
+    /// Also look for skills in the default folders, after `skills`: `./.provrun/skills`,
+    /// then `$XDG_CONFIG_HOME/provrun/skills` (default `true`; see
+    /// [`crate::skills::default_skill_folders`]).
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub default_skills: bool,
     /// Run even where a sandbox layer is missing, recording the degradation.
     #[serde(default)]
     pub allow_degraded_sandbox: bool,
@@ -109,6 +237,11 @@ pub struct AgentSpec {
     /// The spec's own text, when it was loaded from one; evidence keeps it verbatim.
     #[serde(skip)]
     pub source: Option<String>,
+    /// The default skill folders to search instead of looking them up (when
+    /// `default_skills` is on): a resumed or replayed run searches the ones its run
+    /// recorded, wherever it runs. `None` looks them up.
+    #[serde(skip)]
+    pub pinned_default_skills: Option<Vec<PathBuf>>,
 }
 
 impl AgentSpec {
@@ -134,18 +267,23 @@ impl AgentSpec {
             model: model.into(),
             instructions: String::new(),
             tools: Vec::new(),
+            sandbox: false,
             max_steps: default_max_steps(),
             stream: false,
+            api_key_env: None,
+            base_url: None,
             prompt_caching: false,
             tool_timeout_s: default_tool_timeout_s(),
             approve: ApprovePolicy::None,
             limits: Limits::default(),
             output_schema: None,
             skills: Vec::new(),
+            default_skills: true,
             allow_degraded_sandbox: false,
             mcp: Vec::new(),
             base_dir: None,
             source: None,
+            pinned_default_skills: None,
         }
     }
 
@@ -197,6 +335,17 @@ impl AgentSpec {
             return Err(invalid("`name` is empty".into()));
         }
         ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        if let Some(var) = &self.api_key_env
+            && !is_env_name(var)
+        {
+            return Err(invalid(format!(
+                "`api_key_env` must name an environment variable (letters, digits and `_`, \
+                 not starting with a digit), not `{var}`: the key itself never goes in the spec"
+            )));
+        }
+        if let Some(url) = &self.base_url {
+            check_base_url(url).map_err(|m| invalid(format!("`base_url`: {m}")))?;
+        }
         if self.max_steps == 0 {
             return Err(invalid("`max_steps` must be at least 1".into()));
         }
@@ -208,6 +357,13 @@ impl AgentSpec {
             if !seen.insert(t.as_str()) {
                 return Err(invalid(format!("tool `{t}` is listed twice in `tools`")));
             }
+        }
+        if let ApprovePolicy::Listed(entries) = &self.approve
+            && let Some(bad) = entries.iter().find(|e| e.trim().is_empty())
+        {
+            return Err(invalid(format!(
+                "`approve` lists an empty entry ({bad:?}): name tool categories or tools"
+            )));
         }
         let mut servers = std::collections::BTreeSet::new();
         for server in &self.mcp {
@@ -249,6 +405,63 @@ impl AgentSpec {
         hex::encode(Sha256::digest(self.source_text().as_bytes()))
     }
 
+    /// The skill folders this spec's runs search, in order: its own `skills` (resolved
+    /// against the spec's folder), then, unless `default_skills = false`, the default
+    /// folders that exist ([`crate::skills::default_skill_folders`]). The second list is
+    /// the defaults.
+    pub fn skill_folders(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let own: Vec<PathBuf> = self.skills.iter().map(|p| self.resolve(p)).collect();
+        let defaults = if self.default_skills {
+            match &self.pinned_default_skills {
+                Some(pinned) => pinned.clone(),
+                None => crate::skills::default_skill_folders(),
+            }
+        } else {
+            Vec::new()
+        };
+        (own, defaults)
+    }
+
+    /// The skills this spec's runs are offered ([`AgentSpec::skill_folders`], a skill of a
+    /// default folder left out when an earlier folder has its name): what `provrun
+    /// skills` lists.
+    pub fn visible_skills(&self) -> Result<Vec<crate::skills::Skill>, AgentError> {
+        let (own, defaults) = self.skill_folders();
+        crate::skills::load_skills_layered(&own, &defaults)
+    }
+
+    /// The names of the tools the agent is given, in order: `tools` with `sandbox`
+    /// replaced by the sandbox tool set ([`provrun_tools::SANDBOX_TOOLS`]), then that set
+    /// when `sandbox = true`; each name once.
+    ///
+    /// ```
+    /// let mut spec = provrun_agent::AgentSpec::new("a", "test");
+    /// spec.tools = vec!["copy_to_host".into(), "sandbox".into(), "read_file".into()];
+    /// assert_eq!(
+    ///     spec.tool_names(),
+    ///     ["copy_to_host", "read_file", "write_file", "str_replace", "list_dir", "run_command"]
+    /// );
+    /// ```
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |name: &str| {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        };
+        for tool in &self.tools {
+            if tool == provrun_tools::SANDBOX_TOOL_SET {
+                provrun_tools::SANDBOX_TOOLS.iter().for_each(|t| add(t));
+            } else {
+                add(tool);
+            }
+        }
+        if self.sandbox {
+            provrun_tools::SANDBOX_TOOLS.iter().for_each(|t| add(t));
+        }
+        names
+    }
+
     /// Resolve a path written in the spec against the spec's folder.
     pub fn resolve(&self, path: &Path) -> PathBuf {
         match &self.base_dir {
@@ -256,6 +469,39 @@ impl AgentSpec {
             _ => path.to_path_buf(),
         }
     }
+}
+
+/// Whether `name` can name an environment variable: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A base URL is `http://` or `https://` with a host, and holds no credentials (the
+/// spec's text is kept in the bundle).
+fn check_base_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(format!("`{url}` names no host"));
+    }
+    if authority.contains('@') {
+        return Err(
+            "a URL with credentials in it (`user:password@`) would be kept in the \
+                    bundle: give the key through `api_key_env` instead"
+                .to_string(),
+        );
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{url}` holds spaces or control characters"));
+    }
+    Ok(())
 }
 
 /// `text` with every control character (a newline among them) written as its Rust
@@ -415,6 +661,10 @@ pub struct DeferredCall {
     pub arguments: String,
     /// Why it waits.
     pub reason: DeferReason,
+    /// The tool's confirmation prompt with the call's arguments filled in (its
+    /// `x-confirm`, e.g. `Delete /output/a.txt?`), when it has one: what to ask a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<String>,
 }
 
 /// Why a call waits.

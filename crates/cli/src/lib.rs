@@ -118,6 +118,20 @@ enum Command {
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
+    /// List the skills an agent spec's runs would be offered: the spec's `skills` folders,
+    /// then ./.provrun/skills and $XDG_CONFIG_HOME/provrun/skills (unless the spec sets
+    /// `default_skills = false`); without a spec, the default folders' skills.
+    #[command(
+        after_help = "Exit codes: 0 listed · 2 the spec cannot be read, or a skill folder or SKILL.md is bad"
+    )]
+    Skills {
+        /// The agent spec (agent.toml).
+        #[arg(value_name = "SPEC")]
+        spec: Option<PathBuf>,
+        /// Print one JSON list of `{name, description, path, sha256}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Extension: print one blob's exact bytes (a model request or response, a large tool
     /// value) by its SHA-256, from either blob layout, checked against the digest.
     #[command(
@@ -211,6 +225,7 @@ where
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
         Command::Batch(args) => batch::batch(args),
+        Command::Skills { spec, json } => skills(spec.as_deref(), json),
         Command::Cat(args) => cat::cat(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
@@ -398,6 +413,53 @@ fn mcp_server_listing(server: &provrun_tools::McpServerSpec) -> serde_json::Valu
             "destructive": server.destructive,
         },
     })
+}
+
+/// `provrun skills`: the skills a spec (or, without one, the default folders) offers.
+fn skills(spec: Option<&Path>, json: bool) -> u8 {
+    let spec = match spec {
+        Some(path) => match provrun_agent::AgentSpec::load(path) {
+            Ok(spec) => spec,
+            Err(e) => return fail(EXIT_USAGE, e.to_string()),
+        },
+        None => provrun_agent::AgentSpec::new("skills", "test"),
+    };
+    let found = match spec.visible_skills() {
+        Ok(found) => found,
+        Err(e) => return fail(EXIT_USAGE, e.to_string()),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = if json {
+        let listing: Vec<serde_json::Value> = found
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "description": s.description,
+                    "path": s.path.display().to_string(),
+                    "sha256": s.sha256,
+                })
+            })
+            .collect();
+        serde_json::to_string_pretty(&listing)
+            .map_err(std::io::Error::other)
+            .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
+    } else {
+        found.iter().try_for_each(|s| {
+            writeln!(
+                stdout,
+                "{:<20} {}  ({})",
+                inert::inert(&s.name),
+                inert::inert(&s.description),
+                inert::inert(&s.path.display().to_string())
+            )
+        })
+    };
+    match written {
+        Ok(()) => EXIT_OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(e) => fail(EXIT_FAILED, format!("cannot write the listing: {e}")),
+    }
 }
 
 fn tools(json: bool, dirs: &[PathBuf]) -> u8 {

@@ -78,7 +78,12 @@ impl State {
                 self.tokens += usage.input_tokens + usage.output_tokens;
                 self.doing.clear();
             }
-            RunEvent::CallBegin { name, .. } => self.doing = format!("calling {name}"),
+            RunEvent::CallBegin { name, summary, .. } => {
+                self.doing = match summary {
+                    Some(summary) => summary,
+                    None => format!("calling {name}"),
+                }
+            }
             RunEvent::ToolResult { ok, .. } => {
                 self.calls += 1;
                 if !ok {
@@ -86,7 +91,12 @@ impl State {
                 }
                 self.doing.clear();
             }
-            RunEvent::Deferred { name, .. } => self.doing = format!("{name} waits"),
+            RunEvent::Deferred { name, confirm, .. } => {
+                self.doing = match confirm {
+                    Some(confirm) => format!("waits: {confirm}"),
+                    None => format!("{name} waits"),
+                }
+            }
             RunEvent::ModelDelta(_) => self.doing = "receiving".into(),
             RunEvent::Finished { status } => self.doing = status.as_str().to_string(),
             _ => {}

@@ -68,8 +68,8 @@ pub(crate) struct RunArgs {
     /// Use this model instead of the spec's: test, script:PATH, replay:BUNDLE,
     /// openai:MODEL_NAME (OPENAI_BASE_URL, OPENAI_API_KEY), anthropic:MODEL_NAME
     /// (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY) or openai-responses:MODEL_NAME
-    /// (OPENAI_BASE_URL, OPENAI_API_KEY); a relative PATH here resolves against the
-    /// current folder.
+    /// (OPENAI_BASE_URL, OPENAI_API_KEY; the spec's base_url and api_key_env win); a
+    /// relative PATH here resolves against the current folder.
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
     /// Grant the host tools (list_host_files, copy_from_host, copy_to_host) this host
@@ -514,9 +514,11 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
     );
     let mut flags = Vec::new();
     for call in &result.deferred {
-        let why = match call.reason {
-            DeferReason::Approval => "needs approval",
-            DeferReason::ClientRoundTrip => "the caller runs it",
+        // The tool's own question, its arguments filled in, where it has one.
+        let why = match (&call.confirm, call.reason) {
+            (Some(confirm), _) => confirm.as_str(),
+            (None, DeferReason::Approval) => "needs approval",
+            (None, DeferReason::ClientRoundTrip) => "the caller runs it",
         };
         let mut args = call.arguments.clone();
         if args.chars().count() > 120 {
@@ -529,10 +531,11 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
             format!(" (model id {:?})", inert(&call.call_id))
         };
         eprintln!(
-            "  {}{model_id}  {} {}  ({why})",
+            "  {}{model_id}  {} {}  ({})",
             inert(&call.run_call_id),
             inert(&call.name),
-            inert(&args)
+            inert(&args),
+            inert(why)
         );
         flags.push(match call.reason {
             DeferReason::Approval => format!("--approve {}", shell_word(&call.run_call_id)),

@@ -198,7 +198,16 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                 if !flags.is_empty() {
                     line.push_str(&format!(" [{}]", flags.join(", ")));
                 }
-                if p["deferred"] != true {
+                // The tool's label for the call (`Read /input/a.txt`), where it has one.
+                if let Some(summary) = p["summary"].as_str() {
+                    line.push_str(&format!("  {}", short(&Value::from(summary), 60)));
+                }
+                if p["deferred"] == true {
+                    // The tool's question for a person, where it has one.
+                    if let Some(confirm) = p["confirm"].as_str() {
+                        line.push_str(&format!("  ({})", short(&Value::from(confirm), 80)));
+                    }
+                } else {
                     let result = if p["result"].is_null() && !p["result_blob"].is_null() {
                         format!(
                             "({} result in a blob)",

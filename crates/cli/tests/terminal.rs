@@ -241,3 +241,37 @@ fn batch_draws_a_live_progress_bar_on_a_terminal() {
     );
     assert!(text.contains("finished"), "the summary table: {text}");
 }
+
+/// The progress line names what a call does in the tool's own words (`x-summary`) and,
+/// for a call that waits, the tool's question (`x-confirm`), the arguments filled in.
+#[test]
+fn the_progress_line_shows_the_tools_summary_and_question() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agent.toml"),
+        "name = \"p\"\nmodel = \"script:script.json\"\n\
+         tools = [\"read_file\", \"write_file\"]\napprove = [\"write\"]\n",
+    )
+    .unwrap();
+    // The first answer comes late, so the line is drawn by the time the calls begin.
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"delay_ms": 400, "tool_calls": [
+              {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
+              {"id": "w1", "name": "write_file", "arguments": {"path": "/output/b.txt", "content": "b"}}]},
+            {"text": "done"}]"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let (out, code) = on_a_terminal(
+        &["run", "agent.toml", "--input", "a.txt", "--out", "bundle"],
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(code, Some(4), "{text}");
+    assert!(text.contains("Read /input/a.txt"), "{text}");
+    assert!(
+        text.contains("waits: Write /output/b.txt, replacing any existing file?"),
+        "{text}"
+    );
+}

@@ -392,6 +392,16 @@ pub struct ToolCalled {
     /// absent means `false`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// The tool's display label for this call (its `x-summary` with the call's arguments
+    /// filled in, e.g. `Read /input/notes.txt`), for tools that have one (added later;
+    /// absent in older logs). For people reading the log; nothing checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// On a deferred call waiting for approval: the tool's confirmation prompt with the
+    /// call's arguments filled in (its `x-confirm`, e.g. `Delete /output/a.txt?`), for
+    /// tools that have one (added later; absent in older logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<String>,
 }
 impl ToolCalled {
     /// The id that identifies the call in its run: [`ToolCalled::run_call_id`] where the

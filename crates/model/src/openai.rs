@@ -611,15 +611,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The wait a response asks for, read as the native backends read it: `retry-after-ms`,
+/// `retry-after` in seconds, or `retry-after` as an HTTP date.
 fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
-    }
-    get("retry-after")
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
-        .map(Duration::from_secs_f64)
+    crate::native::retry_after(headers, std::time::SystemTime::now())
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

@@ -81,6 +81,28 @@ async fn rate_limit_then_success_honours_retry_after() {
 }
 
 #[tokio::test]
+async fn a_retry_after_date_is_honoured_like_seconds() {
+    // Two seconds from now, as an HTTP date (whole seconds): a wait of one to two seconds.
+    let at = std::time::SystemTime::now() + Duration::from_secs(2);
+    let server = serve(vec![
+        Canned::json(429, r#"{"error":{"message":"slow down"}}"#)
+            .header("Retry-After", &httpdate::fmt_http_date(at)),
+        Canned::json(200, fixture(TEXT_JSON)),
+    ])
+    .await;
+    let model = model_for(&server.base_url, "m");
+    let r = model.request(&hello()).await.unwrap();
+    assert_eq!(r.text.as_deref(), Some("YES"));
+    let a = &r.raw.attempts;
+    assert_eq!(a.len(), 2);
+    let wait = a[0].retry_after.expect("the date was read as a wait");
+    assert!(
+        (Duration::from_millis(200)..=Duration::from_secs(2)).contains(&wait),
+        "{wait:?}"
+    );
+}
+
+#[tokio::test]
 async fn server_error_with_html_body_is_retried() {
     let server = serve(vec![
         Canned::new(502, "text/html", "<html><body>Bad gateway</body></html>")

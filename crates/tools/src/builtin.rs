@@ -25,6 +25,20 @@ pub const BUILTIN_TOOLS: [&str; 8] = [
     "write_file",
 ];
 
+/// The sandbox tool set, offered under the one name `sandbox` (an agent spec's
+/// `tools = ["sandbox"]` or `sandbox = true`): the file tools and `run_command`. The host
+/// tools are not in it; an agent names them one by one.
+pub const SANDBOX_TOOLS: [&str; 5] = [
+    "read_file",
+    "write_file",
+    "str_replace",
+    "list_dir",
+    "run_command",
+];
+
+/// The name that stands for [`SANDBOX_TOOLS`] in an agent's tool list.
+pub const SANDBOX_TOOL_SET: &str = "sandbox";
+
 fn failed(e: SandboxError) -> ToolOutput {
     ToolOutput::fail(e.to_string())
 }
@@ -77,7 +91,7 @@ pub(crate) fn reaches_host(tool: &Tool) -> bool {
 ///
 /// Long files are returned a page at a time: pass `offset` (bytes) to continue where the
 /// previous page said it stopped.
-#[tool(category = "read", summary = "Read a file")]
+#[tool(category = "read", summary = "Read {path}")]
 pub fn read_file(
     ctx: &RunContext,
     /// The file, e.g. `/input/notes.txt`.
@@ -109,8 +123,8 @@ pub fn read_file(
 #[tool(
     destructive,
     category = "write",
-    summary = "Write a file",
-    confirm = "Write this file, replacing any existing one?"
+    summary = "Write {path}",
+    confirm = "Write {path}, replacing any existing file?"
 )]
 pub fn write_file(
     ctx: &RunContext,
@@ -138,8 +152,8 @@ pub fn write_file(
 #[tool(
     destructive,
     category = "write",
-    summary = "Edit a file",
-    confirm = "Edit this file?"
+    summary = "Edit {path}",
+    confirm = "Edit {path}?"
 )]
 pub fn str_replace(
     ctx: &RunContext,
@@ -161,7 +175,7 @@ pub fn str_replace(
 
 /// List a folder in /input, /output or /scratch: one entry a line, with a `/` after
 /// folders and the size in bytes. Links are shown, never followed.
-#[tool(category = "read", summary = "List a folder")]
+#[tool(category = "read", summary = "List {path}")]
 pub fn list_dir(
     ctx: &RunContext,
     /// The folder, e.g. `/input`.
@@ -179,8 +193,8 @@ pub fn list_dir(
 #[tool(
     destructive,
     category = "execute",
-    summary = "Run a command",
-    confirm = "Run this command?"
+    summary = "Run `{command}`",
+    confirm = "Run `{command}`?"
 )]
 pub fn run_command(
     ctx: &RunContext,
@@ -201,7 +215,7 @@ pub fn run_command(
 }
 
 /// List a folder in the host folder that this run was granted (refused when none was).
-#[tool(category = "read", summary = "List host files")]
+#[tool(category = "read", summary = "List host folder {path}")]
 pub fn list_host_files(
     ctx: &RunContext,
     /// The folder, relative to the granted host folder (`.` for its root).
@@ -215,7 +229,7 @@ pub fn list_host_files(
 }
 
 /// Copy a file from the granted host folder into /output or /scratch.
-#[tool(category = "write", summary = "Copy from host")]
+#[tool(category = "write", summary = "Copy host file {host_path} to {path}")]
 pub fn copy_from_host(
     ctx: &RunContext,
     /// The file, relative to the granted host folder.
@@ -234,8 +248,8 @@ pub fn copy_from_host(
 #[tool(
     destructive,
     category = "write",
-    summary = "Copy to host",
-    confirm = "Copy this file out to the host folder?"
+    summary = "Copy {path} to host file {host_path}",
+    confirm = "Copy {path} out to the host folder as {host_path}?"
 )]
 pub fn copy_to_host(
     ctx: &RunContext,

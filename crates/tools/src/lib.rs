@@ -62,19 +62,21 @@ mod manifest;
 mod mcp;
 mod output;
 mod registry;
+mod template;
 mod tool;
 
 #[doc(hidden)]
 pub mod __private;
 
 pub use args::ToolArgs;
-pub use builtin::BUILTIN_TOOLS;
+pub use builtin::{BUILTIN_TOOLS, SANDBOX_TOOL_SET, SANDBOX_TOOLS};
 pub use context::{RunContext, RunDeps, RunInfo};
 pub use error::ToolError;
 pub use mcp::{DEFAULT_MCP_STARTUP_TIMEOUT_S, McpServerSpec, McpTransportKind};
 pub use output::{IntoToolOutput, Json, ToolOutput};
 pub use provrun_macros::tool;
 pub use registry::ToolRegistry;
+pub use template::{TEMPLATE_VALUE_CHARS, fill_template, fill_template_json};
 pub use tool::{
     AsyncHandler, JsonMap, SyncHandler, Tool, ToolBuilder, ToolCategory, ToolMode, X_CATEGORY_KEY,
     X_CONFIRM_KEY, X_DESTRUCTIVE_KEY, X_SUMMARY_KEY, is_valid_tool_name,

@@ -277,6 +277,20 @@ impl Tool {
         self.inner.summary.as_deref()
     }
 
+    /// The confirmation prompt for one call, its `{argument}` names filled in from the
+    /// call's arguments (see [`crate::fill_template`]); `None` when the tool has none.
+    pub fn confirm_for(&self, arguments: &str) -> Option<String> {
+        self.confirm()
+            .map(|t| crate::template::fill_template(t, arguments))
+    }
+
+    /// The display label of one call, its `{argument}` names filled in from the call's
+    /// arguments (`Read {path}` → `Read /input/notes.txt`); `None` when the tool has none.
+    pub fn summary_for(&self, arguments: &str) -> Option<String> {
+        self.summary()
+            .map(|t| crate::template::fill_template(t, arguments))
+    }
+
     /// Whether a call runs a program under the sandbox's OS confinement (the built-in
     /// `run_command`, a manifest's `command` tool): its evidence then records the
     /// confinement, and `provrun verify` requires that record.
