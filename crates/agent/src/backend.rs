@@ -68,6 +68,7 @@ pub struct Backend {
     /// a recorded cancellation ends the run.
     replaying: Option<Arc<Replaying>>,
     recorded_mcp: Option<RecordedMcp>,
+    #[cfg(feature = "otel")]
     otlp: Option<provrun_otel::OtlpConfig>,
     /// How new bundles store their blobs (the pack unless chosen otherwise).
     blob_layout: provrun_evidence::BlobLayout,
@@ -80,7 +81,7 @@ impl std::fmt::Debug for Backend {
             .field("registry", &self.registry.as_ref().map(ToolRegistry::len))
             .field("hooks", &self.hooks)
             .field("replaying", &self.replaying.is_some())
-            .field("otlp", &self.otlp)
+            .field("otlp", &self.otlp_asked())
             .finish()
     }
 }
@@ -229,18 +230,41 @@ impl Backend {
     /// `config.timeout` and never changes the run's outcome or its bundle: its result is
     /// in [`RunResult::otel_export`]. [`provrun_otel::OtlpConfig::from_env`] reads the
     /// standard `OTEL_*` variables. Replays never export.
+    ///
+    /// Needs the `otel` feature (on by default).
+    #[cfg(feature = "otel")]
     pub fn with_otlp(mut self, config: provrun_otel::OtlpConfig) -> Self {
         self.otlp = Some(config);
         self
     }
 
     /// The same backend without OTLP export (replays use it).
-    pub(crate) fn without_otlp(mut self) -> Self {
-        self.otlp = None;
+    pub(crate) fn without_otlp(self) -> Self {
+        #[cfg(feature = "otel")]
+        return Self { otlp: None, ..self };
+        #[cfg(not(feature = "otel"))]
         self
     }
 
+    /// Whether the run's spans are exported at its end.
+    fn otlp_asked(&self) -> bool {
+        #[cfg(feature = "otel")]
+        return self.otlp.is_some();
+        #[cfg(not(feature = "otel"))]
+        return false;
+    }
+
     /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    #[cfg(not(feature = "otel"))]
+    async fn export_otel(
+        &self,
+        result: Result<RunResult, AgentError>,
+    ) -> Result<RunResult, AgentError> {
+        result
+    }
+
+    /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    #[cfg(feature = "otel")]
     async fn export_otel(
         &self,
         result: Result<RunResult, AgentError>,
@@ -282,6 +306,7 @@ impl Backend {
         }
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref()).await?;
+        #[cfg(feature = "mcp")]
         for t in remote.tools() {
             if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {
                 remote.shutdown().await;
@@ -324,18 +349,17 @@ impl Backend {
                     ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
                 ))
             }
-            ModelRef::OpenAi(name) => Ok(Arc::new(
-                provrun_model::OpenAiModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
-            ModelRef::Anthropic(name) => Ok(Arc::new(
-                provrun_model::AnthropicModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
-            ModelRef::OpenAiResponses(name) => Ok(Arc::new(
-                provrun_model::OpenAiResponsesModel::from_env(&name)
-                    .map_err(|e| model_err(e.to_string()))?,
-            )),
+            // The live backends, or (without the `openai` feature) an error naming it.
+            ModelRef::OpenAi(name) => provrun_model::model_from_spec(&format!("openai:{name}"))
+                .map_err(|e| model_err(e.to_string())),
+            ModelRef::Anthropic(name) => {
+                provrun_model::model_from_spec(&format!("anthropic:{name}"))
+                    .map_err(|e| model_err(e.to_string()))
+            }
+            ModelRef::OpenAiResponses(name) => {
+                provrun_model::model_from_spec(&format!("openai-responses:{name}"))
+                    .map_err(|e| model_err(e.to_string()))
+            }
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
                 Ok(Arc::new(crate::replay::replay_model(&bundle)?))
@@ -644,6 +668,9 @@ impl Backend {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
             details["mcp"] = mcp;
         }
+        #[cfg(not(feature = "otel"))]
+        let _ = run_id;
+        #[cfg(feature = "otel")]
         if self.otlp.is_some() {
             // The trace the run's spans are exported in, derived from the run id.
             details["otel"] = json!({ "trace_id": provrun_otel::trace_id_for_run(run_id) });
@@ -1703,6 +1730,7 @@ impl Run<'_> {
             bundle: self.recorder.bundle_dir().to_path_buf(),
             deferred: outcome.deferred,
             error: outcome.error,
+            #[cfg(feature = "otel")]
             otel_export: None,
         })
     }

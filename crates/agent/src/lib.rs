@@ -32,6 +32,11 @@ mod control;
 mod error;
 mod hooks;
 mod output;
+#[cfg(feature = "mcp")]
+mod remote;
+// Without the MCP client: the same interface, refusing agents that name MCP servers.
+#[cfg(not(feature = "mcp"))]
+#[path = "remote_off.rs"]
 mod remote;
 mod replay;
 mod skills;

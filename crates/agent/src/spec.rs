@@ -474,6 +474,7 @@ pub struct RunResult {
     pub error: Option<String>,
     /// With [`crate::Backend::with_otlp`]: what the export of the run's spans at its end
     /// gave (`Err` holds the reason it failed, which never changes the run's outcome);
-    /// `None` when export was not asked for.
+    /// `None` when export was not asked for. Needs the `otel` feature (on by default).
+    #[cfg(feature = "otel")]
     pub otel_export: Option<Result<provrun_otel::ExportSummary, String>>,
 }

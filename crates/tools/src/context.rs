@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(feature = "evidence")]
 use provrun_evidence::Declarer;
 use provrun_sandbox::Sandbox;
 
@@ -13,15 +14,19 @@ pub struct RunInfo {
     pub run_id: String,
     /// Where the tool may add `declared` events; `None` when no evidence is kept (tests,
     /// ad-hoc calls). It can append nothing else and never rewrite the chain.
+    ///
+    /// Needs the `evidence` feature (the agent crate turns it on).
+    #[cfg(feature = "evidence")]
     pub declarer: Option<Declarer>,
 }
 
 impl fmt::Debug for RunInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunInfo")
-            .field("run_id", &self.run_id)
-            .field("declarer", &self.declarer.is_some())
-            .finish()
+        let mut d = f.debug_struct("RunInfo");
+        d.field("run_id", &self.run_id);
+        #[cfg(feature = "evidence")]
+        d.field("declarer", &self.declarer.is_some());
+        d.finish()
     }
 }
 
@@ -75,6 +80,9 @@ impl RunContext {
     }
 
     /// Where the tool may add `declared` events, if evidence is kept for this run.
+    ///
+    /// Needs the `evidence` feature (the agent crate turns it on).
+    #[cfg(feature = "evidence")]
     pub fn declarer(&self) -> Option<&Declarer> {
         self.deps.run.declarer.as_ref()
     }

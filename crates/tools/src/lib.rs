@@ -67,6 +67,10 @@ mod tool;
 #[doc(hidden)]
 pub mod __private;
 
+/// A boxed, sendable future: what an async tool's handler returns (the same type as
+/// `futures_util::future::BoxFuture`).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 pub use args::ToolArgs;
 pub use builtin::BUILTIN_TOOLS;
 pub use context::{RunContext, RunDeps, RunInfo};
