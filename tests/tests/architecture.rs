@@ -23,6 +23,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-tests", 5),
     // A one-tool crate over provrun-tools that the linker tests of provrun-tests use.
     ("provrun-linker-probe", 2),
+    // A crate that uses provrun as a user would: the facade alone.
+    ("provrun-downstream", 5),
     // The benchmark driver: a binary over the agent, depended on by nothing.
     ("provrun-bench", 4),
     // Project automation builds nothing of ours.
