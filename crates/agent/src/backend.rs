@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::capability::{CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, ToolEvidence};
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
-use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
+use crate::hooks::{BeforeOutcome, HookDecision, ToolCallInfo, ToolHooks};
 use crate::output::OutputSchema;
 use crate::remote::{RecordedMcp, Remote};
 use crate::replay::Replaying;
@@ -945,6 +945,9 @@ struct Decided {
     timed_out: bool,
     /// The run was cancelled while the tool ran, and it was stopped.
     cancelled: bool,
+    /// The arguments a before hook rewrote the model's to (the tool ran with them), and
+    /// who rewrote them.
+    rewritten: Option<(Value, String)>,
 }
 
 impl Decided {
@@ -956,6 +959,7 @@ impl Decided {
             mcp: None,
             timed_out: false,
             cancelled: false,
+            rewritten: None,
         }
     }
 
@@ -973,6 +977,7 @@ impl Decided {
             mcp: called.mcp,
             timed_out: called.timed_out,
             cancelled: called.cancelled,
+            rewritten: None,
         }
     }
 
@@ -1001,6 +1006,8 @@ struct CallResult {
     timed_out: bool,
     /// The run was cancelled while the call ran (or before it could run).
     cancelled: bool,
+    /// The arguments a before hook rewrote the model's to, and who rewrote them.
+    rewritten: Option<(Value, String)>,
 }
 
 impl CallResult {
@@ -1014,6 +1021,7 @@ impl CallResult {
             mcp: None,
             timed_out: false,
             cancelled: true,
+            rewritten: None,
         }
     }
 }
@@ -1363,6 +1371,7 @@ impl Run<'_> {
                 order,
                 timed_out: result.timed_out,
                 cancelled: result.cancelled,
+                rewritten: result.rewritten,
                 ..CallFlags::default()
             };
             self.evidence
@@ -1488,6 +1497,17 @@ impl Run<'_> {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
+                    parsed_arguments: crate::capability::arguments_value(&call.arguments),
+                    metadata: tool
+                        .schema()
+                        .as_object()
+                        .map(|root| {
+                            root.iter()
+                                .filter(|(k, _)| k.starts_with("x-"))
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 };
                 match decision {
                     Some(Decision::Deny { message, .. }) => Decided::new(
@@ -1513,6 +1533,7 @@ impl Run<'_> {
             cut(decided.output)
         };
         let decided_by = decided.by;
+        let rewritten = decided.rewritten;
         let mcp = decided.mcp;
         let (timed_out, cancelled) = (decided.timed_out, decided.cancelled);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -1532,6 +1553,7 @@ impl Run<'_> {
             mcp,
             timed_out,
             cancelled,
+            rewritten,
         }
     }
 
@@ -1556,31 +1578,55 @@ impl Run<'_> {
                     ..Decided::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
                 };
             }
-            return match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
+            // Arguments a hook rewrote: the tool runs with them again, as it did.
+            let rewritten = recorded.and_then(|r| r.rewritten.clone());
+            let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
+                arguments: arguments_text(arguments),
+                ..call.clone()
+            });
+            let runs_with = rewritten_call.as_ref().unwrap_or(call);
+            let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
                 Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
                 Some((DecidedBy::AfterHook, output)) => {
                     // The tool runs (its effects on /output count), the model saw the
                     // rewritten output.
-                    let _ = self.call_tool(tool, call).await;
+                    let _ = self.call_tool(tool, runs_with).await;
                     Decided::recorded(output, DecidedBy::AfterHook)
                 }
-                _ => Decided::called(self.call_tool(tool, call).await),
+                _ => Decided::called(self.call_tool(tool, runs_with).await),
+            };
+            return Decided {
+                rewritten,
+                ..decided
             };
         }
         let hooks: &ToolHooks = &self.backend.hooks;
-        let decided = if hooks.before.is_empty() {
-            HookDecision::Allow
+        let before = if hooks.before.is_empty() {
+            BeforeOutcome {
+                decision: HookDecision::Allow,
+                rewritten: None,
+            }
         } else {
             hooks.run_before(info, self.control).await
         };
-        let called = match decided {
-            HookDecision::Deny(message) => {
-                return Decided::new(ToolOutput::fail(message), DecidedBy::Hook);
-            }
+        let rewritten = before.rewritten;
+        let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
+            arguments: arguments_text(arguments),
+            ..call.clone()
+        });
+        let called = match before.decision {
+            HookDecision::Deny(message) => Decided::new(ToolOutput::fail(message), DecidedBy::Hook),
             HookDecision::Replace(content) => {
-                return Decided::new(ToolOutput::succeed(content), DecidedBy::Hook);
+                Decided::new(ToolOutput::succeed(content), DecidedBy::Hook)
             }
-            HookDecision::Allow => Decided::called(self.call_tool(tool, call).await),
+            HookDecision::Allow | HookDecision::Rewrite { .. } => Decided::called(
+                self.call_tool(tool, rewritten_call.as_ref().unwrap_or(call))
+                    .await,
+            ),
+        };
+        let called = Decided {
+            rewritten,
+            ..called
         };
         if hooks.after.is_empty() || called.by != DecidedBy::Tool {
             return called;
@@ -1733,5 +1779,14 @@ impl Run<'_> {
             #[cfg(feature = "otel")]
             otel_export: None,
         })
+    }
+}
+
+/// Arguments as the text a tool is called with: a JSON string stays its text, anything
+/// else is its JSON.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }

@@ -293,6 +293,8 @@ pub struct CallFlags {
     pub timed_out: bool,
     /// The run was cancelled while the call ran, and the call was stopped.
     pub cancelled: bool,
+    /// The arguments a before hook rewrote the model's to, and who rewrote them.
+    pub rewritten: Option<(Value, String)>,
 }
 
 impl ToolEvidence {
@@ -346,6 +348,13 @@ impl ToolEvidence {
             }),
             None => None,
         };
+        let (rewritten_arguments, rewritten_arguments_blob, rewritten_by) = match flags.rewritten {
+            Some((value, by)) => {
+                let (inline, blob) = self.recorder.tool_value(value)?;
+                (Some(inline), blob, Some(by))
+            }
+            None => (None, None, None),
+        };
         let seq = self
             .recorder
             .record_async(&ToolCalled {
@@ -369,6 +378,9 @@ impl ToolEvidence {
                 end_order: flags.order.map(|o| o.1),
                 timed_out: flags.timed_out,
                 cancelled: flags.cancelled,
+                rewritten_arguments,
+                rewritten_arguments_blob,
+                rewritten_by,
             })
             .await?;
         Ok(seq)

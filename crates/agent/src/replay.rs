@@ -155,6 +155,27 @@ fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
     })
 }
 
+/// A recorded call's rewritten arguments and who rewrote them (`rewritten_arguments`,
+/// inline or in its blob, and `rewritten_by`), if a hook rewrote them.
+fn rewritten_arguments(
+    bundle: &Path,
+    payload: &Value,
+) -> Result<Option<(Value, String)>, AgentError> {
+    let Some(by) = payload["rewritten_by"].as_str() else {
+        return Ok(None);
+    };
+    let arguments = match blob_of(bundle, payload.get("rewritten_arguments_blob"))? {
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            bundle_err(
+                bundle,
+                format!("a rewritten-arguments blob is not JSON: {e}"),
+            )
+        })?,
+        None => payload["rewritten_arguments"].clone(),
+    };
+    Ok(Some((arguments, by.to_string())))
+}
+
 fn arguments_text(payload: &Value) -> String {
     match &payload["arguments"] {
         Value::String(s) => s.clone(),
@@ -288,6 +309,9 @@ pub(crate) struct RecordedCall {
     /// The call was dispatched (it has a `start_order`); `false` for a call the recording
     /// answered without running it, or a log from before `start_order`.
     ran: bool,
+    /// The arguments a before hook rewrote the model's to, and who did: the tool runs
+    /// with them again.
+    pub(crate) rewritten: Option<(Value, String)>,
 }
 
 /// What a replay takes from the recording besides the model's responses: the result of
@@ -328,6 +352,7 @@ impl Replaying {
                         timed_out: p["timed_out"] == true,
                         cancelled: p["cancelled"] == true,
                         ran: p["start_order"].is_u64(),
+                        rewritten: rewritten_arguments(bundle, p)?,
                     };
                     let id = p["call_id"].as_str().unwrap_or_default().to_string();
                     calls.insert((step, id), call);

@@ -331,6 +331,18 @@ pub struct ToolCalled {
     /// absent means `false`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// The arguments the tool ran with, when a before hook rewrote the model's (which stay
+    /// in `arguments`); a JSON object, or the raw string. Added later: absent when nothing
+    /// rewrote them. Replay runs the tool with these, as the recording did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_arguments: Option<Value>,
+    /// Blob holding `rewritten_arguments` when they were too large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_arguments_blob: Option<BlobRef>,
+    /// Who rewrote the arguments: the name the before hook gave
+    /// (`HookDecision::Rewrite`'s `by`). Present exactly when `rewritten_arguments` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_by: Option<String>,
 }
 impl Payload for ToolCalled {
     const TYPE: EventType = EventType::ToolCalled;

@@ -38,7 +38,9 @@
 //! # Ok::<(), provrun_model::ModelError>(())
 //! ```
 
-use async_trait::async_trait;
+/// The `#[async_trait]` attribute [`Model`] is written with: `#[provrun_model::async_trait]`
+/// on an `impl Model for …` needs no `async-trait` dependency of its own.
+pub use async_trait::async_trait;
 
 // The live backends' HTTP clients are behind the `http` feature (on by default); their
 // configurations, wire formats and recorded-body parsers are always here, so a bundle

@@ -37,6 +37,11 @@ pub mod tools {
 #[cfg(feature = "tools")]
 pub use provrun_macros::facade_tool as tool;
 
+/// The `#[async_trait]` attribute that `Model` and the hook traits are written with: put
+/// `#[provrun::async_trait]` on an `impl Model for …` or `impl BeforeToolHook for …`.
+#[cfg(any(feature = "model", feature = "agent"))]
+pub use provrun_model::async_trait;
+
 /// The names most programs need, in one import: `use provrun::prelude::*;`.
 pub mod prelude {
     #[cfg(feature = "tools")]
