@@ -12,9 +12,12 @@ use provrun::evidence::{EventType, read_events, verify};
 use provrun::model::ScriptModel;
 use serde_json::{Value, json};
 
+/// What a hook saw of a call: its parsed arguments and the tool's metadata.
+type Seen = (Value, serde_json::Map<String, Value>);
+
 /// Rewrites what `write_file` writes, and notes what it saw of each call.
 struct Policy {
-    seen: Arc<Mutex<Vec<(Value, serde_json::Map<String, Value>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 #[provrun::async_trait]
