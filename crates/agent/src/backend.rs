@@ -368,7 +368,10 @@ impl Backend {
     }
 
     fn prepare(&self, agent: &AgentSpec) -> Result<Prepared, AgentError> {
-        agent.validate(&format!("agent spec `{}`", agent.name))?;
+        agent.validate_with_model(
+            &format!("agent spec `{}`", agent.name),
+            self.model.is_some(),
+        )?;
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let mut tools = BTreeMap::new();
         let mut definitions = Vec::new();

@@ -97,9 +97,15 @@ impl EvidenceModel {
     ) -> Result<(), ModelError> {
         let duration_ms = millis(started.elapsed());
         let empty = RawExchange::default();
+        // A hand-written model's response without wire bytes: its parsed content rendered
+        // as a Chat Completions body, so it is kept and a replay reads it back.
+        let rendered = match result {
+            Ok(r) if !r.has_wire_bytes() => Some(r.rendered_exchange(self.inner.name())),
+            _ => None,
+        };
         let (raw, usage, finish_reason, error) = match result {
             Ok(r) => (
-                &r.raw,
+                rendered.as_ref().unwrap_or(&r.raw),
                 serde_json::to_value(r.usage).unwrap_or(Value::Null),
                 r.finish_reason.as_ref().map(|f| f.as_str().to_string()),
                 None,
@@ -145,6 +151,7 @@ impl EvidenceModel {
                 duration_ms,
                 error,
                 attempts,
+                response_rendered: rendered.is_some(),
             })
             .await
             .map_err(evidence_failed)?;

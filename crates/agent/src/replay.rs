@@ -46,7 +46,8 @@ pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, Str
     let text = details["agent_spec"]
         .as_str()
         .ok_or_else(|| bundle_err(bundle, "run_started does not record the agent spec"))?;
-    let mut agent = AgentSpec::from_toml_str(text, None)?;
+    // A replay's model answers whatever the recorded spec names (a custom model's name too).
+    let mut agent = AgentSpec::parse_toml(text, None, true)?;
     agent.base_dir = details["spec_dir"].as_str().map(PathBuf::from);
     let prompt = details["prompt"].as_str().unwrap_or_default().to_string();
     Ok((agent, prompt))
@@ -59,6 +60,19 @@ pub fn recorded_responses(
 ) -> Result<Vec<RecordedResponse>, AgentError> {
     let mut out = Vec::new();
     for e in events.iter().filter(|e| e.kind == EventType::ModelCalled) {
+        if e.payload["response"].is_null() && e.payload["error"].is_null() {
+            return Err(bundle_err(
+                bundle,
+                format!(
+                    "model_called (seq {}) recorded no response: the model answered without \
+                     wire bytes (a hand-written `Model` whose `ModelResponse` had an empty \
+                     `raw.response_body`, recorded before provrun rendered such responses), \
+                     so there is nothing to replay. Record the run again with this version, \
+                     or give the response its bytes (`ModelResponse::with_raw`)",
+                    e.seq
+                ),
+            ));
+        }
         let response = blob_of(bundle, e.payload.get("response"))?.unwrap_or_default();
         let request = blob_of(bundle, e.payload.get("request"))?;
         let media_type = e.payload["response"]["media_type"]

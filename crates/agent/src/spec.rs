@@ -152,6 +152,16 @@ impl AgentSpec {
     /// Parse a spec from TOML text; `origin` names the file in error messages (with the
     /// line and column of the problem) and is where relative paths resolve.
     pub fn from_toml_str(text: &str, origin: Option<&Path>) -> Result<Self, AgentError> {
+        Self::parse_toml(text, origin, false)
+    }
+
+    /// [`AgentSpec::from_toml_str`]; with `custom_model`, `model` may name any model (see
+    /// [`AgentSpec::validate_with_model`]).
+    pub(crate) fn parse_toml(
+        text: &str,
+        origin: Option<&Path>,
+        custom_model: bool,
+    ) -> Result<Self, AgentError> {
         let shown = origin
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "agent spec".to_string());
@@ -170,7 +180,7 @@ impl AgentSpec {
                 }
             })
             .map(Path::to_path_buf);
-        spec.validate(&shown)?;
+        spec.validate_with_model(&shown, custom_model)?;
         Ok(spec)
     }
 
@@ -187,6 +197,17 @@ impl AgentSpec {
     /// Check what TOML's types cannot: a name, a known model scheme, sane limits, unique
     /// tool names.
     pub fn validate(&self, origin: &str) -> Result<(), AgentError> {
+        self.validate_with_model(origin, false)
+    }
+
+    /// [`AgentSpec::validate`]; with `custom_model` (a model given to
+    /// `Backend::with_model`, or a replay's) the spec's `model` may be any name, such as
+    /// that model's own: the given model answers, whatever the spec names.
+    pub(crate) fn validate_with_model(
+        &self,
+        origin: &str,
+        custom_model: bool,
+    ) -> Result<(), AgentError> {
         // Messages quote the spec's own values, which may hold any character: control
         // characters are shown escaped, so that an error stays on one line.
         let invalid = |message: String| AgentError::InvalidSpec {
@@ -196,7 +217,9 @@ impl AgentSpec {
         if self.name.trim().is_empty() {
             return Err(invalid("`name` is empty".into()));
         }
-        ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        if !custom_model {
+            ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        }
         if self.max_steps == 0 {
             return Err(invalid("`max_steps` must be at least 1".into()));
         }

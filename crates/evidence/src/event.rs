@@ -247,6 +247,11 @@ pub struct ModelCalled {
     /// `Retry-After`), oldest first; empty when it took one attempt or none was made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Value>,
+    /// The model handed back no wire bytes (a hand-written `Model`): `response` holds its
+    /// parsed response rendered by the runtime as a Chat Completions JSON body, not bytes
+    /// a server sent. Added later; absent means `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub response_rendered: bool,
 }
 impl Payload for ModelCalled {
     const TYPE: EventType = EventType::ModelCalled;

@@ -102,11 +102,31 @@ pub trait Model: Send + Sync {
     /// Sends one request with the streamed API, reporting each delta to `on_delta` as it
     /// arrives, and ends with the same [`ModelResponse`] as [`Model::request`] would give
     /// (its `raw` holds the SSE body verbatim).
+    ///
+    /// By default: [`Model::request`], then its text, reasoning and each tool call
+    /// reported as one delta each — a model that cannot stream need not write this.
     async fn request_stream(
         &self,
         request: &ModelRequest,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
-    ) -> Result<ModelResponse, ModelError>;
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self.request(request).await?;
+        if let Some(reasoning) = &response.reasoning {
+            on_delta(StreamDelta::Reasoning(reasoning.clone()));
+        }
+        if let Some(text) = &response.text {
+            on_delta(StreamDelta::Text(text.clone()));
+        }
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            on_delta(StreamDelta::ToolCall {
+                index,
+                id: Some(call.id.clone()),
+                name: Some(call.name.clone()),
+                arguments: call.arguments.clone(),
+            });
+        }
+        Ok(response)
+    }
 }
 
 /// Builds a model from an agent spec's `model` string: `test`, `script:PATH`,
