@@ -12,7 +12,9 @@ use crate::{EXIT_FAILED, EXIT_USAGE, fail};
 pub(crate) struct VerifyArgs {
     /// The bundle folder.
     bundle: PathBuf,
-    /// Print one JSON object `{"ok", "complete", "checks": [{"code", "status", "detail"}]}`.
+    /// Print one JSON object `{"ok", "complete", "status", "checks": [{"code", "status", "detail"}]}`
+    /// (`status`: how the run ended — finished, failed, cancelled or paused — absent when
+    /// the log does not end with run_finished).
     #[arg(long)]
     json: bool,
     /// Require a valid signature (statement.dsse.json) by this public key (SPKI PEM, as

@@ -19,6 +19,7 @@ async fn a_spec_finds_the_tools_of_a_named_crate() {
     assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
     let report = provrun::evidence::verify(&bundle);
     assert!(report.ok && report.complete);
+    assert_eq!(report.status, Some(provrun::evidence::RunStatus::Finished));
     let log = std::fs::read_to_string(bundle.join("events.jsonl")).unwrap();
     assert!(log.contains("\"tool_called\"") && log.contains("word_count"));
 }
