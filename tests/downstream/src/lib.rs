@@ -16,3 +16,10 @@ pub fn entry_count(ctx: &RunContext, path: String) -> Result<usize, String> {
     let listing = ctx.sandbox().list_dir(&path).map_err(|e| e.to_string())?;
     Ok(listing.entries.len())
 }
+
+/// Count the lines of a text file in the sandbox.
+#[tool(category = "read")]
+pub async fn line_count(ctx: &RunContext, path: String) -> Result<usize, String> {
+    let text = ctx.read_to_string(&path).await.map_err(|e| e.to_string())?;
+    Ok(text.lines().count())
+}

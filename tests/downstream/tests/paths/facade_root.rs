@@ -1,4 +1,4 @@
-// `use provrun::tool;` from a crate that depends on the facade alone.
+//! `use provrun::tool;` from a crate that depends on the facade alone.
 use provrun::tool;
 
 /// Add two numbers.

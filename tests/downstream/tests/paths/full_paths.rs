@@ -1,5 +1,5 @@
-// The attribute by its full path, without a `use`: `#[provrun::tool]` and
-// `#[provrun::tools::tool]`.
+//! The attribute by its full path, without a `use`: `#[provrun::tool]` and
+//! `#[provrun::tools::tool]`.
 
 /// Negate a number.
 #[provrun::tool]

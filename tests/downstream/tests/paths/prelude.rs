@@ -1,4 +1,4 @@
-// `use provrun::prelude::*;` brings `#[tool]` and the names most programs need.
+//! `use provrun::prelude::*;` brings `#[tool]` and the names most programs need.
 use provrun::prelude::*;
 
 /// Shout a text.

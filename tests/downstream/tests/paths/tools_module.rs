@@ -1,5 +1,5 @@
-// `use provrun::tools::tool;`: the natural path through the facade, with a context, an
-// async tool, optional and list arguments, and options.
+//! `use provrun::tools::tool;`: the natural path through the facade, with a context, an
+//! async tool, optional and list arguments, and options.
 use provrun::tools::{RunContext, ToolCategory, tool};
 
 /// Join words with a separator.
