@@ -644,9 +644,11 @@ fn verify_prints_a_line_per_check_and_a_verdict_or_one_json_object() {
     let (code, report) = verify_json(&bundle);
     assert_eq!(code, 0);
     let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["checks", "complete", "ok"]);
+    // `status` was added later (extending the object): how the run ended.
+    assert_eq!(keys, ["checks", "complete", "ok", "status"]);
     assert_eq!(report["ok"], true);
     assert_eq!(report["complete"], true);
+    assert_eq!(report["status"], "finished");
     let checks = report["checks"].as_array().unwrap();
     assert!(!checks.is_empty());
     for c in checks {
