@@ -25,6 +25,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-tests", 5),
     // A one-tool crate over provrun-tools that the linker tests of provrun-tests use.
     ("provrun-linker-probe", 2),
+    // A crate that uses provrun as a user would: the facade alone.
+    ("provrun-downstream", 5),
     // The benchmark driver: a binary over the agent, depended on by nothing.
     ("provrun-bench", 4),
     // Project automation builds nothing of ours.
@@ -173,4 +175,140 @@ fn the_tools_crate_bans_std_fs() {
             "{path} is no longer banned in crates/tools"
         );
     }
+}
+
+/// The most packages (itself included) that `provrun-tools` may build against, so that a
+/// crate of plain `#[tool]` fns stays light: no HTTP stack, no OS confinement, no recorder.
+/// It was 178 before those moved behind features (49 when this bound was set).
+const TOOLS_PACKAGE_BOUND: usize = 50;
+
+/// Packages no light build may contain: HTTP and TLS stacks, the MCP SDK, the OS
+/// confinement crates, and the recorder's compression.
+const HEAVY: &[&str] = &[
+    "reqwest",
+    "hyper",
+    "rustls",
+    "aws-lc-sys",
+    "ring",
+    "async-openai",
+    "rmcp",
+    "landlock",
+    "seccompiler",
+    "zstd-sys",
+];
+
+/// The distinct packages in the normal (non-dev, non-build) dependency tree of `package`
+/// built with `features` (`cargo tree`'s own arguments), each as its name.
+fn normal_tree(package: &str, features: &[&str]) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(root())
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-p",
+            package,
+        ])
+        .args(features)
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    distinct_packages(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `cargo tree --prefix none` output to the distinct package names (`name vX.Y.Z …`).
+fn distinct_packages(tree: &str) -> Vec<String> {
+    let mut seen: Vec<String> = tree
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let name = words.next()?;
+            let version = words.next()?;
+            Some(format!("{name} {version}"))
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
+/// The packages of `tree` named in `HEAVY`.
+fn heavy_in(tree: &[String]) -> Vec<&String> {
+    tree.iter()
+        .filter(|p| HEAVY.contains(&p.split(' ').next().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn a_tools_crate_builds_against_few_packages() {
+    let tree = normal_tree("provrun-tools", &[]);
+    assert!(
+        tree.len() <= TOOLS_PACKAGE_BOUND,
+        "provrun-tools now builds against {} packages (bound {TOOLS_PACKAGE_BOUND}): a crate of \
+         `#[tool]` fns pays for each. Put the new dependency behind a feature. The tree:\n{}",
+        tree.len(),
+        tree.join("\n")
+    );
+    assert!(heavy_in(&tree).is_empty(), "{:?}", heavy_in(&tree));
+    // The one-tool probe crate, a `#[tool]` crate as a user writes it, is as light.
+    let probe = normal_tree("provrun-linker-probe", &[]);
+    assert!(
+        probe.len() <= TOOLS_PACKAGE_BOUND + 1,
+        "{}",
+        probe.join("\n")
+    );
+    // So is the facade with only its `tools` feature.
+    let facade = normal_tree("provrun", &["--no-default-features", "--features", "tools"]);
+    assert!(
+        facade.len() <= TOOLS_PACKAGE_BOUND + 1,
+        "{}",
+        facade.join("\n")
+    );
+}
+
+#[test]
+fn an_offline_agent_builds_no_http_client() {
+    // `provrun = { default-features = false, features = ["agent"] }`: offline models only.
+    let tree = normal_tree("provrun", &["--no-default-features", "--features", "agent"]);
+    let heavy: Vec<&String> = heavy_in(&tree)
+        .into_iter()
+        .filter(|p| {
+            !p.starts_with("landlock ")
+                && !p.starts_with("seccompiler ")
+                && !p.starts_with("zstd-sys ")
+        })
+        .collect();
+    assert!(heavy.is_empty(), "an offline agent builds {heavy:?}");
+    // The default facade (the CLI's set) still has them: the features are what cuts them.
+    let full = normal_tree("provrun", &[]);
+    let names: Vec<&str> = full.iter().filter_map(|p| p.split(' ').next()).collect();
+    for wanted in ["reqwest", "rmcp", "async-openai", "landlock"] {
+        assert!(names.contains(&wanted), "the default facade lost {wanted}");
+    }
+}
+
+#[test]
+fn the_package_count_sees_duplicates_once_and_versions_apart() {
+    // The bound's counting must be able to fail: distinct name+version pairs.
+    let tree = "a v1.0.0\nb v2.0.0 (proc-macro)\na v1.0.0 (*)\nsyn v2.0.1\nsyn v3.0.0\n";
+    assert_eq!(
+        distinct_packages(tree),
+        ["a v1.0.0", "b v2.0.0", "syn v2.0.1", "syn v3.0.0"]
+    );
+    let many = (0..=TOOLS_PACKAGE_BOUND)
+        .map(|i| format!("p{i} v0.1.0\n"))
+        .collect::<String>();
+    assert!(distinct_packages(&many).len() > TOOLS_PACKAGE_BOUND);
+    assert_eq!(
+        heavy_in(&distinct_packages("reqwest v0.13.5\nserde v1.0.0\n")).len(),
+        1
+    );
 }

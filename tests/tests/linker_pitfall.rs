@@ -26,3 +26,23 @@ fn a_tools_crate_that_nothing_names_is_not_linked() {
     );
     assert_eq!(linked.len(), BUILTIN_TOOLS.len());
 }
+
+#[test]
+fn the_unknown_tool_error_leads_to_the_fix() {
+    let err = ToolRegistry::linked()
+        .get(&["linker_probe"])
+        .expect_err("the probe's tool is not linked");
+    let message = err.to_string();
+    for needle in [
+        "unknown tool `linker_probe`",
+        "the linker dropped that crate",
+        "use my_tools as _;",
+        "integration-test file",
+        "ToolRegistry::add",
+    ] {
+        assert!(
+            message.contains(needle),
+            "{needle:?} is missing from: {message}"
+        );
+    }
+}

@@ -26,7 +26,7 @@ use crate::capability::{
 };
 use crate::control::{RunControl, RunEvent};
 use crate::error::AgentError;
-use crate::hooks::{HookDecision, ToolCallInfo, ToolHooks};
+use crate::hooks::{BeforeOutcome, HookDecision, ToolCallInfo, ToolHooks};
 use crate::output::OutputSchema;
 use crate::remote::{RecordedMcp, Remote};
 use crate::replay::Replaying;
@@ -70,6 +70,7 @@ pub struct Backend {
     /// a recorded cancellation ends the run.
     replaying: Option<Arc<Replaying>>,
     recorded_mcp: Option<RecordedMcp>,
+    #[cfg(feature = "otel")]
     otlp: Option<provrun_otel::OtlpConfig>,
     /// How new bundles store their blobs (the pack unless chosen otherwise).
     blob_layout: provrun_evidence::BlobLayout,
@@ -85,7 +86,7 @@ impl std::fmt::Debug for Backend {
             .field("registry", &self.registry.as_ref().map(ToolRegistry::len))
             .field("hooks", &self.hooks)
             .field("replaying", &self.replaying.is_some())
-            .field("otlp", &self.otlp)
+            .field("otlp", &self.otlp_asked())
             .finish()
     }
 }
@@ -285,18 +286,41 @@ impl Backend {
     /// `config.timeout` and never changes the run's outcome or its bundle: its result is
     /// in [`RunResult::otel_export`]. [`provrun_otel::OtlpConfig::from_env`] reads the
     /// standard `OTEL_*` variables. Replays never export.
+    ///
+    /// Needs the `otel` feature (on by default).
+    #[cfg(feature = "otel")]
     pub fn with_otlp(mut self, config: provrun_otel::OtlpConfig) -> Self {
         self.otlp = Some(config);
         self
     }
 
     /// The same backend without OTLP export (replays use it).
-    pub(crate) fn without_otlp(mut self) -> Self {
-        self.otlp = None;
+    pub(crate) fn without_otlp(self) -> Self {
+        #[cfg(feature = "otel")]
+        return Self { otlp: None, ..self };
+        #[cfg(not(feature = "otel"))]
         self
     }
 
+    /// Whether the run's spans are exported at its end.
+    fn otlp_asked(&self) -> bool {
+        #[cfg(feature = "otel")]
+        return self.otlp.is_some();
+        #[cfg(not(feature = "otel"))]
+        return false;
+    }
+
     /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    #[cfg(not(feature = "otel"))]
+    async fn export_otel(
+        &self,
+        result: Result<RunResult, AgentError>,
+    ) -> Result<RunResult, AgentError> {
+        result
+    }
+
+    /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    #[cfg(feature = "otel")]
     async fn export_otel(
         &self,
         result: Result<RunResult, AgentError>,
@@ -338,6 +362,7 @@ impl Backend {
         }
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref()).await?;
+        #[cfg(feature = "mcp")]
         for t in remote.tools() {
             if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {
                 remote.shutdown().await;
@@ -380,6 +405,7 @@ impl Backend {
                     ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
                 ))
             }
+            #[cfg(feature = "openai")]
             ModelRef::OpenAi(name) => {
                 let (base, key) =
                     endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
@@ -390,6 +416,7 @@ impl Backend {
                         .map_err(|e| model_err(e.to_string()))?,
                 ))
             }
+            #[cfg(feature = "openai")]
             ModelRef::Anthropic(name) => {
                 let (base, key) = endpoint(agent, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")
                     .map_err(model_err)?;
@@ -400,6 +427,7 @@ impl Backend {
                         .map_err(|e| model_err(e.to_string()))?,
                 ))
             }
+            #[cfg(feature = "openai")]
             ModelRef::OpenAiResponses(name) => {
                 let (base, key) =
                     endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
@@ -410,6 +438,20 @@ impl Backend {
                         .map_err(|e| model_err(e.to_string()))?,
                 ))
             }
+            // Without the `openai` feature: an error naming it.
+            #[cfg(not(feature = "openai"))]
+            ModelRef::OpenAi(name) => provrun_model::model_from_spec(&format!("openai:{name}"))
+                .map_err(|e| model_err(e.to_string())),
+            #[cfg(not(feature = "openai"))]
+            ModelRef::Anthropic(name) => {
+                provrun_model::model_from_spec(&format!("anthropic:{name}"))
+                    .map_err(|e| model_err(e.to_string()))
+            }
+            #[cfg(not(feature = "openai"))]
+            ModelRef::OpenAiResponses(name) => {
+                provrun_model::model_from_spec(&format!("openai-responses:{name}"))
+                    .map_err(|e| model_err(e.to_string()))
+            }
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
                 Ok(Arc::new(crate::replay::replay_model(&bundle)?))
@@ -418,7 +460,10 @@ impl Backend {
     }
 
     fn prepare(&self, agent: &AgentSpec) -> Result<Prepared, AgentError> {
-        agent.validate(&format!("agent spec `{}`", agent.name))?;
+        agent.validate_with_model(
+            &format!("agent spec `{}`", agent.name),
+            self.model.is_some(),
+        )?;
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let mut tools = BTreeMap::new();
         let mut definitions = Vec::new();
@@ -757,6 +802,9 @@ impl Backend {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
             details["mcp"] = mcp;
         }
+        #[cfg(not(feature = "otel"))]
+        let _ = run_id;
+        #[cfg(feature = "otel")]
         if self.otlp.is_some() {
             // The trace the run's spans are exported in, derived from the run id.
             details["otel"] = json!({ "trace_id": provrun_otel::trace_id_for_run(run_id) });
@@ -1073,6 +1121,9 @@ struct Decided {
     timed_out: bool,
     /// The run was cancelled while the tool ran, and it was stopped.
     cancelled: bool,
+    /// The arguments a before hook rewrote the model's to (the tool ran with them), and
+    /// who rewrote them.
+    rewritten: Option<(Value, String)>,
 }
 
 impl Decided {
@@ -1084,6 +1135,7 @@ impl Decided {
             mcp: None,
             timed_out: false,
             cancelled: false,
+            rewritten: None,
         }
     }
 
@@ -1101,6 +1153,7 @@ impl Decided {
             mcp: called.mcp,
             timed_out: called.timed_out,
             cancelled: called.cancelled,
+            rewritten: None,
         }
     }
 
@@ -1129,6 +1182,8 @@ struct CallResult {
     timed_out: bool,
     /// The run was cancelled while the call ran (or before it could run).
     cancelled: bool,
+    /// The arguments a before hook rewrote the model's to, and who rewrote them.
+    rewritten: Option<(Value, String)>,
 }
 
 impl CallResult {
@@ -1142,6 +1197,7 @@ impl CallResult {
             mcp: None,
             timed_out: false,
             cancelled: true,
+            rewritten: None,
         }
     }
 }
@@ -1520,6 +1576,7 @@ impl Run<'_> {
                 timed_out: result.timed_out,
                 cancelled: result.cancelled,
                 run_call_id: Some(uid.clone()),
+                rewritten: result.rewritten,
                 ..CallFlags::default()
             };
             self.evidence
@@ -1653,6 +1710,17 @@ impl Run<'_> {
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
                     category: tool.category(),
+                    parsed_arguments: crate::capability::arguments_value(&call.arguments),
+                    metadata: tool
+                        .schema()
+                        .as_object()
+                        .map(|root| {
+                            root.iter()
+                                .filter(|(k, _)| k.starts_with("x-"))
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 };
                 match decision {
                     Some(Decision::Deny { message, .. }) => Decided::new(
@@ -1678,6 +1746,7 @@ impl Run<'_> {
             cut(decided.output)
         };
         let decided_by = decided.by;
+        let rewritten = decided.rewritten;
         let mcp = decided.mcp;
         let (timed_out, cancelled) = (decided.timed_out, decided.cancelled);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -1698,6 +1767,7 @@ impl Run<'_> {
             mcp,
             timed_out,
             cancelled,
+            rewritten,
         }
     }
 
@@ -1723,31 +1793,55 @@ impl Run<'_> {
                     ..Decided::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
                 };
             }
-            return match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
+            // Arguments a hook rewrote: the tool runs with them again, as it did.
+            let rewritten = recorded.and_then(|r| r.rewritten.clone());
+            let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
+                arguments: arguments_text(arguments),
+                ..call.clone()
+            });
+            let runs_with = rewritten_call.as_ref().unwrap_or(call);
+            let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
                 Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
                 Some((DecidedBy::AfterHook, output)) => {
                     // The tool runs (its effects on /output count), the model saw the
                     // rewritten output.
-                    let _ = self.call_tool(tool, uid, call).await;
+                    let _ = self.call_tool(tool, uid, runs_with).await;
                     Decided::recorded(output, DecidedBy::AfterHook)
                 }
-                _ => Decided::called(self.call_tool(tool, uid, call).await),
+                _ => Decided::called(self.call_tool(tool, uid, runs_with).await),
+            };
+            return Decided {
+                rewritten,
+                ..decided
             };
         }
         let hooks: &ToolHooks = &self.backend.hooks;
-        let decided = if hooks.before.is_empty() {
-            HookDecision::Allow
+        let before = if hooks.before.is_empty() {
+            BeforeOutcome {
+                decision: HookDecision::Allow,
+                rewritten: None,
+            }
         } else {
             hooks.run_before(info, self.control).await
         };
-        let called = match decided {
-            HookDecision::Deny(message) => {
-                return Decided::new(ToolOutput::fail(message), DecidedBy::Hook);
-            }
+        let rewritten = before.rewritten;
+        let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
+            arguments: arguments_text(arguments),
+            ..call.clone()
+        });
+        let called = match before.decision {
+            HookDecision::Deny(message) => Decided::new(ToolOutput::fail(message), DecidedBy::Hook),
             HookDecision::Replace(content) => {
-                return Decided::new(ToolOutput::succeed(content), DecidedBy::Hook);
+                Decided::new(ToolOutput::succeed(content), DecidedBy::Hook)
             }
-            HookDecision::Allow => Decided::called(self.call_tool(tool, uid, call).await),
+            HookDecision::Allow | HookDecision::Rewrite { .. } => Decided::called(
+                self.call_tool(tool, uid, rewritten_call.as_ref().unwrap_or(call))
+                    .await,
+            ),
+        };
+        let called = Decided {
+            rewritten,
+            ..called
         };
         if hooks.after.is_empty() || called.by != DecidedBy::Tool {
             return called;
@@ -1902,7 +1996,17 @@ impl Run<'_> {
             bundle: self.recorder.bundle_dir().to_path_buf(),
             deferred: outcome.deferred,
             error: outcome.error,
+            #[cfg(feature = "otel")]
             otel_export: None,
         })
+    }
+}
+
+/// Arguments as the text a tool is called with: a JSON string stays its text, anything
+/// else is its JSON.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }

@@ -98,9 +98,15 @@ impl EvidenceModel {
     ) -> Result<(), ModelError> {
         let duration_ms = millis(started.elapsed());
         let empty = RawExchange::default();
+        // A hand-written model's response without wire bytes: its parsed content rendered
+        // as a Chat Completions body, so it is kept and a replay reads it back.
+        let rendered = match result {
+            Ok(r) if !r.has_wire_bytes() => Some(r.rendered_exchange(self.inner.name())),
+            _ => None,
+        };
         let (raw, usage, finish_reason, error) = match result {
             Ok(r) => (
-                &r.raw,
+                rendered.as_ref().unwrap_or(&r.raw),
                 serde_json::to_value(r.usage).unwrap_or(Value::Null),
                 r.finish_reason.as_ref().map(|f| f.as_str().to_string()),
                 None,
@@ -146,6 +152,7 @@ impl EvidenceModel {
             duration_ms,
             error,
             attempts,
+            response_rendered: rendered.is_some(),
         };
         record_model_exchange(&self.recorder, &exchange)
             .await
@@ -315,6 +322,8 @@ pub struct CallFlags {
     pub cancelled: bool,
     /// The call's run-unique id (`provrun_evidence::ToolCalled::run_call_id`): `STEP.N`.
     pub run_call_id: Option<String>,
+    /// The arguments a before hook rewrote the model's to, and who rewrote them.
+    pub rewritten: Option<(Value, String)>,
 }
 
 impl ToolEvidence {
@@ -379,6 +388,13 @@ impl ToolEvidence {
             }),
             None => None,
         };
+        let (rewritten_arguments, rewritten_arguments_blob, rewritten_by) = match flags.rewritten {
+            Some((value, by)) => {
+                let (inline, blob) = self.recorder.tool_value(value)?;
+                (Some(inline), blob, Some(by))
+            }
+            None => (None, None, None),
+        };
         let call = ToolCalled {
             name: name.to_string(),
             call_id: call_id.to_string(),
@@ -398,8 +414,11 @@ impl ToolEvidence {
             end_order: flags.order.map(|o| o.1),
             timed_out: flags.timed_out,
             cancelled: flags.cancelled,
-                summary,
-                confirm,
+            summary,
+            confirm,
+            rewritten_arguments,
+            rewritten_arguments_blob,
+            rewritten_by,
             ..ToolCalled::default()
         };
         let seq = record_tool_call(&self.recorder, call, false).await?;

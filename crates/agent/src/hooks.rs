@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use provrun_tools::{ToolCategory, ToolOutput};
+use serde_json::Value;
 
 use crate::control::{Permit, RunControl};
 
@@ -29,6 +30,13 @@ pub struct ToolCallInfo {
     /// The tool's category (`read`, `write`, `execute`, ...), for a policy written in
     /// code.
     pub category: ToolCategory,
+    /// The arguments parsed: a JSON object (`{}` for none), or the raw text as a JSON
+    /// string when it is not JSON. After a hook rewrote them, the later hooks see the
+    /// rewritten ones here and in `arguments`.
+    pub parsed_arguments: Value,
+    /// The tool's metadata as its schema root states it (`x-destructive`, `x-category`,
+    /// `x-confirm`, `x-summary`, … — every `x-*` key of the tool's argument schema).
+    pub metadata: serde_json::Map<String, Value>,
 }
 
 /// A `before` hook's verdict.
@@ -40,6 +48,35 @@ pub enum HookDecision {
     Deny(String),
     /// Skip the tool; the model sees a successful result with this content.
     Replace(String),
+    /// Run the tool with these arguments instead of the model's. `tool_called` records
+    /// both, and `by` as who rewrote them; replay runs the tool with the rewritten ones.
+    /// Later hooks see the rewritten arguments and may rewrite, deny or replace again.
+    Rewrite {
+        /// The arguments to run the tool with (a JSON object).
+        arguments: Value,
+        /// Who rewrote them (a hook's name), recorded as `rewritten_by`.
+        by: String,
+    },
+}
+
+impl HookDecision {
+    /// [`HookDecision::Rewrite`]: run the tool with `arguments`, recorded as rewritten by
+    /// `by`.
+    pub fn rewrite(by: impl Into<String>, arguments: Value) -> Self {
+        HookDecision::Rewrite {
+            arguments,
+            by: by.into(),
+        }
+    }
+}
+
+/// What the `before` hooks decided about a call, with any rewrite of its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BeforeOutcome {
+    /// `Allow`, `Deny` or `Replace` (never `Rewrite`: that is folded into `rewritten`).
+    pub decision: HookDecision,
+    /// The arguments the last rewrite gave and who gave them, if any hook rewrote them.
+    pub rewritten: Option<(Value, String)>,
 }
 
 /// Runs before a tool call and may stop or replace it.
@@ -97,14 +134,29 @@ impl ToolHooks {
         &self,
         call: &ToolCallInfo,
         control: &RunControl,
-    ) -> HookDecision {
+    ) -> BeforeOutcome {
+        let mut seen = call.clone();
+        let mut rewritten = None;
         for hook in &self.before {
-            match hook.before(call, control).await {
+            match hook.before(&seen, control).await {
                 HookDecision::Allow => {}
-                other => return other,
+                HookDecision::Rewrite { arguments, by } => {
+                    seen.arguments = arguments.to_string();
+                    seen.parsed_arguments = arguments.clone();
+                    rewritten = Some((arguments, by));
+                }
+                other => {
+                    return BeforeOutcome {
+                        decision: other,
+                        rewritten,
+                    };
+                }
             }
         }
-        HookDecision::Allow
+        BeforeOutcome {
+            decision: HookDecision::Allow,
+            rewritten,
+        }
     }
 
     pub(crate) async fn run_after(

@@ -33,11 +33,19 @@ mod error;
 mod hooks;
 mod limit;
 mod output;
+#[cfg(feature = "mcp")]
+mod remote;
+// Without the MCP client: the same interface, refusing agents that name MCP servers.
+#[cfg(not(feature = "mcp"))]
+#[path = "remote_off.rs"]
 mod remote;
 mod replay;
 mod skills;
 mod spec;
 
+/// The `#[async_trait]` attribute the hook traits (and the model crate's `Model`) are
+/// written with, so an implementation needs no `async-trait` dependency of its own.
+pub use async_trait::async_trait;
 pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, OUTPUT_TOOL, execute};
 pub use capability::{
     CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,

@@ -46,7 +46,8 @@ pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, Str
     let text = details["agent_spec"]
         .as_str()
         .ok_or_else(|| bundle_err(bundle, "run_started does not record the agent spec"))?;
-    let mut agent = AgentSpec::from_toml_str(text, None)?;
+    // A replay's model answers whatever the recorded spec names (a custom model's name too).
+    let mut agent = AgentSpec::parse_toml(text, None, true)?;
     agent.base_dir = details["spec_dir"].as_str().map(PathBuf::from);
     // A run that recorded the folders it searched for skills (the defaults among them)
     // searches the same ones again, wherever it is resumed or replayed.
@@ -69,6 +70,19 @@ pub fn recorded_responses(
 ) -> Result<Vec<RecordedResponse>, AgentError> {
     let mut out = Vec::new();
     for e in events.iter().filter(|e| e.kind == EventType::ModelCalled) {
+        if e.payload["response"].is_null() && e.payload["error"].is_null() {
+            return Err(bundle_err(
+                bundle,
+                format!(
+                    "model_called (seq {}) recorded no response: the model answered without \
+                     wire bytes (a hand-written `Model` whose `ModelResponse` had an empty \
+                     `raw.response_body`, recorded before provrun rendered such responses), \
+                     so there is nothing to replay. Record the run again with this version, \
+                     or give the response its bytes (`ModelResponse::with_raw`)",
+                    e.seq
+                ),
+            ));
+        }
         let response = blob_of(bundle, e.payload.get("response"))?.unwrap_or_default();
         let request = blob_of(bundle, e.payload.get("request"))?;
         let media_type = e.payload["response"]["media_type"]
@@ -163,6 +177,27 @@ fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
         Value::Null => String::new(),
         other => other.to_string(),
     })
+}
+
+/// A recorded call's rewritten arguments and who rewrote them (`rewritten_arguments`,
+/// inline or in its blob, and `rewritten_by`), if a hook rewrote them.
+fn rewritten_arguments(
+    bundle: &Path,
+    payload: &Value,
+) -> Result<Option<(Value, String)>, AgentError> {
+    let Some(by) = payload["rewritten_by"].as_str() else {
+        return Ok(None);
+    };
+    let arguments = match blob_of(bundle, payload.get("rewritten_arguments_blob"))? {
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            bundle_err(
+                bundle,
+                format!("a rewritten-arguments blob is not JSON: {e}"),
+            )
+        })?,
+        None => payload["rewritten_arguments"].clone(),
+    };
+    Ok(Some((arguments, by.to_string())))
 }
 
 fn arguments_text(payload: &Value) -> String {
@@ -310,6 +345,9 @@ pub(crate) struct RecordedCall {
     /// The call was dispatched (it has a `start_order`); `false` for a call the recording
     /// answered without running it, or a log from before `start_order`.
     ran: bool,
+    /// The arguments a before hook rewrote the model's to, and who did: the tool runs
+    /// with them again.
+    pub(crate) rewritten: Option<(Value, String)>,
 }
 
 /// What a replay takes from the recording besides the model's responses: the result of
@@ -372,6 +410,7 @@ impl Replaying {
                         timed_out: p["timed_out"] == true,
                         cancelled: p["cancelled"] == true,
                         ran: p["start_order"].is_u64(),
+                        rewritten: rewritten_arguments(bundle, p)?,
                     };
                     let id = key_of(p, legacy).unwrap_or_default().to_string();
                     calls.insert((step, id), call);

@@ -290,6 +290,16 @@ impl AgentSpec {
     /// Parse a spec from TOML text; `origin` names the file in error messages (with the
     /// line and column of the problem) and is where relative paths resolve.
     pub fn from_toml_str(text: &str, origin: Option<&Path>) -> Result<Self, AgentError> {
+        Self::parse_toml(text, origin, false)
+    }
+
+    /// [`AgentSpec::from_toml_str`]; with `custom_model`, `model` may name any model (see
+    /// [`AgentSpec::validate_with_model`]).
+    pub(crate) fn parse_toml(
+        text: &str,
+        origin: Option<&Path>,
+        custom_model: bool,
+    ) -> Result<Self, AgentError> {
         let shown = origin
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "agent spec".to_string());
@@ -308,7 +318,7 @@ impl AgentSpec {
                 }
             })
             .map(Path::to_path_buf);
-        spec.validate(&shown)?;
+        spec.validate_with_model(&shown, custom_model)?;
         Ok(spec)
     }
 
@@ -325,6 +335,17 @@ impl AgentSpec {
     /// Check what TOML's types cannot: a name, a known model scheme, sane limits, unique
     /// tool names.
     pub fn validate(&self, origin: &str) -> Result<(), AgentError> {
+        self.validate_with_model(origin, false)
+    }
+
+    /// [`AgentSpec::validate`]; with `custom_model` (a model given to
+    /// `Backend::with_model`, or a replay's) the spec's `model` may be any name, such as
+    /// that model's own: the given model answers, whatever the spec names.
+    pub(crate) fn validate_with_model(
+        &self,
+        origin: &str,
+        custom_model: bool,
+    ) -> Result<(), AgentError> {
         // Messages quote the spec's own values, which may hold any character: control
         // characters are shown escaped, so that an error stays on one line.
         let invalid = |message: String| AgentError::InvalidSpec {
@@ -334,7 +355,9 @@ impl AgentSpec {
         if self.name.trim().is_empty() {
             return Err(invalid("`name` is empty".into()));
         }
-        ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        if !custom_model {
+            ModelRef::parse(&self.model).map_err(|m| invalid(format!("`model`: {m}")))?;
+        }
         if let Some(var) = &self.api_key_env
             && !is_env_name(var)
         {
@@ -730,6 +753,7 @@ pub struct RunResult {
     pub error: Option<String>,
     /// With [`crate::Backend::with_otlp`]: what the export of the run's spans at its end
     /// gave (`Err` holds the reason it failed, which never changes the run's outcome);
-    /// `None` when export was not asked for.
+    /// `None` when export was not asked for. Needs the `otel` feature (on by default).
+    #[cfg(feature = "otel")]
     pub otel_export: Option<Result<provrun_otel::ExportSummary, String>>,
 }

@@ -78,6 +78,9 @@ pub struct ModelExchange<'a> {
     /// One object per HTTP attempt when the request was retried (see the evidence
     /// format's `attempts`); empty otherwise.
     pub attempts: Vec<Value>,
+    /// The response body was rendered from a model's parsed answer (a model with no wire
+    /// bytes), not received: recorded as `model_called.response_rendered`.
+    pub response_rendered: bool,
 }
 
 impl ModelExchange<'_> {
@@ -138,6 +141,7 @@ pub async fn record_model_exchange(
         duration_ms: exchange.duration_ms,
         error: exchange.error.clone(),
         attempts: exchange.attempts.clone(),
+        response_rendered: exchange.response_rendered,
     };
     let seq = match exchange.confidence() {
         Confidence::Observed => recorder.record_async(&payload).await?,

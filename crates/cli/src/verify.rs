@@ -13,7 +13,9 @@ pub(crate) struct VerifyArgs {
     /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
     /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     bundle: PathBuf,
-    /// Print one JSON object `{"ok", "complete", "checks": [{"code", "status", "detail"}]}`.
+    /// Print one JSON object `{"ok", "complete", "status", "checks": [{"code", "status", "detail"}]}`
+    /// (`status`: how the run ended — finished, failed, cancelled or paused — absent when
+    /// the log does not end with run_finished).
     #[arg(long)]
     json: bool,
     /// Require a valid signature (statement.dsse.json) by this public key (SPKI PEM, as

@@ -423,8 +423,12 @@ fn a_paused_run_exits_4_and_resumes_in_a_new_process() {
     let resume_cmd = format!("provrun resume {} --approve 1.1", s(&bundle));
     assert!(err.contains(&resume_cmd), "{err}");
     assert_eq!(last_status(&bundle), "paused");
-    // A paused bundle verifies.
+    // A paused bundle verifies, and `verify --json` says it is paused.
     assert_exit(&provrun(&["verify", &s(&bundle)]), 0);
+    let (code, report) = verify_json(&bundle);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["status"], "paused", "{report}");
     assert!(!bundle.join("output/hello.txt").exists());
 
     // The command printed, run as printed (in a new process).
@@ -439,6 +443,7 @@ fn a_paused_run_exits_4_and_resumes_in_a_new_process() {
     assert_eq!(last_status(&bundle), "finished");
     let (code, report) = verify_json(&bundle);
     assert_eq!(code, 0, "{report}");
+    assert_eq!(report["status"], "finished", "{report}");
     let timeline = stdout(&provrun(&["show", &s(&bundle)]));
     assert!(timeline.contains("end     paused"), "{timeline}");
     assert!(timeline.contains("resume  the run continues"), "{timeline}");
@@ -643,9 +648,11 @@ fn verify_prints_a_line_per_check_and_a_verdict_or_one_json_object() {
     let (code, report) = verify_json(&bundle);
     assert_eq!(code, 0);
     let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["checks", "complete", "ok"]);
+    // `status` was added later (extending the object): how the run ended.
+    assert_eq!(keys, ["checks", "complete", "ok", "status"]);
     assert_eq!(report["ok"], true);
     assert_eq!(report["complete"], true);
+    assert_eq!(report["status"], "finished");
     let checks = report["checks"].as_array().unwrap();
     assert!(!checks.is_empty());
     for c in checks {

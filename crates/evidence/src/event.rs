@@ -299,6 +299,11 @@ pub struct ModelCalled {
     /// `Retry-After`), oldest first; empty when it took one attempt or none was made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Value>,
+    /// The model handed back no wire bytes (a hand-written `Model`): `response` holds its
+    /// parsed response rendered by the runtime as a Chat Completions JSON body, not bytes
+    /// a server sent. Added later; absent means `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub response_rendered: bool,
 }
 impl Payload for ModelCalled {
     const TYPE: EventType = EventType::ModelCalled;
@@ -402,6 +407,18 @@ pub struct ToolCalled {
     /// tools that have one (added later; absent in older logs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm: Option<String>,
+    /// The arguments the tool ran with, when a before hook rewrote the model's (which stay
+    /// in `arguments`); a JSON object, or the raw string. Added later: absent when nothing
+    /// rewrote them. Replay runs the tool with these, as the recording did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_arguments: Option<Value>,
+    /// Blob holding `rewritten_arguments` when they were too large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_arguments_blob: Option<BlobRef>,
+    /// Who rewrote the arguments: the name the before hook gave
+    /// (`HookDecision::Rewrite`'s `by`). Present exactly when `rewritten_arguments` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_by: Option<String>,
 }
 impl ToolCalled {
     /// The id that identifies the call in its run: [`ToolCalled::run_call_id`] where the

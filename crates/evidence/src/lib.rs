@@ -50,6 +50,7 @@
 //!     duration_ms: 5,
 //!     error: None,
 //!     attempts: vec![],
+//!     response_rendered: false,
 //! })?;
 //! rec.step()?;
 //! std::fs::write(rec.output_dir().join("response.txt"), "hi").expect("write an output");

@@ -108,13 +108,20 @@ pub struct Check {
     pub detail: String,
 }
 
-/// The result of [`verify`]; serialises as `{"ok":…,"complete":…,"checks":[…]}`.
+/// The result of [`verify`]; serialises as `{"ok":…,"complete":…,"checks":[…]}`, plus
+/// `"status"` when the log ends with `run_finished`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyReport {
     /// No check failed.
     pub ok: bool,
     /// The log ends with `run_finished`, has no torn line, and `statement.json` exists.
     pub complete: bool,
+    /// How the run ended, as its last `run_finished` says (`finished`, `failed`,
+    /// `cancelled`, or `paused`: a paused run is `complete` too, and waits to be resumed);
+    /// `None` when the log does not end with `run_finished`. Added later: absent from
+    /// the JSON then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
     /// Every check, in a fixed order.
     pub checks: Vec<Check>,
 }
@@ -346,6 +353,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         return VerifyReport {
             ok: false,
             complete: false,
+            status: None,
             checks,
         };
     }
@@ -999,6 +1007,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     VerifyReport {
         ok,
         complete,
+        status: status.filter(|_| ends_finished),
         checks,
     }
 }

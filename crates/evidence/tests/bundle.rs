@@ -141,7 +141,12 @@ fn report_serialises_in_the_documented_shape() {
     let dir = make_bundle("json", Durability::Flush);
     let v = serde_json::to_value(verify(&dir)).unwrap();
     let obj = v.as_object().unwrap();
-    assert_eq!(obj.keys().collect::<Vec<_>>(), ["checks", "complete", "ok"]);
+    // `status` was added later, extending the shape: how the run ended.
+    assert_eq!(
+        obj.keys().collect::<Vec<_>>(),
+        ["checks", "complete", "ok", "status"]
+    );
+    assert_eq!(v["status"], "finished");
     let codes: Vec<&str> = v["checks"]
         .as_array()
         .unwrap()

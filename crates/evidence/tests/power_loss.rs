@@ -141,6 +141,7 @@ fn model_called(request: BlobRef, response: BlobRef) -> ModelCalled {
         duration_ms: 4,
         error: None,
         attempts: vec![],
+        response_rendered: false,
     }
 }
 

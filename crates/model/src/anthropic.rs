@@ -10,13 +10,16 @@ use std::fmt;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+#[cfg(feature = "http")]
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::{self, Endpoint, LiveEvents};
+#[cfg(feature = "http")]
+use crate::native::Endpoint;
+use crate::native::{self, LiveEvents};
 use crate::openai::{
     ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key, env_value,
 };
@@ -125,12 +128,14 @@ impl AnthropicConfig {
 }
 
 /// A model served by Anthropic's Messages API.
+#[cfg(feature = "http")]
 pub struct AnthropicModel {
     name: String,
     config: AnthropicConfig,
     endpoint: Endpoint,
 }
 
+#[cfg(feature = "http")]
 impl fmt::Debug for AnthropicModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AnthropicModel")
@@ -140,6 +145,7 @@ impl fmt::Debug for AnthropicModel {
     }
 }
 
+#[cfg(feature = "http")]
 impl AnthropicModel {
     /// A model for `config`. Fails on a base URL that is not http(s), an empty model
     /// name, or a key or header that cannot be sent in an HTTP header.
@@ -201,6 +207,7 @@ impl AnthropicModel {
 }
 
 #[async_trait]
+#[cfg(feature = "http")]
 impl Model for AnthropicModel {
     fn name(&self) -> &str {
         &self.name

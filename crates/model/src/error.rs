@@ -226,6 +226,7 @@ impl ModelError {
         }
     }
 
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn exchange_mut(&mut self) -> Option<&mut RawExchange> {
         match self {
             ModelError::RateLimited { exchange, .. }
@@ -247,6 +248,7 @@ impl ModelError {
     }
 
     /// Every message text this error holds, for redaction.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn texts_mut(&mut self) -> Vec<&mut String> {
         match self {
             ModelError::RateLimited { code, message, .. } => {

@@ -38,21 +38,31 @@
 //! # Ok::<(), provrun_model::ModelError>(())
 //! ```
 
-use async_trait::async_trait;
+/// The `#[async_trait]` attribute [`Model`] is written with: `#[provrun_model::async_trait]`
+/// on an `impl Model for …` needs no `async-trait` dependency of its own.
+pub use async_trait::async_trait;
 
+// The live backends' HTTP clients are behind the `http` feature (on by default); their
+// configurations, wire formats and recorded-body parsers are always here, so a bundle
+// recorded from any backend replays without an HTTP stack.
+#[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod anthropic;
 mod error;
+#[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod native;
 mod offline;
+#[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod openai;
+#[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod responses;
 
 mod types;
 mod wire;
 
+#[cfg(feature = "http")]
+pub use anthropic::AnthropicModel;
 pub use anthropic::{
     ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicConfig,
-    AnthropicModel,
 };
 pub use error::{ModelError, TimeoutKind};
 pub use native::WireApi;
@@ -61,11 +71,14 @@ pub use offline::replay::{RecordedResponse, ReplayModel};
 pub use offline::script::{ScriptModel, ScriptStep};
 pub use offline::test_model::{TestModel, arguments_for_schema};
 pub use offline::{Reply, estimate_usage};
+#[cfg(feature = "http")]
+pub use openai::OpenAiModel;
 pub use openai::{
-    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, OpenAiConfig, OpenAiModel, RetryPolicy,
-    Timeouts,
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, OpenAiConfig, RetryPolicy, Timeouts,
 };
-pub use responses::{OpenAiResponsesConfig, OpenAiResponsesModel};
+pub use responses::OpenAiResponsesConfig;
+#[cfg(feature = "http")]
+pub use responses::OpenAiResponsesModel;
 
 pub use types::{
     Attempt, FinishReason, Message, ModelRequest, ModelResponse, ModelSettings, ProviderItem,
@@ -89,11 +102,31 @@ pub trait Model: Send + Sync {
     /// Sends one request with the streamed API, reporting each delta to `on_delta` as it
     /// arrives, and ends with the same [`ModelResponse`] as [`Model::request`] would give
     /// (its `raw` holds the SSE body verbatim).
+    ///
+    /// By default: [`Model::request`], then its text, reasoning and each tool call
+    /// reported as one delta each — a model that cannot stream need not write this.
     async fn request_stream(
         &self,
         request: &ModelRequest,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
-    ) -> Result<ModelResponse, ModelError>;
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self.request(request).await?;
+        if let Some(reasoning) = &response.reasoning {
+            on_delta(StreamDelta::Reasoning(reasoning.clone()));
+        }
+        if let Some(text) = &response.text {
+            on_delta(StreamDelta::Text(text.clone()));
+        }
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            on_delta(StreamDelta::ToolCall {
+                index,
+                id: Some(call.id.clone()),
+                name: Some(call.name.clone()),
+                arguments: call.arguments.clone(),
+            });
+        }
+        Ok(response)
+    }
 }
 
 /// Builds a model from an agent spec's `model` string: `test`, `script:PATH`,
@@ -112,14 +145,27 @@ pub fn model_from_spec(spec: &str) -> Result<std::sync::Arc<dyn Model>, ModelErr
         Some(("script", path)) if !path.is_empty() => {
             Ok(std::sync::Arc::new(ScriptModel::from_path(path)?))
         }
+        #[cfg(feature = "http")]
         Some(("openai", name)) if !name.is_empty() => {
             Ok(std::sync::Arc::new(OpenAiModel::from_env(name)?))
         }
+        #[cfg(feature = "http")]
         Some(("anthropic", name)) if !name.is_empty() => {
             Ok(std::sync::Arc::new(AnthropicModel::from_env(name)?))
         }
+        #[cfg(feature = "http")]
         Some(("openai-responses", name)) if !name.is_empty() => {
             Ok(std::sync::Arc::new(OpenAiResponsesModel::from_env(name)?))
+        }
+        #[cfg(not(feature = "http"))]
+        Some((provider @ ("openai" | "anthropic" | "openai-responses"), name))
+            if !name.is_empty() =>
+        {
+            Err(ModelError::Config(format!(
+                "model {spec:?} needs the live {provider} backend, which this build leaves out: \
+                 enable the `http` feature of provrun-model (the `openai` feature of \
+                 provrun-agent or the provrun facade)"
+            )))
         }
         Some(("replay", _)) => Err(ModelError::Config(
             "a replay model is built from a bundle's recorded responses (ReplayModel::new)".into(),

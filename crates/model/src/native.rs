@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures_util::{FutureExt, StreamExt};
+#[cfg(feature = "http")]
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::{ModelError, TimeoutKind};
@@ -129,6 +130,7 @@ pub(crate) trait LiveEvents: Send {
 pub(crate) type Live<'a> = (Box<dyn LiveEvents>, &'a (dyn Fn(StreamDelta) + Send + Sync));
 
 /// Where and how a native backend posts.
+#[cfg(feature = "http")]
 pub(crate) struct Endpoint {
     pub url: String,
     /// Every header sent, the key's included.
@@ -143,6 +145,7 @@ pub(crate) struct Endpoint {
 }
 
 /// A reqwest client with the connect timeout, and no proxy for loopback servers.
+#[cfg(feature = "http")]
 pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Client, ModelError> {
     let url = reqwest::Url::parse(base)
         .map_err(|e| ModelError::Config(format!("the base URL {base:?} is not a URL: {e}")))?;
@@ -165,6 +168,7 @@ pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Cl
 
 /// A header for `name: value`, refusing values that cannot be sent (the value is secret,
 /// so it is never shown).
+#[cfg(feature = "http")]
 pub(crate) fn header(
     headers: &mut HeaderMap,
     name: &str,
@@ -183,6 +187,7 @@ pub(crate) fn header(
     Ok(())
 }
 
+#[cfg(feature = "http")]
 #[derive(Debug, Default)]
 struct Capture {
     status: Option<u16>,
@@ -195,10 +200,12 @@ struct Capture {
     too_large: Option<usize>,
 }
 
+#[cfg(feature = "http")]
 fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
     c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+#[cfg(feature = "http")]
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -215,6 +222,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// The wait a response asks for: `retry-after-ms`, `retry-after` in seconds, or
 /// `retry-after` as an HTTP date (a date in the past is no wait).
+#[cfg(feature = "http")]
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
@@ -232,6 +240,7 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 /// The backoff before retry `retry` (0-based): exponential up to `max_backoff`, then a
 /// random part of it taken off (between none and half), so that many clients that failed
 /// together do not all come back together.
+#[cfg(feature = "http")]
 pub(crate) fn jittered_backoff(policy: &RetryPolicy, retry: u32) -> Duration {
     let full = policy
         .initial_backoff
@@ -240,6 +249,7 @@ pub(crate) fn jittered_backoff(policy: &RetryPolicy, retry: u32) -> Duration {
     full.mul_f64(1.0 - fastrand::f64() * 0.5)
 }
 
+#[cfg(feature = "http")]
 /// The wait before retrying when the server said how long to wait: that long, plus a
 /// random part of up to a quarter of it (at most 10 s more), never less. Hundreds of runs
 /// of one batch told the same `Retry-After` then come back spread out, not in lockstep.
@@ -249,6 +259,7 @@ pub(crate) fn jittered_server_wait(wait: Duration) -> Duration {
         .min(Duration::from_secs(10))
 }
 
+#[cfg(feature = "http")]
 fn redact(secrets: &[String], text: &str) -> String {
     let mut t = text.to_owned();
     for s in secrets {
@@ -257,6 +268,7 @@ fn redact(secrets: &[String], text: &str) -> String {
     t
 }
 
+#[cfg(feature = "http")]
 fn redact_bytes(secrets: &[String], bytes: Bytes) -> Bytes {
     let hit = secrets
         .iter()
@@ -384,6 +396,7 @@ fn check_event_size(len: usize) -> Result<(), BodyProblem> {
     Ok(())
 }
 
+#[cfg(feature = "http")]
 impl Endpoint {
     /// Sends `body` with retries; with `live`, the SSE events drive `on_delta` as they come.
     pub(crate) async fn run(

@@ -15,9 +15,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "http")]
 use async_openai::Client;
+#[cfg(feature = "http")]
 use async_openai::config::OpenAIConfig;
+#[cfg(feature = "http")]
 use async_openai::error::OpenAIError;
+#[cfg(feature = "http")]
 use async_openai::middleware::HttpRequestFactory;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -231,6 +235,7 @@ impl OpenAiConfig {
 }
 
 /// A model served by an OpenAI-compatible chat-completions API.
+#[cfg(feature = "http")]
 pub struct OpenAiModel {
     name: String,
     config: OpenAiConfig,
@@ -238,6 +243,7 @@ pub struct OpenAiModel {
     client_config: OpenAIConfig,
 }
 
+#[cfg(feature = "http")]
 impl fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiModel")
@@ -247,10 +253,12 @@ impl fmt::Debug for OpenAiModel {
     }
 }
 
+#[cfg(feature = "http")]
 fn header_safe(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
 }
 
+#[cfg(feature = "http")]
 impl OpenAiModel {
     /// A model for `config`. Fails on a base URL that is not http(s) or a key or header
     /// that cannot be sent in an HTTP header.
@@ -536,6 +544,7 @@ impl OpenAiModel {
 
 /// Reads a stream through async-openai, reporting deltas; the final response is parsed
 /// from the captured bytes afterwards, exactly as a recording would be.
+#[cfg(feature = "http")]
 async fn consume_stream(
     client: &Client<OpenAIConfig>,
     body: &Value,
@@ -556,6 +565,7 @@ async fn consume_stream(
     Ok(())
 }
 
+#[cfg(feature = "http")]
 #[async_trait]
 impl Model for OpenAiModel {
     fn name(&self) -> &str {
@@ -578,6 +588,7 @@ impl Model for OpenAiModel {
 }
 
 /// What one attempt sent and received, filled in by [`CaptureService`].
+#[cfg(feature = "http")]
 #[derive(Debug, Default)]
 struct Capture {
     request_body: Bytes,
@@ -592,11 +603,13 @@ struct Capture {
     too_large: Option<usize>,
 }
 
+#[cfg(feature = "http")]
 fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
     c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The error text with its causes ("error sending request: … : connection refused").
+#[cfg(feature = "http")]
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -611,18 +624,21 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+#[cfg(feature = "http")]
 /// The wait a response asks for, read as the native backends read it: `retry-after-ms`,
 /// `retry-after` in seconds, or `retry-after` as an HTTP date.
 fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     crate::native::retry_after(headers, std::time::SystemTime::now())
 }
 
+#[cfg(feature = "http")]
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// The tower service async-openai sends through: it keeps the request bytes, applies the
 /// first-byte timeout, and wraps the response body so every byte read is kept and a quiet
 /// gap longer than the idle timeout ends the body with an error. An error status is read
 /// to the end here and returned as an error, so async-openai never sees (or logs) its body.
+#[cfg(feature = "http")]
 #[derive(Clone)]
 struct CaptureService {
     http: reqwest::Client,
@@ -631,6 +647,7 @@ struct CaptureService {
     max_body: usize,
 }
 
+#[cfg(feature = "http")]
 impl tower_service::Service<HttpRequestFactory> for CaptureService {
     type Response = reqwest::Response;
     type Error = OpenAIError;
@@ -646,10 +663,12 @@ impl tower_service::Service<HttpRequestFactory> for CaptureService {
     }
 }
 
+#[cfg(feature = "http")]
 fn boxed(e: impl std::error::Error + Send + Sync + 'static) -> OpenAIError {
     OpenAIError::Boxed(Box::new(e))
 }
 
+#[cfg(feature = "http")]
 impl CaptureService {
     async fn send(self, factory: HttpRequestFactory) -> Result<reqwest::Response, OpenAIError> {
         let request = factory.build().await?;

@@ -13,13 +13,16 @@ use std::fmt;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+#[cfg(feature = "http")]
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::{self, Endpoint, LiveEvents};
+#[cfg(feature = "http")]
+use crate::native::Endpoint;
+use crate::native::{self, LiveEvents};
 use crate::openai::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key,
     env_value,
@@ -121,12 +124,14 @@ impl OpenAiResponsesConfig {
 }
 
 /// A model served by OpenAI's Responses API.
+#[cfg(feature = "http")]
 pub struct OpenAiResponsesModel {
     name: String,
     config: OpenAiResponsesConfig,
     endpoint: Endpoint,
 }
 
+#[cfg(feature = "http")]
 impl fmt::Debug for OpenAiResponsesModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiResponsesModel")
@@ -136,6 +141,7 @@ impl fmt::Debug for OpenAiResponsesModel {
     }
 }
 
+#[cfg(feature = "http")]
 impl OpenAiResponsesModel {
     /// A model for `config`. Fails on a base URL that is not http(s), an empty model
     /// name, or a key or header that cannot be sent in an HTTP header.
@@ -196,6 +202,7 @@ impl OpenAiResponsesModel {
 }
 
 #[async_trait]
+#[cfg(feature = "http")]
 impl Model for OpenAiResponsesModel {
     fn name(&self) -> &str {
         &self.name

@@ -405,6 +405,89 @@ pub struct ModelResponse {
 }
 
 impl ModelResponse {
+    /// A response with this answer text, for a hand-written [`crate::Model`]: no usage,
+    /// no wire bytes (see [`ModelResponse::rendered_exchange`] for how it is recorded).
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::from_parts(Some(text.into()), Vec::new())
+    }
+
+    /// A response asking for these tool calls, for a hand-written [`crate::Model`].
+    pub fn tool_calls(calls: Vec<ToolCall>) -> Self {
+        Self::from_parts(None, calls)
+    }
+
+    /// A response with answer text and/or tool calls; the finish reason follows from
+    /// them (`tool_calls` when there are calls, else `stop`).
+    pub fn from_parts(text: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
+        let finish_reason = if tool_calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        };
+        ModelResponse {
+            text,
+            reasoning: None,
+            tool_calls,
+            provider_items: Vec::new(),
+            provider_tool_calls: Vec::new(),
+            usage: Usage::default(),
+            usage_reported: false,
+            finish_reason: Some(finish_reason),
+            model: None,
+            id: None,
+            raw: RawExchange::default(),
+        }
+    }
+
+    /// The same response with these token counts (marked as reported).
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self.usage_reported = true;
+        self
+    }
+
+    /// The same response with this reasoning text.
+    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> Self {
+        self.reasoning = Some(reasoning.into());
+        self
+    }
+
+    /// The same response with the exact bytes sent and received.
+    pub fn with_raw(mut self, raw: RawExchange) -> Self {
+        self.raw = raw;
+        self
+    }
+
+    /// Whether the response carries the bytes a server sent (`raw.response_body`).
+    pub fn has_wire_bytes(&self) -> bool {
+        !self.raw.response_body.is_empty()
+    }
+
+    /// The exchange to record for a response that has no wire bytes (a hand-written
+    /// model's): its parsed content rendered as the Chat Completions JSON body an
+    /// OpenAI-compatible server would have sent (text, tool calls, usage), which
+    /// [`crate::parse_response`] reads back to the same text and calls, so a replay
+    /// gives the run the same answers. Reasoning and provider items are not rendered.
+    pub fn rendered_exchange(&self, model: &str) -> RawExchange {
+        let reply = crate::Reply {
+            text: self.text.clone(),
+            tool_calls: self.tool_calls.clone(),
+        };
+        let body = crate::offline::render_json(model, &reply, &self.usage);
+        RawExchange {
+            request_body: self.raw.request_body.clone(),
+            request_media_type: if self.raw.request_media_type.is_empty() {
+                crate::JSON_MEDIA_TYPE.to_owned()
+            } else {
+                self.raw.request_media_type.clone()
+            },
+            response_body: body,
+            response_media_type: Some(crate::JSON_MEDIA_TYPE.to_owned()),
+            status: Some(200),
+            attempts: Vec::new(),
+        }
+    }
+
     /// The assistant message this response adds to the history.
     pub fn to_message(&self) -> Message {
         Message::Assistant {

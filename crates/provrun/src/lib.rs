@@ -24,12 +24,25 @@ pub use provrun_model as model;
 pub use provrun_otel as otel;
 #[cfg(feature = "sandbox")]
 pub use provrun_sandbox as sandbox;
+/// The tools crate (`provrun-tools`), with `#[tool]` that works through this facade:
+/// `use provrun::tools::tool;` is the same attribute as `provrun::tool`.
 #[cfg(feature = "tools")]
-pub use provrun_tools as tools;
+pub mod tools {
+    pub use provrun_tools::*;
+
+    /// `#[tool]` for code that depends on this facade only (see `provrun_tools::tool`):
+    /// it names `provrun::tools`, never `provrun_tools`, `serde` or `schemars`.
+    pub use provrun_macros::facade_tool as tool;
+}
 
 /// `#[tool]` for code that depends on this facade only (see `provrun_tools::tool`).
 #[cfg(feature = "tools")]
 pub use provrun_macros::facade_tool as tool;
+
+/// The `#[async_trait]` attribute that `Model` and the hook traits are written with: put
+/// `#[provrun::async_trait]` on an `impl Model for …` or `impl BeforeToolHook for …`.
+#[cfg(any(feature = "model", feature = "agent"))]
+pub use provrun_model::async_trait;
 
 /// The names most programs need, in one import: `use provrun::prelude::*;`.
 pub mod prelude {

@@ -26,10 +26,12 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 
+#[cfg(feature = "confine")]
 use landlock::{
     ABI, Access, AccessFs, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
     path_beneath_rules,
 };
+#[cfg(feature = "confine")]
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -167,12 +169,14 @@ pub const LANDLOCK_ABI_WANTED: u32 = 6;
 /// `read_file`, `read_dir`, `remove_dir`, `remove_file`, `make_char`, `make_dir`,
 /// `make_reg`, `make_sock`, `make_fifo`, `make_block`, `make_sym` (ABI 1), `refer`
 /// (ABI 2), `truncate` (ABI 3), `ioctl_dev` (ABI 5). Empty from ABI 5 on.
+#[cfg(feature = "confine")]
 pub fn unenforced_rights(found: u32) -> Vec<&'static str> {
     let wanted = AccessFs::from_all(ABI::from(LANDLOCK_ABI_WANTED as i32));
     let have = AccessFs::from_all(ABI::from(i32::try_from(found).unwrap_or(i32::MAX)));
     (wanted & !have).iter().map(right_name).collect()
 }
 
+#[cfg(feature = "confine")]
 fn right_name(right: AccessFs) -> &'static str {
     match right {
         AccessFs::Execute => "execute",
@@ -205,6 +209,7 @@ pub fn apply_landlock(args: &HelperArgs) -> Applied {
 
 /// [`apply_landlock`], also returning the kernel's Landlock ABI (0 when the kernel has no
 /// Landlock; `None` when the ruleset could not be built to ask).
+#[cfg(feature = "confine")]
 pub fn apply_landlock_reporting(args: &HelperArgs) -> (Applied, Option<u32>) {
     let abi = ABI::from(LANDLOCK_ABI_WANTED as i32);
     let result = (|| -> Result<(RulesetStatus, u32), landlock::RulesetError> {
@@ -246,6 +251,7 @@ pub fn apply_landlock_reporting(args: &HelperArgs) -> (Applied, Option<u32>) {
 /// SHA-256 (hex) of the seccomp programs [`apply_seccomp`] installs, instruction by
 /// instruction (`code`, `jt`, `jf`, `k`, little-endian), programs in order: the same
 /// filter always has the same digest.
+#[cfg(feature = "confine")]
 pub fn seccomp_digest() -> Result<String, String> {
     use sha2::Digest as _;
     let mut hash = sha2::Sha256::new();
@@ -261,6 +267,7 @@ pub fn seccomp_digest() -> Result<String, String> {
 }
 
 /// Namespace flags a confined command may never ask for.
+#[cfg(feature = "confine")]
 const NAMESPACE_FLAGS: [libc::c_int; 8] = [
     libc::CLONE_NEWUSER,
     libc::CLONE_NEWNS,
@@ -275,6 +282,7 @@ const NAMESPACE_FLAGS: [libc::c_int; 8] = [
 /// System calls refused outright (EPERM): debugging other processes, mounting, kernel key
 /// rings, eBPF, performance counters, namespace joins, module and kexec loading, swap,
 /// reboot, and other processes' memory.
+#[cfg(feature = "confine")]
 const DENIED: &[libc::c_long] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
@@ -309,9 +317,10 @@ const DENIED: &[libc::c_long] = &[
 
 /// On x86-64 the x32 ABI reaches the same calls with this bit set; the filter refuses
 /// those numbers too, so the x32 entry points cannot go around it.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "confine", target_arch = "x86_64"))]
 const X32_BIT: libc::c_long = 0x4000_0000;
 
+#[cfg(feature = "confine")]
 fn with_x32(nr: libc::c_long) -> Vec<i64> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -327,6 +336,7 @@ fn with_x32(nr: libc::c_long) -> Vec<i64> {
 /// keyctl, bpf, perf_event_open, setns, … — the `DENIED` list) and to `unshare`/`clone`
 /// with a namespace flag, one answering `clone3` with ENOSYS (its flags live in memory a
 /// filter cannot read, so libc is made to fall back to `clone`).
+#[cfg(feature = "confine")]
 pub fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let err = |e: seccompiler::BackendError| e.to_string();
@@ -379,6 +389,7 @@ pub fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
 }
 
 /// Installs the seccomp filter (this also sets no-new-privileges).
+#[cfg(feature = "confine")]
 pub fn apply_seccomp() -> Applied {
     let programs = match seccomp_programs() {
         Ok(p) => p,
@@ -390,6 +401,53 @@ pub fn apply_seccomp() -> Applied {
         }
     }
     Applied::Full
+}
+
+/// Why a layer is missing from a build without the `confine` feature.
+#[cfg(not(feature = "confine"))]
+const NOT_BUILT: &str = "provrun-sandbox was built without its `confine` feature";
+
+/// Every right a build without the `confine` feature leaves unenforced: all of them.
+#[cfg(not(feature = "confine"))]
+pub fn unenforced_rights(_found: u32) -> Vec<&'static str> {
+    vec![
+        "execute",
+        "write_file",
+        "read_file",
+        "read_dir",
+        "remove_dir",
+        "remove_file",
+        "make_char",
+        "make_dir",
+        "make_reg",
+        "make_sock",
+        "make_fifo",
+        "make_block",
+        "make_sym",
+        "refer",
+        "truncate",
+        "ioctl_dev",
+    ]
+}
+
+/// Without the `confine` feature no Landlock ruleset can be built: the layer fails, and
+/// says why.
+#[cfg(not(feature = "confine"))]
+pub fn apply_landlock_reporting(_args: &HelperArgs) -> (Applied, Option<u32>) {
+    (Applied::Failed(NOT_BUILT.to_owned()), None)
+}
+
+/// Without the `confine` feature there is no seccomp filter, hence no digest.
+#[cfg(not(feature = "confine"))]
+pub fn seccomp_digest() -> Result<String, String> {
+    Err(NOT_BUILT.to_owned())
+}
+
+/// Without the `confine` feature no seccomp filter is installed: the layer fails, and
+/// says why.
+#[cfg(not(feature = "confine"))]
+pub fn apply_seccomp() -> Applied {
+    Applied::Failed(NOT_BUILT.to_owned())
 }
 
 /// The helper's whole life: parse, apply the layers, then probe-report or exec. Returns the

@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
+use crate::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use futures_util;
 pub use inventory;
 pub use schemars;
 pub use serde;

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(feature = "evidence")]
 use provrun_evidence::Declarer;
-use provrun_sandbox::Sandbox;
+use provrun_sandbox::{Sandbox, SandboxError};
 
 /// The run as a tool sees it.
 #[derive(Clone)]
@@ -13,15 +14,19 @@ pub struct RunInfo {
     pub run_id: String,
     /// Where the tool may add `declared` events; `None` when no evidence is kept (tests,
     /// ad-hoc calls). It can append nothing else and never rewrite the chain.
+    ///
+    /// Needs the `evidence` feature (the agent crate turns it on).
+    #[cfg(feature = "evidence")]
     pub declarer: Option<Declarer>,
 }
 
 impl fmt::Debug for RunInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunInfo")
-            .field("run_id", &self.run_id)
-            .field("declarer", &self.declarer.is_some())
-            .finish()
+        let mut d = f.debug_struct("RunInfo");
+        d.field("run_id", &self.run_id);
+        #[cfg(feature = "evidence")]
+        d.field("declarer", &self.declarer.is_some());
+        d.finish()
     }
 }
 
@@ -69,12 +74,78 @@ impl RunContext {
         &self.deps.sandbox
     }
 
+    /// Runs `op` on the sandbox without blocking the async executor: on tokio's blocking
+    /// pool inside a tokio runtime, else right here. What an async `#[tool]` uses for
+    /// any sandbox operation (see [`RunContext::read_to_string`] for the common ones).
+    pub async fn with_sandbox<T, F>(&self, op: F) -> Result<T, SandboxError>
+    where
+        F: FnOnce(&Sandbox) -> Result<T, SandboxError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let sandbox = self.deps.sandbox.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => match handle.spawn_blocking(move || op(&sandbox)).await {
+                Ok(result) => result,
+                Err(e) => Err(SandboxError::Io {
+                    op: "running a sandbox operation",
+                    path: String::new(),
+                    source: std::io::Error::other(format!("the sandbox operation stopped: {e}")),
+                }),
+            },
+            Err(_) => op(&sandbox),
+        }
+    }
+
+    /// The text of a sandbox file (`/input/…`, `/output/…`, `/scratch/…`), at most
+    /// `Limits::max_read_bytes` of it (a longer file is an error: page through it with
+    /// [`Sandbox::read_file`]), without blocking the executor. One line in an async tool:
+    /// `let text = ctx.read_to_string("/input/notes.txt").await?;`
+    pub async fn read_to_string(&self, path: &str) -> Result<String, SandboxError> {
+        let path = path.to_owned();
+        self.with_sandbox(move |sandbox| {
+            let page = sandbox.read_file(&path, None, None)?;
+            if page.truncated {
+                return Err(SandboxError::Io {
+                    op: "reading",
+                    path: page.path,
+                    source: std::io::Error::other(
+                        "the file is longer than one read: page through it with Sandbox::read_file",
+                    ),
+                });
+            }
+            Ok(page.content)
+        })
+        .await
+    }
+
+    /// Writes a sandbox file (under `/output` or `/scratch`) without blocking the
+    /// executor; see [`Sandbox::write_file`].
+    pub async fn write_file(
+        &self,
+        path: &str,
+        content: impl Into<Vec<u8>>,
+    ) -> Result<provrun_sandbox::WriteOutcome, SandboxError> {
+        let (path, content) = (path.to_owned(), content.into());
+        self.with_sandbox(move |sandbox| sandbox.write_file(&path, content))
+            .await
+    }
+
+    /// Lists a sandbox folder without blocking the executor; see [`Sandbox::list_dir`].
+    pub async fn list_dir(&self, path: &str) -> Result<provrun_sandbox::DirListing, SandboxError> {
+        let path = path.to_owned();
+        self.with_sandbox(move |sandbox| sandbox.list_dir(&path))
+            .await
+    }
+
     /// The run's id.
     pub fn run_id(&self) -> &str {
         &self.deps.run.run_id
     }
 
     /// Where the tool may add `declared` events, if evidence is kept for this run.
+    ///
+    /// Needs the `evidence` feature (the agent crate turns it on).
+    #[cfg(feature = "evidence")]
     pub fn declarer(&self) -> Option<&Declarer> {
         self.deps.run.declarer.as_ref()
     }

@@ -10,8 +10,15 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolError {
-    /// `get` or `call` named a tool that is not registered.
-    #[error("unknown tool `{name}`; registered tools: {known}")]
+    /// `get` or `call` named a tool that is not registered. The message explains the
+    /// linker pitfall, the usual cause for a `#[tool]` in a crate of its own.
+    #[error(
+        "unknown tool `{name}`; registered tools: {known}. If `{name}` is a `#[tool]` in a \
+         crate of its own, the linker dropped that crate because nothing in this binary names \
+         it: add `use my_tools as _;` (with your crate's name) to the binary's main.rs, and to \
+         each integration-test file under tests/ that needs the tools (each is a crate of its \
+         own); or add the tool by hand with `ToolRegistry::add`"
+    )]
     UnknownTool {
         /// The name asked for.
         name: String,

@@ -40,6 +40,9 @@
 //! use my_tools_crate as _; // keep the crate, and with it its #[tool] registrations
 //! ```
 //!
+//! Each integration-test file (`tests/*.rs`) is a crate of its own, so each one that needs
+//! the tools needs the line too. When a spec names a tool that is missing,
+//! [`ToolError::UnknownTool`]'s message says all this and shows the line.
 //! (`tests/tests/linker_pitfall.rs` and `linker_fix.rs` in the repository show both
 //! sides.) Tools can also be added explicitly, which needs no linker help at all:
 //! `registry.add(AddTool)` (every `#[tool] fn add` also defines a unit struct `AddTool`).
@@ -67,6 +70,10 @@ mod tool;
 
 #[doc(hidden)]
 pub mod __private;
+
+/// A boxed, sendable future: what an async tool's handler returns (the same type as
+/// `futures_util::future::BoxFuture`).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 pub use args::ToolArgs;
 pub use builtin::{BUILTIN_TOOLS, SANDBOX_TOOL_SET, SANDBOX_TOOLS};

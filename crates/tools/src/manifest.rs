@@ -112,7 +112,7 @@ pub(crate) fn parse_declarations(path: &Path, text: &str) -> Result<Declared, To
         path: path.to_path_buf(),
         message,
     };
-    let manifest: Manifest = toml::from_str(text).map_err(|e| invalid(one_line(text, &e)))?;
+    let manifest = parse_toml(text).map_err(invalid)?;
     let mut names = std::collections::BTreeSet::new();
     for server in &manifest.mcp {
         server.check(false).map_err(&invalid)?;
@@ -250,6 +250,23 @@ fn command_handler(argv: Vec<String>, timeout_s: Option<u64>) -> Handler {
 ///
 /// `toml`'s own `Display` draws the offending line with a caret under it over several
 /// lines, which breaks one-line logs and CLI messages.
+/// The manifest's TOML, or a one-line message.
+#[cfg(feature = "manifest")]
+fn parse_toml(text: &str) -> Result<Manifest, String> {
+    toml::from_str(text).map_err(|e| one_line(text, &e))
+}
+
+/// Without the `manifest` feature there is no TOML parser: say which feature reads it.
+#[cfg(not(feature = "manifest"))]
+fn parse_toml(_text: &str) -> Result<Manifest, String> {
+    Err(
+        "this build of provrun-tools reads no tools-folder manifests: enable its \
+         `manifest` feature (the agent crate and the CLI do)"
+            .to_owned(),
+    )
+}
+
+#[cfg(feature = "manifest")]
 fn one_line(text: &str, error: &toml::de::Error) -> String {
     let message = error
         .message()

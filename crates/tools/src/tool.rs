@@ -5,8 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
+use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -314,6 +313,9 @@ impl Tool {
     }
 
     /// The tool as a model sees it: name, description and the schema without `x-*` keys.
+    ///
+    /// Needs the `model` feature (the agent crate turns it on).
+    #[cfg(feature = "model")]
     pub fn definition(&self) -> provrun_model::ToolDefinition {
         provrun_model::ToolDefinition {
             name: self.inner.name.clone(),
@@ -415,11 +417,33 @@ impl Tool {
                     Ok(result) => result?,
                     Err(panic) => return Ok(panicked(&self.inner.name, &*panic)),
                 };
-                match AssertUnwindSafe(future).catch_unwind().await {
+                match (CatchUnwind { future }).await {
                     Ok(out) => Ok(out),
                     Err(panic) => Ok(panicked(&self.inner.name, &*panic)),
                 }
             }
+        }
+    }
+}
+
+/// A boxed tool future whose panic, while polled, becomes an `Err` (what
+/// `futures_util::FutureExt::catch_unwind` does, without that crate in a tools crate's tree).
+struct CatchUnwind {
+    future: BoxFuture<'static, ToolOutput>,
+}
+
+impl std::future::Future for CatchUnwind {
+    type Output = Result<ToolOutput, Box<dyn std::any::Any + Send>>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let future = &mut self.future;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(out)) => std::task::Poll::Ready(Ok(out)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
         }
     }
 }

@@ -96,6 +96,7 @@ pub fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) 
         duration_ms: 12,
         error: None,
         attempts: vec![],
+        response_rendered: false,
     })
     .unwrap();
     rec.record(&tool_call("c1", true)).unwrap();
