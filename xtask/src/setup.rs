@@ -114,9 +114,7 @@ pub fn python() -> Result<(), String> {
         return apt_install_packages("python3 python3-venv")
             .and_then(|()| python_venv_works())
             .map(|()| println!("==> setup: python3 and python3-venv installed"))
-            .map_err(|e| {
-                format!("setup: CI must run the Python interop tests, but {e}")
-            });
+            .map_err(|e| format!("setup: CI must run the Python interop tests, but {e}"));
     }
     if ci {
         return Err(format!(

@@ -664,6 +664,7 @@ mod tests {
             duration_ms: 0,
             error: None,
             attempts: Vec::new(),
+            response_rendered: false,
         };
         let v = serde_json::to_value(&m).unwrap();
         assert!(check_payload(EventType::ModelCalled, Confidence::Observed, &v).is_ok());

@@ -396,6 +396,13 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                 "declared_kind": p["kind"],
                 "data": cut(&readable(&p["data"]), TEXT_SHOW_LIMIT).0,
             }),
+            EventType::OutputSkipped => json!({
+                "kind": "skipped",
+                "path": p["path"],
+                "entry_kind": p["kind"],
+                "reason": p["reason"],
+                "size": p["size"],
+            }),
             EventType::TraceImported => {
                 if let Some(bytes) = blob_hex(&p["trace"]).and_then(|hex| (source.blob)(&hex).ok())
                 {

@@ -180,6 +180,10 @@
         el("b", null, e.declared_kind), el("span", "dim", " by " + (e.source || "a tool"))), pre(e.data));
     } else if (e.kind === "trace") {
       add(d, el("div", "dim", "message history recorded (" + e.messages + " messages, " + e.format + "; confidence " + e.confidence + ")"));
+    } else if (e.kind === "skipped") {
+      d.className = "entry bad";
+      add(d, add(el("div"), badge("left out of the outputs", "warn"), el("span", null, e.path),
+        el("span", "dim", " (" + e.entry_kind + ": " + e.reason + ")")));
     } else if (e.kind === "end") {
       d.className = "entry " + (e.status === "finished" ? "ok" : e.status === "paused" ? "deferred" : "bad");
       add(d, add(el("div"), badge("run " + e.status, e.status === "finished" ? "good" : e.status === "paused" ? "warn" : "bad"),
