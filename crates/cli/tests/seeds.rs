@@ -79,11 +79,11 @@ fn a_category_policy_pauses_on_writes_and_asks_the_tools_question() {
     // Only the write waits, and the message asks the tool's question about this file.
     assert!(err.contains("1 call waits"), "{err}");
     assert!(
-        err.contains("w1  write_file")
+        err.contains("(model id \"w1\")  write_file")
             && err.contains("(Write /output/b.txt, replacing any existing file?)"),
         "{err}"
     );
-    assert!(!err.contains("r1  read_file"), "{err}");
+    assert!(!err.contains("(model id \"r1\")  read_file"), "{err}");
     // `show` gives each call's label and the waiting call's question.
     let shown = stdout(&provrun(&["show", &s(&bundle)]));
     assert!(shown.contains("Read /input/a.txt"), "{shown}");
@@ -112,7 +112,7 @@ fn a_category_policy_pauses_on_writes_and_asks_the_tools_question() {
     );
     let out = run(dir.path(), &bundle);
     assert_exit(&out, 4);
-    assert!(stderr(&out).contains("r1  read_file"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("(model id \"r1\")  read_file"), "{}", stderr(&out));
     let (dir, bundle) = setup(
         "name = \"cat\"\nmodel = \"script:script.json\"\n\
          tools = [\"read_file\"]\napprove = [\"delete_everything\"]\n",
