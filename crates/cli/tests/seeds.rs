@@ -112,7 +112,11 @@ fn a_category_policy_pauses_on_writes_and_asks_the_tools_question() {
     );
     let out = run(dir.path(), &bundle);
     assert_exit(&out, 4);
-    assert!(stderr(&out).contains("(model id \"r1\")  read_file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(model id \"r1\")  read_file"),
+        "{}",
+        stderr(&out)
+    );
     let (dir, bundle) = setup(
         "name = \"cat\"\nmodel = \"script:script.json\"\n\
          tools = [\"read_file\"]\napprove = [\"delete_everything\"]\n",

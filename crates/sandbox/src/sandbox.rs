@@ -547,11 +547,11 @@ impl Sandbox {
         let (content, binary, sha256) = match how {
             ReadAs::Base64 => {
                 use base64::Engine as _;
-                let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&buf));
+                let digest = page_digest(&buf);
                 (
                     base64::engine::general_purpose::STANDARD.encode(&buf),
                     false,
-                    Some(digest),
+                    digest,
                 )
             }
             ReadAs::Text => {
@@ -559,8 +559,8 @@ impl Sandbox {
                     trim_partial_char(&mut buf);
                 }
                 if buf.contains(&0) || std::str::from_utf8(&buf).is_err() {
-                    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&buf));
-                    (String::new(), true, Some(digest))
+                    let digest = page_digest(&buf);
+                    (String::new(), true, digest)
                 } else {
                     let mut text = String::from_utf8(buf).unwrap_or_default();
                     // What the model receives is the text as a JSON string: cut where
@@ -894,6 +894,20 @@ fn refuse_trailing_slash(path: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The SHA-256 of a page's bytes in hex, with the `digest` feature (on in every runtime
+/// build); `None` in the light build without it.
+fn page_digest(bytes: &[u8]) -> Option<String> {
+    #[cfg(feature = "digest")]
+    {
+        Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes)))
+    }
+    #[cfg(not(feature = "digest"))]
+    {
+        let _ = bytes;
+        None
+    }
 }
 
 #[cfg(test)]
