@@ -36,53 +36,16 @@ fn unavailable(why: &str) {
     );
 }
 
+#[path = "support/venv.rs"]
+mod venv;
+
 /// A virtualenv with kubernetes-validate (which brings PyYAML), made once under target/.
 fn virtualenv() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kubernetes-validate-venv");
-    let python = venv.join("bin/python");
-    let ready = |p: &Path| {
-        Command::new(p)
-            .args(["-c", "import kubernetes_validate, yaml"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ready(&python) {
-        return Ok(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        ));
-    }
-    let pip = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(root().join("tests/interop/kubernetes-requirements.txt"))
-        .output()
-        .map_err(|e| format!("pip could not start: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!(
-            "pip could not install tests/interop/kubernetes-requirements.txt from PyPI: {}",
-            String::from_utf8_lossy(&pip.stderr).trim()
-        ));
-    }
-    if ready(&python) {
-        Ok(python)
-    } else {
-        Err("the virtualenv was made but kubernetes_validate does not import".into())
-    }
+    venv::virtualenv(
+        "kubernetes-validate-venv",
+        "tests/interop/kubernetes-requirements.txt",
+        "import kubernetes_validate, yaml",
+    )
 }
 
 /// `kubernetes-validate --strict` on a manifest: its exit status and output.

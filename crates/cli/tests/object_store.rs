@@ -15,10 +15,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
@@ -35,53 +31,16 @@ fn unavailable(why: &str) {
     );
 }
 
+#[path = "support/venv.rs"]
+mod venv;
+
 /// A virtualenv with moto's S3 server, made once under target/.
 fn virtualenv() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("moto-venv");
-    let python = venv.join("bin/python");
-    let ready = |p: &Path| {
-        Command::new(p)
-            .args(["-c", "import moto.server, flask, flask_cors"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ready(&python) {
-        return Ok(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        ));
-    }
-    let pip = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(root().join("tests/interop/moto-requirements.txt"))
-        .output()
-        .map_err(|e| format!("pip could not start: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!(
-            "pip could not install tests/interop/moto-requirements.txt from PyPI: {}",
-            String::from_utf8_lossy(&pip.stderr).trim()
-        ));
-    }
-    if ready(&python) {
-        Ok(python)
-    } else {
-        Err("the virtualenv was made but moto's server does not import".into())
-    }
+    venv::virtualenv(
+        "moto-venv",
+        "tests/interop/moto-requirements.txt",
+        "import moto.server, flask, flask_cors",
+    )
 }
 
 /// moto's server on a free loopback port; stopped when dropped.

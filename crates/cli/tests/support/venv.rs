@@ -1,5 +1,6 @@
 //! A throwaway Python virtualenv under target/ for the tests that check provrun against
-//! real Python programs (dsse_interop.rs, import_pydantic_ai.rs). Included with
+//! real Python programs (dsse_interop.rs, import_pydantic_ai.rs, kubernetes.rs,
+//! object_store.rs). Included with
 //! `#[path = "support/venv.rs"] mod venv;`.
 
 use std::path::{Path, PathBuf};
