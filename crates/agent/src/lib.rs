@@ -62,7 +62,7 @@ pub use remote::RecordedMcp;
 pub use replay::{
     ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
 };
-pub use skills::{Skill, USE_SKILL_TOOL, load_skills, parse_skill};
+pub use skills::{Skill, USE_SKILL_TOOL, default_skill_folders, load_skills, parse_skill};
 pub use spec::{
     AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
     RunSpec, RunUsage,

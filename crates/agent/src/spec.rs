@@ -220,7 +220,7 @@ pub struct AgentSpec {
     pub skills: Vec<PathBuf>,
     /// Also look for skills in the default folders, after `skills`: `./.provrun/skills`,
     /// then `$XDG_CONFIG_HOME/provrun/skills` (default `true`; see
-    /// [`crate::skills::default_skill_folders`]).
+    /// [`crate::default_skill_folders`]).
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub default_skills: bool,
     /// Run even where a sandbox layer is missing, recording the degradation.
@@ -430,7 +430,7 @@ impl AgentSpec {
 
     /// The skill folders this spec's runs search, in order: its own `skills` (resolved
     /// against the spec's folder), then, unless `default_skills = false`, the default
-    /// folders that exist ([`crate::skills::default_skill_folders`]). The second list is
+    /// folders that exist ([`crate::default_skill_folders`]). The second list is
     /// the defaults.
     pub fn skill_folders(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let own: Vec<PathBuf> = self.skills.iter().map(|p| self.resolve(p)).collect();
