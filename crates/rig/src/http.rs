@@ -18,16 +18,22 @@ use crate::evidence::{RigEvidence, WireExchange, media_type};
 /// response body is read whole before rig parses it, from the same bytes. Multipart and
 /// streamed sends pass through unrecorded (the model wrapper refuses streamed
 /// completions, so an agent's model calls never take that path).
-#[derive(Debug, Clone)]
+///
+/// `Default` (which rig's providers require of their HTTP client) is a client attached to
+/// no evidence: it keeps nothing, so the model wrapper records those exchanges `parsed`.
+#[derive(Debug, Clone, Default)]
 pub struct EvidenceHttpClient<H> {
     inner: H,
-    evidence: RigEvidence,
+    evidence: Option<RigEvidence>,
 }
 
 impl<H> EvidenceHttpClient<H> {
     /// Wrap `inner`, handing its exchanges to `evidence` (see [`RigEvidence::http_client`]).
     pub fn new(inner: H, evidence: RigEvidence) -> Self {
-        EvidenceHttpClient { inner, evidence }
+        EvidenceHttpClient {
+            inner,
+            evidence: Some(evidence),
+        }
     }
 }
 
@@ -47,14 +53,16 @@ where
         T: Into<Bytes> + Send,
         U: From<Bytes> + Send + 'static,
     {
+        let Some(evidence) = self.evidence.clone() else {
+            return futures_util::future::Either::Left(self.inner.send(req));
+        };
         let (parts, body) = req.into_parts();
         let body: Bytes = body.into();
         let request_type = media_type(content_type(&parts.headers));
         let sent = self
             .inner
             .send::<Bytes, Bytes>(Request::from_parts(parts, body.clone()));
-        let evidence = self.evidence.clone();
-        async move {
+        futures_util::future::Either::Right(async move {
             let started = Instant::now();
             let mut wire = WireExchange {
                 request: body,
@@ -92,7 +100,7 @@ where
             evidence.push_wire(wire);
             let body: LazyBody<U> = Box::pin(async move { Ok(U::from(bytes)) });
             Ok(Response::from_parts(parts, body))
-        }
+        })
     }
 
     fn send_multipart<U>(

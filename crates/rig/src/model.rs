@@ -92,11 +92,11 @@ where
                 self.evidence.note_asked(response.choice.iter());
                 let parsed = json!({
                     "choice": json_or_note(serde_json::to_value(&response.choice)),
-                    "usage": json_or_note(serde_json::to_value(&response.usage)),
+                    "usage": json_or_note(serde_json::to_value(response.usage)),
                     "raw_response": json_or_note(serde_json::to_value(&response.raw_response)),
                     "message_id": response.message_id,
                 });
-                let usage = json_or_note(serde_json::to_value(&response.usage));
+                let usage = json_or_note(serde_json::to_value(response.usage));
                 (usage, None, Some(parsed))
             }
             Err(e) => (Value::Null, Some(e.to_string()), None),
