@@ -71,6 +71,11 @@ struct Inner {
     /// Held across one model call, so the wire exchanges it drains are its own.
     pub(crate) turn: tokio::sync::Mutex<()>,
     calls: AtomicU64,
+    /// The run's totals, for `run_finished.usage`.
+    requests: AtomicU64,
+    tool_calls: AtomicU64,
+    input_tokens: AtomicU64,
+    output_tokens: AtomicU64,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,6 +106,10 @@ impl RigEvidence {
                 asked: Mutex::new(VecDeque::new()),
                 turn: tokio::sync::Mutex::new(()),
                 calls: AtomicU64::new(0),
+                requests: AtomicU64::new(0),
+                tool_calls: AtomicU64::new(0),
+                input_tokens: AtomicU64::new(0),
+                output_tokens: AtomicU64::new(0),
             }),
         }
     }
@@ -156,9 +165,23 @@ impl RigEvidence {
         Ok(self.tool(make(sandbox)))
     }
 
+    /// The run's totals so far, with the keys a native run's `run_finished.usage` has:
+    /// `requests` (model exchanges recorded), `tool_calls`, and the `input_tokens` and
+    /// `output_tokens` rig's responses reported.
+    pub fn usage(&self) -> Value {
+        let i = &self.inner;
+        serde_json::json!({
+            "requests": i.requests.load(Ordering::Relaxed),
+            "tool_calls": i.tool_calls.load(Ordering::Relaxed),
+            "input_tokens": i.input_tokens.load(Ordering::Relaxed),
+            "output_tokens": i.output_tokens.load(Ordering::Relaxed),
+        })
+    }
+
     /// Record any wire exchanges not yet claimed by a model call, then finish the run
-    /// (outputs, `run_finished`, statement). `usage` is any JSON; `error` the message of a
-    /// failed run.
+    /// (outputs, `run_finished`, statement). `run_finished.usage` is [`RigEvidence::usage`]
+    /// with the members of `usage` (a JSON object; `null` for none) laid over it; `error`
+    /// is the message of a failed run.
     pub async fn finish(
         self,
         status: RunStatus,
@@ -166,9 +189,22 @@ impl RigEvidence {
         error: Option<String>,
     ) -> Result<Finished, RigError> {
         self.record_stray_wire().await?;
+        let mut totals = self.usage();
+        match (usage, &mut totals) {
+            (Value::Object(given), Value::Object(map)) => map.extend(given),
+            (Value::Null, _) => {}
+            (other, _) => totals = other,
+        }
         let capture = self.inner.capture.clone();
         drop(self);
-        Ok(capture.finish(status, usage, error)?)
+        Ok(capture.finish(status, totals, error)?)
+    }
+
+    pub(crate) fn count_tokens(&self, input: u64, output: u64) {
+        self.inner.input_tokens.fetch_add(input, Ordering::Relaxed);
+        self.inner
+            .output_tokens
+            .fetch_add(output, Ordering::Relaxed);
     }
 
     pub(crate) async fn lock_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
@@ -187,10 +223,7 @@ impl RigEvidence {
     /// model: record them, observed, before anything else.
     pub(crate) async fn record_stray_wire(&self) -> Result<(), CaptureError> {
         for wire in self.take_wire() {
-            self.inner
-                .capture
-                .model_exchange(wire.to_exchange())
-                .await?;
+            self.record_exchange(wire.to_exchange()).await?;
         }
         Ok(())
     }
@@ -199,11 +232,15 @@ impl RigEvidence {
         &self,
         exchange: ModelExchange<'_>,
     ) -> Result<u64, CaptureError> {
-        self.inner.capture.model_exchange(exchange).await
+        let seq = self.inner.capture.model_exchange(exchange).await?;
+        self.inner.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(seq)
     }
 
     pub(crate) async fn record_tool(&self, call: ToolCallRecord) -> Result<u64, CaptureError> {
-        self.inner.capture.tool_call(call).await
+        let seq = self.inner.capture.tool_call(call).await?;
+        self.inner.tool_calls.fetch_add(1, Ordering::Relaxed);
+        Ok(seq)
     }
 
     /// Remember the tool calls a response asks for, so the tool wrapper can use their ids.

@@ -90,6 +90,8 @@ where
         let (usage, error, parsed_response) = match &result {
             Ok(response) => {
                 self.evidence.note_asked(response.choice.iter());
+                self.evidence
+                    .count_tokens(response.usage.input_tokens, response.usage.output_tokens);
                 let parsed = json!({
                     "choice": json_or_note(serde_json::to_value(&response.choice)),
                     "usage": json_or_note(serde_json::to_value(response.usage)),

@@ -157,6 +157,13 @@ async fn prompt_leaves_a_verifying_bundle_with_parsed_model_events() {
     let report = verify(&bundle);
     assert!(report.ok && report.complete, "{report:?}");
     let events = read_events(&bundle).unwrap();
+    // The totals a native run's run_finished has, and the caller's own member.
+    let finished = events.last().unwrap();
+    assert_eq!(finished.kind.as_str(), "run_finished");
+    assert_eq!(
+        finished.payload["usage"],
+        json!({"requests": 3, "tool_calls": 2, "input_tokens": 33, "output_tokens": 3, "turns": 3})
+    );
     let started = &events[0];
     assert_eq!(started.payload["builder"], provrun_rig::RIG_BUILDER);
     assert_eq!(started.payload["tools"][0]["name"], "write_note");

@@ -49,24 +49,29 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// Serve the recorded responses in order (over as many connections as the client opens);
-/// hand back the request bodies received.
-fn serve(listener: TcpListener) -> thread::JoinHandle<Vec<Vec<u8>>> {
+const ERROR_400: &[u8] = include_bytes!("fixtures/08_error_400_unsupported_value.response.json");
+
+/// Serve `answers` (status line, body) in order, over as many connections as the client
+/// opens; hand back the request bodies received.
+fn serve(
+    listener: TcpListener,
+    answers: Vec<(&'static str, &'static [u8])>,
+) -> thread::JoinHandle<Vec<Vec<u8>>> {
     thread::spawn(move || {
         let mut received = Vec::new();
-        while received.len() < FIXTURES.len() {
+        while received.len() < answers.len() {
             let (stream, _) = listener.accept().unwrap();
             let mut writer = stream.try_clone().unwrap();
             let mut reader = BufReader::new(stream);
-            while received.len() < FIXTURES.len() {
+            while received.len() < answers.len() {
                 let Some(body) = read_request(&mut reader) else {
                     break;
                 };
-                let answer = FIXTURES[received.len()];
+                let (status, answer) = answers[received.len()];
                 received.push(body);
                 write!(
                     writer,
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
                     answer.len()
                 )
                 .unwrap();
@@ -135,7 +140,7 @@ impl Tool for CanHaveDragons {
 async fn openai_agent_bundle_holds_the_wire_bytes() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = serve(listener);
+    let server = serve(listener, FIXTURES.iter().map(|f| ("200 OK", *f)).collect());
 
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("bundle");
@@ -172,10 +177,25 @@ async fn openai_agent_bundle_holds_the_wire_bytes() {
         .unwrap();
     let received = server.join().unwrap();
     assert_eq!(received.len(), 3);
+    // To look at the bundle with `provrun show`: set PROVRUN_RIG_KEEP to a folder.
+    if let Some(keep) = std::env::var_os("PROVRUN_RIG_KEEP") {
+        let keep = std::path::PathBuf::from(keep);
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&bundle)
+            .arg(&keep)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
 
     let report = verify(&bundle);
     assert!(report.ok && report.complete, "{report:?}");
     let events = read_events(&bundle).unwrap();
+    assert_eq!(
+        events.last().unwrap().payload["usage"],
+        json!({"requests": 3, "tool_calls": 2, "input_tokens": 356, "output_tokens": 38})
+    );
     let blob = |v: &Value| read_blob_by_digest(&bundle, v["digest"]["sha256"].as_str().unwrap());
 
     let models: Vec<_> = events
@@ -211,4 +231,61 @@ async fn openai_agent_bundle_holds_the_wire_bytes() {
     assert_eq!(tools[1].payload["call_id"], "call_aq9UyiSFkzX6W8Ydc33DoI9Y");
     assert_eq!(tools[1].payload["result"], "true");
     assert!(tools.iter().all(|t| t.payload["ok"] == true));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_http_error_is_recorded_observed_with_the_bytes_sent() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = serve(listener, vec![("400 Bad Request", ERROR_400)]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    let evidence = RigEvidence::new(
+        RigEvidence::builder(&bundle)
+            .model("openai:o1-mini")
+            .open()
+            .unwrap(),
+    );
+    let client = openai::CompletionsClient::builder()
+        .api_key("sk-test-not-a-secret")
+        .base_url(format!("http://{addr}/v1"))
+        .http_client(evidence.http_client(rig_core::http_client::ReqwestClient::new()))
+        .build()
+        .unwrap();
+    let agent =
+        rig_core::agent::AgentBuilder::new(evidence.model(client.completion_model("o1-mini")))
+            .preamble("You are terse.")
+            .build();
+    let err = agent.prompt("Hello").await.unwrap_err().to_string();
+    assert!(err.contains("400"), "{err}");
+    evidence
+        .finish(RunStatus::Failed, Value::Null, Some(err))
+        .await
+        .unwrap();
+    let received = server.join().unwrap();
+
+    let report = verify(&bundle);
+    assert!(report.ok && report.complete, "{report:?}");
+    let events = read_events(&bundle).unwrap();
+    let models: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind.as_str() == "model_called")
+        .collect();
+    assert_eq!(models.len(), 1);
+    let m = models[0];
+    // The request went over the wire and was seen; no response body is claimed.
+    assert_eq!(m.confidence, Confidence::Observed);
+    let request = read_blob_by_digest(
+        &bundle,
+        m.payload["request"]["digest"]["sha256"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(request, received[0]);
+    assert!(m.payload.get("response").is_none_or(Value::is_null));
+    let error = m.payload["error"].as_str().unwrap();
+    assert!(
+        error.contains("400") && error.contains("unsupported_value"),
+        "{error}"
+    );
 }
