@@ -155,7 +155,9 @@ impl RigEvidence {
 
     /// Build a tool on a fresh [`Sandbox`] over the bundle's `input/` (read-only) and
     /// `output/`, and wrap it: the files it writes through the sandbox land in the bundle's
-    /// `output/` and are recorded at [`RigEvidence::finish`].
+    /// `output/` and are recorded at [`RigEvidence::finish`]; paths that leave it (`..`,
+    /// links, absolute host paths) are refused by the sandbox. Sandbox operations block on
+    /// file I/O: a tool on a busy runtime calls them through `spawn_blocking`.
     pub fn sandboxed<T, F>(&self, make: F) -> Result<EvidenceTool, RigError>
     where
         T: ToolDyn + 'static,

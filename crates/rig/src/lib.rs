@@ -15,7 +15,8 @@
 //!   `tool_called` event (arguments, result, ok, duration), with the model's call id.
 //!   [`RigEvidence::sandboxed`] builds a tool on a provrun [`provrun_sandbox::Sandbox`]
 //!   whose `/output` is the bundle's `output/`.
-//! - [`RigEvidence::finish`] records the outputs and ends the run.
+//! - [`RigEvidence::finish`] records the outputs and ends the run, with the totals of
+//!   [`RigEvidence::usage`] (requests, tool calls, tokens) in `run_finished`.
 //!
 //! Supported: rig-core 0.40 (the last release whose single crate has `CompletionModel`,
 //! `Tool` and `Agent`, and that builds on this project's toolchain). Streamed completions
