@@ -540,3 +540,56 @@ async fn installed_servers_that_cannot_work_say_what_is_missing() {
     let message = refused(n, &options()).await;
     assert!(!message.contains("add `"), "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_runs_under_its_own_limits_not_the_command_limits() {
+    // A shell prints the address-space limit it runs under (a banner line), then becomes
+    // the test server, which it is granted to read.
+    let server = std::fs::canonicalize(SERVER).unwrap().display().to_string();
+    let wrapped = |limits: Option<provrun_tools::McpLimits>| McpServerSpec {
+        name: "l".into(),
+        command: Some("/bin/sh".into()),
+        args: vec![
+            "-c".into(),
+            "echo \"address space: $(ulimit -v)\"; exec \"$0\"".into(),
+            server.clone(),
+        ],
+        read_only: vec![server.clone()],
+        limits,
+        timeout_s: Some(20),
+        ..McpServerSpec::default()
+    };
+    let banner = |servers: &McpServers| {
+        servers.describe(|_| String::new())[0]["stdout_before_ready"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let support = provrun_sandbox::Sandbox::command_support();
+    let rlimits = !support.degraded.iter().any(|l| l == "rlimits");
+    let defaults = McpServers::connect(&[wrapped(None)], &options())
+        .await
+        .unwrap();
+    let small = McpServers::connect(
+        &[wrapped(Some(provrun_tools::McpLimits {
+            memory_bytes: Some(12 << 30),
+            ..Default::default()
+        }))],
+        &options(),
+    )
+    .await
+    .unwrap();
+    if rlimits {
+        // `ulimit -v` counts KiB: 64 GiB by default (the commands' 4 GiB would kill a
+        // Node server that uses WebAssembly), 12 GiB as declared.
+        assert_eq!(banner(&defaults), format!("address space: {}", 64u64 << 20));
+        assert_eq!(banner(&small), format!("address space: {}", 12u64 << 20));
+    } else {
+        eprintln!(
+            "SKIP the limit figures: no rlimits layer here ({})",
+            support.missing_summary()
+        );
+    }
+    defaults.shutdown().await;
+    small.shutdown().await;
+}
