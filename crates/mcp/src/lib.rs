@@ -6,7 +6,11 @@
 //! `provrun-sandbox`, in its own private, empty `/input`, `/output` and `/scratch`: it sees
 //! none of the run's files and gets no environment but what its declaration names); a
 //! Streamable HTTP server is reached at its URL, with an optional bearer token read from an
-//! environment variable. Each server's tools are listed, checked ([`check_input_schema`])
+//! environment variable. A stdio server sees only the host paths its declaration grants
+//! (`read_only`), has the network only with `network = true`, and runs under its own
+//! limits (`McpServerSpec::limits`); what an installed server is missing (the interpreter
+//! of a script's `#!` line, its `node_modules`, the network for `npx`) is named in the
+//! start-up error. Each server's tools are listed, checked ([`check_input_schema`])
 //! and named `PREFIX_tool` ([`exposed_name`]), ready to be offered to a model next to
 //! built-in tools. [`McpServers::call`] runs one call with a time limit and gives back what
 //! the model sees plus the evidence to record: who answered (observed) and what the server
