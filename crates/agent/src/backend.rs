@@ -807,6 +807,11 @@ impl Backend {
                 // the calls of these tools.
                 "command_records": 1,
                 "command_tools": command_tools(prepared),
+                // The host user commands and MCP servers run as: `dedicated` (provrun is
+                // root; `uid`/`gid` are the limits' `command_uid`/`command_gid`), `root`
+                // (provrun is root and `command_uid = 0` opted out) or `runtime` (provrun
+                // is not root: its own uid, nothing changed).
+                "command_user": provrun_sandbox::CommandUser::for_limits(&agent.limits),
             },
         });
         if !mcp.is_null() {

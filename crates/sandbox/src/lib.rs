@@ -48,6 +48,7 @@ mod path;
 pub mod roots;
 mod sandbox;
 mod stage;
+mod user;
 
 pub use command::{
     CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
@@ -56,9 +57,10 @@ pub use command::{
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
-pub use limits::Limits;
+pub use limits::{DEFAULT_COMMAND_ID, Limits};
 pub use path::{Root, VirtualPath};
 pub use sandbox::{
     CopyOutcome, ReadAs, ReadOutcome, ReplaceOutcome, RootPaths, Sandbox, WriteOutcome,
 };
 pub use stage::stage_inputs;
+pub use user::{CommandUser, CommandUserMode};

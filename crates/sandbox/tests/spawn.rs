@@ -141,3 +141,55 @@ fn a_server_has_no_network_unless_granted_it() {
         );
     }
 }
+
+#[test]
+fn as_root_a_spawned_server_runs_as_the_command_user_with_its_program_bound_from_a_closed_folder() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let support = Sandbox::command_support();
+    if !support
+        .layers
+        .get("namespaces")
+        .is_some_and(|l| l.available)
+    {
+        if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+            panic!(
+                "CI must run this test with bubblewrap: {}",
+                support.missing_summary()
+            );
+        }
+        eprintln!("\n** WARNING: no bubblewrap: the spawned server's user is not checked **\n");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // The program sits in a folder only its owner may enter (like a temporary folder).
+    let closed = tmp.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let program = closed.join("server.sh");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\nid -u > /output/made.txt\nid -u\nexec cat\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sb = sandbox(&tmp).allow_degraded_commands(true);
+    let user = sb.command_user();
+    let argv = vec![program.display().to_string()];
+    let mut child = sb
+        .spawn_program(&argv, &[], std::slice::from_ref(&program))
+        .unwrap();
+    let mut lines = BufReader::new(child.take_stdout().unwrap()).lines();
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        "1000",
+        "{}",
+        child.stderr_text()
+    );
+    child.kill();
+    let made = std::fs::metadata(tmp.path().join("output/made.txt")).unwrap();
+    assert_eq!((made.uid(), made.gid()), (user.uid, user.gid));
+    if user.runtime_uid == 0 {
+        assert_eq!(user.uid, 65536);
+        assert_ne!(made.uid(), 0, "the server's file is root's on the host");
+    }
+}
