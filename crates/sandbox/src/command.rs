@@ -56,6 +56,17 @@ const ETC_FILES: &[&str] = &[
     "passwd",
     "group",
 ];
+/// What of `/etc` a server granted the network also sees: name resolution and the
+/// system's CA certificates.
+const NETWORK_ETC: &[&str] = &["resolv.conf", "hosts", "ssl", "ca-certificates", "pki"];
+
+/// The host folders every confined program sees read-only at their own paths (`/usr`,
+/// `/bin`, `/sbin`, `/lib*`); nothing else of the host's file tree but `/etc`'s few files
+/// and what a caller grants.
+pub fn system_dirs() -> &'static [&'static str] {
+    SYSTEM_DIRS
+}
+
 /// Device nodes the command may read and write.
 const DEVICES: &[&str] = &[
     "/dev/null",
@@ -1108,7 +1119,7 @@ impl Sandbox {
             .max(Duration::from_millis(100));
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
-            self.confined_command(conf, argv, &[], &[], before.bytes)?;
+            self.confined_command(conf, argv, &[], &[], before.bytes, false)?;
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -1248,11 +1259,24 @@ impl Sandbox {
         env: &[(String, String)],
         read_only: &[PathBuf],
     ) -> Result<ConfinedChild> {
+        self.spawn_server(argv, env, read_only, false)
+    }
+
+    /// [`Sandbox::spawn_program`], with the host's network shared when `network` is true
+    /// (the child then also sees `/etc/resolv.conf`, `/etc/hosts` and the system's CA
+    /// certificates, read-only). Everything else is confined as without it.
+    pub fn spawn_server(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+        network: bool,
+    ) -> Result<ConfinedChild> {
         refuse_nul(argv, env)?;
         let conf = self.confinement_for(argv)?;
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
-            self.confined_command(conf, argv, env, read_only, before.bytes)?;
+            self.confined_command(conf, argv, env, read_only, before.bytes, network)?;
         cmd.stdin(Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
@@ -1327,6 +1351,7 @@ impl Sandbox {
         env: &[(String, String)],
         read_only: &[PathBuf],
         used_bytes: u64,
+        network: bool,
     ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
         let limits = self.limits().clone();
         let roots = self.root_paths().clone();
@@ -1385,6 +1410,15 @@ impl Sandbox {
                 args = bwrap_args(&sources, helper_source.as_deref(), limits.command_tmp_bytes);
                 // Before the trailing `--chdir /scratch --`: extra binds and variables.
                 let tail = args.split_off(args.len() - 3);
+                if network {
+                    args.push(os("--share-net"));
+                    for f in NETWORK_ETC {
+                        let p = Path::new("/etc").join(f);
+                        if p.exists() {
+                            args.extend([os("--ro-bind"), p.clone().into(), p.into()]);
+                        }
+                    }
+                }
                 for (p, src) in read_only.iter().zip(&ro_sources) {
                     args.extend([os("--ro-bind"), src.clone().into(), p.clone().into()]);
                 }

@@ -52,7 +52,7 @@ mod user;
 
 pub use command::{
     CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
-    HELPER_NAME, LandlockRecord, Layer, SeccompRecord,
+    HELPER_NAME, LandlockRecord, Layer, SeccompRecord, system_dirs,
 };
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};

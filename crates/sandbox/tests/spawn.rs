@@ -90,6 +90,58 @@ fn an_empty_argv_or_a_missing_program_is_an_error() {
     assert!(sb.spawn_program(&[], &[], &[]).is_err());
 }
 
+/// The network interfaces `/proc/net/dev` lists.
+fn interfaces(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, _)| n.trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_server_has_no_network_unless_granted_it() {
+    let support = Sandbox::command_support();
+    if support.degraded.iter().any(|l| l == "namespaces") {
+        eprintln!(
+            "SKIP a_server_has_no_network_unless_granted_it: no network namespace here ({})",
+            support.missing_summary()
+        );
+        return;
+    }
+    let host = interfaces(&std::fs::read_to_string("/proc/net/dev").unwrap());
+    let argv: Vec<String> = [
+        "/bin/sh",
+        "-c",
+        "cat /proc/net/dev; test -e /etc/resolv.conf && echo resolv",
+    ]
+    .map(String::from)
+    .into();
+    let seen = |network: bool| {
+        let tmp = tempfile::tempdir().unwrap();
+        let sb = sandbox(&tmp).allow_degraded_commands(true);
+        let mut child = sb.spawn_server(&argv, &[], &[], network).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.take_stdout().unwrap(), &mut out).unwrap();
+        child.kill();
+        out
+    };
+    let off = seen(false);
+    assert_eq!(interfaces(&off), ["lo"], "{off}");
+    assert!(!off.contains("resolv"));
+    let on = seen(true);
+    assert_eq!(interfaces(&on), host, "{on}");
+    if std::path::Path::new("/etc/resolv.conf").exists() {
+        assert!(
+            on.contains("resolv"),
+            "a networked server resolves names: {on}"
+        );
+    }
+}
+
 #[test]
 fn as_root_a_spawned_server_runs_as_the_command_user_with_its_program_bound_from_a_closed_folder() {
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
