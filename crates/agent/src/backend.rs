@@ -1741,7 +1741,7 @@ impl Run<'_> {
                 };
                 match decision {
                     Some(Decision::Deny { message, .. }) => Decided::new(
-                        ToolOutput::fail(format!("denied: {message}")),
+                        ToolOutput::fail(crate::spec::denial_text(message)),
                         DecidedBy::Approval,
                     ),
                     Some(Decision::Result { content, ok, .. }) => Decided::new(

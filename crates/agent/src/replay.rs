@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use provrun_evidence::{BlobRef, Event, EventType, RunStatus, read_blob, read_events, verify};
+use provrun_evidence::{
+    BlobRef, Event, EventPayload, EventType, RunStarted, RunStatus, ToolCalled, read_blob,
+    read_events, verify,
+};
 use provrun_model::{Message, RecordedResponse, ReplayModel, ToolCall, Usage, WireApi};
 use provrun_tools::ToolOutput;
 use serde_json::Value;
@@ -15,7 +18,9 @@ use crate::capability::DecidedBy;
 use crate::control::RunControl;
 use crate::error::AgentError;
 use crate::remote::RecordedMcp;
-use crate::spec::{AgentSpec, Decision, DeferReason, DeferredCall, RunResult, RunSpec};
+use crate::spec::{
+    AgentSpec, Decision, DeferReason, DeferredCall, RunResult, RunSpec, denial_message,
+};
 
 fn bundle_err(path: &Path, message: impl Into<String>) -> AgentError {
     AgentError::Bundle {
@@ -24,14 +29,30 @@ fn bundle_err(path: &Path, message: impl Into<String>) -> AgentError {
     }
 }
 
-fn blob_of(bundle: &Path, value: Option<&Value>) -> Result<Option<Vec<u8>>, AgentError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => {
-            let blob: BlobRef = serde_json::from_value(v.clone())
-                .map_err(|e| bundle_err(bundle, format!("a blob reference does not parse: {e}")))?;
-            Ok(Some(read_blob(bundle, &blob)?))
-        }
+fn blob_of(bundle: &Path, blob: Option<&BlobRef>) -> Result<Option<Vec<u8>>, AgentError> {
+    blob.map(|b| read_blob(bundle, b))
+        .transpose()
+        .map_err(Into::into)
+}
+
+/// A log's payloads as their types' structs, in order.
+pub(crate) fn typed_log(events: &[Event]) -> Result<Vec<EventPayload>, AgentError> {
+    events
+        .iter()
+        .map(|e| e.typed().map_err(Into::into))
+        .collect()
+}
+
+/// The `tool_called` payloads of a log, in order.
+fn calls_in(log: &[EventPayload]) -> impl Iterator<Item = &ToolCalled> {
+    log.iter().filter_map(EventPayload::as_tool_called)
+}
+
+/// The log's `run_started` (seq 0).
+fn run_started<'a>(bundle: &Path, log: &'a [EventPayload]) -> Result<&'a RunStarted, AgentError> {
+    match log.first() {
+        Some(EventPayload::RunStarted(s)) => Ok(s),
+        _ => Err(bundle_err(bundle, "the log does not open with run_started")),
     }
 }
 
@@ -42,7 +63,11 @@ pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, Str
         .first()
         .filter(|e| e.kind == EventType::RunStarted)
         .ok_or_else(|| bundle_err(bundle, "the log does not open with run_started"))?;
-    let details = &first.payload["details"];
+    let EventPayload::RunStarted(first) = first.typed()? else {
+        return Err(bundle_err(bundle, "the log does not open with run_started"));
+    };
+    // `details` is free-form in the format: the agent's own record of the run.
+    let details = &first.details;
     let text = details["agent_spec"]
         .as_str()
         .ok_or_else(|| bundle_err(bundle, "run_started does not record the agent spec"))?;
@@ -70,7 +95,10 @@ pub fn recorded_responses(
 ) -> Result<Vec<RecordedResponse>, AgentError> {
     let mut out = Vec::new();
     for e in events.iter().filter(|e| e.kind == EventType::ModelCalled) {
-        if e.payload["response"].is_null() && e.payload["error"].is_null() {
+        let EventPayload::ModelCalled(m) = e.typed()? else {
+            continue;
+        };
+        if m.response.is_none() && m.error.is_none() {
             return Err(bundle_err(
                 bundle,
                 format!(
@@ -83,11 +111,9 @@ pub fn recorded_responses(
                 ),
             ));
         }
-        let response = blob_of(bundle, e.payload.get("response"))?.unwrap_or_default();
-        let request = blob_of(bundle, e.payload.get("request"))?;
-        let media_type = e.payload["response"]["media_type"]
-            .as_str()
-            .map(str::to_string);
+        let response = blob_of(bundle, m.response.as_ref())?.unwrap_or_default();
+        let request = blob_of(bundle, m.request.as_ref())?;
+        let media_type = m.response.as_ref().map(|r| r.media_type.clone());
         out.push(RecordedResponse {
             response_body: response.into(),
             response_media_type: media_type,
@@ -112,7 +138,7 @@ pub fn replay_model(bundle: &Path) -> Result<ReplayModel, AgentError> {
     }
     let events = read_events(bundle)?;
     let recorded = recorded_responses(bundle, &events)?;
-    let api = recorded_api(&events, &recorded);
+    let api = recorded_api(&typed_log(&events)?, &recorded);
     Ok(ReplayModel::new(recorded)
         .with_api(api)
         .with_name(format!("replay:{}", bundle.display())))
@@ -121,11 +147,11 @@ pub fn replay_model(bundle: &Path) -> Result<ReplayModel, AgentError> {
 /// The wire API a recording was made with: the model's name says it (`anthropic:…`,
 /// `openai-responses:…`); a replay's recording (`replay:…`) is known by its first
 /// response's shape.
-fn recorded_api(events: &[Event], recorded: &[RecordedResponse]) -> WireApi {
-    let name = events
+fn recorded_api(log: &[EventPayload], recorded: &[RecordedResponse]) -> WireApi {
+    let name = log
         .iter()
-        .find(|e| e.kind == EventType::ModelCalled)
-        .and_then(|e| e.payload["model"].as_str())
+        .find_map(EventPayload::as_model_called)
+        .map(|m| m.model.as_str())
         .unwrap_or_default();
     match WireApi::of_model(name) {
         WireApi::ChatCompletions if name.starts_with("replay:") => recorded
@@ -163,8 +189,8 @@ pub(crate) struct PausedRun {
     pub(crate) host_dir_granted: bool,
 }
 
-fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
-    if let Some(bytes) = blob_of(bundle, payload.get("result_blob"))? {
+fn tool_result(bundle: &Path, call: &ToolCalled) -> Result<String, AgentError> {
+    if let Some(bytes) = blob_of(bundle, call.result_blob.as_ref())? {
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| bundle_err(bundle, format!("a result blob is not JSON: {e}")))?;
         return Ok(value
@@ -172,7 +198,7 @@ fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
             .map(str::to_string)
             .unwrap_or_else(|| value.to_string()));
     }
-    Ok(match &payload["result"] {
+    Ok(match &call.result {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
@@ -183,25 +209,25 @@ fn tool_result(bundle: &Path, payload: &Value) -> Result<String, AgentError> {
 /// inline or in its blob, and `rewritten_by`), if a hook rewrote them.
 fn rewritten_arguments(
     bundle: &Path,
-    payload: &Value,
+    call: &ToolCalled,
 ) -> Result<Option<(Value, String)>, AgentError> {
-    let Some(by) = payload["rewritten_by"].as_str() else {
+    let Some(by) = &call.rewritten_by else {
         return Ok(None);
     };
-    let arguments = match blob_of(bundle, payload.get("rewritten_arguments_blob"))? {
+    let arguments = match blob_of(bundle, call.rewritten_arguments_blob.as_ref())? {
         Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             bundle_err(
                 bundle,
                 format!("a rewritten-arguments blob is not JSON: {e}"),
             )
         })?,
-        None => payload["rewritten_arguments"].clone(),
+        None => call.rewritten_arguments.clone().unwrap_or(Value::Null),
     };
-    Ok(Some((arguments, by.to_string())))
+    Ok(Some((arguments, by.clone())))
 }
 
-fn arguments_text(payload: &Value) -> String {
-    match &payload["arguments"] {
+fn arguments_text(call: &ToolCalled) -> String {
+    match &call.arguments {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
@@ -210,24 +236,30 @@ fn arguments_text(payload: &Value) -> String {
 /// Read the state of a paused run.
 pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
     let events = read_events(bundle)?;
-    let last = events
+    let log = typed_log(&events)?;
+    let last = log
         .last()
         .ok_or_else(|| bundle_err(bundle, "the evidence log is empty"))?;
-    if last.kind != EventType::RunFinished || last.payload["status"] != "paused" {
+    if last
+        .as_run_finished()
+        .is_none_or(|f| f.status != RunStatus::Paused)
+    {
         return Err(bundle_err(
             bundle,
             "the run is not paused: only a run that waits for decisions can be resumed",
         ));
     }
     let (agent, _prompt) = recorded_agent(bundle, &events)?;
-    let host_dir_granted = events[0].payload["details"]["host_dir_granted"] == true;
-    let trace = events
+    let host_dir_granted = run_started(bundle, &log)?.details["host_dir_granted"] == true;
+    let trace = log
         .iter()
         .rev()
-        .find(|e| e.kind == EventType::TraceImported)
+        .find_map(|e| match e {
+            EventPayload::TraceImported(t) => Some(t),
+            _ => None,
+        })
         .ok_or_else(|| bundle_err(bundle, "the paused run has no trace_imported"))?;
-    let bytes = blob_of(bundle, trace.payload.get("trace"))?
-        .ok_or_else(|| bundle_err(bundle, "trace_imported names no blob"))?;
+    let bytes = read_blob(bundle, &trace.trace)?;
     let messages: Vec<Message> = serde_json::from_slice(&bytes)
         .map_err(|e| bundle_err(bundle, format!("the trace does not parse: {e}")))?;
     let calls = match messages.last() {
@@ -244,20 +276,16 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
     let mut requests = 0u64;
     let mut tool_calls = 0u64;
     let mut last_model = 0usize;
-    for (i, e) in events.iter().enumerate() {
-        match e.kind {
-            EventType::ModelCalled => {
+    for (i, e) in log.iter().enumerate() {
+        match e {
+            EventPayload::ModelCalled(m) => {
                 requests += 1;
                 last_model = i;
-                if let Ok(u) = serde_json::from_value::<Usage>(e.payload["usage"].clone()) {
+                if let Ok(u) = serde_json::from_value::<Usage>(m.usage.clone()) {
                     usage.add(&u);
                 }
             }
-            EventType::ToolCalled
-                if e.payload["deferred"] != true
-                    && e.payload["output_tool"] != true
-                    && e.payload["provider_run"] != true =>
-            {
+            EventPayload::ToolCalled(t) if !t.deferred && !t.output_tool && !t.provider_run => {
                 tool_calls += 1;
             }
             _ => {}
@@ -265,25 +293,21 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
     }
     let mut completed = HashMap::new();
     let mut deferred = Vec::new();
-    for e in events[last_model..]
-        .iter()
-        .filter(|e| e.kind == EventType::ToolCalled)
-    {
-        let p = &e.payload;
-        let call_id = p["call_id"].as_str().unwrap_or_default().to_string();
+    for p in calls_in(&log[last_model..]) {
+        let call_id = p.call_id.clone();
         // The run-unique id; a log older than it names calls by the model's id, which
         // was unique in the turn there: the id of the turn's first call with it.
-        let run_call_id = match p["run_call_id"].as_str() {
-            Some(id) => id.to_string(),
+        let run_call_id = match &p.run_call_id {
+            Some(id) => id.clone(),
             None => calls
                 .iter()
                 .position(|c| c.id == call_id)
                 .map(|i| crate::backend::call_uid(requests, i))
                 .unwrap_or_else(|| call_id.clone()),
         };
-        let name = p["name"].as_str().unwrap_or_default().to_string();
-        if p["deferred"] == true {
-            let reason = if p["mode"] == "client_round_trip" {
+        let name = p.name.clone();
+        if p.deferred {
+            let reason = if p.mode.as_deref() == Some("client_round_trip") {
                 DeferReason::ClientRoundTrip
             } else {
                 DeferReason::Approval
@@ -294,15 +318,14 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
                 name,
                 arguments: arguments_text(p),
                 reason,
-                confirm: p["confirm"].as_str().map(str::to_string),
+                confirm: p.confirm.clone(),
             });
         } else {
-            let ok = p["ok"] == true;
             completed.insert(
                 run_call_id,
                 ToolOutput {
                     content: tool_result(bundle, p)?,
-                    ok,
+                    ok: p.ok,
                     confinement: None,
                 },
             );
@@ -336,7 +359,8 @@ pub fn waiting_calls(bundle: &Path) -> Result<Vec<DeferredCall>, AgentError> {
 pub(crate) struct RecordedCall {
     pub(crate) output: ToolOutput,
     pub(crate) decided_by: Option<DecidedBy>,
-    mode: Option<String>,
+    /// How the resume that completed the call decided it, if it was one a run paused on.
+    decision: RecordedDecision,
     /// The call was stopped at its time limit: replay answers it from the recording.
     pub(crate) timed_out: bool,
     /// The call was stopped (or not run) because the run was cancelled: replay answers
@@ -348,6 +372,64 @@ pub(crate) struct RecordedCall {
     /// The arguments a before hook rewrote the model's to, and who did: the tool runs
     /// with them again.
     pub(crate) rewritten: Option<(Value, String)>,
+}
+
+/// The decision a resume gave a call, as the call's completion in the log shows it.
+#[derive(Debug, Clone, PartialEq)]
+enum RecordedDecision {
+    /// The call ran (or was not one a resume decided).
+    Approved,
+    /// The call was denied; the model was told `message`.
+    Denied {
+        /// What the model was told, without the denial's prefix.
+        message: String,
+    },
+    /// The caller gave the result.
+    Result {
+        /// The result the model saw.
+        content: String,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+}
+
+impl RecordedDecision {
+    /// Read from a completed call: what decided it, its mode, and what the model saw.
+    fn of(decided_by: Option<DecidedBy>, mode: Option<&str>, output: &ToolOutput) -> Self {
+        let result = || RecordedDecision::Result {
+            content: output.content.clone(),
+            ok: output.ok,
+        };
+        // A denial is recorded as the text the model was told (the file format); the
+        // message is what follows the prefix the backend writes.
+        let denied = denial_message(&output.content).map(|message| RecordedDecision::Denied {
+            message: message.to_string(),
+        });
+        match (decided_by, denied) {
+            (Some(DecidedBy::Approval), Some(denied)) => denied,
+            (Some(DecidedBy::Caller | DecidedBy::Approval), _) => result(),
+            // Logs older than `decided_by`: what the call's mode and result show.
+            (None, _) if mode == Some("client_round_trip") => result(),
+            (None, Some(denied)) if !output.ok => denied,
+            _ => RecordedDecision::Approved,
+        }
+    }
+
+    /// The decision to give the call `call_id` of a replay.
+    fn to_decision(&self, call_id: String) -> Decision {
+        match self {
+            RecordedDecision::Approved => Decision::Approve(call_id),
+            RecordedDecision::Denied { message } => Decision::Deny {
+                call_id,
+                message: message.clone(),
+            },
+            RecordedDecision::Result { content, ok } => Decision::Result {
+                call_id,
+                content: content.clone(),
+                ok: *ok,
+            },
+        }
+    }
 }
 
 /// What a replay takes from the recording besides the model's responses: the result of
@@ -369,47 +451,42 @@ pub(crate) struct Replaying {
 
 /// Whether a log is older than run-unique call ids (a `tool_called` without
 /// `run_call_id`): its calls are then known by the model's `call_id`.
-pub(crate) fn legacy_ids(events: &[Event]) -> bool {
-    events
-        .iter()
-        .any(|e| e.kind == EventType::ToolCalled && !e.payload["run_call_id"].is_string())
+pub(crate) fn legacy_ids(log: &[EventPayload]) -> bool {
+    calls_in(log).any(|t| t.run_call_id.is_none())
 }
 
 /// The id a call is known by in a log: its `run_call_id`, or in a legacy log (see
 /// [`legacy_ids`]) its `call_id`.
-fn key_of(p: &Value, legacy: bool) -> Option<&str> {
+fn key_of(call: &ToolCalled, legacy: bool) -> Option<&str> {
     if legacy {
-        p["call_id"].as_str()
+        Some(&call.call_id)
     } else {
-        p["run_call_id"].as_str()
+        call.run_call_id.as_deref()
     }
 }
 
 impl Replaying {
-    fn from_events(bundle: &Path, events: &[Event]) -> Result<Self, AgentError> {
-        let legacy = legacy_ids(events);
+    fn from_events(bundle: &Path, log: &[EventPayload]) -> Result<Self, AgentError> {
+        let legacy = legacy_ids(log);
         let mut calls = HashMap::new();
         let mut step = 0u64;
-        for e in events {
-            let p = &e.payload;
-            match e.kind {
-                EventType::ModelCalled => step += 1,
-                EventType::ToolCalled
-                    if p["deferred"] != true
-                        && p["output_tool"] != true
-                        && p["provider_run"] != true =>
-                {
+        for e in log {
+            match e {
+                EventPayload::ModelCalled(_) => step += 1,
+                EventPayload::ToolCalled(p) if !p.deferred && !p.output_tool && !p.provider_run => {
+                    let output = ToolOutput {
+                        content: tool_result(bundle, p)?,
+                        ok: p.ok,
+                        confinement: None,
+                    };
+                    let decided_by = p.decided_by.as_deref().and_then(DecidedBy::parse);
                     let call = RecordedCall {
-                        output: ToolOutput {
-                            content: tool_result(bundle, p)?,
-                            ok: p["ok"] == true,
-                            confinement: None,
-                        },
-                        decided_by: p["decided_by"].as_str().and_then(DecidedBy::parse),
-                        mode: p["mode"].as_str().map(str::to_string),
-                        timed_out: p["timed_out"] == true,
-                        cancelled: p["cancelled"] == true,
-                        ran: p["start_order"].is_u64(),
+                        decision: RecordedDecision::of(decided_by, p.mode.as_deref(), &output),
+                        output,
+                        decided_by,
+                        timed_out: p.timed_out,
+                        cancelled: p.cancelled,
+                        ran: p.start_order.is_some(),
                         rewritten: rewritten_arguments(bundle, p)?,
                     };
                     let id = key_of(p, legacy).unwrap_or_default().to_string();
@@ -418,14 +495,11 @@ impl Replaying {
                 _ => {}
             }
         }
-        let finished = events
-            .iter()
-            .rev()
-            .find(|e| e.kind == EventType::RunFinished);
+        let finished = log.iter().rev().find_map(EventPayload::as_run_finished);
         let cancel_at = finished
-            .filter(|e| e.payload["status"] == RunStatus::Cancelled.as_str())
-            .map(|e| e.payload["usage"]["requests"].as_u64().unwrap_or(step));
-        let batches = order_batches(events, legacy)
+            .filter(|f| f.status == RunStatus::Cancelled)
+            .map(|f| f.usage["requests"].as_u64().unwrap_or(step));
+        let batches = order_batches(log, legacy)
             .into_iter()
             .map(|(step, batches)| {
                 let by_id = batches
@@ -491,32 +565,7 @@ impl Replaying {
             .iter()
             .map(|w| {
                 let r = self.call(step, self.key(&w.run_call_id, &w.call_id))?;
-                let id = w.run_call_id.clone();
-                let denied = r.output.content.strip_prefix("denied: ");
-                Some(match (r.decided_by, denied) {
-                    (Some(DecidedBy::Approval), Some(message)) => Decision::Deny {
-                        call_id: id,
-                        message: message.to_string(),
-                    },
-                    (Some(DecidedBy::Caller | DecidedBy::Approval), _) => Decision::Result {
-                        call_id: id,
-                        content: r.output.content.clone(),
-                        ok: r.output.ok,
-                    },
-                    // Logs older than `decided_by`: what the call's mode and result show.
-                    (None, _) if r.mode.as_deref() == Some("client_round_trip") => {
-                        Decision::Result {
-                            call_id: id,
-                            content: r.output.content.clone(),
-                            ok: r.output.ok,
-                        }
-                    }
-                    (None, Some(message)) if !r.output.ok => Decision::Deny {
-                        call_id: id,
-                        message: message.to_string(),
-                    },
-                    _ => Decision::Approve(id),
-                })
+                Some(r.decision.to_decision(w.run_call_id.clone()))
             })
             .collect()
     }
@@ -527,19 +576,16 @@ impl Replaying {
 /// together. Calls without `start_order`/`end_order` (older logs, deferred calls, calls the
 /// runtime answered without running) are left out. A call joins the batch before it when
 /// it started before any call of that batch ended.
-pub(crate) fn order_batches(events: &[Event], legacy: bool) -> HashMap<u64, Vec<Vec<String>>> {
+pub(crate) fn order_batches(log: &[EventPayload], legacy: bool) -> HashMap<u64, Vec<Vec<String>>> {
     let mut spans: HashMap<u64, Vec<(u64, u64, String)>> = HashMap::new();
     let mut step = 0u64;
-    for e in events {
-        match e.kind {
-            EventType::ModelCalled => step += 1,
-            EventType::ToolCalled => {
-                let p = &e.payload;
-                if let (Some(start), Some(end), Some(id)) = (
-                    p["start_order"].as_u64(),
-                    p["end_order"].as_u64(),
-                    key_of(p, legacy),
-                ) {
+    for e in log {
+        match e {
+            EventPayload::ModelCalled(_) => step += 1,
+            EventPayload::ToolCalled(p) => {
+                if let (Some(start), Some(end), Some(id)) =
+                    (p.start_order, p.end_order, key_of(p, legacy))
+                {
                     spans
                         .entry(step)
                         .or_default()
@@ -574,7 +620,7 @@ pub(crate) fn order_batches(events: &[Event], legacy: bool) -> HashMap<u64, Vec<
 
 /// The first turn whose calls ran in a different order in the replay than in the
 /// recording (only calls the recording gives an order count).
-fn order_difference(old: &[Event], new: &[Event]) -> Option<String> {
+fn order_difference(old: &[EventPayload], new: &[EventPayload]) -> Option<String> {
     // Both logs name calls the way the recording does.
     let legacy = legacy_ids(old);
     let (old, new) = (order_batches(old, legacy), order_batches(new, legacy));
@@ -611,36 +657,27 @@ fn order_difference(old: &[Event], new: &[Event]) -> Option<String> {
 
 /// The MCP side of a recording, for a replay that answers `remote_mcp` calls from it
 /// instead of the servers: `None` when the run used no MCP server.
-fn recorded_mcp(bundle: &Path, events: &[Event]) -> Result<Option<RecordedMcp>, AgentError> {
-    let description = events
-        .first()
-        .map(|e| e.payload["details"]["mcp"].clone())
-        .unwrap_or(Value::Null);
+fn recorded_mcp(bundle: &Path, log: &[EventPayload]) -> Result<Option<RecordedMcp>, AgentError> {
+    let description = match log.first() {
+        Some(EventPayload::RunStarted(s)) => s.details["mcp"].clone(),
+        _ => Value::Null,
+    };
     if description.is_null() {
         return Ok(None);
     }
     let mut results = HashMap::new();
-    for e in events.iter().filter(|e| {
-        e.kind == EventType::ToolCalled
-            && e.payload["mode"] == "remote_mcp"
-            && e.payload["deferred"] != true
-    }) {
-        let p = &e.payload;
+    for p in calls_in(log).filter(|t| t.mode.as_deref() == Some("remote_mcp") && !t.deferred) {
         let output = ToolOutput {
             content: tool_result(bundle, p)?,
-            ok: p["ok"] == true,
+            ok: p.ok,
             confinement: None,
         };
-        let mcp = match blob_of(bundle, p.get("mcp_blob"))? {
+        let mcp = match blob_of(bundle, p.mcp_blob.as_ref())? {
             Some(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| bundle_err(bundle, format!("an mcp blob is not JSON: {e}")))?,
-            None => p["mcp"].clone(),
+            None => p.mcp.clone().unwrap_or(Value::Null),
         };
-        let call_id = (p["run_call_id"].as_str())
-            .or(p["call_id"].as_str())
-            .unwrap_or_default()
-            .to_string();
-        results.insert(call_id, (output, mcp));
+        results.insert(p.key().to_string(), (output, mcp));
     }
     Ok(Some(RecordedMcp {
         description,
@@ -681,34 +718,25 @@ struct CallKey {
     ok: bool,
     deferred: bool,
     output_tool: bool,
-    decided_by: Value,
+    decided_by: Option<String>,
 }
 
-fn call_keys(events: &[Event]) -> Vec<CallKey> {
-    events
-        .iter()
-        .filter(|e| e.kind == EventType::ToolCalled)
-        .map(|e| {
-            let p = &e.payload;
-            let blob_digest = |k: &str| p[k]["digest"]["sha256"].clone();
-            CallKey {
-                name: p["name"].as_str().unwrap_or_default().to_string(),
-                call_id: p["call_id"].as_str().unwrap_or_default().to_string(),
-                arguments: if p["arguments"].is_null() {
-                    blob_digest("arguments_blob")
-                } else {
-                    p["arguments"].clone()
-                },
-                result: if p["result"].is_null() {
-                    blob_digest("result_blob")
-                } else {
-                    p["result"].clone()
-                },
-                ok: p["ok"] == true,
-                deferred: p["deferred"] == true,
-                output_tool: p["output_tool"] == true,
-                decided_by: p["decided_by"].clone(),
-            }
+fn call_keys(log: &[EventPayload]) -> Vec<CallKey> {
+    // A value moved to a blob is compared by the blob's digest.
+    let inline_or_digest = |inline: &Value, blob: &Option<BlobRef>| match (inline, blob) {
+        (Value::Null, Some(b)) => Value::String(b.digest.sha256.clone()),
+        (v, _) => v.clone(),
+    };
+    calls_in(log)
+        .map(|p| CallKey {
+            name: p.name.clone(),
+            call_id: p.call_id.clone(),
+            arguments: inline_or_digest(&p.arguments, &p.arguments_blob),
+            result: inline_or_digest(&p.result, &p.result_blob),
+            ok: p.ok,
+            deferred: p.deferred,
+            output_tool: p.output_tool,
+            decided_by: p.decided_by.clone(),
         })
         .collect()
 }
@@ -721,21 +749,17 @@ fn describe(k: &CallKey) -> String {
     if !k.ok {
         s.push_str(" (failed)");
     }
-    if let Some(by) = k.decided_by.as_str() {
+    if let Some(by) = &k.decided_by {
         s.push_str(&format!(" [decided by {by}]"));
     }
     s
 }
 
-fn outputs(events: &[Event]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .filter(|e| e.kind == EventType::OutputProduced)
-        .map(|e| {
-            (
-                e.payload["path"].as_str().unwrap_or_default().to_string(),
-                e.payload["sha256"].as_str().unwrap_or_default().to_string(),
-            )
+fn outputs(log: &[EventPayload]) -> Vec<(String, String)> {
+    log.iter()
+        .filter_map(|e| match e {
+            EventPayload::OutputProduced(o) => Some((o.0.path.clone(), o.0.sha256.clone())),
+            _ => None,
         })
         .collect()
 }
@@ -773,9 +797,10 @@ pub async fn replay(
             "refusing to replay a run that never finished",
         ));
     }
-    let events = read_events(source)?;
+    let raw_events = read_events(source)?;
+    let events = typed_log(&raw_events)?;
     let replaying = Arc::new(Replaying::from_events(source, &events)?);
-    let (mut agent, prompt) = recorded_agent(source, &events)?;
+    let (mut agent, prompt) = recorded_agent(source, &raw_events)?;
     agent.model = format!("replay:{}", source.display());
     let mut run = RunSpec::new(prompt, out);
     let input = source.join("input");
@@ -801,7 +826,7 @@ pub async fn replay(
         };
         result = backend.resume(control, out, &decisions).await?;
     }
-    let new_events = read_events(out)?;
+    let new_events = typed_log(&read_events(out)?)?;
 
     let (old_calls, new_calls) = (call_keys(&events), call_keys(&new_events));
     let mut difference = None;
@@ -868,42 +893,51 @@ pub async fn replay(
     })
 }
 
-fn recorded_status(events: &[Event]) -> &str {
-    events
-        .iter()
+fn recorded_status(log: &[EventPayload]) -> &str {
+    log.iter()
         .rev()
-        .find(|e| e.kind == EventType::RunFinished)
-        .and_then(|e| e.payload["status"].as_str())
-        .unwrap_or("unknown")
+        .find_map(EventPayload::as_run_finished)
+        .map_or("unknown", |f| f.status.as_str())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use provrun_evidence::Confidence;
+    use crate::spec::denial_text;
     use serde_json::json;
 
-    fn event(kind: EventType, payload: Value) -> Event {
-        Event {
-            v: 1,
-            run_id: "r".into(),
-            seq: 0,
-            prev: None,
-            ts: String::new(),
-            kind,
-            confidence: Confidence::Observed,
-            payload,
-        }
+    /// A `model_called` payload; only its place in the log matters here.
+    fn model_called() -> EventPayload {
+        EventPayload::ModelCalled(provrun_evidence::ModelCalled {
+            model: "m".into(),
+            stream: false,
+            request: None,
+            response: None,
+            usage: json!(null),
+            finish_reason: None,
+            duration_ms: 0,
+            error: None,
+            attempts: Vec::new(),
+            response_rendered: false,
+        })
+    }
+
+    /// A `tool_called` payload of call `id`, with its start and end on the turn's clock
+    /// when given.
+    fn tool_called(id: &str, span: Option<(u64, u64)>) -> EventPayload {
+        EventPayload::ToolCalled(ToolCalled {
+            call_id: id.into(),
+            start_order: span.map(|s| s.0),
+            end_order: span.map(|s| s.1),
+            ..ToolCalled::default()
+        })
     }
 
     /// A log of one model response whose calls ran with these (id, start, end) spans.
-    fn log(spans: &[(&str, u64, u64)]) -> Vec<Event> {
-        let mut events = vec![event(EventType::ModelCalled, json!({}))];
+    fn log(spans: &[(&str, u64, u64)]) -> Vec<EventPayload> {
+        let mut events = vec![model_called()];
         for (id, start, end) in spans {
-            events.push(event(
-                EventType::ToolCalled,
-                json!({"call_id": id, "start_order": start, "end_order": end}),
-            ));
+            events.push(tool_called(id, Some((*start, *end))));
         }
         events
     }
@@ -924,11 +958,63 @@ mod tests {
             vec![vec!["w"], vec!["r1", "r2", "r3"], vec!["w2"]]
         );
         // A log from before the order fields has no batches.
-        let old = vec![
-            event(EventType::ModelCalled, json!({})),
-            event(EventType::ToolCalled, json!({"call_id": "x"})),
-        ];
+        let old = vec![model_called(), tool_called("x", None)];
         assert!(order_batches(&old, true).is_empty());
+    }
+
+    #[test]
+    fn a_resumes_decision_is_read_back_as_a_value() {
+        let out = |content: &str, ok| ToolOutput {
+            content: content.into(),
+            ok,
+            confinement: None,
+        };
+        let denied = out(&denial_text("not today"), false);
+        let given = out("42", true);
+        let of = RecordedDecision::of;
+        let deny = RecordedDecision::Denied {
+            message: "not today".into(),
+        };
+        assert_eq!(of(Some(DecidedBy::Approval), None, &denied), deny);
+        // A result the caller gave that merely looks like a denial stays a result.
+        assert_eq!(
+            of(Some(DecidedBy::Caller), None, &denied),
+            RecordedDecision::Result {
+                content: denial_text("not today"),
+                ok: false
+            }
+        );
+        assert_eq!(
+            of(Some(DecidedBy::Approval), None, &given),
+            RecordedDecision::Result {
+                content: "42".into(),
+                ok: true
+            }
+        );
+        assert_eq!(
+            of(Some(DecidedBy::Tool), None, &given),
+            RecordedDecision::Approved
+        );
+        // Logs older than `decided_by`.
+        assert_eq!(of(None, None, &denied), deny);
+        assert_eq!(
+            of(None, Some("client_round_trip"), &given),
+            RecordedDecision::Result {
+                content: "42".into(),
+                ok: true
+            }
+        );
+        assert_eq!(
+            of(None, None, &out(&denial_text("x"), true)),
+            RecordedDecision::Approved
+        );
+        assert_eq!(
+            deny.to_decision("1.1".into()),
+            Decision::Deny {
+                call_id: "1.1".into(),
+                message: "not today".into()
+            }
+        );
     }
 
     #[test]

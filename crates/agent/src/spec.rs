@@ -723,6 +723,22 @@ pub enum Decision {
     },
 }
 
+/// How a denied call's result begins: the model is told `denied: MESSAGE`, and the log
+/// records that text as the call's result (the file format), which is how replay
+/// recovers the message ([`denial_message`]).
+const DENIED_PREFIX: &str = "denied: ";
+
+/// The result the model is told for a call denied with `message`.
+pub(crate) fn denial_text(message: &str) -> String {
+    format!("{DENIED_PREFIX}{message}")
+}
+
+/// The message of a recorded denial ([`denial_text`]'s inverse), `None` when `result`
+/// is not one.
+pub(crate) fn denial_message(result: &str) -> Option<&str> {
+    result.strip_prefix(DENIED_PREFIX)
+}
+
 impl Decision {
     /// The call this decision is for: its run-unique id (`DeferredCall::run_call_id`),
     /// or the model's id when only one waiting call has it.

@@ -377,14 +377,10 @@ fn ended(bundle: &Path) -> Option<(&'static str, String)> {
     }
     let events = provrun_evidence::read_events(bundle).ok()?;
     let last = events.last()?;
-    let status = match last.payload.get("status").and_then(|s| s.as_str())? {
-        "finished" => "finished",
-        "failed" => "failed",
-        "cancelled" => "cancelled",
-        "paused" => "paused",
-        _ => return None,
+    let provrun_evidence::EventPayload::RunFinished(finished) = last.typed().ok()? else {
+        return None;
     };
-    Some((status, last.run_id.clone()))
+    Some((finished.status.as_str(), last.run_id.clone()))
 }
 
 fn existing(bundle: &Path) -> Existing {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use provrun_evidence::{Event, EventType, read_events};
+use provrun_evidence::{Event, EventPayload, EventType, RunStatus, read_events};
 use serde_json::Value;
 
 use crate::inert::inert;
@@ -43,9 +43,25 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             );
         }
     };
+    let log = match events
+        .iter()
+        .map(Event::typed)
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(log) => log,
+        Err(e) => {
+            return fail(
+                EXIT_FAILED,
+                format!(
+                    "cannot read the evidence log of `{}`: {e}",
+                    args.bundle.display()
+                ),
+            );
+        }
+    };
     let paint = Painter::stdout();
     let report = provrun_evidence::verify(bundle);
-    for line in timeline(&events, paint) {
+    for line in timeline(&events, &log, paint) {
         out!("{line}");
     }
     out!("{}", crate::verify::summary(&report, paint));
@@ -84,8 +100,8 @@ fn short(value: &Value, max: usize) -> String {
     inert(&s).into_owned()
 }
 
-/// The lines of the timeline, in log order.
-fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
+/// The lines of the timeline, in log order: `events` with their typed payloads `log`.
+fn timeline(events: &[Event], log: &[EventPayload], paint: Painter) -> Vec<String> {
     let mut lines = Vec::new();
     let mut step = 0u32;
     let mut inputs: Vec<String> = Vec::new();
@@ -93,10 +109,10 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
     let mut paused = false;
     // Tool names are padded to the longest one (at least 16 columns), so the columns
     // after them line up however long an MCP tool's `PREFIX_tool` name is.
-    let name_width = events
+    let name_width = log
         .iter()
-        .filter(|e| e.kind == EventType::ToolCalled)
-        .map(|e| text(&e.payload["name"]).chars().count())
+        .filter_map(EventPayload::as_tool_called)
+        .map(|t| inert(&t.name).chars().count())
         .max()
         .unwrap_or(0)
         .max(16);
@@ -109,8 +125,7 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
             ));
         }
     };
-    for e in events {
-        let p = &e.payload;
+    for (e, payload) in events.iter().zip(log) {
         if e.kind != EventType::InputStaged {
             flush_inputs(&mut inputs, &mut lines);
         }
@@ -121,18 +136,15 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                 paint.dim("the run continues with the decisions given")
             ));
         }
-        match e.kind {
-            EventType::RunStarted => {
-                let tools: Vec<String> = p["tools"]
-                    .as_array()
-                    .map(|a| a.iter().map(|t| text(&t["name"])).collect())
-                    .unwrap_or_default();
+        match payload {
+            EventPayload::RunStarted(p) => {
+                let tools: Vec<String> = p.tools.iter().map(|t| inert(&t.name).into()).collect();
                 lines.push(format!(
                     "{} {} · agent {} · model {} · {}",
                     paint.strong("run    "),
                     inert(&e.run_id),
-                    text(&p["agent"]),
-                    text(&p["model"]),
+                    inert(&p.agent),
+                    inert(&p.model),
                     inert(&e.ts.to_string())
                 ));
                 lines.push(format!(
@@ -145,99 +157,105 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     }
                 ));
             }
-            EventType::InputStaged => {
-                inputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
+            EventPayload::InputStaged(p) => {
+                inputs.push(format!("{} ({})", inert(&p.0.path), size(p.0.size)));
             }
-            EventType::ModelCalled => {
+            EventPayload::ModelCalled(p) => {
                 step += 1;
-                let usage = &p["usage"];
+                // `usage` is as the model reported it: free-form JSON.
+                let usage = &p.usage;
                 let mut line = format!(
                     "{} {} ms · {} in / {} out tokens",
                     paint.strong(&format!("step {step:<2}")),
-                    num(&p["duration_ms"]),
+                    p.duration_ms,
                     num(&usage["input_tokens"]),
                     num(&usage["output_tokens"]),
                 );
-                if let Some(reason) = p["finish_reason"].as_str() {
+                if let Some(reason) = &p.finish_reason {
                     line.push_str(&format!(" · {}", inert(reason)));
                 }
-                if let Some(err) = p["error"].as_str() {
+                if let Some(err) = &p.error {
                     let err = inert(err);
                     line.push_str(&format!(" · {}", paint.bad(&format!("error: {err}"))));
                 }
                 lines.push(line);
             }
-            EventType::ToolCalled => {
-                let state = if p["deferred"] == true {
+            EventPayload::ToolCalled(p) => {
+                let state = if p.deferred {
                     paint.warn("waits ")
-                } else if p["ok"] == true {
+                } else if p.ok {
                     paint.good("ok    ")
                 } else {
                     paint.bad("failed")
                 };
                 let mut flags = Vec::new();
-                for flag in ["output_tool", "provider_run"] {
-                    if p[flag] == true {
+                for (flag, set) in [
+                    ("output_tool", p.output_tool),
+                    ("provider_run", p.provider_run),
+                ] {
+                    if set {
                         flags.push(flag);
                     }
                 }
                 // The run-unique id (what `resume --approve` takes), and the model's
                 // id beside it when it differs; older logs have the model's only.
-                let id = match p["run_call_id"].as_str() {
-                    Some(run_id) if p["call_id"].as_str() != Some(run_id) => {
-                        format!("{} (model id {:?})", inert(run_id), text(&p["call_id"]))
+                let id = match &p.run_call_id {
+                    Some(run_id) if p.call_id != *run_id => {
+                        format!("{} (model id {:?})", inert(run_id), inert(&p.call_id))
                     }
-                    _ => text(&p["call_id"]),
+                    _ => inert(&p.call_id).into_owned(),
                 };
                 let mut line = format!(
                     "  {state} {:<name_width$} {:>5} ms  {}",
-                    text(&p["name"]),
-                    num(&p["duration_ms"]),
+                    inert(&p.name),
+                    p.duration_ms,
                     paint.dim(&id),
                 );
                 if !flags.is_empty() {
                     line.push_str(&format!(" [{}]", flags.join(", ")));
                 }
                 // The tool's label for the call (`Read /input/a.txt`), where it has one.
-                if let Some(summary) = p["summary"].as_str() {
-                    line.push_str(&format!("  {}", short(&Value::from(summary), 60)));
+                if let Some(summary) = &p.summary {
+                    line.push_str(&format!("  {}", short(&Value::from(summary.as_str()), 60)));
                 }
-                if p["deferred"] == true {
+                if p.deferred {
                     // The tool's question for a person, where it has one.
-                    if let Some(confirm) = p["confirm"].as_str() {
-                        line.push_str(&format!("  ({})", short(&Value::from(confirm), 80)));
+                    if let Some(confirm) = &p.confirm {
+                        line.push_str(&format!(
+                            "  ({})",
+                            short(&Value::from(confirm.as_str()), 80)
+                        ));
                     }
                 } else {
-                    let result = if p["result"].is_null() && !p["result_blob"].is_null() {
-                        format!(
-                            "({} result in a blob)",
-                            size(num(&p["result_blob"]["size"]))
-                        )
-                    } else {
-                        short(&p["result"], 70)
+                    let result = match (&p.result, &p.result_blob) {
+                        (Value::Null, Some(blob)) => {
+                            format!("({} result in a blob)", size(blob.size))
+                        }
+                        (result, _) => short(result, 70),
                     };
                     if !result.is_empty() {
                         line.push_str(&format!("  → {result}"));
                     }
                 }
                 lines.push(line);
-                if let Some(summary) = confinement_line(&p["confinement"]) {
+                let confinement = p.confinement.as_ref().unwrap_or(&Value::Null);
+                if let Some(summary) = confinement_line(confinement) {
                     lines.push(format!("           {}", paint.dim(&summary)));
                 }
             }
-            EventType::OutputProduced => {
-                outputs.push(format!("{} ({})", text(&p["path"]), size(num(&p["size"]))));
+            EventPayload::OutputProduced(p) => {
+                outputs.push(format!("{} ({})", inert(&p.0.path), size(p.0.size)));
             }
-            EventType::OutputSkipped => {
+            EventPayload::OutputSkipped(p) => {
                 lines.push(format!(
                     "  {} {} ({}: {})",
                     paint.warn("left out"),
-                    text(&p["path"]),
-                    text(&p["kind"]),
-                    text(&p["reason"]),
+                    inert(&p.path),
+                    inert(&p.kind),
+                    inert(&p.reason),
                 ));
             }
-            EventType::RunFinished => {
+            EventPayload::RunFinished(p) => {
                 if !outputs.is_empty() {
                     lines.push(format!(
                         "{} {}",
@@ -245,14 +263,14 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                         std::mem::take(&mut outputs).join(", ")
                     ));
                 }
-                let status = text(&p["status"]);
-                paused = status == "paused";
-                let painted = match status.as_str() {
-                    "finished" => paint.good(&status),
-                    "paused" => paint.warn(&status),
-                    _ => paint.bad(&status),
+                let status = p.status.as_str();
+                paused = p.status == RunStatus::Paused;
+                let painted = match p.status {
+                    RunStatus::Finished => paint.good(status),
+                    RunStatus::Paused => paint.warn(status),
+                    _ => paint.bad(status),
                 };
-                let usage = &p["usage"];
+                let usage = &p.usage;
                 let mut line = format!(
                     "{} {painted} · {} model requests · {} tool calls · {} in / {} out tokens · {} events",
                     paint.strong("end    "),
@@ -260,20 +278,20 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     num(&usage["tool_calls"]),
                     num(&usage["input_tokens"]),
                     num(&usage["output_tokens"]),
-                    num(&p["event_count"]),
+                    p.event_count,
                 );
-                if let Some(err) = p["error"].as_str() {
+                if let Some(err) = &p.error {
                     line.push_str(&format!(" · {}", inert(err)));
                 }
                 lines.push(line);
             }
-            EventType::Declared => {
+            EventPayload::Declared(p) => {
                 lines.push(format!(
                     "  {} {} by {}: {}",
                     paint.dim("declared"),
-                    text(&p["kind"]),
-                    inert(p["source"].as_str().unwrap_or("a tool")),
-                    short(&p["data"], 70)
+                    inert(&p.kind),
+                    inert(p.source.as_deref().unwrap_or("a tool")),
+                    short(&p.data, 70)
                 ));
             }
             _ => {}

@@ -48,6 +48,21 @@ pub enum EvidenceError {
         #[source]
         source: serde_json::Error,
     },
+    /// An event's payload does not fit its type: a field is missing or has the wrong
+    /// type. Raised by the typed readers ([`crate::Event::typed`],
+    /// [`crate::read_typed_events`]), never by a panic.
+    #[error("event seq {seq}: {kind} payload, field `{field}`: {reason}")]
+    MalformedPayload {
+        /// The event's position in the log.
+        seq: u64,
+        /// The event type.
+        kind: &'static str,
+        /// The field at fault, as a path from the payload (`ok`, `tools[0].name`), or
+        /// `(payload)` when the payload as a whole is wrong.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An event was recorded out of the order the format requires
     /// (e.g. a second `run_started`, or any event after `finish`).
     #[error("event out of order: {0}")]

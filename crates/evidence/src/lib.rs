@@ -2,8 +2,9 @@
 //!
 //! `provrun-evidence` writes an append-only, hash-chained event log (`events.jsonl`),
 //! content-addressed blobs and an in-toto statement into a bundle directory, and checks
-//! such a bundle offline with [`verify`]. It knows nothing of models or tools: payloads are
-//! plain JSON values and blobs are bytes.
+//! such a bundle offline with [`verify`]. It knows nothing of models or tools: blobs are
+//! bytes, and payloads are JSON values that read back as their type's struct
+//! ([`Event::typed`], [`read_typed_events`] and [`EventPayload`]).
 //!
 //! A run's life with this crate:
 //!
@@ -85,14 +86,14 @@ pub use canonical::{to_canonical_string, to_canonical_string_of};
 pub use error::{EvidenceError, Result};
 pub use event::escape_path_bytes;
 pub use event::{
-    BlobRef, Confidence, Declared, Digest, Event, EventType, FORMAT_VERSION, FileRecord,
-    InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, RunFinished, RunStarted,
-    RunStatus, ToolCalled, ToolInfo, TraceImported,
+    BlobRef, Confidence, Declared, Digest, Event, EventPayload, EventType, FORMAT_VERSION,
+    FileRecord, InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, RunFinished,
+    RunStarted, RunStatus, ToolCalled, ToolInfo, TraceImported, TypedEvent,
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;
 pub use outputs::OutputPolicy;
-pub use read::{read_blob, read_blob_by_digest, read_events};
+pub use read::{read_blob, read_blob_by_digest, read_events, read_typed_events};
 pub use recorder::{
     BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,
 };

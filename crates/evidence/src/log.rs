@@ -121,6 +121,22 @@ const ENVELOPE_KEYS: [&str; 8] = [
 /// envelope fields and types, a known event type, and a payload that fits its type
 /// and confidence. Does not check the chain or the sequence.
 pub(crate) fn parse_line(line: &RawLine) -> Result<Event, String> {
+    let value = parse_canonical(line)?;
+    if let Some(name) = value.get("type").and_then(Value::as_str)
+        && EventType::from_name(name).is_none()
+    {
+        return Err(format!("unknown event type {name:?}"));
+    }
+    let event: Event = serde_json::from_value(value).map_err(|e| format!("bad envelope: {e}"))?;
+    check_envelope(event.v, event.prev.as_deref(), &event.payload)?;
+    check_payload(event.kind, event.confidence, &event.payload)
+        .map_err(|e| format!("{} payload: {e}", event.kind.as_str()))?;
+    Ok(event)
+}
+
+/// The first checks of [`parse_line`], which do not depend on the event type: UTF-8,
+/// JSON, canonical form, exactly the envelope's keys. Returns the parsed line.
+pub(crate) fn parse_canonical(line: &RawLine) -> Result<Value, String> {
     let Some(bytes) = line.bytes.as_deref() else {
         return Err(format!(
             "line of {} bytes exceeds the {MAX_LINE_BYTES}-byte limit",
@@ -139,26 +155,24 @@ pub(crate) fn parse_line(line: &RawLine) -> Result<Event, String> {
             "envelope must have exactly the keys {ENVELOPE_KEYS:?}"
         ));
     }
-    if let Some(name) = obj.get("type").and_then(Value::as_str)
-        && EventType::from_name(name).is_none()
-    {
-        return Err(format!("unknown event type {name:?}"));
+    Ok(value)
+}
+
+/// The envelope checks of [`parse_line`] after its fields parsed: the format version,
+/// `prev`'s form, a payload that is an object.
+pub(crate) fn check_envelope(v: u64, prev: Option<&str>, payload: &Value) -> Result<(), String> {
+    if v != FORMAT_VERSION {
+        return Err(format!("unsupported format version {v}"));
     }
-    let event: Event = serde_json::from_value(value).map_err(|e| format!("bad envelope: {e}"))?;
-    if event.v != FORMAT_VERSION {
-        return Err(format!("unsupported format version {}", event.v));
-    }
-    if let Some(prev) = &event.prev
+    if let Some(prev) = prev
         && !is_sha256_hex(prev)
     {
         return Err("prev is not 64 lower-case hex digits".to_owned());
     }
-    if !event.payload.is_object() {
+    if !payload.is_object() {
         return Err("payload is not an object".to_owned());
     }
-    check_payload(event.kind, event.confidence, &event.payload)
-        .map_err(|e| format!("{} payload: {e}", event.kind.as_str()))?;
-    Ok(event)
+    Ok(())
 }
 
 /// Whether `s` is 64 lower-case hex digits.

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{EvidenceError, Result};
-use crate::event::{BlobRef, Event};
+use crate::event::{BlobRef, Confidence, Event, EventPayload, TypedEvent, check_confidence};
 use crate::fsutil::{open_regular, sha256_hex};
-use crate::log::{is_sha256_hex, parse_line, scan_log};
+use crate::log::{check_envelope, is_sha256_hex, parse_canonical, parse_line, scan_log};
 use crate::pack::{BlobReader, FileSource};
 use crate::recorder::{EVENTS_FILE, PACK_FILE};
 
@@ -31,6 +31,63 @@ pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
         }
         prev = Some(raw.hash.as_str());
         events.push(ev);
+    }
+    Ok(events)
+}
+
+/// Every complete event of a bundle's log, in order, each with its payload as its type's
+/// struct ([`TypedEvent::body`]) beside the JSON ([`TypedEvent::payload`]).
+///
+/// The same checks as [`read_events`] (a torn last line is skipped; a line that is not
+/// a canonical event line, or a broken chain, is an error), with two differences: an
+/// event type this version does not know is read as [`EventPayload::Unknown`] instead
+/// of refused, so a log a later version wrote still reads; and a known type's payload
+/// that does not fit its struct is [`EvidenceError::MalformedPayload`], naming the
+/// event's seq and the field.
+pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
+    /// The envelope with the type as a plain string.
+    #[derive(serde::Deserialize)]
+    struct Line {
+        v: u64,
+        run_id: String,
+        seq: u64,
+        prev: Option<String>,
+        ts: String,
+        #[serde(rename = "type")]
+        kind: String,
+        confidence: Confidence,
+        payload: serde_json::Value,
+    }
+    let path = bundle.as_ref().join(EVENTS_FILE);
+    let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
+    let mut events = Vec::with_capacity(scan.lines.len());
+    let mut prev: Option<&str> = None;
+    for (i, raw) in scan.lines.iter().enumerate() {
+        let invalid = |reason: String| EvidenceError::InvalidLog {
+            path: path.clone(),
+            reason: format!("line {}: {reason}", i + 1),
+        };
+        let line: Line = parse_canonical(raw)
+            .and_then(|v| serde_json::from_value(v).map_err(|e| format!("bad envelope: {e}")))
+            .map_err(invalid)?;
+        check_envelope(line.v, line.prev.as_deref(), &line.payload).map_err(invalid)?;
+        if line.prev.as_deref() != prev || line.seq != i as u64 {
+            return Err(invalid("breaks the chain".to_owned()));
+        }
+        let body = EventPayload::parse(line.seq, &line.kind, &line.payload)?;
+        if let (Some(kind), Some(want)) = (body.event_type(), body.wanted_confidence()) {
+            check_confidence(kind, want, line.confidence).map_err(invalid)?;
+        }
+        prev = Some(raw.hash.as_str());
+        events.push(TypedEvent {
+            run_id: line.run_id,
+            seq: line.seq,
+            prev: line.prev,
+            ts: line.ts,
+            confidence: line.confidence,
+            payload: line.payload,
+            body,
+        });
     }
     Ok(events)
 }

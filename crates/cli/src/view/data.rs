@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use provrun_evidence::{CheckStatus, Event, EventType};
+use provrun_evidence::{
+    BlobRef, CheckStatus, Event, EventPayload, EventType, FileRecord, RunStatus,
+};
 use provrun_model::{RawExchange, WireApi};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
@@ -48,8 +50,8 @@ fn pretty_arguments(raw: &str) -> String {
         .unwrap_or_else(|| raw.to_owned())
 }
 
-fn blob_hex(v: &Value) -> Option<String> {
-    v["digest"]["sha256"].as_str().map(str::to_owned)
+fn blob_hex(blob: Option<&BlobRef>) -> Option<String> {
+    blob.map(|b| b.digest.sha256.clone())
 }
 
 /// Builds the page's data from a bundle.
@@ -61,15 +63,16 @@ struct Builder<'a> {
 
 impl Builder<'_> {
     /// Embeds the blob `hex` (once) and returns its digest for the page to refer to.
-    fn embed_blob(&mut self, blob: &Value) -> Value {
-        let Some(hex) = blob_hex(blob) else {
+    fn embed_blob(&mut self, blob: Option<&BlobRef>) -> Value {
+        let Some(blob) = blob else {
             return Value::Null;
         };
+        let hex = blob.digest.sha256.clone();
         if self.blobs.contains_key(&hex) {
             return Value::String(hex);
         }
-        let size = blob["size"].as_u64().unwrap_or(0);
-        let media_type = blob["media_type"].as_str().unwrap_or("").to_owned();
+        let size = blob.size;
+        let media_type = blob.media_type.clone();
         let mut entry = json!({"size": size, "media_type": media_type});
         if self.blob_bytes >= BLOBS_TOTAL_LIMIT {
             entry["missing"] = json!("not embedded: the page's budget for raw bytes is spent");
@@ -89,7 +92,7 @@ impl Builder<'_> {
     }
 
     /// A JSON value stored inline or, when large, in a blob: as readable text.
-    fn value_text(&self, inline: &Value, blob: &Value) -> (String, bool) {
+    fn value_text(&self, inline: &Value, blob: Option<&BlobRef>) -> (String, bool) {
         if inline.is_null()
             && let Some(hex) = blob_hex(blob)
         {
@@ -106,13 +109,13 @@ impl Builder<'_> {
         cut(&readable(inline), TEXT_SHOW_LIMIT)
     }
 
-    fn file(&self, dir: &str, p: &Value) -> Value {
-        let path = p["path"].as_str().unwrap_or("");
-        let recorded = p["sha256"].as_str().unwrap_or("");
+    fn file(&self, dir: &str, p: &FileRecord) -> Value {
+        let path = p.path.as_str();
+        let recorded = p.sha256.as_str();
         let mut f = json!({
             "path": path,
             "sha256": recorded,
-            "size": p["size"].as_u64().unwrap_or(0),
+            "size": p.size,
         });
         match (self.source.file)(&format!("{dir}/{path}")) {
             Ok(Some(bytes)) => {
@@ -257,11 +260,21 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
         "verify": {"verdict": verdict, "ok": report.ok, "complete": report.complete, "checks": checks},
         "log_error": Value::Null,
     });
-    let events: &[Event] = match &source.events {
+    let mut events: &[Event] = match &source.events {
         Ok(events) => events,
         Err(e) => {
             data["log_error"] = json!(e);
             &[]
+        }
+    };
+    // The payloads as their types' structs (the reader checked them, so this fails only
+    // for a log changed by hand under it).
+    let log: Vec<EventPayload> = match events.iter().map(Event::typed).collect() {
+        Ok(log) => log,
+        Err(e) => {
+            data["log_error"] = json!(e.to_string());
+            events = &[];
+            Vec::new()
         }
     };
 
@@ -274,13 +287,11 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
     let (mut requests, mut in_tokens, mut out_tokens, mut tool_calls) = (0u64, 0u64, 0u64, 0u64);
     let mut status: Option<String> = None;
     let mut run_error = Value::Null;
-    let mut model_name = String::new();
     // call_id → index (step, entry) of its deferred event, to link it with its completion.
     let mut deferred_at: HashMap<String, (usize, usize)> = HashMap::new();
     let mut after_pause = false;
 
-    for e in events {
-        let p = &e.payload;
+    for (e, payload) in events.iter().zip(&log) {
         // The first event after a paused segment's end: the run was resumed. Outputs of
         // the paused segment are superseded by the ones the resumed run ends with.
         let resumed_here =
@@ -289,62 +300,59 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
             after_pause = false;
             outputs.clear();
         }
-        let mut entry = match e.kind {
-            EventType::RunStarted => {
-                model_name = p["model"].as_str().unwrap_or("").to_owned();
+        let mut entry = match payload {
+            EventPayload::RunStarted(p) => {
                 run.insert("run_id".into(), json!(e.run_id));
-                run.insert("agent".into(), p["agent"].clone());
-                run.insert("model".into(), p["model"].clone());
-                run.insert("builder".into(), p["builder"].clone());
+                run.insert("agent".into(), json!(p.agent));
+                run.insert("model".into(), json!(p.model));
+                run.insert("builder".into(), json!(p.builder));
                 run.insert("started".into(), json!(e.ts));
                 run.insert(
                     "tools".into(),
-                    json!(
-                        p["tools"]
-                            .as_array()
-                            .map(|a| a.iter().map(|t| t["name"].clone()).collect::<Vec<_>>())
-                            .unwrap_or_default()
-                    ),
+                    json!(p.tools.iter().map(|t| &t.name).collect::<Vec<_>>()),
                 );
+                // The layout member the recorder writes beside the typed fields.
                 run.insert(
                     "blob_store".into(),
-                    json!(p["blob_store"].as_str().unwrap_or("loose")),
+                    json!(e.payload["blob_store"].as_str().unwrap_or("loose")),
                 );
                 continue;
             }
-            EventType::InputStaged => {
-                inputs.push(b.file("input", p));
+            EventPayload::InputStaged(p) => {
+                inputs.push(b.file("input", &p.0));
                 continue;
             }
-            EventType::OutputProduced => {
-                outputs.push(b.file("output", p));
+            EventPayload::OutputProduced(p) => {
+                outputs.push(b.file("output", &p.0));
                 continue;
             }
-            EventType::ModelCalled => {
+            EventPayload::ModelCalled(p) => {
                 requests += 1;
-                in_tokens += num(&p["usage"]["input_tokens"]);
-                out_tokens += num(&p["usage"]["output_tokens"]);
-                let request = b.embed_blob(&p["request"]);
-                let response = b.embed_blob(&p["response"]);
-                let body = blob_hex(&p["response"]).and_then(|hex| (source.blob)(&hex).ok());
+                // `usage` is as the model reported it: free-form JSON.
+                in_tokens += num(&p.usage["input_tokens"]);
+                out_tokens += num(&p.usage["output_tokens"]);
+                let request = b.embed_blob(p.request.as_ref());
+                let response = b.embed_blob(p.response.as_ref());
+                let body = blob_hex(p.response.as_ref()).and_then(|hex| (source.blob)(&hex).ok());
                 let said = parsed_response(
-                    p["model"].as_str().unwrap_or(&model_name),
+                    &p.model,
                     body.as_deref(),
-                    p["response"]["media_type"].as_str().unwrap_or(""),
+                    p.response.as_ref().map_or("", |r| r.media_type.as_str()),
                 );
                 let mut model = json!({
                     "seq": e.seq,
                     "ts": e.ts,
-                    "model": p["model"],
-                    "stream": p["stream"],
-                    "duration_ms": p["duration_ms"],
-                    "input_tokens": p["usage"]["input_tokens"],
-                    "output_tokens": p["usage"]["output_tokens"],
-                    "finish_reason": p["finish_reason"],
-                    "error": p["error"],
+                    "model": p.model,
+                    "stream": p.stream,
+                    "duration_ms": p.duration_ms,
+                    "input_tokens": p.usage["input_tokens"],
+                    "output_tokens": p.usage["output_tokens"],
+                    "finish_reason": p.finish_reason,
+                    "error": p.error,
                     "request": request,
                     "response": response,
-                    "attempts": p.get("attempts").map(|a| serde_json::to_string_pretty(a).unwrap_or_default()),
+                    // Absent from the log when the request took one attempt.
+                    "attempts": (!p.attempts.is_empty()).then(|| serde_json::to_string_pretty(&p.attempts).unwrap_or_default()),
                 });
                 if let (Some(m), Value::Object(said)) = (model.as_object_mut(), said) {
                     m.extend(said);
@@ -353,33 +361,34 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                 steps.push(json!({"n": n, "model": model, "entries": [], "resumed": resumed_here}));
                 continue;
             }
-            EventType::ToolCalled => {
-                let deferred = p["deferred"] == true;
-                if !deferred && p["provider_run"] != true {
+            EventPayload::ToolCalled(p) => {
+                let deferred = p.deferred;
+                if !deferred && !p.provider_run {
                     tool_calls += 1;
                 }
-                let (arguments, args_cut) = b.value_text(&p["arguments"], &p["arguments_blob"]);
-                let (result, result_cut) = b.value_text(&p["result"], &p["result_blob"]);
-                let mcp = if p["mcp"].is_object() {
-                    Some(p["mcp"].clone())
-                } else {
-                    blob_hex(&p["mcp_blob"])
+                let (arguments, args_cut) = b.value_text(&p.arguments, p.arguments_blob.as_ref());
+                let (result, result_cut) = b.value_text(&p.result, p.result_blob.as_ref());
+                let mcp = match &p.mcp {
+                    Some(mcp) if mcp.is_object() => Some(mcp.clone()),
+                    _ => blob_hex(p.mcp_blob.as_ref())
                         .and_then(|hex| (source.blob)(&hex).ok())
-                        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()),
                 };
                 json!({
                     "kind": "tool",
-                    "name": p["name"],
-                    "call_id": p["call_id"],
-                    "ok": p["ok"],
+                    "name": p.name,
+                    "call_id": p.call_id,
+                    "ok": p.ok,
                     "deferred": deferred,
-                    "duration_ms": p["duration_ms"],
-                    "decided_by": p["decided_by"],
-                    "mode": p["mode"],
-                    "output_tool": p["output_tool"],
-                    "provider_run": p["provider_run"],
-                    "timed_out": p["timed_out"],
-                    "cancelled": p["cancelled"],
+                    "duration_ms": p.duration_ms,
+                    "decided_by": p.decided_by,
+                    "mode": p.mode,
+                    "output_tool": p.output_tool,
+                    "provider_run": p.provider_run,
+                    // Absent from the log when false: the page's data has `null` then, as
+                    // it always had.
+                    "timed_out": p.timed_out.then_some(true),
+                    "cancelled": p.cancelled.then_some(true),
                     "arguments": arguments,
                     "arguments_cut": args_cut,
                     "result": result,
@@ -387,37 +396,39 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                     "mcp_server": mcp.as_ref().map(|m| m["server"]["name"].clone()),
                     "mcp_confidence": mcp.as_ref().map(|m| m["claims"]["confidence"].clone()),
                     "mcp": mcp.as_ref().map(|m| serde_json::to_string_pretty(m).unwrap_or_default()),
-                    "confinement": p.get("confinement").filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
+                    "confinement": p.confinement.as_ref().filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
                 })
             }
-            EventType::Declared => json!({
+            EventPayload::Declared(p) => json!({
                 "kind": "declared",
-                "source": p["source"],
-                "declared_kind": p["kind"],
-                "data": cut(&readable(&p["data"]), TEXT_SHOW_LIMIT).0,
+                "source": p.source,
+                "declared_kind": p.kind,
+                "data": cut(&readable(&p.data), TEXT_SHOW_LIMIT).0,
             }),
-            EventType::OutputSkipped => json!({
+            EventPayload::OutputSkipped(p) => json!({
                 "kind": "skipped",
-                "path": p["path"],
-                "entry_kind": p["kind"],
-                "reason": p["reason"],
-                "size": p["size"],
+                "path": p.path,
+                "entry_kind": p.kind,
+                "reason": p.reason,
+                "size": p.size,
             }),
-            EventType::TraceImported => {
-                if let Some(bytes) = blob_hex(&p["trace"]).and_then(|hex| (source.blob)(&hex).ok())
-                {
+            EventPayload::TraceImported(p) => {
+                if let Ok(bytes) = (source.blob)(&p.trace.digest.sha256) {
                     conversation = opening(&bytes);
                 }
-                json!({"kind": "trace", "messages": p["messages"], "format": p["format"]})
+                json!({"kind": "trace", "messages": p.messages, "format": p.format})
             }
-            EventType::RunFinished => {
-                let s = p["status"].as_str().unwrap_or("?").to_owned();
-                after_pause = s == "paused";
+            EventPayload::RunFinished(p) => {
+                let s = p.status.as_str().to_owned();
+                after_pause = p.status == RunStatus::Paused;
                 status = Some(s.clone());
-                run_error = p["error"].clone();
-                usage_final = Some(p["usage"].clone());
-                json!({"kind": "end", "status": s, "error": p["error"], "outputs": p["outputs"]})
+                run_error = json!(p.error);
+                usage_final = Some(p.usage.clone());
+                json!({"kind": "end", "status": s, "error": p.error, "outputs": p.outputs})
             }
+            // An event type this version does not know: the reader refuses those, so
+            // none reaches here; a later one would have nothing to show yet.
+            _ => continue,
         };
         entry["seq"] = json!(e.seq);
         entry["ts"] = json!(e.ts);
