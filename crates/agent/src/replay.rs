@@ -365,6 +365,8 @@ pub(crate) struct Replaying {
     /// The recording is older than run-unique call ids: its calls are known by the
     /// model's ids.
     legacy: bool,
+    /// Its steering messages and the calls hooks held for a permit.
+    pub(crate) recorded: crate::steer::Recorded,
 }
 
 /// Whether a log is older than run-unique call ids (a `tool_called` without
@@ -441,6 +443,7 @@ impl Replaying {
             cancel_at,
             batches,
             legacy,
+            recorded: crate::steer::Recorded::from_events(bundle, events, legacy)?,
         })
     }
 
@@ -825,6 +828,9 @@ pub async fn replay(
     }
     if difference.is_none() {
         difference = order_difference(&events, &new_events);
+    }
+    if difference.is_none() {
+        difference = crate::steer::steering_difference((source, &events), (out, &new_events))?;
     }
     let (old_out, new_out) = (outputs(&events), outputs(&new_events));
     if difference.is_none() {

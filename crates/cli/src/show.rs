@@ -45,7 +45,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     };
     let paint = Painter::stdout();
     let report = provrun_evidence::verify(bundle);
-    for line in timeline(&events, paint) {
+    for line in timeline(bundle, &events, paint) {
         out!("{line}");
     }
     out!("{}", crate::verify::summary(&report, paint));
@@ -85,7 +85,7 @@ fn short(value: &Value, max: usize) -> String {
 }
 
 /// The lines of the timeline, in log order.
-fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
+fn timeline(bundle: &std::path::Path, events: &[Event], paint: Painter) -> Vec<String> {
     let mut lines = Vec::new();
     let mut step = 0u32;
     let mut inputs: Vec<String> = Vec::new();
@@ -207,6 +207,10 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     if let Some(confirm) = p["confirm"].as_str() {
                         line.push_str(&format!("  ({})", short(&Value::from(confirm), 80)));
                     }
+                    // Held by a hook in the running process, not paused for a resume.
+                    if p["waits_for"] == "permit" {
+                        line.push_str(&format!("  {}", paint.warn("[waits for a permit]")));
+                    }
                 } else {
                     let result = if p["result"].is_null() && !p["result_blob"].is_null() {
                         format!(
@@ -266,6 +270,21 @@ fn timeline(events: &[Event], paint: Painter) -> Vec<String> {
                     line.push_str(&format!(" · {}", inert(err)));
                 }
                 lines.push(line);
+            }
+            EventType::Steered => {
+                // The caller's message, from its blob (made inert: it is recorded text).
+                let said = serde_json::from_value::<provrun_evidence::BlobRef>(p["text"].clone())
+                    .ok()
+                    .and_then(|b| provrun_evidence::read_blob(bundle, &b).ok())
+                    .map_or_else(
+                        || "(its text cannot be read)".to_owned(),
+                        |bytes| short(&Value::from(String::from_utf8_lossy(&bytes)), 80),
+                    );
+                lines.push(format!(
+                    "  {} before request {}: {said}",
+                    paint.warn("steered"),
+                    num(&p["before_request"]),
+                ));
             }
             EventType::Declared => {
                 lines.push(format!(

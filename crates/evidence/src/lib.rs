@@ -87,7 +87,7 @@ pub use event::escape_path_bytes;
 pub use event::{
     BlobRef, Confidence, Declared, Digest, Event, EventType, FORMAT_VERSION, FileRecord,
     InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, RunFinished, RunStarted,
-    RunStatus, ToolCalled, ToolInfo, TraceImported,
+    RunStatus, Steered, ToolCalled, ToolInfo, TraceImported,
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;

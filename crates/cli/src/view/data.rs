@@ -380,6 +380,7 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                     "provider_run": p["provider_run"],
                     "timed_out": p["timed_out"],
                     "cancelled": p["cancelled"],
+                    "waits_for": p["waits_for"],
                     "arguments": arguments,
                     "arguments_cut": args_cut,
                     "result": result,
@@ -388,6 +389,18 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                     "mcp_confidence": mcp.as_ref().map(|m| m["claims"]["confidence"].clone()),
                     "mcp": mcp.as_ref().map(|m| serde_json::to_string_pretty(m).unwrap_or_default()),
                     "confinement": p.get("confinement").filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
+                })
+            }
+            EventType::Steered => {
+                let text = match blob_hex(&p["text"]).map(|hex| (source.blob)(&hex)) {
+                    Some(Ok(bytes)) => cut(&String::from_utf8_lossy(&bytes), TEXT_SHOW_LIMIT).0,
+                    Some(Err(e)) => format!("(the blob cannot be read: {e})"),
+                    None => "(no text blob)".to_owned(),
+                };
+                json!({
+                    "kind": "steered",
+                    "text": text,
+                    "before_request": p["before_request"],
                 })
             }
             EventType::Declared => json!({
