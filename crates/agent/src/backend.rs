@@ -1825,8 +1825,8 @@ impl Run<'_> {
             {
                 // A hook held it for a permit: it waits again, as recorded.
                 let wait = self.permit_wait(tool, uid, call);
-                self.control.emit(wait.event);
                 wait.record.await;
+                self.control.emit(wait.event);
             }
             let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
                 Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),

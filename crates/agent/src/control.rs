@@ -204,10 +204,10 @@ impl RunControl {
             if self.is_cancelled() {
                 return Permit::Cancelled;
             }
-            // The call waits: the run records it `deferred` (once) before it does.
+            // The call waits: the run records it `deferred` (once), then says so.
             if let Some(wait) = self.take_wait(call_ids) {
-                self.emit(wait.event);
                 wait.record.await;
+                self.emit(wait.event);
             }
             notified.await;
         }
