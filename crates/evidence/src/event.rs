@@ -625,6 +625,21 @@ mod tests {
     }
 
     #[test]
+    fn a_steered_event_names_its_text_blob_and_is_observed() {
+        let blob = json!({"digest": {"sha256": "ab"}, "size": 3, "media_type": "text/plain"});
+        let good = json!({"text": blob, "before_request": 2});
+        assert!(check_payload(EventType::Steered, Confidence::Observed, &good).is_ok());
+        // Only the runtime sees a message arrive: never parsed or declared.
+        assert!(check_payload(EventType::Steered, Confidence::Parsed, &good).is_err());
+        assert!(check_payload(EventType::Steered, Confidence::Declared, &good).is_err());
+        // The text inline instead of as a blob, or no request number: refused.
+        let inline = json!({"text": "hello", "before_request": 2});
+        assert!(check_payload(EventType::Steered, Confidence::Observed, &inline).is_err());
+        let unplaced = json!({"text": blob});
+        assert!(check_payload(EventType::Steered, Confidence::Observed, &unplaced).is_err());
+    }
+
+    #[test]
     fn blob_ref_shape() {
         let b = BlobRef {
             digest: Digest {
