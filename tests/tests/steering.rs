@@ -329,3 +329,88 @@ async fn a_run_stopped_while_waiting_for_a_permit_shows_the_waiting_call() {
     assert_eq!(warned.len(), 1, "{report:?}");
     assert!(warned[0].contains("\"1.2\""), "{warned:?}");
 }
+
+/// A turn where a hook holds one call for a permit and the approval policy pauses the
+/// next: the paused bundle verifies, resumes from the bundle alone, and replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_wait_and_a_pause_in_one_turn_resume_and_replay() {
+    use provrun::agent::{ApprovePolicy, Decision};
+    let fx = fixture();
+    let model = ScriptModel::from_value(&json!([
+        {"tool_calls": [
+            {"id": "r1", "name": "read_file", "arguments": {"path": "/input/a.txt"}},
+            {"id": "w1", "name": "write_file", "arguments": {"path": "/output/w.txt", "content": "w"}}
+        ]},
+        {"text": "done"}
+    ]))
+    .unwrap();
+    let model = Arc::new(model);
+    let mut a = agent(&["read_file", "write_file"]);
+    a.approve = ApprovePolicy::Destructive;
+    let control = RunControl::new();
+    let mut progress = control.subscribe();
+    let answering = control.clone();
+    let answers = tokio::spawn(async move {
+        while let Some(ev) = progress.recv().await {
+            match ev {
+                // Only the hook's wait is answered here; the pause is answered by resume.
+                RunEvent::Deferred { run_call_id, .. } if run_call_id == "1.1" => {
+                    answering.permit(&run_call_id)
+                }
+                RunEvent::Finished { .. } => break,
+                _ => {}
+            }
+        }
+    });
+    let backend = Backend::new()
+        .with_model(model.clone())
+        .with_hooks(ToolHooks::new().before(WaitForPermit {
+            tools: vec!["read_file".into()],
+        }));
+    let run = RunSpec::new("go", &fx.bundle).input(&fx.input);
+    let paused = backend.execute(&control, &a, &run).await.unwrap();
+    answers.await.unwrap();
+    assert_eq!(paused.status, RunStatus::Paused);
+    let waiting: Vec<&str> = paused
+        .deferred
+        .iter()
+        .map(|d| d.run_call_id.as_str())
+        .collect();
+    assert_eq!(waiting, vec!["1.2"]);
+    let report = verify(&fx.bundle);
+    assert!(report.ok && report.complete, "{report:?}");
+    assert_eq!(
+        provrun::agent::waiting_calls(&fx.bundle)
+            .unwrap()
+            .iter()
+            .map(|d| d.run_call_id.clone())
+            .collect::<Vec<_>>(),
+        vec!["1.2".to_string()],
+        "the call the hook held is not among the calls the pause waits on"
+    );
+
+    // A fresh backend resumes from the bundle alone.
+    let resumed = Backend::new()
+        .with_model(model)
+        .resume(
+            &RunControl::new(),
+            &fx.bundle,
+            &[Decision::Approve("1.2".into())],
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, RunStatus::Finished);
+    assert!(fx.bundle.join("output/w.txt").exists());
+    assert_verifies(&fx.bundle);
+
+    let out = fx.root.path().join("replayed");
+    let report = replay(&Backend::new(), &RunControl::new(), &fx.bundle, &out)
+        .await
+        .unwrap();
+    assert!(report.matches(), "{:?}", report.difference);
+    assert_verifies(&out);
+    assert_eq!(
+        timeline(&read_events(&out).unwrap()),
+        timeline(&read_events(&fx.bundle).unwrap())
+    );
+}
