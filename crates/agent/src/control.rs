@@ -58,7 +58,8 @@ pub enum RunEvent {
         /// What the model sees.
         content: String,
     },
-    /// A tool call waits for approval or for the caller.
+    /// A tool call waits for approval or for the caller (the run pauses), or a hook holds
+    /// it for [`RunControl::permit`] (sent once the wait is on record).
     Deferred {
         /// The call id as the model sent it (models reuse ids, and some send none).
         call_id: String,

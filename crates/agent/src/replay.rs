@@ -758,7 +758,10 @@ fn outputs(events: &[Event]) -> Vec<(String, String)> {
 ///   approved, denied with its message, or the caller's result; a recording that ended
 ///   paused is replayed up to that pause and ends `paused` too;
 /// - a cancelled run is replayed up to the model requests it had made and ends
-///   `cancelled`.
+///   `cancelled`;
+/// - the messages the run was steered with (`steered`) are added to the history at the
+///   same points (the replay's own `control` cannot steer it), and a call a hook held for
+///   a permit is recorded waiting again where it was.
 ///
 /// Every other call — the tool ran, or the runtime refused it — runs again and its
 /// result is compared. A run that was granted a host folder is replayed without one.
