@@ -414,3 +414,55 @@ async fn a_permit_wait_and_a_pause_in_one_turn_resume_and_replay() {
         timeline(&read_events(&fx.bundle).unwrap())
     );
 }
+
+/// A message that arrives as the run is cancelled is on record, and the replay of the
+/// cancelled run adds it at the same point. A source that steers through the control
+/// itself is fine (it is asked without the control's lock held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_a_run_that_is_then_cancelled_replays() {
+    let fx = fixture();
+    let control = RunControl::new();
+    let inner = control.clone();
+    let mut asked = 0;
+    control.steer_from(move || {
+        asked += 1;
+        if asked == 2 {
+            inner.steer("from inside a source");
+        }
+        Vec::new()
+    });
+    let steering = control.clone();
+    let model = FunctionModel::new("fn", move |_req: &ModelRequest| {
+        steering.steer("stop after this");
+        steering.cancel();
+        Ok(Reply::tool_calls(vec![ToolCall {
+            id: "l1".into(),
+            name: "list_dir".into(),
+            arguments: r#"{"path": "/input"}"#.into(),
+        }]))
+    });
+    let run = RunSpec::new("List /input.", &fx.bundle).input(&fx.input);
+    let result = Backend::new()
+        .with_model(Arc::new(model))
+        .execute(&control, &agent(&["list_dir"]), &run)
+        .await
+        .unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled);
+    let events = read_events(&fx.bundle).unwrap();
+    assert_eq!(
+        steered(&fx.bundle, &events),
+        vec![
+            (2, "stop after this".to_string()),
+            (2, "from inside a source".to_string())
+        ]
+    );
+    let out = fx.root.path().join("replayed");
+    let report = replay(&Backend::new(), &RunControl::new(), &fx.bundle, &out)
+        .await
+        .unwrap();
+    assert!(report.matches(), "{:?}", report.difference);
+    assert_eq!(report.result.status, RunStatus::Cancelled);
+    let again = read_events(&out).unwrap();
+    assert_eq!(steered(&out, &again), steered(&fx.bundle, &events));
+    assert_eq!(timeline(&again), timeline(&events));
+}

@@ -1247,6 +1247,10 @@ impl Run<'_> {
                 }
                 self.recorder.step_async().await?;
             }
+            let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
+            // Messages the caller steered with are on record before the run can stop here,
+            // so a replay of a run cancelled at this point adds them too.
+            self.steer(state, step).await?;
             let replay_cancels =
                 (self.backend.replaying.as_ref()).is_some_and(|r| r.cancels_at(state.requests));
             if self.control.is_cancelled() || replay_cancels {
@@ -1261,8 +1265,6 @@ impl Run<'_> {
                     state.requests
                 )));
             }
-            let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
-            self.steer(state, step).await?;
             self.control.emit(RunEvent::ModelRequest { step });
             // The history moves into the request and back: no copy of it per request.
             request.messages = std::mem::take(&mut state.messages);

@@ -234,7 +234,19 @@ impl RunControl {
     /// The messages to add before the next model request: those sent, then the
     /// sources', in order, empty ones left out.
     pub(crate) fn take_steering(&self) -> Vec<String> {
-        self.lock_steering().take()
+        // The sources run without the lock held, so one may call `steer` itself.
+        let mut sources = std::mem::take(&mut self.lock_steering().sources);
+        let mut out = self.lock_steering().take();
+        for source in &mut sources {
+            out.extend(source());
+        }
+        let mut steering = self.lock_steering();
+        // Sent while the sources ran: after theirs. Sources added meanwhile stay, after.
+        out.extend(steering.take());
+        sources.append(&mut steering.sources);
+        steering.sources = sources;
+        out.retain(|t| !t.trim().is_empty());
+        out
     }
 
     fn lock_steering(&self) -> std::sync::MutexGuard<'_, Steering> {

@@ -35,14 +35,9 @@ impl Steering {
         self.queued.push(text);
     }
 
-    /// Everything queued, then what each source has now; empty messages dropped.
+    /// Everything queued (the sources are asked by the caller, without the lock).
     pub(crate) fn take(&mut self) -> Vec<String> {
-        let mut out = std::mem::take(&mut self.queued);
-        for source in &mut self.sources {
-            out.extend(source());
-        }
-        out.retain(|t| !t.trim().is_empty());
-        out
+        std::mem::take(&mut self.queued)
     }
 }
 
