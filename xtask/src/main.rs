@@ -111,6 +111,7 @@ fn ci() -> Result<(), String> {
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
+    setup::node()?; // node and npm for the published npm MCP server test
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
     run("test", test)?;

@@ -2,8 +2,10 @@
 //! confinement tests, Python with `venv` for the tests that make their own virtualenv
 //! from PyPI (the DSSE and statement interoperability tests, crates/cli/tests/dsse_interop.rs, the
 //! Kubernetes manifest test, crates/cli/tests/kubernetes.rs, and the PydanticAI trace
-//! import test, crates/cli/tests/import_pydantic_ai.rs), and Debian's `chromium` for
-//! the `provrun view` browser tests (tests/tests/view_browser.rs).
+//! import test, crates/cli/tests/import_pydantic_ai.rs, and the published PyPI MCP
+//! server of crates/cli/tests/mcp_published.rs), Node.js with npm for the published npm
+//! MCP server of that test, and Debian's `chromium` for the `provrun view` browser tests
+//! (tests/tests/view_browser.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -123,6 +125,56 @@ pub fn python() -> Result<(), String> {
     }
     eprintln!(
         "\n==> setup: WARNING: {problem}; the DSSE interop, Kubernetes and PydanticAI import tests will SKIP themselves (CI=true fails here)"
+    );
+    Ok(())
+}
+
+/// Whether `node` and `npm` both start and print their versions.
+fn node_works() -> Result<(), String> {
+    for program in ["node", "npm"] {
+        let out = Command::new(program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("`{program}` could not be started: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`{program} --version` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure the published npm MCP server test (crates/cli/tests/mcp_published.rs) can
+/// install its pinned package with npm: under CI, installs Debian's `nodejs` and `npm`
+/// with apt-get when they are missing, and fails if it cannot. Elsewhere the test skips
+/// itself loudly when they are missing.
+pub fn node() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let problem = match node_works() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: node and npm work; the published npm MCP server test runs for real"
+            );
+            return Ok(());
+        }
+        Err(e) => e,
+    };
+    if ci && is_root() && have("apt-get") {
+        return apt_install_packages("nodejs npm")
+            .and_then(|()| node_works())
+            .map(|()| println!("==> setup: nodejs and npm installed"))
+            .map_err(|e| format!("setup: CI must run the published npm MCP server test, but {e}"));
+    }
+    if ci {
+        return Err(format!(
+            "setup: CI must run the published npm MCP server test, but {problem} (and apt-get as root is not available)"
+        ));
+    }
+    eprintln!(
+        "\n==> setup: WARNING: {problem}; the published npm MCP server test will SKIP itself (CI=true fails here)"
     );
     Ok(())
 }

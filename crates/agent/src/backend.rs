@@ -352,16 +352,19 @@ impl Backend {
 
     /// Connect the agent's MCP servers (or stand in with the recording) and add their
     /// tools to the run's.
+    /// `roots` are the run's own folders (see `provrun_sandbox::roots::run_roots`): no
+    /// server may be granted one of them.
     async fn connect_remote(
         &self,
         agent: &AgentSpec,
         prepared: &mut Prepared,
+        roots: Vec<provrun_sandbox::roots::HostRoot>,
     ) -> Result<(), AgentError> {
         if agent.mcp.is_empty() && self.recorded_mcp.is_none() {
             return Ok(());
         }
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
-        let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref()).await?;
+        let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref(), roots).await?;
         #[cfg(feature = "mcp")]
         for t in remote.tools() {
             if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {
@@ -595,13 +598,21 @@ impl Backend {
         }
         // No root may hold another (the bundle, /scratch's TMPDIR, inputs, host folder):
         // checked before anything is written.
-        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+        let roots = provrun_sandbox::roots::run_roots(
             &run.bundle,
             &std::env::temp_dir(),
             &run.inputs,
             run.host_dir.as_deref(),
-        ))?;
-        self.connect_remote(agent, &mut prepared).await?;
+        );
+        provrun_sandbox::roots::check_disjoint(&roots)?;
+        // An MCP server may be granted an input folder, but no other of the run's folders.
+        let roots = provrun_sandbox::roots::run_roots(
+            &run.bundle,
+            &std::env::temp_dir(),
+            &[],
+            run.host_dir.as_deref(),
+        );
+        self.connect_remote(agent, &mut prepared, roots).await?;
         let result = self.execute_prepared(control, agent, &prepared, run).await;
         prepared.remote.shutdown().await;
         self.export_otel(result).await
@@ -796,6 +807,11 @@ impl Backend {
                 // the calls of these tools.
                 "command_records": 1,
                 "command_tools": command_tools(prepared),
+                // The host user commands and MCP servers run as: `dedicated` (provrun is
+                // root; `uid`/`gid` are the limits' `command_uid`/`command_gid`), `root`
+                // (provrun is root and `command_uid = 0` opted out) or `runtime` (provrun
+                // is not root: its own uid, nothing changed).
+                "command_user": provrun_sandbox::CommandUser::for_limits(&agent.limits),
             },
         });
         if !mcp.is_null() {
@@ -895,15 +911,16 @@ impl Backend {
             _ => {}
         }
         // The same rule as at the start: the roots must still be separate folders.
-        provrun_sandbox::roots::check_disjoint(&provrun_sandbox::roots::run_roots(
+        let roots = provrun_sandbox::roots::run_roots(
             bundle,
             &std::env::temp_dir(),
             &[],
             spec.host_dir.as_deref(),
-        ))?;
+        );
+        provrun_sandbox::roots::check_disjoint(&roots)?;
         let mut prepared = self.prepare(&agent)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
-        self.connect_remote(&agent, &mut prepared).await?;
+        self.connect_remote(&agent, &mut prepared, roots).await?;
         let result = self
             .resume_prepared(
                 control,

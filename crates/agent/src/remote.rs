@@ -44,6 +44,7 @@ impl Remote {
         agent: &AgentSpec,
         registry: &ToolRegistry,
         recorded: Option<&RecordedMcp>,
+        forbidden: Vec<provrun_sandbox::roots::HostRoot>,
     ) -> Result<Self, AgentError> {
         if let Some(recorded) = recorded {
             return Ok(Remote::Recorded(recorded.clone()));
@@ -76,6 +77,7 @@ impl Remote {
             base_dir: agent.base_dir.clone(),
             limits: agent.limits.clone(),
             allow_degraded_sandbox: agent.allow_degraded_sandbox,
+            forbidden,
         };
         McpServers::connect(&specs, &options)
             .await

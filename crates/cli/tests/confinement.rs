@@ -147,6 +147,9 @@ fn every_command_event_carries_its_confinement_and_verify_requires_it() {
     assert_eq!(commands.len(), 3);
     let uid = Command::new("id").arg("-u").output().unwrap();
     let uid: u64 = String::from_utf8_lossy(&uid.stdout).trim().parse().unwrap();
+    // As root, commands run as the dedicated user (`[limits] command_uid`, 65536).
+    let uid = if uid == 0 { 65536 } else { uid };
+    assert_eq!(sandbox["command_user"]["uid"], uid, "{sandbox}");
     for (_, e) in &commands {
         let c = &e["payload"]["confinement"];
         for fact in FACTS {

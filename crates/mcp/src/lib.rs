@@ -6,7 +6,11 @@
 //! `provrun-sandbox`, in its own private, empty `/input`, `/output` and `/scratch`: it sees
 //! none of the run's files and gets no environment but what its declaration names); a
 //! Streamable HTTP server is reached at its URL, with an optional bearer token read from an
-//! environment variable. Each server's tools are listed, checked ([`check_input_schema`])
+//! environment variable. A stdio server sees only the host paths its declaration grants
+//! (`read_only`), has the network only with `network = true`, and runs under its own
+//! limits (`McpServerSpec::limits`); what an installed server is missing (the interpreter
+//! of a script's `#!` line, its `node_modules`, the network for `npx`) is named in the
+//! start-up error. Each server's tools are listed, checked ([`check_input_schema`])
 //! and named `PREFIX_tool` ([`exposed_name`]), ready to be offered to a model next to
 //! built-in tools. [`McpServers::call`] runs one call with a time limit and gives back what
 //! the model sees plus the evidence to record: who answered (observed) and what the server
@@ -16,6 +20,7 @@
 //! that are not JSON-RPC or lists a tool with a broken schema gives a start-up
 //! [`McpError`] or a failed [`ToolOutput`] that says what happened.
 
+mod installed;
 mod schema;
 mod tap;
 
@@ -24,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use provrun_sandbox::roots::HostRoot;
 use provrun_sandbox::{ConfinedChild, Limits, Sandbox, SandboxError};
 use provrun_tools::{McpServerSpec, McpTransportKind, ToolOutput, is_valid_tool_name};
 use rmcp::model::{
@@ -85,10 +91,16 @@ pub enum McpError {
 pub struct ConnectOptions {
     /// Where a relative `command` path resolves (the agent spec's folder).
     pub base_dir: Option<PathBuf>,
-    /// The quotas and limits of each server's private sandbox.
+    /// The quotas and limits of each server's private sandbox; its command limits
+    /// (address space, CPU, processes, `/tmp`) are replaced by the server's own
+    /// (`McpServerSpec::limits`).
     pub limits: Limits,
     /// Start stdio servers even where a confinement layer is missing.
     pub allow_degraded_sandbox: bool,
+    /// The run's own folders (its bundle and `/output`, the folder `/scratch` is made in,
+    /// the host folder): a server's `read_only` path may not be, hold or lie inside any
+    /// of them.
+    pub forbidden: Vec<HostRoot>,
 }
 
 /// One tool an MCP server offers, as provrun exposes it.
@@ -109,6 +121,10 @@ pub struct McpTool {
     pub annotations: Option<Value>,
     /// Whether calls count as destructive for the approval policy.
     pub destructive: bool,
+    /// The tool's `execution` object as listed (e.g. `{"taskSupport": "optional"}`);
+    /// seen for stdio servers only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Value>,
 }
 
 impl McpTool {
@@ -131,6 +147,7 @@ impl McpTool {
                     schema: t["schema"].clone(),
                     annotations: t.get("annotations").filter(|a| !a.is_null()).cloned(),
                     destructive: t["destructive"] == true,
+                    execution: t.get("execution").filter(|e| !e.is_null()).cloned(),
                 });
             }
         }
@@ -183,8 +200,12 @@ struct Server {
     peer: Peer<RoleClient>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
     child: Option<Mutex<ConfinedChild>>,
-    /// The first line a stdio server sent that is not JSON.
-    bad_line: Option<tap::BadLine>,
+    /// What the tap on a stdio server's stdout saw.
+    seen: Option<tap::Shared>,
+    /// Lines that are not JSON the server sent before it was ready (its banner).
+    banner: Vec<String>,
+    /// Listed tools left out of what the model is offered, each with the reason.
+    left_out: Vec<Value>,
     /// The stdio server's private sandbox (its scratch) and its empty input and output.
     _home: Option<(Sandbox, tempfile::TempDir)>,
 }
@@ -224,13 +245,16 @@ impl Server {
         let Ok(mut child) = child.lock() else {
             return String::new();
         };
-        describe_child(&mut child, self.bad_line.as_ref())
+        describe_child(&mut child, self.seen.as_ref())
     }
 }
 
-fn describe_child(child: &mut ConfinedChild, bad_line: Option<&tap::BadLine>) -> String {
+fn describe_child(child: &mut ConfinedChild, seen: Option<&tap::Shared>) -> String {
     let mut parts = Vec::new();
-    if let Some(line) = bad_line.and_then(|b| b.lock().ok()).and_then(|b| b.clone()) {
+    if let Some(line) = seen
+        .and_then(|b| b.lock().ok())
+        .and_then(|b| b.first_bad.clone())
+    {
         parts.push(format!("it sent a line that is not JSON-RPC: `{line}`"));
     }
     if let Some(status) = child.exit_status() {
@@ -377,6 +401,28 @@ impl McpServers {
             {
                 continue;
             }
+            let execution = self.servers[index]
+                .seen
+                .as_ref()
+                .and_then(|s| s.lock().ok())
+                .and_then(|s| s.execution.get(&remote).cloned());
+            if execution
+                .as_ref()
+                .and_then(|e| e.get("taskSupport"))
+                .and_then(Value::as_str)
+                == Some("required")
+            {
+                // provrun does not run MCP tasks; every call would fail with
+                // "requires task augmentation", so the model is not offered the tool.
+                tracing::warn!(server = %spec.name, tool = %remote, "MCP tool left out: it requires tasks");
+                self.servers[index].left_out.push(json!({
+                    "tool": remote,
+                    "reason": "it declares `execution.taskSupport: \"required\"` (it can \
+                               only be called as an MCP task, which provrun does not run)",
+                    "execution": execution,
+                }));
+                continue;
+            }
             let schema = Value::Object((*tool.input_schema).clone());
             check_input_schema(&schema).map_err(|message| McpError::InvalidSchema {
                 server: spec.name.clone(),
@@ -432,6 +478,7 @@ impl McpServers {
                         schema,
                         annotations,
                         destructive,
+                        execution,
                     },
                 ),
             );
@@ -463,9 +510,12 @@ impl McpServers {
     }
 
     /// The servers and their tools as `run_started.details.mcp` records them: per server
-    /// its name, transport, command or URL, what it said it is (`implementation`, parsed)
-    /// and its tools with their full schemas and the SHA-256 of each schema's canonical
-    /// JSON (`schema_sha256`, as in `run_started.tools`).
+    /// its name, transport, command or URL (with, for stdio, its `read_only` paths,
+    /// `network` and `limits`), what it said it is (`implementation`, parsed), its tools
+    /// with their full schemas and the SHA-256 of each schema's canonical JSON
+    /// (`schema_sha256`, as in `run_started.tools`), the lines that were not JSON it
+    /// printed before it was ready (`stdout_before_ready`), and the tools it listed that
+    /// are not offered, with why (`left_out`).
     pub fn describe(&self, digest: impl Fn(&Value) -> String) -> Value {
         let servers: Vec<Value> = self
             .servers
@@ -482,12 +532,19 @@ impl McpServers {
                         v
                     })
                     .collect();
-                json!({
+                let mut server = json!({
                     "name": s.spec.name,
                     "endpoint": s.endpoint,
                     "implementation": s.implementation,
                     "tools": tools,
-                })
+                });
+                if !s.banner.is_empty() {
+                    server["stdout_before_ready"] = json!(s.banner);
+                }
+                if !s.left_out.is_empty() {
+                    server["left_out"] = Value::Array(s.left_out.clone());
+                }
+                server
             })
             .collect();
         Value::Array(servers)
@@ -661,13 +718,26 @@ async fn connect_one(
     let limit = Duration::from_secs(spec.startup_timeout_s());
     let mut child = None;
     let mut home = None;
-    let mut bad_line = None;
+    let mut seen: Option<tap::Shared> = None;
+    let mut grants: Vec<PathBuf> = Vec::new();
     let started = match spec.transport() {
         McpTransportKind::Stdio => {
-            let program = resolve_program(
-                spec.command.as_deref().unwrap_or_default(),
+            let command = spec.command.as_deref().unwrap_or_default();
+            if let Some(problem) = installed::fetcher_problem(command, spec.network) {
+                return Err(server_err(spec, problem));
+            }
+            grants = installed::resolve_grants(
+                &spec.read_only,
                 options.base_dir.as_deref(),
-            );
+                &options.forbidden,
+            )
+            .map_err(|m| server_err(spec, m))?;
+            let program = resolve_program(command, options.base_dir.as_deref());
+            if Path::new(&program).is_absolute()
+                && let Some(problem) = installed::interpreter_problem(Path::new(&program), &grants)
+            {
+                return Err(server_err(spec, problem));
+            }
             let dir = tempfile::Builder::new()
                 .prefix("provrun-mcp-")
                 .tempdir()
@@ -677,7 +747,15 @@ async fn connect_one(
                 std::fs::create_dir_all(d)
                     .map_err(|e| server_err(spec, format!("making its private folders: {e}")))?;
             }
-            let sandbox = Sandbox::with_temp_scratch(&input, &output, options.limits.clone())
+            let server_limits = spec.limits.unwrap_or_default();
+            let limits = Limits {
+                command_memory_bytes: server_limits.memory_bytes(),
+                command_cpu_s: server_limits.cpu_s(),
+                command_processes: server_limits.processes(),
+                command_tmp_bytes: server_limits.tmp_bytes(),
+                ..options.limits.clone()
+            };
+            let sandbox = Sandbox::with_temp_scratch(&input, &output, limits)
                 .map_err(|source| McpError::Sandbox {
                     server: spec.name.clone(),
                     source,
@@ -690,13 +768,14 @@ async fn connect_one(
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let read_only: Vec<PathBuf> = if Path::new(&program).is_absolute() {
+            let mut read_only: Vec<PathBuf> = if Path::new(&program).is_absolute() {
                 vec![PathBuf::from(&program)]
             } else {
                 Vec::new()
             };
+            read_only.extend(grants.iter().cloned());
             let mut spawned = sandbox
-                .spawn_program(&argv, &env, &read_only)
+                .spawn_server(&argv, &env, &read_only, spec.network)
                 .map_err(|source| McpError::Sandbox {
                     server: spec.name.clone(),
                     source,
@@ -718,8 +797,8 @@ async fn connect_one(
             };
             child = Some(spawned);
             home = Some((sandbox, dir));
-            let (stdout, bad) = tap::Tap::new(stdout);
-            bad_line = Some(bad);
+            let (stdout, shared) = tap::Tap::new(stdout);
+            seen = Some(shared);
             tokio::time::timeout(limit, initialise((stdout, stdin))).await
         }
         McpTransportKind::Http => {
@@ -748,8 +827,31 @@ async fn connect_one(
         }
     };
     let state = |child: &mut Option<ConfinedChild>| match child {
-        Some(c) => describe_child(c, bad_line.as_ref()),
+        Some(c) => describe_child(c, seen.as_ref()),
         None => String::new(),
+    };
+    // What of an installed server the sandbox does not show, for a start-up failure.
+    let hints = || {
+        if spec.transport() != McpTransportKind::Stdio {
+            return String::new();
+        }
+        let command = spec.command.as_deref().unwrap_or_default();
+        let resolved = resolve_program(command, options.base_dir.as_deref());
+        let joined = options
+            .base_dir
+            .as_deref()
+            .unwrap_or(Path::new("."))
+            .join(command);
+        let hints = installed::start_hints(
+            &[Path::new(&resolved), joined.as_path()],
+            &spec.args,
+            &grants,
+        );
+        if hints.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", hints.join("; "))
+        }
     };
     let (service, tools) = match started {
         Ok(Ok(ok)) => ok,
@@ -760,17 +862,18 @@ async fn connect_one(
             }
             let shown = child
                 .and_then(|c| c.into_inner().ok())
-                .map(|mut c| describe_child(&mut c, bad_line.as_ref()))
+                .map(|mut c| describe_child(&mut c, seen.as_ref()))
                 .unwrap_or_default();
-            return Err(server_err(spec, format!("{message}{shown}")));
+            return Err(server_err(spec, format!("{message}{shown}{}", hints())));
         }
         Err(_) => {
             return Err(server_err(
                 spec,
                 format!(
-                    "did not initialise and list its tools within {} s (timeout_s){}",
+                    "did not initialise and list its tools within {} s (timeout_s){}{}",
                     limit.as_secs(),
-                    state(&mut child)
+                    state(&mut child),
+                    hints()
                 ),
             ));
         }
@@ -793,6 +896,14 @@ async fn connect_one(
                 "command": argv,
                 "env": spec.env.keys().collect::<Vec<_>>(),
                 "degraded": child.as_ref().map(|c| c.degraded().to_vec()).unwrap_or_default(),
+                "read_only": grants,
+                "network": spec.network,
+                "limits": {
+                    "memory_bytes": spec.limits.unwrap_or_default().memory_bytes(),
+                    "cpu_s": spec.limits.unwrap_or_default().cpu_s(),
+                    "processes": spec.limits.unwrap_or_default().processes(),
+                    "tmp_bytes": spec.limits.unwrap_or_default().tmp_bytes(),
+                },
             })
         }
         _ => json!({
@@ -802,6 +913,24 @@ async fn connect_one(
             "bearer_token_env": spec.bearer_token_env,
         }),
     };
+    // From here on, a line that is not JSON is no banner.
+    let banner = match &seen {
+        Some(shared) => match shared.lock() {
+            Ok(mut s) => {
+                s.ready = true;
+                let mut lines = s.banner.clone();
+                if s.banner_dropped > 0 {
+                    lines.push(format!("({} more lines left out)", s.banner_dropped));
+                }
+                lines
+            }
+            Err(_) => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    if !banner.is_empty() {
+        tracing::warn!(server = %spec.name, lines = banner.len(), "MCP server printed lines that are not JSON before it was ready");
+    }
     tracing::info!(server = %spec.name, tools = tools.len(), "MCP server ready");
     Ok((
         Server {
@@ -811,7 +940,9 @@ async fn connect_one(
             peer: service.peer().clone(),
             service: tokio::sync::Mutex::new(Some(service)),
             child: child.map(Mutex::new),
-            bad_line,
+            seen,
+            banner,
+            left_out: Vec::new(),
             _home: home,
         },
         tools,

@@ -31,6 +31,7 @@ use serde::Serialize;
 use crate::error::{Result, SandboxError};
 use crate::fsops::Usage;
 use crate::sandbox::{RootPaths, Sandbox};
+use crate::user::{CommandUser, Portal};
 
 /// Environment variable naming the `provrun-confine` helper binary (overrides the search).
 pub const HELPER_ENV: &str = "PROVRUN_CONFINE";
@@ -55,6 +56,17 @@ const ETC_FILES: &[&str] = &[
     "passwd",
     "group",
 ];
+/// What of `/etc` a server granted the network also sees: name resolution and the
+/// system's CA certificates.
+const NETWORK_ETC: &[&str] = &["resolv.conf", "hosts", "ssl", "ca-certificates", "pki"];
+
+/// The host folders every confined program sees read-only at their own paths (`/usr`,
+/// `/bin`, `/sbin`, `/lib*`); nothing else of the host's file tree but `/etc`'s few files
+/// and what a caller grants.
+pub fn system_dirs() -> &'static [&'static str] {
+    SYSTEM_DIRS
+}
+
 /// Device nodes the command may read and write.
 const DEVICES: &[&str] = &[
     "/dev/null",
@@ -196,9 +208,12 @@ pub struct CommandConfinement {
     pub bubblewrap: Option<String>,
     /// The namespaces the command got new ones of (empty without bubblewrap).
     pub namespaces: Vec<String>,
-    /// The host user id the command ran as (the runtime's effective uid; inside the user
-    /// namespace it is `uid_inside`).
+    /// The host user id the command ran as: the dedicated `Limits::command_uid` when the
+    /// runtime is root (unless `command_uid = 0` opted out), else the runtime's own
+    /// effective uid; inside the user namespace it is `uid_inside`.
     pub host_uid: u32,
+    /// The host group id the command ran as (see [`crate::CommandUser`]).
+    pub host_gid: u32,
     /// The user id the command saw (`None` without a user namespace: the host uid).
     pub uid_inside: Option<u32>,
     /// The limits applied.
@@ -265,6 +280,7 @@ impl Confinement {
         timeout: Duration,
         used_bytes: u64,
     ) -> CommandConfinement {
+        let user = CommandUser::for_limits(limits);
         let namespaces = self.has("namespaces");
         let rlimits = self.has("rlimits");
         let landlock = self.layers.get("landlock");
@@ -315,7 +331,8 @@ impl Confinement {
             } else {
                 Vec::new()
             },
-            host_uid: rustix::process::geteuid().as_raw(),
+            host_uid: user.uid,
+            host_gid: user.gid,
             uid_inside: namespaces.then_some(1000),
             limits: CommandLimits {
                 timeout_ms: timeout.as_millis() as u64,
@@ -799,7 +816,11 @@ fn os(s: impl Into<OsString>) -> OsString {
 }
 
 /// bubblewrap's arguments, up to (not including) the program it runs.
-fn bwrap_args(roots: &RootPaths, helper: Option<&Path>, tmp_bytes: u64) -> Vec<OsString> {
+pub(crate) fn bwrap_args(
+    roots: &RootPaths,
+    helper: Option<&Path>,
+    tmp_bytes: u64,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--unshare-user",
         "--unshare-all",
@@ -1098,7 +1119,7 @@ impl Sandbox {
             .max(Duration::from_millis(100));
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
-            self.confined_command(conf, argv, &[], &[], before.bytes)?;
+            self.confined_command(conf, argv, &[], &[], before.bytes, false)?;
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -1238,11 +1259,24 @@ impl Sandbox {
         env: &[(String, String)],
         read_only: &[PathBuf],
     ) -> Result<ConfinedChild> {
+        self.spawn_server(argv, env, read_only, false)
+    }
+
+    /// [`Sandbox::spawn_program`], with the host's network shared when `network` is true
+    /// (the child then also sees `/etc/resolv.conf`, `/etc/hosts` and the system's CA
+    /// certificates, read-only). Everything else is confined as without it.
+    pub fn spawn_server(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+        network: bool,
+    ) -> Result<ConfinedChild> {
         refuse_nul(argv, env)?;
         let conf = self.confinement_for(argv)?;
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
-            self.confined_command(conf, argv, env, read_only, before.bytes)?;
+            self.confined_command(conf, argv, env, read_only, before.bytes, network)?;
         cmd.stdin(Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
@@ -1317,6 +1351,7 @@ impl Sandbox {
         env: &[(String, String)],
         read_only: &[PathBuf],
         used_bytes: u64,
+        network: bool,
     ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
         let limits = self.limits().clone();
         let roots = self.root_paths().clone();
@@ -1343,14 +1378,49 @@ impl Sandbox {
             .filter(|l| conf.has(l))
             .collect();
 
+        // As root, commands run as the dedicated user: /output and /scratch become theirs,
+        // and bubblewrap finds its sources through the portal (see `crate::user`).
+        let user = CommandUser::for_limits(&limits);
+        let mut portal = None;
+        if user.drops_root() {
+            self.hand_over(&user)?;
+            if let (true, Some(bwrap)) = (namespaces, &conf.bwrap) {
+                crate::user::check_user(bwrap, &user)?;
+                portal = Some(Portal::default());
+            }
+        }
         let mut args: Vec<OsString> = Vec::new();
         let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
             (true, Some(bwrap), h) => {
-                args = bwrap_args(&roots, h, limits.command_tmp_bytes);
+                // The sources bubblewrap binds: the host paths, or their portal paths.
+                let mut sources = roots.clone();
+                let mut helper_source = h.map(Path::to_path_buf);
+                let mut ro_sources: Vec<PathBuf> = read_only.to_vec();
+                if let Some(portal) = portal.as_mut() {
+                    sources.input = portal.add(&roots.input, "input")?;
+                    sources.output = portal.add(&roots.output, "output")?;
+                    sources.scratch = portal.add(&roots.scratch, "scratch")?;
+                    if let Some(h) = h {
+                        helper_source = Some(portal.add(h, "helper")?);
+                    }
+                    for (i, p) in read_only.iter().enumerate() {
+                        ro_sources[i] = portal.add(p, &format!("ro{i}"))?;
+                    }
+                }
+                args = bwrap_args(&sources, helper_source.as_deref(), limits.command_tmp_bytes);
                 // Before the trailing `--chdir /scratch --`: extra binds and variables.
                 let tail = args.split_off(args.len() - 3);
-                for p in read_only {
-                    args.extend([os("--ro-bind"), p.clone().into(), p.clone().into()]);
+                if network {
+                    args.push(os("--share-net"));
+                    for f in NETWORK_ETC {
+                        let p = Path::new("/etc").join(f);
+                        if p.exists() {
+                            args.extend([os("--ro-bind"), p.clone().into(), p.into()]);
+                        }
+                    }
+                }
+                for (p, src) in read_only.iter().zip(&ro_sources) {
+                    args.extend([os("--ro-bind"), src.clone().into(), p.clone().into()]);
                 }
                 for (k, v) in env {
                     args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
@@ -1411,6 +1481,10 @@ impl Sandbox {
             }
             None => None,
         };
+        if user.drops_root() {
+            // After joining the cgroup, which needs root.
+            crate::user::drop_root_at_exec(&mut cmd, portal, user.uid, user.gid);
+        }
         Ok((cmd, program, cgroup))
     }
 

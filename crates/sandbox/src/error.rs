@@ -19,6 +19,25 @@ pub enum SandboxError {
         missing: String,
     },
 
+    /// The runtime runs as root, commands are to run as a dedicated unprivileged user
+    /// (`Limits::command_uid`), and bubblewrap cannot build the sandbox as that user (most
+    /// often: unprivileged user namespaces are not allowed). Refused rather than run as
+    /// root on the host.
+    #[error(
+        "run_command refused: commands run as uid {uid} (gid {gid}) when provrun runs as root, \
+         and bubblewrap cannot build the sandbox as that user: {reason}. Allow unprivileged \
+         user namespaces (see docs/sandbox.md), or set `command_uid = 0` in [limits] to run \
+         commands as root on the host (recorded in the evidence)"
+    )]
+    CommandUserUnavailable {
+        /// The host uid commands were to run as.
+        uid: u32,
+        /// The host gid commands were to run as.
+        gid: u32,
+        /// What bubblewrap (or starting it) answered.
+        reason: String,
+    },
+
     /// Two host folders of a run overlap (one is equal to or inside the other).
     #[error(
         "{first} {how} {second}: the bundle, the folder /scratch is made in (TMPDIR), each \

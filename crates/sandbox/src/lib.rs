@@ -48,17 +48,19 @@ mod path;
 pub mod roots;
 mod sandbox;
 mod stage;
+mod user;
 
 pub use command::{
     CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
-    HELPER_NAME, LandlockRecord, Layer, SeccompRecord,
+    HELPER_NAME, LandlockRecord, Layer, SeccompRecord, system_dirs,
 };
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
-pub use limits::Limits;
+pub use limits::{DEFAULT_COMMAND_ID, Limits};
 pub use path::{Root, VirtualPath};
 pub use sandbox::{
     CopyOutcome, ReadAs, ReadOutcome, ReplaceOutcome, RootPaths, Sandbox, WriteOutcome,
 };
 pub use stage::stage_inputs;
+pub use user::{CommandUser, CommandUserMode};

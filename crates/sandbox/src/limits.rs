@@ -25,6 +25,8 @@ use crate::error::{Result, SandboxError};
 /// | `command_processes` | 256 | processes a command may have at once |
 /// | `command_tmp_bytes` | 64 MiB | size of the command's private `/tmp` |
 /// | `max_input_bytes` | 1 GiB | bytes of all staged inputs together, by apparent size (over it, the run does not start) |
+/// | `command_uid` | 65 536 | host user id commands run as when the runtime is root (0: stay root, recorded) |
+/// | `command_gid` | 65 536 | host group id commands run as when the runtime is root |
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
@@ -62,7 +64,24 @@ pub struct Limits {
     /// Most bytes of all staged inputs together, by apparent size (a sparse file counts
     /// by its length); over it, staging is refused before anything is copied.
     pub max_input_bytes: u64,
+    /// The host user id a command (and an MCP stdio server) runs as when the runtime runs
+    /// as root, so that nothing it writes is owned by root on the host. 0 opts out: commands
+    /// then run as root (the sandbox's user maps back to uid 0), and the run records it.
+    /// Ignored when the runtime is not root (it cannot change user; commands run as its
+    /// own uid). See [`CommandUser`](crate::CommandUser).
+    pub command_uid: u32,
+    /// The host group id a command runs as when the runtime runs as root (no
+    /// supplementary groups). May be 0 only when `command_uid` is 0.
+    pub command_gid: u32,
 }
+
+/// The default [`Limits::command_uid`] and [`Limits::command_gid`]: the first id past the
+/// 16-bit range. No distribution allocates it (Debian and Fedora keep 0–65533 for system
+/// and login users, 65534 is `nobody`, which other daemons share), it lies below
+/// `useradd`'s first subordinate id (100 000), so no rootless container's range holds
+/// it, and below systemd's container ranges (524 288 and up), and it fits a ustar
+/// archive's owner field (at most 2 097 151).
+pub const DEFAULT_COMMAND_ID: u32 = 65_536;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -83,6 +102,8 @@ impl Default for Limits {
             command_processes: 256,
             command_tmp_bytes: 64 << 20,
             max_input_bytes: 1 << 30,
+            command_uid: DEFAULT_COMMAND_ID,
+            command_gid: DEFAULT_COMMAND_ID,
         }
     }
 }
@@ -107,6 +128,12 @@ impl Limits {
             ("command_processes", self.command_processes == 0),
             ("command_tmp_bytes", self.command_tmp_bytes == 0),
         ];
+        if self.command_uid != 0 && self.command_gid == 0 {
+            return Err(SandboxError::InvalidLimit {
+                field: "command_gid",
+                reason: "it may be 0 (root's group) only when `command_uid` is 0 too",
+            });
+        }
         match zero.into_iter().find(|(_, is_zero)| *is_zero) {
             Some((field, _)) => Err(SandboxError::InvalidLimit {
                 field,
@@ -139,5 +166,22 @@ mod tests {
             ..Limits::default()
         };
         assert!(quota_zero.check().is_ok());
+        let root_group = Limits {
+            command_gid: 0,
+            ..Limits::default()
+        };
+        assert!(
+            root_group
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("command_gid")
+        );
+        let opt_out = Limits {
+            command_uid: 0,
+            command_gid: 0,
+            ..Limits::default()
+        };
+        assert!(opt_out.check().is_ok());
     }
 }

@@ -456,6 +456,11 @@ impl Sandbox {
         }
     }
 
+    /// The open handle of `root` (reopened and checked if it was released).
+    pub(crate) fn root_dir(&self, root: Root) -> Result<Arc<Dir>> {
+        self.dir(root)
+    }
+
     fn dir(&self, root: Root) -> Result<Arc<Dir>> {
         self.handle(root).get()
     }

@@ -827,3 +827,116 @@ fn missing_layers_refuse_unless_degraded_is_allowed() {
     );
     assert!(text.contains("DEGRADED-OK"), "{text}");
 }
+
+fn owner(path: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt as _;
+    let md = std::fs::symlink_metadata(path).unwrap();
+    (md.uid(), md.gid())
+}
+
+#[test]
+fn as_root_a_command_writes_as_the_dedicated_user_never_as_root() {
+    let Some(fx) = Fixture::new(Limits::default()) else {
+        return;
+    };
+    let output = fx.sandbox.root_paths().output.clone();
+    let scratch = fx.sandbox.root_paths().scratch.clone();
+    let me = provrun_sandbox::CommandUser::for_limits(&Limits::default());
+    if me.runtime_uid != 0 {
+        eprintln!(
+            "\n** NOTE: not root: commands run as uid {} (nothing to drop); the dedicated \
+             user is checked only when the tests run as root (as CI does) **\n",
+            me.uid
+        );
+    }
+    // What the file tools (the runtime, root) wrote before is the command's to change.
+    fx.sandbox
+        .write_file("/output/tool.txt", "from the tool\n")
+        .unwrap();
+    fx.sandbox
+        .write_file("/output/dir/a.txt", "in a folder\n")
+        .unwrap();
+    let o = fx.run(
+        "id -u > /output/id.txt && echo more >> /output/tool.txt && echo new > /output/dir/new.txt \
+         && rm /output/dir/a.txt && mkdir /scratch/s && echo s > /scratch/s/f",
+        10,
+    );
+    assert_eq!(o.exit_code, Some(0), "{o:?}");
+    assert_eq!(o.confinement.host_uid, me.uid, "{o:?}");
+    assert_eq!(o.confinement.host_gid, me.gid, "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(output.join("id.txt")).unwrap(),
+        "1000\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(output.join("tool.txt")).unwrap(),
+        "from the tool\nmore\n"
+    );
+    assert!(!output.join("dir/a.txt").exists());
+    let want = (me.uid, me.gid);
+    for p in [
+        output.clone(),
+        output.join("id.txt"),
+        output.join("tool.txt"),
+        output.join("dir"),
+        output.join("dir/new.txt"),
+        scratch.clone(),
+        scratch.join("s"),
+        scratch.join("s/f"),
+    ] {
+        assert_eq!(owner(&p), want, "{}", p.display());
+        if me.runtime_uid == 0 {
+            assert_ne!(owner(&p).0, 0, "{} is root's", p.display());
+        }
+    }
+    // The inputs stay the runtime's, and the file tools still read and write after.
+    assert_eq!(owner(&fx.input.join("a.txt")).0, me.runtime_uid);
+    assert_eq!(
+        fx.sandbox
+            .read_file("/output/id.txt", None, None)
+            .unwrap()
+            .content,
+        "1000\n"
+    );
+    fx.sandbox.write_file("/output/id.txt", "x").unwrap();
+    fx.assert_untouched();
+}
+
+#[test]
+fn as_root_the_command_user_follows_the_limits_and_zero_opts_out() {
+    let Some(_) = Fixture::new(Limits::default()) else {
+        return;
+    };
+    if !rustix_is_root() {
+        eprintln!("\n** NOTE: not root: the command uid cannot be chosen; skipped **\n");
+        return;
+    }
+    for (uid, gid) in [(4242u32, 4343u32), (0, 0)] {
+        let Some(fx) = Fixture::new(Limits {
+            command_uid: uid,
+            command_gid: gid,
+            ..Limits::default()
+        }) else {
+            return;
+        };
+        let o = fx.run("echo x > /output/made.txt; id -u", 10);
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        assert_eq!(o.stdout, "1000\n");
+        let made = fx.sandbox.root_paths().output.join("made.txt");
+        assert_eq!(owner(&made), (uid, gid));
+        assert_eq!(o.confinement.host_uid, uid);
+        assert_eq!(
+            fx.sandbox.command_user().mode,
+            if uid == 0 {
+                provrun_sandbox::CommandUserMode::Root
+            } else {
+                provrun_sandbox::CommandUserMode::Dedicated
+            }
+        );
+        fx.assert_untouched();
+    }
+}
+
+fn rustix_is_root() -> bool {
+    provrun_sandbox::CommandUser::for_limits(&Limits::default()).runtime_uid == 0
+}

@@ -89,3 +89,107 @@ fn an_empty_argv_or_a_missing_program_is_an_error() {
     let sb = sandbox(&tmp).allow_degraded_commands(true);
     assert!(sb.spawn_program(&[], &[], &[]).is_err());
 }
+
+/// The network interfaces `/proc/net/dev` lists.
+fn interfaces(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, _)| n.trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_server_has_no_network_unless_granted_it() {
+    let support = Sandbox::command_support();
+    if support.degraded.iter().any(|l| l == "namespaces") {
+        eprintln!(
+            "SKIP a_server_has_no_network_unless_granted_it: no network namespace here ({})",
+            support.missing_summary()
+        );
+        return;
+    }
+    let host = interfaces(&std::fs::read_to_string("/proc/net/dev").unwrap());
+    let argv: Vec<String> = [
+        "/bin/sh",
+        "-c",
+        "cat /proc/net/dev; test -e /etc/resolv.conf && echo resolv",
+    ]
+    .map(String::from)
+    .into();
+    let seen = |network: bool| {
+        let tmp = tempfile::tempdir().unwrap();
+        let sb = sandbox(&tmp).allow_degraded_commands(true);
+        let mut child = sb.spawn_server(&argv, &[], &[], network).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.take_stdout().unwrap(), &mut out).unwrap();
+        child.kill();
+        out
+    };
+    let off = seen(false);
+    assert_eq!(interfaces(&off), ["lo"], "{off}");
+    assert!(!off.contains("resolv"));
+    let on = seen(true);
+    assert_eq!(interfaces(&on), host, "{on}");
+    if std::path::Path::new("/etc/resolv.conf").exists() {
+        assert!(
+            on.contains("resolv"),
+            "a networked server resolves names: {on}"
+        );
+    }
+}
+
+#[test]
+fn as_root_a_spawned_server_runs_as_the_command_user_with_its_program_bound_from_a_closed_folder() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let support = Sandbox::command_support();
+    if !support
+        .layers
+        .get("namespaces")
+        .is_some_and(|l| l.available)
+    {
+        if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+            panic!(
+                "CI must run this test with bubblewrap: {}",
+                support.missing_summary()
+            );
+        }
+        eprintln!("\n** WARNING: no bubblewrap: the spawned server's user is not checked **\n");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // The program sits in a folder only its owner may enter (like a temporary folder).
+    let closed = tmp.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let program = closed.join("server.sh");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\nid -u > /output/made.txt\nid -u\nexec cat\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sb = sandbox(&tmp).allow_degraded_commands(true);
+    let user = sb.command_user();
+    let argv = vec![program.display().to_string()];
+    let mut child = sb
+        .spawn_program(&argv, &[], std::slice::from_ref(&program))
+        .unwrap();
+    let mut lines = BufReader::new(child.take_stdout().unwrap()).lines();
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        "1000",
+        "{}",
+        child.stderr_text()
+    );
+    child.kill();
+    let made = std::fs::metadata(tmp.path().join("output/made.txt")).unwrap();
+    assert_eq!((made.uid(), made.gid()), (user.uid, user.gid));
+    if user.runtime_uid == 0 {
+        assert_eq!(user.uid, 65536);
+        assert_ne!(made.uid(), 0, "the server's file is root's on the host");
+    }
+}

@@ -79,7 +79,11 @@ pub use args::ToolArgs;
 pub use builtin::{BUILTIN_TOOLS, SANDBOX_TOOL_SET, SANDBOX_TOOLS};
 pub use context::{RunContext, RunDeps, RunInfo};
 pub use error::ToolError;
-pub use mcp::{DEFAULT_MCP_STARTUP_TIMEOUT_S, McpServerSpec, McpTransportKind};
+pub use mcp::{
+    DEFAULT_MCP_CPU_S, DEFAULT_MCP_MEMORY_BYTES, DEFAULT_MCP_PROCESSES,
+    DEFAULT_MCP_STARTUP_TIMEOUT_S, DEFAULT_MCP_TMP_BYTES, McpLimits, McpServerSpec,
+    McpTransportKind,
+};
 pub use output::{IntoToolOutput, Json, ToolOutput};
 pub use provrun_macros::tool;
 pub use registry::ToolRegistry;

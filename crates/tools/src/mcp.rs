@@ -28,6 +28,10 @@ pub const DEFAULT_MCP_STARTUP_TIMEOUT_S: u64 = 30;
 /// tools = ["find"]               # only these of the server's tools (default: all)
 /// timeout_s = 30                 # start-up (initialize + tools/list) limit
 /// destructive = false            # true: treat every tool of the server as destructive
+/// read_only = ["/opt/mcp/venv"]  # host paths the server may read (its virtualenv, its
+///                                # node_modules); absolute, or relative to the file
+/// network = false                # true: the server shares the host's network (recorded)
+/// limits = { memory_bytes = 68719476736, cpu_s = 3600 }  # see `McpLimits`
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +67,78 @@ pub struct McpServerSpec {
     /// Treat every tool of the server as destructive, whatever its annotations say.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub destructive: bool,
+    /// Host paths a stdio server may read, visible at the same paths (read-only): its
+    /// virtualenv, its `node_modules` folder, its data. Absolute, or relative to the file
+    /// that declares the server. Never the run's bundle, its `/output`, the folder
+    /// `/scratch` is made in, or the host folder (refused at start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<String>,
+    /// Give a stdio server the host's network (it has none otherwise, loopback
+    /// included). Recorded in `run_started.details.mcp`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+    /// The stdio server's own process limits; unset fields keep [`McpLimits`]' defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<McpLimits>,
+}
+
+/// Default address space of an MCP server's processes: 64 GiB. Node reserves a large
+/// virtual range for each WebAssembly memory (about 10 GiB), and V8's heap cage more;
+/// this bounds mappings, not resident memory.
+pub const DEFAULT_MCP_MEMORY_BYTES: u64 = 64 << 30;
+/// Default CPU seconds per process of an MCP server: one hour (a server lives as long as
+/// the run).
+pub const DEFAULT_MCP_CPU_S: u64 = 3_600;
+/// Default number of processes an MCP server may have at once.
+pub const DEFAULT_MCP_PROCESSES: u64 = 256;
+/// Default size of an MCP server's private `/tmp`: 256 MiB.
+pub const DEFAULT_MCP_TMP_BYTES: u64 = 256 << 20;
+
+/// A stdio MCP server's process limits (`[[mcp]]`'s `limits`), in place of the command
+/// limits of the agent's `[limits]`, which are sized for short commands.
+///
+/// | field | default | what it bounds |
+/// |---|---|---|
+/// | `memory_bytes` | 64 GiB | address space per process (`RLIMIT_AS`) |
+/// | `cpu_s` | 3 600 | CPU seconds per process (`RLIMIT_CPU`) |
+/// | `processes` | 256 | processes at once |
+/// | `tmp_bytes` | 256 MiB | size of the server's private `/tmp` |
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct McpLimits {
+    /// Bytes of address space each process may map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// CPU seconds each process may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<u64>,
+    /// Processes the server may have at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Size of the server's private `/tmp` in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_bytes: Option<u64>,
+}
+
+impl McpLimits {
+    /// Address space per process, default [`DEFAULT_MCP_MEMORY_BYTES`].
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_bytes.unwrap_or(DEFAULT_MCP_MEMORY_BYTES)
+    }
+    /// CPU seconds per process, default [`DEFAULT_MCP_CPU_S`].
+    pub fn cpu_s(&self) -> u64 {
+        self.cpu_s.unwrap_or(DEFAULT_MCP_CPU_S)
+    }
+    /// Processes at once, default [`DEFAULT_MCP_PROCESSES`].
+    pub fn processes(&self) -> u64 {
+        self.processes.unwrap_or(DEFAULT_MCP_PROCESSES)
+    }
+    /// Size of `/tmp`, default [`DEFAULT_MCP_TMP_BYTES`].
+    pub fn tmp_bytes(&self) -> u64 {
+        self.tmp_bytes.unwrap_or(DEFAULT_MCP_TMP_BYTES)
+    }
 }
 
 /// How a declared server is reached.
@@ -124,7 +200,30 @@ impl McpServerSpec {
         if self.timeout_s == Some(0) {
             return Err(format!("{at}: `timeout_s` must be at least 1"));
         }
-        let stdio_only = !self.args.is_empty() || !self.env.is_empty();
+        if let Some(limits) = &self.limits {
+            for (field, value) in [
+                ("memory_bytes", limits.memory_bytes),
+                ("cpu_s", limits.cpu_s),
+                ("processes", limits.processes),
+                ("tmp_bytes", limits.tmp_bytes),
+            ] {
+                if value == Some(0) {
+                    return Err(format!("{at}: `limits.{field}` must be at least 1"));
+                }
+            }
+        }
+        if self
+            .read_only
+            .iter()
+            .any(|p| p.trim().is_empty() || p.contains('\0'))
+        {
+            return Err(format!("{at}: `read_only` has an empty or invalid path"));
+        }
+        let stdio_only = !self.args.is_empty()
+            || !self.env.is_empty()
+            || !self.read_only.is_empty()
+            || self.network
+            || self.limits.is_some();
         match self.transport() {
             McpTransportKind::Stdio => {
                 if self.url.is_some() {
@@ -150,7 +249,8 @@ impl McpServerSpec {
                 }
                 if stdio_only {
                     return Err(format!(
-                        "{at}: `args` and `env` are for stdio servers (`command`), not HTTP ones"
+                        "{at}: `args`, `env`, `read_only`, `network` and `limits` are for \
+                         stdio servers (`command`), not HTTP ones"
                     ));
                 }
             }
@@ -229,5 +329,32 @@ mod tests {
             assert!(err.contains(want), "{text}: {err}");
         }
         assert!(toml::from_str::<McpServerSpec>("name = \"a\"\ncomand = \"x\"").is_err());
+    }
+
+    #[test]
+    fn read_only_network_and_limits_are_for_stdio_servers() {
+        let s = spec(
+            "name = \"a\"\ncommand = \"/v/bin/s\"\nread_only = [\"/v\"]\nnetwork = true\n\
+             limits = { memory_bytes = 1024, cpu_s = 5 }\n",
+        );
+        s.check(false).unwrap();
+        let limits = s.limits.unwrap();
+        assert_eq!(limits.memory_bytes(), 1024);
+        assert_eq!(limits.cpu_s(), 5);
+        assert_eq!(limits.processes(), DEFAULT_MCP_PROCESSES);
+        assert_eq!(McpLimits::default().memory_bytes(), 64 << 30);
+        for (text, want) in [
+            ("url = \"http://h\"\nnetwork = true", "stdio servers"),
+            ("url = \"http://h\"\nread_only = [\"/v\"]", "stdio servers"),
+            ("command = \"x\"\nlimits = { cpu_s = 0 }", "`limits.cpu_s`"),
+            ("command = \"x\"\nread_only = [\"\"]", "`read_only`"),
+            ("network = true", "takes no transport settings"),
+        ] {
+            let err = spec(&format!("name = \"a\"\n{text}"))
+                .check(true)
+                .unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        assert!(toml::from_str::<McpServerSpec>("name = \"a\"\nlimits = { ram = 1 }").is_err());
     }
 }

@@ -8,7 +8,11 @@
 //! `--mode` makes it misbehave: `crash` exits in the middle of any call, `hang` never
 //! answers a call, `garbage` answers a call with a line that is not JSON-RPC and then
 //! nothing, `bad-schema` lists a tool whose input schema is broken, `silent` never
-//! answers `initialize`.
+//! answers `initialize`, `tasks` answers by hand (not through rmcp, whose tool type has no
+//! `execution` field) and lists `sync` (`execution.taskSupport: "optional"`) and
+//! `long_job` (`"required"`).
+//!
+//! `--banner TEXT` prints TEXT on stdout (a line that is not JSON) before serving.
 
 use std::sync::Arc;
 
@@ -28,6 +32,7 @@ enum Mode {
     Garbage,
     BadSchema,
     Silent,
+    Tasks,
 }
 
 #[derive(Clone)]
@@ -177,6 +182,7 @@ fn main() {
                     Some("garbage") => Mode::Garbage,
                     Some("bad-schema") => Mode::BadSchema,
                     Some("silent") => Mode::Silent,
+                    Some("tasks") => Mode::Tasks,
                     Some("normal") => Mode::Normal,
                     other => {
                         eprintln!("mcp-test-server: unknown mode {other:?}");
@@ -185,11 +191,22 @@ fn main() {
                 }
             }
             "--http" => http = args.next(),
+            "--banner" => {
+                use std::io::Write as _;
+                let text = args.next().unwrap_or_default();
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{text}");
+                let _ = out.flush();
+            }
             other => {
                 eprintln!("mcp-test-server: unknown argument `{other}`");
                 std::process::exit(2);
             }
         }
+    }
+    if mode == Mode::Tasks {
+        serve_tasks_by_hand();
+        return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -266,5 +283,55 @@ async fn serve_http(server: TestServer, addr: &str) {
                 .serve_connection(TokioIo::new(stream), hyper_service)
                 .await;
         });
+    }
+}
+
+/// `--mode tasks`: JSON-RPC over stdio written by hand, listing one tool that may and one
+/// that must be called as an MCP task.
+fn serve_tasks_by_hand() {
+    use std::io::{BufRead as _, Write as _};
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return };
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = request.get("id").cloned() else {
+            continue; // a notification
+        };
+        let result = match request["method"].as_str().unwrap_or_default() {
+            "initialize" => json!({
+                "protocolVersion": request["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "provrun-test-tasks", "version": "1.0.0"}
+            }),
+            "tools/list" => json!({"tools": [
+                {"name": "sync", "description": "Answers at once.",
+                 "inputSchema": {"type": "object"},
+                 "annotations": {"readOnlyHint": true},
+                 "execution": {"taskSupport": "optional"}},
+                {"name": "long_job", "description": "Only runs as a task.",
+                 "inputSchema": {"type": "object"},
+                 "execution": {"taskSupport": "required"}}
+            ]}),
+            "tools/call" if request["params"]["name"] == "sync" => {
+                json!({"content": [{"type": "text", "text": "synced"}]})
+            }
+            "tools/call" => {
+                let error = json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32600, "message": "requires task augmentation"}});
+                let _ = writeln!(out, "{error}");
+                let _ = out.flush();
+                continue;
+            }
+            _ => json!({}),
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        );
+        let _ = out.flush();
     }
 }
