@@ -1264,6 +1264,10 @@ impl Run<'_> {
                 }
                 self.recorder.step_async().await?;
             }
+            let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
+            // Messages the caller steered with are on record before the run can stop here,
+            // so a replay of a run cancelled at this point adds them too.
+            self.steer(state, step).await?;
             let replay_cancels =
                 (self.backend.replaying.as_ref()).is_some_and(|r| r.cancels_at(state.requests));
             if self.control.is_cancelled() || replay_cancels {
@@ -1278,7 +1282,6 @@ impl Run<'_> {
                     state.requests
                 )));
             }
-            let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
             self.control.emit(RunEvent::ModelRequest { step });
             // The history moves into the request and back: no copy of it per request.
             request.messages = std::mem::take(&mut state.messages);
@@ -1332,6 +1335,24 @@ impl Run<'_> {
             }
             self.recorder.step_async().await?;
         }
+    }
+
+    /// Add the messages the caller steered the run with (a replay: the recording's, at
+    /// the same point) to the history before model request `step`, each recorded.
+    async fn steer(&self, state: &mut LoopState, step: u32) -> Result<(), AgentError> {
+        let texts = match &self.backend.replaying {
+            Some(replaying) => replaying.recorded.steering(state.requests),
+            None => self.control.take_steering(),
+        };
+        for text in texts {
+            crate::steer::record_steered(&self.recorder, u64::from(step), &text).await?;
+            self.control.emit(RunEvent::Steered {
+                step,
+                text: text.clone(),
+            });
+            state.messages.push(Message::user(text));
+        }
+        Ok(())
     }
 
     /// [`Self::request`], giving back the sandbox's folder handles when the answer is not
@@ -1817,6 +1838,15 @@ impl Run<'_> {
                 ..call.clone()
             });
             let runs_with = rewritten_call.as_ref().unwrap_or(call);
+            if replaying
+                .recorded
+                .waited_for_permit(step, replaying.key(uid, &call.id))
+            {
+                // A hook held it for a permit: it waits again, as recorded.
+                let wait = self.permit_wait(tool, uid, call);
+                wait.record.await;
+                self.control.emit(wait.event);
+            }
             let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
                 Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
                 Some((DecidedBy::AfterHook, output)) => {
@@ -1839,7 +1869,12 @@ impl Run<'_> {
                 rewritten: None,
             }
         } else {
-            hooks.run_before(info, self.control).await
+            // A hook that waits for a permit has the call recorded as waiting first.
+            self.control
+                .register_wait(self.permit_wait(tool, uid, call));
+            let before = hooks.run_before(info, self.control).await;
+            self.control.unregister_wait(uid);
+            before
         };
         let rewritten = before.rewritten;
         let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
@@ -1874,6 +1909,16 @@ impl Run<'_> {
             by,
             ..called
         }
+    }
+
+    fn permit_wait(&self, tool: &Tool, uid: &str, call: &ToolCall) -> crate::steer::PermitWait {
+        crate::steer::permit_wait(
+            &self.evidence,
+            call,
+            uid,
+            Some(tool.mode().as_str().to_string()),
+            tool.confirm_for(&call.arguments),
+        )
     }
 
     /// The tool itself, bounded by `tool_timeout_s` and stopped by a cancellation; for a

@@ -324,6 +324,9 @@ pub struct CallFlags {
     pub run_call_id: Option<String>,
     /// The arguments a before hook rewrote the model's to, and who rewrote them.
     pub rewritten: Option<(Value, String)>,
+    /// On a deferred call: what it waits for in the running process (`permit`: a hook
+    /// waits for [`crate::RunControl::permit`]); `None` for a call that pauses the run.
+    pub waits_for: Option<String>,
 }
 
 impl ToolEvidence {
@@ -419,6 +422,7 @@ impl ToolEvidence {
             rewritten_arguments,
             rewritten_arguments_blob,
             rewritten_by,
+            waits_for: flags.waits_for,
             ..ToolCalled::default()
         };
         let seq = record_tool_call(&self.recorder, call, false).await?;

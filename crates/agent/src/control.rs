@@ -9,6 +9,8 @@ use provrun_evidence::RunStatus;
 use provrun_model::{StreamDelta, Usage};
 use tokio::sync::{Notify, mpsc};
 
+use crate::steer::{PermitWait, Steering};
+
 /// Progress of a run, for callers that display it. Sent in the order things happen.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -56,7 +58,8 @@ pub enum RunEvent {
         /// What the model sees.
         content: String,
     },
-    /// A tool call waits for approval or for the caller.
+    /// A tool call waits for approval or for the caller (the run pauses), or a hook holds
+    /// it for [`RunControl::permit`] (sent once the wait is on record).
     Deferred {
         /// The call id as the model sent it (models reuse ids, and some send none).
         call_id: String,
@@ -68,6 +71,14 @@ pub enum RunEvent {
         /// The tool's confirmation prompt with the call's arguments filled in
         /// (`Delete /output/a.txt?`), when the tool has one (`x-confirm`).
         confirm: Option<String>,
+    },
+    /// A message the caller sent ([`RunControl::steer`]) was added to the history, as a
+    /// user message, before model request `step`.
+    Steered {
+        /// The model request that first carries it.
+        step: u32,
+        /// The message.
+        text: String,
     },
     /// The run ended.
     Finished {
@@ -93,6 +104,11 @@ struct Inner {
     notify: Notify,
     permits: Mutex<HashMap<String, Permit>>,
     events: Mutex<Option<mpsc::UnboundedSender<RunEvent>>>,
+    /// Messages sent with `steer`, and the sources asked for more, not yet taken by the
+    /// run.
+    steering: Mutex<Steering>,
+    /// The calls whose hooks run now, with how to record that one waits for a permit.
+    waits: Mutex<Vec<PermitWait>>,
 }
 
 /// The caller's handle on a run: cancel it, grant or deny permits, watch its events.
@@ -189,8 +205,88 @@ impl RunControl {
             if self.is_cancelled() {
                 return Permit::Cancelled;
             }
+            // The call waits: the run records it `deferred` (once), then says so.
+            if let Some(wait) = self.take_wait(call_ids) {
+                wait.record.await;
+                self.emit(wait.event);
+            }
             notified.await;
         }
+    }
+
+    /// Send the running agent a new user message: the run adds it to the history before
+    /// its next model request and records it (a `steered` event, the text as a blob).
+    /// Messages sent before the run starts go with its first request; a message sent
+    /// after the model's last answer is not used. Empty messages (nothing but white space)
+    /// are ignored.
+    pub fn steer(&self, text: impl Into<String>) {
+        self.lock_steering().push(text.into());
+    }
+
+    /// Ask `source` for new messages before every model request, and steer the run with
+    /// each (as [`RunControl::steer`] does, after the messages already sent). This is how
+    /// `provrun run --steer-file` follows its file: whatever the source has by the time a
+    /// request is made goes with that request.
+    pub fn steer_from(&self, source: impl FnMut() -> Vec<String> + Send + 'static) {
+        self.lock_steering().sources.push(Box::new(source));
+    }
+
+    /// The messages to add before the next model request: those sent, then the
+    /// sources', in order, empty ones left out.
+    pub(crate) fn take_steering(&self) -> Vec<String> {
+        // The sources run without the lock held, so one may call `steer` itself.
+        let mut sources = std::mem::take(&mut self.lock_steering().sources);
+        let mut out = self.lock_steering().take();
+        for source in &mut sources {
+            out.extend(source());
+        }
+        let mut steering = self.lock_steering();
+        // Sent while the sources ran: after theirs. Sources added meanwhile stay, after.
+        out.extend(steering.take());
+        sources.append(&mut steering.sources);
+        steering.sources = sources;
+        out.retain(|t| !t.trim().is_empty());
+        out
+    }
+
+    fn lock_steering(&self) -> std::sync::MutexGuard<'_, Steering> {
+        self.inner
+            .steering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// While the hooks of a call run: how to record that it waits for a permit.
+    pub(crate) fn register_wait(&self, wait: PermitWait) {
+        self.inner
+            .waits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(wait);
+    }
+
+    /// The hooks of the call `run_call_id` are done: forget its wait if it never began.
+    pub(crate) fn unregister_wait(&self, run_call_id: &str) {
+        self.inner
+            .waits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|w| w.run_call_id != run_call_id);
+    }
+
+    /// The registered wait of the call one of `call_ids` names (its run id first, then
+    /// the model's), taken so it is recorded once.
+    fn take_wait(&self, call_ids: &[&str]) -> Option<PermitWait> {
+        let mut waits = self
+            .inner
+            .waits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = call_ids.iter().find_map(|id| {
+            (waits.iter().position(|w| w.run_call_id == *id))
+                .or_else(|| waits.iter().position(|w| w.call_id == *id))
+        })?;
+        Some(waits.remove(at))
     }
 
     /// Receive this run's [`RunEvent`]s from now on (a later call replaces the earlier

@@ -174,6 +174,11 @@ impl ToolHooks {
 /// A ready-made `before` hook: calls of the named tools (or of every destructive tool,
 /// when `tools` is empty) wait for [`RunControl::permit`] / [`RunControl::deny`] in the
 /// same process. For approval across processes, use the agent spec's `approve` policy.
+///
+/// A call it holds is recorded as waiting (`tool_called` with `deferred: true` and
+/// `waits_for: "permit"`) when the wait begins, and [`crate::RunEvent::Deferred`] is sent,
+/// so a run killed while it waits leaves a log that ends with the waiting call. Any hook
+/// that awaits [`RunControl::wait_permit`] gets the same.
 #[derive(Debug, Clone, Default)]
 pub struct WaitForPermit {
     /// The tools that need a permit; empty means every destructive tool.

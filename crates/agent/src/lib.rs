@@ -42,6 +42,7 @@ mod remote;
 mod replay;
 mod skills;
 mod spec;
+mod steer;
 
 /// The `#[async_trait]` attribute the hook traits (and the model crate's `Model`) are
 /// written with, so an implementation needs no `async-trait` dependency of its own.

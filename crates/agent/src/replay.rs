@@ -447,6 +447,8 @@ pub(crate) struct Replaying {
     /// The recording is older than run-unique call ids: its calls are known by the
     /// model's ids.
     legacy: bool,
+    /// Its steering messages and the calls hooks held for a permit.
+    pub(crate) recorded: crate::steer::Recorded,
 }
 
 /// Whether a log is older than run-unique call ids (a `tool_called` without
@@ -515,6 +517,7 @@ impl Replaying {
             cancel_at,
             batches,
             legacy,
+            recorded: crate::steer::Recorded::from_events(bundle, log, legacy)?,
         })
     }
 
@@ -779,7 +782,10 @@ fn outputs(log: &[EventPayload]) -> Vec<(String, String)> {
 ///   approved, denied with its message, or the caller's result; a recording that ended
 ///   paused is replayed up to that pause and ends `paused` too;
 /// - a cancelled run is replayed up to the model requests it had made and ends
-///   `cancelled`.
+///   `cancelled`;
+/// - the messages the run was steered with (`steered`) are added to the history at the
+///   same points (the replay's own `control` cannot steer it), and a call a hook held for
+///   a permit is recorded waiting again where it was.
 ///
 /// Every other call — the tool ran, or the runtime refused it — runs again and its
 /// result is compared. A run that was granted a host folder is replayed without one.
@@ -850,6 +856,9 @@ pub async fn replay(
     }
     if difference.is_none() {
         difference = order_difference(&events, &new_events);
+    }
+    if difference.is_none() {
+        difference = crate::steer::steering_difference((source, &events), (out, &new_events))?;
     }
     let (old_out, new_out) = (outputs(&events), outputs(&new_events));
     if difference.is_none() {

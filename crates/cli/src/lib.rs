@@ -41,6 +41,7 @@ mod progress;
 mod run;
 mod show;
 mod sign;
+mod steer_file;
 mod store;
 mod style;
 mod verify;

@@ -97,6 +97,7 @@ impl State {
                     None => format!("{name} waits"),
                 }
             }
+            RunEvent::Steered { text, .. } => self.doing = format!("steered: {text}"),
             RunEvent::ModelDelta(_) => self.doing = "receiving".into(),
             RunEvent::Finished { status } => self.doing = status.as_str().to_string(),
             _ => {}

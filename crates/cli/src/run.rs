@@ -91,6 +91,12 @@ pub(crate) struct RunArgs {
     /// the run ends: writes statement.dsse.json.
     #[arg(long = "sign-key", value_name = "FILE")]
     sign_key: Option<PathBuf>,
+    /// Steer the running agent from this file: each line appended to it (those already
+    /// there when the run starts included) is sent to the agent as a new user message
+    /// before its next model request, and recorded (`steered`). Empty lines are ignored;
+    /// the file may be created after the run starts.
+    #[arg(long = "steer-file", value_name = "FILE")]
+    steer_file: Option<PathBuf>,
 }
 
 /// Arguments of `provrun resume`.
@@ -244,6 +250,16 @@ pub(crate) fn run(args: RunArgs) -> u8 {
 
     let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
     let control = RunControl::new();
+    if let Some(path) = &args.steer_file {
+        if path.exists() && !path.is_file() {
+            return fail(
+                EXIT_USAGE,
+                format!("--steer-file: `{}` is not a regular file", path.display()),
+            );
+        }
+        let mut file = crate::steer_file::SteerFile::new(path.clone());
+        control.steer_from(move || file.new_lines());
+    }
     let result = match drive(&control, backend.execute(&control, &agent, &spec)) {
         Ok(r) => r,
         Err(code) => return code,

@@ -61,7 +61,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     };
     let paint = Painter::stdout();
     let report = provrun_evidence::verify(bundle);
-    for line in timeline(&events, &log, paint) {
+    for line in timeline(bundle, &events, &log, paint) {
         out!("{line}");
     }
     out!("{}", crate::verify::summary(&report, paint));
@@ -101,7 +101,12 @@ fn short(value: &Value, max: usize) -> String {
 }
 
 /// The lines of the timeline, in log order: `events` with their typed payloads `log`.
-fn timeline(events: &[Event], log: &[EventPayload], paint: Painter) -> Vec<String> {
+fn timeline(
+    bundle: &std::path::Path,
+    events: &[Event],
+    log: &[EventPayload],
+    paint: Painter,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let mut step = 0u32;
     let mut inputs: Vec<String> = Vec::new();
@@ -226,6 +231,10 @@ fn timeline(events: &[Event], log: &[EventPayload], paint: Painter) -> Vec<Strin
                             short(&Value::from(confirm.as_str()), 80)
                         ));
                     }
+                    // Held by a hook in the running process, not paused for a resume.
+                    if p.waits_for.as_deref() == Some("permit") {
+                        line.push_str(&format!("  {}", paint.warn("[waits for a permit]")));
+                    }
                 } else {
                     let result = match (&p.result, &p.result_blob) {
                         (Value::Null, Some(blob)) => {
@@ -284,6 +293,20 @@ fn timeline(events: &[Event], log: &[EventPayload], paint: Painter) -> Vec<Strin
                     line.push_str(&format!(" · {}", inert(err)));
                 }
                 lines.push(line);
+            }
+            EventPayload::Steered(p) => {
+                // The caller's message, from its blob (made inert: it is recorded text).
+                let said = provrun_evidence::read_blob(bundle, &p.text)
+                    .ok()
+                    .map_or_else(
+                        || "(its text cannot be read)".to_owned(),
+                        |bytes| short(&Value::from(String::from_utf8_lossy(&bytes)), 80),
+                    );
+                lines.push(format!(
+                    "  {} before request {}: {said}",
+                    paint.warn("steered"),
+                    p.before_request,
+                ));
             }
             EventPayload::Declared(p) => {
                 lines.push(format!(

@@ -52,11 +52,14 @@ pub enum EventType {
     RunFinished,
     /// Something a tool declared about itself.
     Declared,
+    /// A message the caller sent a running agent, added to the history before a model
+    /// request (added later; older logs have none).
+    Steered,
 }
 
 impl EventType {
     /// All event types, in the order they are documented.
-    pub const ALL: [EventType; 9] = [
+    pub const ALL: [EventType; 10] = [
         EventType::RunStarted,
         EventType::InputStaged,
         EventType::ModelCalled,
@@ -66,6 +69,7 @@ impl EventType {
         EventType::OutputSkipped,
         EventType::RunFinished,
         EventType::Declared,
+        EventType::Steered,
     ];
 
     /// The name used in event lines.
@@ -80,6 +84,7 @@ impl EventType {
             EventType::OutputSkipped => "output_skipped",
             EventType::RunFinished => "run_finished",
             EventType::Declared => "declared",
+            EventType::Steered => "steered",
         }
     }
 
@@ -419,6 +424,12 @@ pub struct ToolCalled {
     /// (`HookDecision::Rewrite`'s `by`). Present exactly when `rewritten_arguments` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewritten_by: Option<String>,
+    /// On a deferred call: what it waits for in the running process, when the run does
+    /// not pause for it — `permit`: a hook waits for the caller's permit or denial
+    /// (`RunControl::permit` / `deny`), and the call's completion follows in the same
+    /// segment. Absent on calls that pause the run (added later; absent in older logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
 }
 impl ToolCalled {
     /// The id that identifies the call in its run: [`ToolCalled::run_call_id`] where the
@@ -553,6 +564,8 @@ pub enum EventPayload {
     RunFinished(RunFinished),
     /// `declared`.
     Declared(Declared),
+    /// `steered`.
+    Steered(Steered),
     /// An event type this version does not know (written by a later one): its name and
     /// its payload as JSON.
     Unknown {
@@ -617,6 +630,7 @@ impl EventPayload {
             EventType::OutputSkipped => EventPayload::OutputSkipped(de(seq, kind, payload)?),
             EventType::RunFinished => EventPayload::RunFinished(de(seq, kind, payload)?),
             EventType::Declared => EventPayload::Declared(de(seq, kind, payload)?),
+            EventType::Steered => EventPayload::Steered(de(seq, kind, payload)?),
         })
     }
 
@@ -632,6 +646,7 @@ impl EventPayload {
             EventPayload::OutputSkipped(_) => EventType::OutputSkipped,
             EventPayload::RunFinished(_) => EventType::RunFinished,
             EventPayload::Declared(_) => EventType::Declared,
+            EventPayload::Steered(_) => EventType::Steered,
             EventPayload::Unknown { .. } => return None,
         })
     }
@@ -708,6 +723,21 @@ impl TypedEvent {
     }
 }
 
+/// Payload of `steered`: a message the caller sent the running agent (`RunControl::steer`,
+/// `provrun run --steer-file`), which the loop added to the history as a user message
+/// just before model request `before_request`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Steered {
+    /// The message's text (UTF-8), as a blob.
+    pub text: BlobRef,
+    /// The model request (counted from 1 over the whole run, resumes included) that is
+    /// the first to carry the message.
+    pub before_request: u64,
+}
+impl Payload for Steered {
+    const TYPE: EventType = EventType::Steered;
+}
+
 /// Check that `payload` has the fields its event type requires, and that `confidence`
 /// is one the type may carry. Returns a description of the problem.
 pub(crate) fn check_payload(
@@ -728,6 +758,7 @@ pub(crate) fn check_payload(
         EventType::OutputSkipped => parse::<OutputSkipped>(payload).map(|p| p.confidence())?,
         EventType::RunFinished => parse::<RunFinished>(payload).map(|p| p.confidence())?,
         EventType::Declared => parse::<Declared>(payload).map(|p| p.confidence())?,
+        EventType::Steered => parse::<Steered>(payload).map(|p| p.confidence())?,
     };
     check_confidence(kind, want, confidence)
 }
@@ -768,6 +799,7 @@ impl EventPayload {
             EventPayload::OutputSkipped(p) => p.confidence(),
             EventPayload::RunFinished(p) => p.confidence(),
             EventPayload::Declared(p) => p.confidence(),
+            EventPayload::Steered(p) => p.confidence(),
             EventPayload::Unknown { .. } => return None,
         })
     }
@@ -810,6 +842,21 @@ mod tests {
             assert_eq!(EventType::from_name(t.as_str()), Some(t));
         }
         assert_eq!(EventType::from_name("nope"), None);
+    }
+
+    #[test]
+    fn a_steered_event_names_its_text_blob_and_is_observed() {
+        let blob = json!({"digest": {"sha256": "ab"}, "size": 3, "media_type": "text/plain"});
+        let good = json!({"text": blob, "before_request": 2});
+        assert!(check_payload(EventType::Steered, Confidence::Observed, &good).is_ok());
+        // Only the runtime sees a message arrive: never parsed or declared.
+        assert!(check_payload(EventType::Steered, Confidence::Parsed, &good).is_err());
+        assert!(check_payload(EventType::Steered, Confidence::Declared, &good).is_err());
+        // The text inline instead of as a blob, or no request number: refused.
+        let inline = json!({"text": "hello", "before_request": 2});
+        assert!(check_payload(EventType::Steered, Confidence::Observed, &inline).is_err());
+        let unplaced = json!({"text": blob});
+        assert!(check_payload(EventType::Steered, Confidence::Observed, &unplaced).is_err());
     }
 
     #[test]

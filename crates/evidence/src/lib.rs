@@ -88,7 +88,7 @@ pub use event::escape_path_bytes;
 pub use event::{
     BlobRef, Confidence, Declared, Digest, Event, EventPayload, EventType, FORMAT_VERSION,
     FileRecord, InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, RunFinished,
-    RunStarted, RunStatus, ToolCalled, ToolInfo, TraceImported, TypedEvent,
+    RunStarted, RunStatus, Steered, ToolCalled, ToolInfo, TraceImported, TypedEvent,
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;

@@ -389,6 +389,7 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                     // it always had.
                     "timed_out": p.timed_out.then_some(true),
                     "cancelled": p.cancelled.then_some(true),
+                    "waits_for": p.waits_for,
                     "arguments": arguments,
                     "arguments_cut": args_cut,
                     "result": result,
@@ -397,6 +398,18 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                     "mcp_confidence": mcp.as_ref().map(|m| m["claims"]["confidence"].clone()),
                     "mcp": mcp.as_ref().map(|m| serde_json::to_string_pretty(m).unwrap_or_default()),
                     "confinement": p.confinement.as_ref().filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
+                })
+            }
+            EventPayload::Steered(p) => {
+                let text = match blob_hex(Some(&p.text)).map(|hex| (source.blob)(&hex)) {
+                    Some(Ok(bytes)) => cut(&String::from_utf8_lossy(&bytes), TEXT_SHOW_LIMIT).0,
+                    Some(Err(e)) => format!("(the blob cannot be read: {e})"),
+                    None => "(no text blob)".to_owned(),
+                };
+                json!({
+                    "kind": "steered",
+                    "text": text,
+                    "before_request": p.before_request,
                 })
             }
             EventPayload::Declared(p) => json!({

@@ -143,6 +143,7 @@
     if (e.mode && e.mode !== "in_process") line.appendChild(badge(e.mode));
     if (e.mcp_server) line.appendChild(badge("MCP server " + e.mcp_server, "conf"));
     if (e.confidence !== "observed") line.appendChild(badge("confidence " + e.confidence, "conf"));
+    if (e.waits_for === "permit") line.appendChild(badge("waits for a permit in the running process", "warn"));
     if (e.timed_out) line.appendChild(badge("timed out", "bad"));
     if (e.cancelled) line.appendChild(badge("cancelled", "bad"));
     if (e.output_tool) line.appendChild(badge("final result"));
@@ -178,6 +179,8 @@
       d.className = "entry claim";
       add(d, add(el("div"), badge("declared", "conf"), badge("confidence " + e.confidence, "conf"),
         el("b", null, e.declared_kind), el("span", "dim", " by " + (e.source || "a tool"))), pre(e.data));
+    } else if (e.kind === "steered") {
+      add(d, add(el("div"), badge("steered", "warn"), el("span", "dim", " a message from the caller, added before model request " + e.before_request)), pre(e.text));
     } else if (e.kind === "trace") {
       add(d, el("div", "dim", "message history recorded (" + e.messages + " messages, " + e.format + "; confidence " + e.confidence + ")"));
     } else if (e.kind === "skipped") {
