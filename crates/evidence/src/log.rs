@@ -167,3 +167,41 @@ pub(crate) fn is_sha256_hex(s: &str) -> bool {
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
+
+/// One line of a log as [`walk`] hands it over: parsed, and checked against its place
+/// in the chain and the sequence. Verification and the recorder's reopening both read a
+/// log through this, each wording (and weighing) what it finds in its own terms.
+#[derive(Debug)]
+pub(crate) struct WalkedLine<'a> {
+    /// The line's index (its expected `seq`; its line number is one more).
+    pub index: usize,
+    /// The line as read.
+    pub raw: &'a RawLine,
+    /// The event, or why the line is not one (see [`parse_line`]).
+    pub event: Result<Event, String>,
+    /// Whether the event's `prev` is the SHA-256 of the line before (`null` for the
+    /// first line). `false` when the line did not parse.
+    pub chained: bool,
+    /// Whether the event's `seq` is its index. `false` when the line did not parse.
+    pub in_sequence: bool,
+}
+
+/// Walk a scanned log line by line: parse each line and check its chain link and its
+/// sequence number (the checks every reader of a log makes before trusting it).
+pub(crate) fn walk(scan: &LogScan) -> impl Iterator<Item = WalkedLine<'_>> {
+    scan.lines.iter().enumerate().map(|(index, raw)| {
+        let before = index.checked_sub(1).map(|j| scan.lines[j].hash.as_str());
+        let event = parse_line(raw);
+        let (chained, in_sequence) = match &event {
+            Ok(ev) => (ev.prev.as_deref() == before, ev.seq == index as u64),
+            Err(_) => (false, false),
+        };
+        WalkedLine {
+            index,
+            raw,
+            event,
+            chained,
+            in_sequence,
+        }
+    })
+}

@@ -13,7 +13,7 @@ use crate::event::{EventType, InputStaged, RunFinished, RunStarted, RunStatus};
 use crate::fsutil;
 use crate::fsutil::{sync_dir, walk_files};
 use crate::lock::BundleLock;
-use crate::log::{parse_line, scan_log};
+use crate::log::{LogScan, scan_log, walk};
 use crate::pack::PackWriter;
 
 impl Recorder {
@@ -51,68 +51,10 @@ impl Recorder {
             reason,
         };
         let scan = scan_log(&log_path).map_err(|e| EvidenceError::io("read", &log_path, e))?;
-        let mut hasher = Sha256::new();
-        let mut head: Option<String> = None;
-        let mut run_id = String::new();
-        let mut facts = Facts::default();
-        let mut last = None;
-        let mut layout = BlobLayout::Loose;
-        let mut referenced = std::collections::BTreeSet::new();
-        for (i, raw) in scan.lines.iter().enumerate() {
-            let ev = parse_line(raw).map_err(|e| invalid(format!("line {}: {e}", i + 1)))?;
-            if ev.seq != i as u64 {
-                return Err(invalid(format!("line {} has seq {}", i + 1, ev.seq)));
-            }
-            if ev.prev != head {
-                return Err(invalid(format!(
-                    "line {} does not chain to the line before",
-                    i + 1
-                )));
-            }
-            if i == 0 {
-                if ev.kind != EventType::RunStarted {
-                    return Err(invalid("first event is not run_started".into()));
-                }
-                let p: RunStarted = serde_json::from_value(ev.payload.clone())
-                    .map_err(|e| invalid(e.to_string()))?;
-                facts.statement_format = crate::statement::format_of(&ev.payload);
-                facts.builder = p.builder;
-                facts.agent_spec_digest = p.agent_spec_digest;
-                facts.started_on = ev.ts.clone();
-                run_id = ev.run_id.clone();
-                layout = BlobLayout::of_run_started(&ev.payload)
-                    .ok_or_else(|| invalid("run_started names an unknown blob_store".into()))?;
-            } else if ev.run_id != run_id {
-                return Err(invalid(format!("line {} belongs to another run", i + 1)));
-            }
-            if ev.kind == EventType::InputStaged {
-                let p: InputStaged = serde_json::from_value(ev.payload.clone())
-                    .map_err(|e| invalid(e.to_string()))?;
-                facts.inputs.push(p.0);
-            }
-            if let Some(bytes) = &raw.bytes {
-                hasher.update(bytes);
-                hasher.update(b"\n");
-            }
-            let mut refs = Vec::new();
-            crate::event::collect_refs(&ev.payload, &mut refs);
-            referenced.extend(refs.into_iter().map(|b| b.digest.sha256));
-            head = Some(raw.hash.clone());
-            last = Some(ev);
-        }
-        let Some(last) = last else {
-            return Err(invalid("the log has no events".into()));
-        };
-        if last.kind == EventType::RunFinished {
-            let p: RunFinished =
-                serde_json::from_value(last.payload).map_err(|e| invalid(e.to_string()))?;
-            if p.status != RunStatus::Paused {
-                return Err(EvidenceError::OutOfOrder(format!(
-                    "the run already ended with status {}",
-                    p.status.as_str()
-                )));
-            }
-        }
+        let read = read_log(&scan).map_err(|e| match e {
+            LogProblem::Invalid(reason) => invalid(reason),
+            LogProblem::Ended(e) => e,
+        })?;
         // The locked descriptor is the one the recorder appends with.
         let file = bundle_lock.into_log();
         if let Some(torn) = scan.torn_len {
@@ -129,10 +71,10 @@ impl Recorder {
                 fsutil::synced_log(&log_path, scan.good_len);
             }
         }
-        remove_leftovers(&root, &referenced, durability.syncs())?;
-        let pack = match layout {
+        remove_leftovers(&root, &read.referenced, durability.syncs())?;
+        let pack = match read.layout {
             BlobLayout::Loose => None,
-            BlobLayout::Pack => Some(reopen_pack(&root, &referenced, durability.syncs())?),
+            BlobLayout::Pack => Some(reopen_pack(&root, &read.referenced, durability.syncs())?),
         };
         // The signature first: a crash between the two leaves an unsigned statement,
         // never a signature without its statement.
@@ -152,18 +94,113 @@ impl Recorder {
         tracing::debug!(root = %root.display(), events = n, "evidence log reopened");
         Recorder::with_state(
             root,
-            run_id,
+            read.run_id,
             durability,
             file,
             n,
-            head,
-            hasher,
+            read.head,
+            read.hasher,
             scan.good_len,
-            facts,
-            layout,
+            read.facts,
+            read.layout,
             pack,
         )
     }
+}
+
+/// What reopening learns from a valid log.
+struct LogRead {
+    run_id: String,
+    head: Option<String>,
+    hasher: Sha256,
+    facts: Facts,
+    layout: BlobLayout,
+    /// Digests of every blob an event names.
+    referenced: std::collections::BTreeSet<String>,
+}
+
+/// Why a log cannot be continued.
+enum LogProblem {
+    /// The log is not a valid log (the reason, for [`EvidenceError::InvalidLog`]).
+    Invalid(String),
+    /// The run already ended.
+    Ended(EvidenceError),
+}
+
+/// Read a log to continue it: every line must parse, chain and be in sequence (checked
+/// by the walker verification uses too), `run_started` first, one run id; a log whose
+/// last event is a `run_finished` other than `paused` is refused.
+fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
+    let invalid = LogProblem::Invalid;
+    let mut read = LogRead {
+        run_id: String::new(),
+        head: None,
+        hasher: Sha256::new(),
+        facts: Facts::default(),
+        layout: BlobLayout::Loose,
+        referenced: std::collections::BTreeSet::new(),
+    };
+    let mut last = None;
+    for line in walk(scan) {
+        let i = line.index;
+        let ev = line
+            .event
+            .map_err(|e| invalid(format!("line {}: {e}", i + 1)))?;
+        if !line.in_sequence {
+            return Err(invalid(format!("line {} has seq {}", i + 1, ev.seq)));
+        }
+        if !line.chained {
+            return Err(invalid(format!(
+                "line {} does not chain to the line before",
+                i + 1
+            )));
+        }
+        if i == 0 {
+            if ev.kind != EventType::RunStarted {
+                return Err(invalid("first event is not run_started".into()));
+            }
+            let p: RunStarted =
+                serde_json::from_value(ev.payload.clone()).map_err(|e| invalid(e.to_string()))?;
+            read.facts.statement_format = crate::statement::format_of(&ev.payload);
+            read.facts.builder = p.builder;
+            read.facts.agent_spec_digest = p.agent_spec_digest;
+            read.facts.started_on = ev.ts.clone();
+            read.run_id = ev.run_id.clone();
+            read.layout = BlobLayout::of_run_started(&ev.payload)
+                .ok_or_else(|| invalid("run_started names an unknown blob_store".into()))?;
+        } else if ev.run_id != read.run_id {
+            return Err(invalid(format!("line {} belongs to another run", i + 1)));
+        }
+        if ev.kind == EventType::InputStaged {
+            let p: InputStaged =
+                serde_json::from_value(ev.payload.clone()).map_err(|e| invalid(e.to_string()))?;
+            read.facts.inputs.push(p.0);
+        }
+        if let Some(bytes) = &line.raw.bytes {
+            read.hasher.update(bytes);
+            read.hasher.update(b"\n");
+        }
+        let mut refs = Vec::new();
+        crate::event::collect_refs(&ev.payload, &mut refs);
+        read.referenced
+            .extend(refs.into_iter().map(|b| b.digest.sha256));
+        read.head = Some(line.raw.hash.clone());
+        last = Some(ev);
+    }
+    let Some(last) = last else {
+        return Err(invalid("the log has no events".into()));
+    };
+    if last.kind == EventType::RunFinished {
+        let p: RunFinished =
+            serde_json::from_value(last.payload).map_err(|e| invalid(e.to_string()))?;
+        if p.status != RunStatus::Paused {
+            return Err(LogProblem::Ended(EvidenceError::OutOfOrder(format!(
+                "the run already ended with status {}",
+                p.status.as_str()
+            ))));
+        }
+    }
+    Ok(read)
 }
 
 /// Remove what an interrupted run leaves besides its log: blobs that no event names
