@@ -21,11 +21,11 @@ pub enum Durability {
     /// fsync after every event before `record` returns: a returned event (and every blob
     /// it names) is on stable storage. One fsync per event.
     PerEvent,
-    /// fsync when the caller calls [`Recorder::step`] and at [`Recorder::finish`]: after
+    /// fsync when the caller calls [`Recorder::step`](super::Recorder::step) and at [`Recorder::finish`](super::Recorder::finish): after
     /// `step` returns, every earlier event and blob is durable; later ones may be lost
     /// (or torn) by a power loss.
     PerStep,
-    /// One fsync at [`Recorder::finish`]; nothing is durable before it returns.
+    /// One fsync at [`Recorder::finish`](super::Recorder::finish); nothing is durable before it returns.
     #[default]
     AtEnd,
     /// Like `PerEvent` (a returned event is durable), but the process-wide sync thread

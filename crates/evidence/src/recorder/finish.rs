@@ -51,7 +51,7 @@ impl Recorder {
     /// file under `output/` in path order, then `run_finished`, make the log durable (for
     /// every policy but `Flush`), and write `statement.json` atomically. The recorder
     /// (and every clone) refuses further events afterwards and gives up the bundle's
-    /// [`BundleLock`]; a paused run continues with [`Recorder::reopen`].
+    /// [`BundleLock`](crate::lock::BundleLock); a paused run continues with [`Recorder::reopen`].
     ///
     /// Whatever is under `output/`, the bundle finishes: see [`Recorder::finish_with`],
     /// here with no output quota.
