@@ -135,6 +135,22 @@ impl Recorder {
             }
         };
         let bytes = facts.to_bytes()?;
+        self.write_statement(&bytes)?;
+        let root = &self.inner.root;
+        // The writer is done with the bundle: its lock goes now, not when the last clone
+        // of the recorder (or the committer's copy of the log descriptor) goes, so a
+        // paused run can be resumed at once, in this process or another.
+        crate::lock::release(&lock(&self.inner.log).file);
+        tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
+        Ok(Finished {
+            facts,
+            statement_path: root.join(STATEMENT_FILE),
+        })
+    }
+
+    /// Write `statement.json` atomically; under a syncing policy its bytes are synced in
+    /// the same batch as the log, and it is renamed into place once the log is durable.
+    fn write_statement(&self, bytes: &[u8]) -> Result<()> {
         let root = &self.inner.root;
         let statement_err = |e| EvidenceError::io("write", root.join(STATEMENT_FILE), e);
         if self.inner.durability.syncs() {
@@ -142,7 +158,7 @@ impl Recorder {
             // the log (so one sync, not two, before the rename); the rename, and the
             // folder's sync that makes it durable, come after the log is durable.
             let (tmp, file) =
-                fsutil::write_temp(root, STATEMENT_FILE, &bytes).map_err(statement_err)?;
+                fsutil::write_temp(root, STATEMENT_FILE, bytes).map_err(statement_err)?;
             // Named by its final name: that is the name its content is durable under.
             self.defer_sync(
                 vec![SyncItem::File(file, root.join(STATEMENT_FILE))],
@@ -159,16 +175,8 @@ impl Recorder {
                 return Err(e);
             }
         } else {
-            write_atomic(root, STATEMENT_FILE, &bytes, false).map_err(statement_err)?;
+            write_atomic(root, STATEMENT_FILE, bytes, false).map_err(statement_err)?;
         }
-        // The writer is done with the bundle: its lock goes now, not when the last clone
-        // of the recorder (or the committer's copy of the log descriptor) goes, so a
-        // paused run can be resumed at once, in this process or another.
-        crate::lock::release(&lock(&self.inner.log).file);
-        tracing::debug!(root = %root.display(), events = facts.event_count, status = end.status.as_str(), "evidence bundle finished");
-        Ok(Finished {
-            facts,
-            statement_path: root.join(STATEMENT_FILE),
-        })
+        Ok(())
     }
 }
