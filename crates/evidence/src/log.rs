@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::canonical::to_canonical_string;
+use crate::canonical::is_canonical;
 use crate::event::{Event, EventType, FORMAT_VERSION, check_payload};
 use crate::fsutil::open_regular;
 
@@ -129,8 +129,7 @@ pub(crate) fn parse_line(line: &RawLine) -> Result<Event, String> {
     };
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
     let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let canonical = to_canonical_string(&value).map_err(|e| e.to_string())?;
-    if canonical != text {
+    if !is_canonical(&value, text).map_err(|e| e.to_string())? {
         return Err("not in canonical JSON form (RFC 8785)".to_owned());
     }
     let obj = value.as_object().ok_or("not a JSON object")?;
