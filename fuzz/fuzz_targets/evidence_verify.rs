@@ -47,6 +47,7 @@ fn make_template(dir: &std::path::Path) {
         duration_ms: 5,
         error: None,
         attempts: Vec::new(),
+        response_rendered: false,
     })
     .unwrap();
     rec.record(&ToolCalled {
