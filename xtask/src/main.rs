@@ -1,8 +1,9 @@
 //! Project automation for provrun: `cargo xtask ci | tidy | man | bench | fuzz | soak`.
 //!
 //! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
-//! tidy check, `cargo fmt --check`, clippy with warnings denied, the whole test suite, and
-//! the docs built with warnings denied. Each step prints its command before it runs and
+//! tidy check, `cargo fmt --check`, clippy with warnings denied, `cargo deny check bans
+//! licenses sources` (deny.toml; installed under CI=true when missing), the whole test
+//! suite, and the docs built with warnings denied. Each step prints its command before it runs and
 //! the first failing step stops the run with a non-zero exit.
 
 mod bench;
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
     let result = match task {
         "ci" => ci(),
         "tidy" => tidy(),
+        "deny" => deny(),
         "man" => man(rest),
         "bench" => bench::bench(rest),
         "fuzz" => fuzz::fuzz(rest),
@@ -47,8 +49,9 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <task>
 tasks:
-  ci      tidy + fmt --check + clippy -D warnings + tests + docs (what CI runs)
+  ci      tidy + fmt --check + clippy -D warnings + cargo deny + tests + docs (what CI runs)
   tidy    check that every .rs file opens with a //! comment
+  deny    cargo deny check bans licenses sources (deny.toml; skipped with a warning if not installed)
   man     write the man pages (provrun.1, provrun-COMMAND.1) [--out-dir DIR] (default target/man)
   bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]
   fuzz    run cargo-fuzz targets: (TARGET | --all) [--seconds N] (CI: --all --seconds 20)
@@ -108,6 +111,7 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run("clippy", clippy)?;
+    deny()?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
@@ -120,6 +124,18 @@ fn ci() -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings");
     run("doc", doc)?;
     println!("\nxtask ci: all steps passed");
+    Ok(())
+}
+
+/// `cargo xtask deny`: licences, sources and bans (duplicate versions warn) per
+/// deny.toml, when cargo-deny is installed (under CI=true it is installed if missing).
+/// Not advisories: their database comes from GitHub, which CI cannot reach.
+fn deny() -> Result<(), String> {
+    if setup::cargo_deny()? {
+        let mut deny = cargo();
+        deny.args(["deny", "--locked", "check", "bans", "licenses", "sources"]);
+        run("deny", deny)?;
+    }
     Ok(())
 }
 

@@ -264,3 +264,57 @@ pub fn confinement() -> Result<(), String> {
     );
     Ok(())
 }
+
+/// The cargo-deny release `cargo xtask ci` checks the dependency tree with (deny.toml).
+pub const CARGO_DENY_VERSION: &str = "0.20.2";
+
+/// Whether `cargo deny` at [`CARGO_DENY_VERSION`] is installed.
+fn cargo_deny_installed() -> bool {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
+        .args(["deny", "--version"])
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|out| {
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout).trim()
+                    == format!("cargo-deny {CARGO_DENY_VERSION}")
+        })
+}
+
+/// Make sure cargo-deny is there for the dependency-tree check. Under CI (`CI=true`) a
+/// missing one is installed from crates.io (`cargo install --locked`, about 200 s of CPU)
+/// and a failed install fails; elsewhere a missing one skips the check with a loud
+/// warning. Returns whether the check can run.
+pub fn cargo_deny() -> Result<bool, String> {
+    if cargo_deny_installed() {
+        return Ok(true);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    if !ci {
+        eprintln!(
+            "\n\
+             ############################################################################\n\
+             ##  WARNING: cargo-deny {CARGO_DENY_VERSION} is not installed: the dependency tree's   ##\n\
+             ##  licences, sources and duplicates are NOT checked. Install it with     ##\n\
+             ##  `cargo install cargo-deny --locked --version {CARGO_DENY_VERSION}` (CI=true does).  ##\n\
+             ############################################################################\n"
+        );
+        return Ok(false);
+    }
+    let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
+    install.args([
+        "install",
+        "cargo-deny",
+        "--locked",
+        "--version",
+        CARGO_DENY_VERSION,
+    ]);
+    crate::run("setup: install cargo-deny", install)?;
+    if cargo_deny_installed() {
+        Ok(true)
+    } else {
+        Err(format!(
+            "setup: cargo-deny {CARGO_DENY_VERSION} was installed but `cargo deny --version` does not report it (is ~/.cargo/bin on PATH?)"
+        ))
+    }
+}

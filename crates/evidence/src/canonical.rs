@@ -2,9 +2,15 @@
 //!
 //! Object members are sorted by the UTF-16 code units of their names, no whitespace is
 //! written, strings use the minimal escaping of ECMAScript `JSON.stringify`, and numbers
-//! use the ECMAScript `Number.prototype.toString` form. Integers whose magnitude is at
-//! most 2^53 are written exactly; larger ones go through IEEE 754 double like any other
-//! number, as the RFC requires.
+//! use the ECMAScript `Number.prototype.toString` form (by `ryu-js`: the shortest digits
+//! that read back as the same double, the even one when two are equally close, as RFC
+//! 8785 Appendix B wants). Integers whose magnitude is at most 2^53 are written exactly;
+//! larger ones go through IEEE 754 double like any other number, as the RFC requires.
+//!
+//! Versions before this one wrote the last digit of a number whose shortest form is an
+//! exact tie rounded up instead of to even (`1424953923781206.3` for the double that is
+//! exactly 1424953923781206.25; the RFC says `…206.2`). Their event lines are still
+//! accepted as canonical: [`is_canonical`] takes either form.
 
 use serde_json::Value;
 
@@ -13,14 +19,35 @@ use crate::error::{EvidenceError, Result};
 /// Largest integer magnitude that an IEEE 754 double holds exactly.
 const MAX_SAFE: u64 = 1 << 53;
 
+/// How doubles are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Numbers {
+    /// RFC 8785 (ECMAScript), ties to even.
+    Rfc,
+    /// As versions before the fix wrote them (a tie's last digit rounded up): only to
+    /// accept their lines as canonical.
+    Legacy,
+}
+
 /// Serialise `value` as RFC 8785 canonical JSON.
 ///
 /// Fails only for a number that is not finite, which `serde_json::Value` cannot
 /// normally hold.
 pub fn to_canonical_string(value: &Value) -> Result<String> {
     let mut out = String::with_capacity(128);
-    write_value(value, &mut out)?;
+    write_value(value, &mut out, Numbers::Rfc)?;
     Ok(out)
+}
+
+/// Whether `text` is the canonical JSON of `value` (which was parsed from it): the form
+/// this version writes, or the one earlier versions wrote for tie numbers.
+pub(crate) fn is_canonical(value: &Value, text: &str) -> Result<bool> {
+    if to_canonical_string(value)? == text {
+        return Ok(true);
+    }
+    let mut legacy = String::with_capacity(text.len());
+    write_value(value, &mut legacy, Numbers::Legacy)?;
+    Ok(legacy == text)
 }
 
 /// Serialise any `Serialize` value as canonical JSON (through `serde_json::Value`).
@@ -29,12 +56,12 @@ pub fn to_canonical_string_of<T: serde::Serialize + ?Sized>(value: &T) -> Result
     to_canonical_string(&v)
 }
 
-fn write_value(value: &Value, out: &mut String) -> Result<()> {
+fn write_value(value: &Value, out: &mut String, numbers: Numbers) -> Result<()> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => write_number(n, out)?,
+        Value::Number(n) => write_number(n, out, numbers)?,
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
             out.push('[');
@@ -42,17 +69,19 @@ fn write_value(value: &Value, out: &mut String) -> Result<()> {
                 if i > 0 {
                     out.push(',');
                 }
-                write_value(item, out)?;
+                write_value(item, out, numbers)?;
             }
             out.push(']');
         }
         // Already in order (serde_json's map is sorted by bytes, which is the UTF-16
         // order for almost every key): no copy, no sort.
-        Value::Object(map) if keys_in_canonical_order(map) => write_members(map.iter(), out)?,
+        Value::Object(map) if keys_in_canonical_order(map) => {
+            write_members(map.iter(), out, numbers)?
+        }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            write_members(entries.into_iter(), out)?;
+            write_members(entries.into_iter(), out, numbers)?;
         }
     }
     Ok(())
@@ -62,6 +91,7 @@ fn write_value(value: &Value, out: &mut String) -> Result<()> {
 fn write_members<'a>(
     members: impl Iterator<Item = (&'a String, &'a Value)>,
     out: &mut String,
+    numbers: Numbers,
 ) -> Result<()> {
     out.push('{');
     for (i, (k, v)) in members.enumerate() {
@@ -70,7 +100,7 @@ fn write_members<'a>(
         }
         write_string(k, out);
         out.push(':');
-        write_value(v, out)?;
+        write_value(v, out, numbers)?;
     }
     out.push('}');
     Ok(())
@@ -98,7 +128,7 @@ fn keys_in_canonical_order(map: &serde_json::Map<String, Value>) -> bool {
 
 /// Append the canonical JSON of `value` to `out`.
 pub(crate) fn write_canonical(value: &Value, out: &mut String) -> Result<()> {
-    write_value(value, out)
+    write_value(value, out, Numbers::Rfc)
 }
 
 /// Append `s` as a canonical JSON string to `out`.
@@ -106,7 +136,7 @@ pub(crate) fn write_canonical_str(s: &str, out: &mut String) {
     write_string(s, out);
 }
 
-fn write_number(n: &serde_json::Number, out: &mut String) -> Result<()> {
+fn write_number(n: &serde_json::Number, out: &mut String, numbers: Numbers) -> Result<()> {
     if let Some(u) = n.as_u64() {
         if u <= MAX_SAFE {
             out.push_str(&u.to_string());
@@ -121,11 +151,28 @@ fn write_number(n: &serde_json::Number, out: &mut String) -> Result<()> {
     let f = n
         .as_f64()
         .ok_or_else(|| EvidenceError::Canonical(format!("number {n} is not representable")))?;
-    write_f64(f, out)
+    match numbers {
+        Numbers::Rfc => write_f64(f, out),
+        Numbers::Legacy => write_f64_legacy(f, out),
+    }
 }
 
 /// Format a double as ECMAScript's `Number.prototype.toString` does.
 pub(crate) fn write_f64(f: f64, out: &mut String) -> Result<()> {
+    if !f.is_finite() {
+        return Err(EvidenceError::Canonical(format!(
+            "{f} is not a finite number"
+        )));
+    }
+    // ryu-js writes -0 as "0", as ECMAScript (and RFC 8785) want.
+    out.push_str(ryu_js::Buffer::new().format_finite(f));
+    Ok(())
+}
+
+/// How versions before the fix formatted a double: ECMAScript's layout of Rust's
+/// shortest round-trip digits, which round an exact tie's last digit up. Used only to
+/// accept their lines ([`is_canonical`]).
+fn write_f64_legacy(f: f64, out: &mut String) -> Result<()> {
     if !f.is_finite() {
         return Err(EvidenceError::Canonical(format!(
             "{f} is not a finite number"
@@ -229,6 +276,21 @@ mod tests {
         assert_eq!(f(1e23), "1e+23");
         assert_eq!(f(4.5e-7), "4.5e-7");
         assert!(write_f64(f64::NAN, &mut String::new()).is_err());
+    }
+
+    #[test]
+    fn ties_go_to_even_and_the_earlier_form_is_still_canonical() {
+        // RFC 8785 Appendix B: exactly 1424953923781206.25, written with the even digit.
+        let tie = f64::from_bits(0x43143ff3c1cb0959);
+        assert_eq!(f(tie), "1424953923781206.2");
+        let mut legacy = String::new();
+        write_f64_legacy(tie, &mut legacy).unwrap();
+        assert_eq!(legacy, "1424953923781206.3");
+        let v = json!([tie]);
+        assert!(is_canonical(&v, "[1424953923781206.2]").unwrap());
+        assert!(is_canonical(&v, "[1424953923781206.3]").unwrap());
+        assert!(!is_canonical(&v, "[1424953923781206.25]").unwrap());
+        assert!(!is_canonical(&v, "[ 1424953923781206.2]").unwrap());
     }
 
     #[test]

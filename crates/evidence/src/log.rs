@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::canonical::to_canonical_string;
+use crate::canonical::is_canonical;
 use crate::event::{Event, EventType, FORMAT_VERSION, check_payload};
 use crate::fsutil::open_regular;
 
@@ -145,8 +145,7 @@ pub(crate) fn parse_canonical(line: &RawLine) -> Result<Value, String> {
     };
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
     let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let canonical = to_canonical_string(&value).map_err(|e| e.to_string())?;
-    if canonical != text {
+    if !is_canonical(&value, text).map_err(|e| e.to_string())? {
         return Err("not in canonical JSON form (RFC 8785)".to_owned());
     }
     let obj = value.as_object().ok_or("not a JSON object")?;
@@ -180,4 +179,42 @@ pub(crate) fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// One line of a log as [`walk`] hands it over: parsed, and checked against its place
+/// in the chain and the sequence. Verification and the recorder's reopening both read a
+/// log through this, each wording (and weighing) what it finds in its own terms.
+#[derive(Debug)]
+pub(crate) struct WalkedLine<'a> {
+    /// The line's index (its expected `seq`; its line number is one more).
+    pub index: usize,
+    /// The line as read.
+    pub raw: &'a RawLine,
+    /// The event, or why the line is not one (see [`parse_line`]).
+    pub event: Result<Event, String>,
+    /// Whether the event's `prev` is the SHA-256 of the line before (`null` for the
+    /// first line). `false` when the line did not parse.
+    pub chained: bool,
+    /// Whether the event's `seq` is its index. `false` when the line did not parse.
+    pub in_sequence: bool,
+}
+
+/// Walk a scanned log line by line: parse each line and check its chain link and its
+/// sequence number (the checks every reader of a log makes before trusting it).
+pub(crate) fn walk(scan: &LogScan) -> impl Iterator<Item = WalkedLine<'_>> {
+    scan.lines.iter().enumerate().map(|(index, raw)| {
+        let before = index.checked_sub(1).map(|j| scan.lines[j].hash.as_str());
+        let event = parse_line(raw);
+        let (chained, in_sequence) = match &event {
+            Ok(ev) => (ev.prev.as_deref() == before, ev.seq == index as u64),
+            Err(_) => (false, false),
+        };
+        WalkedLine {
+            index,
+            raw,
+            event,
+            chained,
+            in_sequence,
+        }
+    })
 }

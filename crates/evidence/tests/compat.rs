@@ -91,3 +91,51 @@ fn an_old_layout_paused_bundle_reopens_and_keeps_its_layout() {
     let r = verify(&dir);
     assert!(r.ok && r.complete, "{r:#?}");
 }
+
+/// The double that is exactly 1424953923781206.25: RFC 8785 writes it
+/// `1424953923781206.2` (ties to even); versions before the fix wrote `…206.3`.
+const TIE: u64 = 0x43143ff3c1cb0959;
+
+#[test]
+fn numbers_are_written_as_rfc_8785_says_and_earlier_tie_forms_still_verify() {
+    let dir = scratch("compat-tie");
+    let rec = Recorder::create(&dir, "run-tie", Durability::Flush, &run_started()).unwrap();
+    rec.declarer()
+        .declare("measure", serde_json::json!({"x": f64::from_bits(TIE)}))
+        .unwrap();
+    drop(rec);
+    let lines = read_lines(&dir);
+    assert!(
+        lines[1].contains(r#""x":1424953923781206.2}"#),
+        "{}",
+        lines[1]
+    );
+    let report = verify(&dir);
+    assert!(report.ok, "{report:?}");
+
+    // The same line as an earlier version wrote it (the last line: no later line chains
+    // to it): still canonical, so the bundle verifies and reopens.
+    let mut old = lines.clone();
+    old[1] = old[1].replace("1424953923781206.2}", "1424953923781206.3}");
+    assert_ne!(old[1], lines[1]);
+    write_lines(&dir, &old);
+    let report = verify(&dir);
+    assert!(report.ok, "{report:?}");
+    assert_eq!(
+        report.check(CheckCode::Parse).unwrap().status,
+        CheckStatus::Pass
+    );
+    let rec = Recorder::reopen(&dir, Durability::Flush).unwrap();
+    assert_eq!(rec.event_count(), 2);
+    drop(rec);
+
+    // Any other spelling of the number is not canonical.
+    let mut other = lines;
+    other[1] = other[1].replace("1424953923781206.2}", "1424953923781206.20}");
+    write_lines(&dir, &other);
+    let report = verify(&dir);
+    assert_eq!(
+        report.check(CheckCode::Parse).unwrap().status,
+        CheckStatus::Fail
+    );
+}

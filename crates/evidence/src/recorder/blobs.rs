@@ -1,0 +1,198 @@
+//! The blob store: content-addressed blobs, in a pack (layout 2) or one file each
+//! (layout 1), written (and synced as the policy says) before any event names them.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::commit::SyncItem;
+use super::durability::DurableState;
+use super::{Durability, Durable, INLINE_LIMIT, Recorder, lock};
+use crate::canonical::to_canonical_string;
+use crate::error::{EvidenceError, Result};
+use crate::event::{BlobRef, Digest};
+use crate::fsutil::{self, sha256_hex};
+use crate::pack::PackWriter;
+
+/// How a bundle stores its blobs. Readers take both; [`Recorder::create`] writes
+/// [`BlobLayout::Pack`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BlobLayout {
+    /// Layout 1: one file per blob, `blobs/sha256/<hex>` (every bundle written before
+    /// the pack existed). `run_started` has no `blob_store` member.
+    Loose,
+    /// Layout 2: one append-only pack, `blobs/pack`, whose blobs are cut into
+    /// content-defined chunks, each stored once and compressed. `run_started` says
+    /// `"blob_store": "pack"`.
+    #[default]
+    Pack,
+}
+
+/// The `run_started` payload member that names the blob layout.
+pub(crate) const BLOB_STORE_KEY: &str = "blob_store";
+/// The pack's path inside a bundle.
+pub(crate) const PACK_FILE: &str = "blobs/pack";
+
+impl BlobLayout {
+    /// The layout's name as `run_started.blob_store` spells it (`loose` is never written:
+    /// it is the meaning of an absent member).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlobLayout::Loose => "loose",
+            BlobLayout::Pack => "pack",
+        }
+    }
+
+    /// The layout a `run_started` payload declares: `Loose` without a `blob_store`
+    /// member, `Pack` for `"pack"`; `None` for anything else.
+    pub fn of_run_started(payload: &Value) -> Option<BlobLayout> {
+        match payload.get(BLOB_STORE_KEY) {
+            None => Some(BlobLayout::Loose),
+            Some(Value::String(s)) if s == "pack" => Some(BlobLayout::Pack),
+            Some(_) => None,
+        }
+    }
+}
+
+impl Recorder {
+    /// Store `bytes` as a content-addressed blob (in the pack, or at
+    /// `blobs/sha256/<hex>` in a [`BlobLayout::Loose`] bundle) and return its ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
+    /// before this returns, so before any event that names it.
+    pub fn put_blob(&self, bytes: &[u8], media_type: &str) -> Result<BlobRef> {
+        self.put_blob_async(bytes, media_type).wait()
+    }
+
+    /// Like [`Recorder::put_blob`], the sync (if any) running on the sync thread.
+    pub fn put_blob_async(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
+        match self.put_blob_inner(bytes, media_type, true) {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
+    /// Store a blob that the next event recorded will name: like
+    /// [`Recorder::put_blob_async`], but under `GroupCommit` it does not ask for a sync of
+    /// its own: the blob is synced in the same batch as (and before) the log line of the
+    /// next event, whose [`Durable`] therefore covers both (the returned one resolves at
+    /// once). Under the other policies it is
+    /// [`Recorder::put_blob_async`] (under `PerEvent` it resolves once the blob is synced).
+    pub fn put_blob_for_next_event(&self, bytes: &[u8], media_type: &str) -> Durable<BlobRef> {
+        let wait = self.inner.durability != Durability::GroupCommit;
+        match self.put_blob_inner(bytes, media_type, wait) {
+            Ok(d) => d,
+            Err(e) => Durable::ready(Err(e)),
+        }
+    }
+
+    pub(super) fn put_blob_inner(
+        &self,
+        bytes: &[u8],
+        media_type: &str,
+        wait: bool,
+    ) -> Result<Durable<BlobRef>> {
+        if let Some(pack) = &self.inner.pack {
+            return self.put_packed(pack, bytes, media_type, wait);
+        }
+        let hex = sha256_hex(bytes);
+        let blob = BlobRef {
+            digest: Digest {
+                sha256: hex.clone(),
+            },
+            size: bytes.len() as u64,
+            media_type: media_type.to_owned(),
+        };
+        let dir = self.inner.root.join("blobs/sha256");
+        let written = fsutil::store_new(&dir, &hex, bytes)
+            .map_err(|e| EvidenceError::io("write blob", dir.join(&hex), e))?;
+        let durability = self.inner.durability;
+        let Some(shared) = self.inner.sync.as_ref().filter(|_| durability.syncs()) else {
+            return Ok(Durable::ready(Ok(blob)));
+        };
+        // The blob's data and its name in `blobs/sha256/` are synced before the log.
+        let item = match written {
+            // Per-event policies sync it soon: keep the descriptor instead of reopening.
+            Some(f) if durability.syncs_each_event() => SyncItem::File(f, dir.join(&hex)),
+            _ => SyncItem::Path(dir.join(&hex)),
+        };
+        let mut st = lock(&shared.state);
+        st.pending_files.push(item);
+        st.pending_dirs.push(dir);
+        st.dirty = true;
+        if !durability.syncs_each_event() || !wait {
+            return Ok(Durable::ready(Ok(blob)));
+        }
+        let ticket = shared.request_locked(&mut st);
+        drop(st);
+        Ok(Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(shared),
+                ticket,
+                value: Some(blob),
+            },
+        })
+    }
+
+    /// [`Recorder::put_blob_inner`] for a pack: append the blob's new chunks and its
+    /// index record, then have the pack synced as the policy says (before any event
+    /// naming the blob, under the per-event policies).
+    pub(super) fn put_packed(
+        &self,
+        pack: &Mutex<PackWriter>,
+        bytes: &[u8],
+        media_type: &str,
+        wait: bool,
+    ) -> Result<Durable<BlobRef>> {
+        let (digest, file) = {
+            let mut w = lock(pack);
+            let (digest, _) = w
+                .put(bytes)
+                .map_err(|e| EvidenceError::io("write blob", &w.path, e))?;
+            tracing::trace!(pack_len = w.len(), "blob packed");
+            (digest, SyncItem::Pack(Arc::clone(&w.file), w.path.clone()))
+        };
+        let blob = BlobRef {
+            digest: Digest {
+                sha256: hex::encode(digest),
+            },
+            size: bytes.len() as u64,
+            media_type: media_type.to_owned(),
+        };
+        let durability = self.inner.durability;
+        let Some(shared) = self.inner.sync.as_ref().filter(|_| durability.syncs()) else {
+            return Ok(Durable::ready(Ok(blob)));
+        };
+        let mut st = lock(&shared.state);
+        if !st
+            .pending_files
+            .iter()
+            .any(|f| matches!(f, SyncItem::Pack(..)))
+        {
+            st.pending_files.push(file);
+        }
+        st.dirty = true;
+        if !durability.syncs_each_event() || !wait {
+            return Ok(Durable::ready(Ok(blob)));
+        }
+        let ticket = shared.request_locked(&mut st);
+        drop(st);
+        Ok(Durable {
+            state: DurableState::Waiting {
+                shared: Arc::clone(shared),
+                ticket,
+                value: Some(blob),
+            },
+        })
+    }
+
+    /// Prepare a tool argument or result for a [`crate::ToolCalled`] payload: returns
+    /// `(value, None)` when its canonical JSON is at most [`INLINE_LIMIT`] bytes, else
+    /// stores it as an `application/json` blob and returns `(null, Some(blob))`.
+    pub fn tool_value(&self, value: Value) -> Result<(Value, Option<BlobRef>)> {
+        let text = to_canonical_string(&value)?;
+        if text.len() <= INLINE_LIMIT {
+            return Ok((value, None));
+        }
+        let blob = self.put_blob(text.as_bytes(), "application/json")?;
+        Ok((Value::Null, Some(blob)))
+    }
+}

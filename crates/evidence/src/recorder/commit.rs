@@ -1,0 +1,441 @@
+//! The group-commit engine: one committer thread per process, shared by every
+//! recorder, that makes batches of writes durable together.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use super::lock;
+use crate::error::{EvidenceError, Result};
+#[cfg(feature = "sync-probe")]
+use crate::fsutil;
+use crate::fsutil::sync_dir;
+
+// ---------------------------------------------------------------------------------------
+// Sync machinery: one committer thread per process, shared by every recorder.
+//
+// A recorder that needs something durable takes a ticket and puts itself on the
+// committer's queue (once, however many tickets it takes before the committer gets to
+// it). The committer takes every queued recorder at once and makes the whole batch
+// durable together: first every pending file (blobs, inputs, outputs) of every recorder,
+// then every distinct pending directory, then every log. Under ext4's ordered mode the
+// first `fdatasync` commits the journal transaction that holds all of them, so the rest
+// are cheap: one commit covers many runs, which is what group commit is for.
+
+/// A file (or directory) waiting to be made durable by the committer.
+pub(super) enum SyncItem {
+    /// An open file (and its name, for messages and the sync probe): synced with
+    /// `fdatasync`.
+    File(File, PathBuf),
+    /// A path, opened when synced (so that waiting items hold no descriptor).
+    Path(PathBuf),
+    /// The bundle's append-only pack (blob store v2), shared with its writer.
+    Pack(Arc<File>, PathBuf),
+}
+
+impl SyncItem {
+    /// The device (file system) the item is on.
+    pub(super) fn device(&self) -> std::io::Result<u64> {
+        use std::os::unix::fs::MetadataExt as _;
+        match self {
+            SyncItem::File(f, _) => f.metadata().map(|m| m.dev()),
+            SyncItem::Pack(f, _) => f.metadata().map(|m| m.dev()),
+            SyncItem::Path(p) => fs::metadata(p).map(|m| m.dev()),
+        }
+    }
+
+    pub(super) fn sync(&self) -> std::io::Result<()> {
+        match self {
+            SyncItem::File(f, _) => f.sync_data(),
+            SyncItem::Pack(f, _) => f.sync_data(),
+            SyncItem::Path(p) => File::open(p)?.sync_data(),
+        }
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        match self {
+            SyncItem::File(_, p) | SyncItem::Path(p) | SyncItem::Pack(_, p) => p,
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct SyncState {
+    /// Highest ticket handed out.
+    pub(super) requested: u64,
+    /// Every ticket up to this one is durable.
+    pub(super) completed: u64,
+    /// A sync failed: sticky.
+    pub(super) error: Option<String>,
+    /// Files (blobs, inputs, outputs) written but not yet synced.
+    pub(super) pending_files: Vec<SyncItem>,
+    /// Directories whose new names are not yet synced.
+    pub(super) pending_dirs: Vec<PathBuf>,
+    /// Async waiters: wake when `completed >= ticket`.
+    pub(super) wakers: Vec<(u64, Waker)>,
+    /// On the committer's queue now.
+    pub(super) queued: bool,
+    /// Something was written (a line, a blob, a file to sync) since the last ticket: a
+    /// new request needs a new batch. When clear, a request reuses the last ticket.
+    pub(super) dirty: bool,
+}
+
+pub(super) struct SyncShared {
+    pub(super) state: Mutex<SyncState>,
+    pub(super) done: Condvar,
+    /// The log, synced last in every batch that includes this recorder.
+    pub(super) log: File,
+    /// The device (file system) of the log.
+    pub(super) dev: u64,
+    /// The log's path (for the sync probe).
+    #[cfg(feature = "sync-probe")]
+    pub(super) path: PathBuf,
+}
+
+/// The process-wide committer: a queue of recorders with unsynced tickets.
+struct Committer {
+    queue: Mutex<Vec<Arc<SyncShared>>>,
+    work: Condvar,
+    /// Why the committer thread could not be started, if it could not.
+    failed: Option<String>,
+}
+
+fn committer() -> &'static Committer {
+    static COMMITTER: std::sync::OnceLock<&'static Committer> = std::sync::OnceLock::new();
+    COMMITTER.get_or_init(|| {
+        let mut c = Committer {
+            queue: Mutex::new(Vec::new()),
+            work: Condvar::new(),
+            failed: None,
+        };
+        // Spawned before the committer is shared, so that a failure can be recorded.
+        let (tx, rx) = std::sync::mpsc::channel::<&'static Committer>();
+        let spawned = std::thread::Builder::new()
+            .name("provrun-evidence-sync".into())
+            .spawn(move || {
+                if let Ok(c) = rx.recv() {
+                    committer_loop(c);
+                }
+            });
+        if let Err(e) = &spawned {
+            c.failed = Some(format!("cannot start the evidence sync thread: {e}"));
+        }
+        let c: &'static Committer = Box::leak(Box::new(c));
+        let _ = tx.send(c);
+        c
+    })
+}
+
+impl SyncShared {
+    pub(super) fn new(
+        log: File,
+        #[allow(unused_variables)] path: &Path,
+    ) -> std::io::Result<Arc<Self>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let dev = log.metadata()?.dev();
+        Ok(Arc::new(SyncShared {
+            state: Mutex::new(SyncState::default()),
+            done: Condvar::new(),
+            log,
+            dev,
+            #[cfg(feature = "sync-probe")]
+            path: path.to_path_buf(),
+        }))
+    }
+
+    /// Ask for a sync covering everything written so far; returns the ticket to wait for.
+    pub(super) fn request(self: &Arc<Self>) -> u64 {
+        let mut st = lock(&self.state);
+        self.request_locked(&mut st)
+    }
+
+    /// [`SyncShared::request`] with the state already locked.
+    pub(super) fn request_locked(self: &Arc<Self>, st: &mut SyncState) -> u64 {
+        if !st.dirty {
+            // Nothing new since the last ticket: it covers this request too.
+            return st.requested;
+        }
+        st.dirty = false;
+        st.requested += 1;
+        let t = st.requested;
+        if !st.queued {
+            let c = committer();
+            if let Some(e) = &c.failed {
+                st.error.get_or_insert_with(|| e.clone());
+                return t;
+            }
+            st.queued = true;
+            lock(&c.queue).push(Arc::clone(self));
+            c.work.notify_one();
+        }
+        t
+    }
+
+    pub(super) fn wait(&self, ticket: u64) -> Result<()> {
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(e) = &st.error {
+                return Err(EvidenceError::LogBroken(e.clone()));
+            }
+            if st.completed >= ticket {
+                return Ok(());
+            }
+            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub(super) fn poll_ticket(&self, ticket: u64, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let mut st = lock(&self.state);
+        if let Some(e) = &st.error {
+            return Poll::Ready(Err(EvidenceError::LogBroken(e.clone())));
+        }
+        if st.completed >= ticket {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(slot) = st
+            .wakers
+            .iter_mut()
+            .find(|(t, w)| *t == ticket && w.will_wake(cx.waker()))
+        {
+            slot.1 = cx.waker().clone();
+        } else {
+            st.wakers.push((ticket, cx.waker().clone()));
+        }
+        Poll::Pending
+    }
+}
+
+/// One recorder's part of a batch.
+struct BatchPart {
+    shared: Arc<SyncShared>,
+    target: u64,
+    files: Vec<SyncItem>,
+    error: Option<String>,
+}
+
+/// Make a batch durable with one `syncfs(2)` per file system it touches (in practice
+/// one): that writes back and commits every file, directory and log of the batch
+/// together, where one `fdatasync` per file would each force its own journal commit
+/// (delayed allocation puts each file's blocks in a new transaction when it is written
+/// back). Returns `false` where `syncfs` is not available or reports an error (which may
+/// be another program's): the caller then syncs the batch file by file.
+fn sync_batch_by_fs(parts: &mut [BatchPart], dirs: &[(PathBuf, usize)]) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    // Every file system of the batch: (device, the parts on it, a descriptor on it).
+    let mut systems: Vec<(u64, Vec<usize>, Option<File>)> = Vec::new();
+    let note =
+        |dev: u64, owner: usize, systems: &mut Vec<(u64, Vec<usize>, Option<File>)>| match systems
+            .iter_mut()
+            .find(|s| s.0 == dev)
+        {
+            Some(s) => s.1.push(owner),
+            None => systems.push((dev, vec![owner], None)),
+        };
+    for (i, part) in parts.iter_mut().enumerate() {
+        note(part.shared.dev, i, &mut systems);
+        for f in &part.files {
+            match f.device() {
+                Ok(dev) => note(dev, i, &mut systems),
+                Err(e) => {
+                    part.error
+                        .get_or_insert_with(|| format!("fsync failed: {e}"));
+                }
+            }
+        }
+    }
+    for (d, owner) in dirs {
+        match fs::metadata(d) {
+            Ok(m) => note(m.dev(), *owner, &mut systems),
+            Err(e) => {
+                parts[*owner]
+                    .error
+                    .get_or_insert_with(|| format!("fsync failed: {e}"));
+            }
+        }
+    }
+    for (dev, owners, fd) in &mut systems {
+        // A descriptor on this file system: the first log on it, else any file of it.
+        let log = owners
+            .iter()
+            .map(|&i| &parts[i].shared)
+            .find(|s| s.dev == *dev)
+            .map(|s| &s.log);
+        let synced = match log {
+            Some(log) => rustix::fs::syncfs(log),
+            None => {
+                let path = dirs
+                    .iter()
+                    .find(|(d, _)| fs::metadata(d).is_ok_and(|m| m.dev() == *dev))
+                    .map(|(d, _)| d.clone());
+                match path.map(File::open) {
+                    Some(Ok(f)) => {
+                        let r = rustix::fs::syncfs(&f);
+                        *fd = Some(f);
+                        r
+                    }
+                    _ => Err(rustix::io::Errno::NOSYS),
+                }
+            }
+        };
+        match synced {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::NOSYS => return false,
+            Err(e) => {
+                // `syncfs` reports a write-back error of any file on the file system,
+                // another program's too: it does not say whose. Sync this batch file by
+                // file instead, which fails only a recorder whose own files failed.
+                let e = std::io::Error::from_raw_os_error(e.raw_os_error());
+                tracing::warn!(error = %e, "syncfs failed; syncing the batch file by file");
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Make a batch durable one file at a time: files first, then the directories naming
+/// them, then the logs naming both.
+fn sync_batch_each(parts: &mut [BatchPart], dirs: &mut [(PathBuf, usize)]) {
+    for part in parts.iter_mut() {
+        for f in &part.files {
+            if let Err(e) = f.sync() {
+                part.error
+                    .get_or_insert_with(|| format!("fsync of {} failed: {e}", f.path().display()));
+            }
+        }
+    }
+    dirs.sort();
+    let mut i = 0;
+    while i < dirs.len() {
+        let mut j = i + 1;
+        while j < dirs.len() && dirs[j].0 == dirs[i].0 {
+            j += 1;
+        }
+        if let Err(e) = sync_dir(&dirs[i].0) {
+            for (_, owner) in &dirs[i..j] {
+                parts[*owner]
+                    .error
+                    .get_or_insert_with(|| format!("fsync failed: {e}"));
+            }
+        }
+        i = j;
+    }
+    for part in parts.iter_mut() {
+        if part.error.is_none()
+            && let Err(e) = part.shared.log.sync_data()
+        {
+            part.error = Some(format!("fsync failed: {e}"));
+        }
+    }
+}
+
+/// Tell the sync probe what a batch made durable: for each recorder whose part
+/// succeeded, its files, then the directories naming them, then its log up to the length
+/// it had when the sync began.
+#[cfg(feature = "sync-probe")]
+fn report_batch(
+    parts: &[BatchPart],
+    dirs: &[(PathBuf, usize)],
+    written: &[u64],
+    pack_lens: &[Vec<Option<u64>>],
+) {
+    for (i, part) in parts.iter().enumerate() {
+        if part.error.is_some() {
+            continue;
+        }
+        for (f, len) in part.files.iter().zip(&pack_lens[i]) {
+            match len {
+                Some(len) => fsutil::synced_log(f.path(), *len),
+                None => fsutil::synced_file(f.path()),
+            }
+        }
+        for (d, owner) in dirs {
+            if *owner == i {
+                fsutil::synced_dir(d);
+            }
+        }
+        fsutil::synced_log(&part.shared.path, written[i]);
+    }
+}
+
+fn committer_loop(c: &'static Committer) {
+    loop {
+        let queued = {
+            let mut q = lock(&c.queue);
+            while q.is_empty() {
+                q = c.work.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            std::mem::take(&mut *q)
+        };
+        // Snapshot what each recorder has asked for; later requests queue it again.
+        let mut parts = Vec::with_capacity(queued.len());
+        let mut dirs: Vec<(PathBuf, usize)> = Vec::new();
+        for shared in queued {
+            let (target, files) = {
+                let mut st = lock(&shared.state);
+                st.queued = false;
+                for d in std::mem::take(&mut st.pending_dirs) {
+                    dirs.push((d, parts.len()));
+                }
+                (st.requested, std::mem::take(&mut st.pending_files))
+            };
+            parts.push(BatchPart {
+                shared,
+                target,
+                files,
+                error: None,
+            });
+        }
+        // A batch of one or two things (a lone run's log line) is cheaper to sync on its
+        // own than with a `syncfs`, which also waits for other programs' dirty data.
+        let items = parts.len() + dirs.len() + parts.iter().map(|p| p.files.len()).sum::<usize>();
+        // Every log byte written before the sync begins is covered by it.
+        #[cfg(feature = "sync-probe")]
+        let written: Vec<u64> = parts
+            .iter()
+            .map(|p| p.shared.log.metadata().map_or(0, |m| m.len()))
+            .collect();
+        // Likewise the pack's bytes written before the sync begins.
+        #[cfg(feature = "sync-probe")]
+        let pack_lens: Vec<Vec<Option<u64>>> = parts
+            .iter()
+            .map(|p| {
+                p.files
+                    .iter()
+                    .map(|f| match f {
+                        SyncItem::Pack(f, _) => Some(f.metadata().map_or(0, |m| m.len())),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        if items <= 2 || !sync_batch_by_fs(&mut parts, &dirs) {
+            sync_batch_each(&mut parts, &mut dirs);
+        }
+        #[cfg(feature = "sync-probe")]
+        report_batch(&parts, &dirs, &written, &pack_lens);
+        for part in parts {
+            let wake: Vec<Waker> = {
+                let mut st = lock(&part.shared.state);
+                if let Some(e) = part.error {
+                    tracing::error!(error = %e, "evidence fsync failed");
+                    st.error.get_or_insert(e);
+                }
+                st.completed = st.completed.max(part.target);
+                let completed = st.completed;
+                let failed = st.error.is_some();
+                let (ready, waiting): (Vec<_>, Vec<_>) = st
+                    .wakers
+                    .drain(..)
+                    .partition(|(t, _)| failed || *t <= completed);
+                st.wakers = waiting;
+                ready.into_iter().map(|(_, w)| w).collect()
+            };
+            part.shared.done.notify_all();
+            for w in wake {
+                w.wake();
+            }
+        }
+    }
+}

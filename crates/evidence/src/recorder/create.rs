@@ -1,0 +1,282 @@
+//! Creating a bundle: built in a hidden folder beside its final place, locked, given
+//! its `run_started` line, and only then renamed into place.
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use sha2::{Digest as _, Sha256};
+
+use super::commit::SyncItem;
+use super::{
+    BLOB_STORE_KEY, BlobLayout, Durability, EVENTS_FILE, Facts, PACK_FILE, Recorder, lock,
+    payload_value,
+};
+use crate::error::{EvidenceError, Result};
+use crate::event::{EventType, Payload, RunStarted};
+use crate::lock::BundleLock;
+use crate::pack::PackWriter;
+
+/// Where a bundle at `root` is built before it appears: its parent folder and its name.
+pub(super) fn staging_place(root: &Path) -> Result<(PathBuf, String)> {
+    let name = root.file_name().ok_or_else(|| {
+        EvidenceError::io(
+            "create",
+            root,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a bundle needs a folder name of its own (not `.`, `..` or `/`)",
+            ),
+        )
+    })?;
+    let parent = root
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((parent, name.to_string_lossy().into_owned()))
+}
+
+/// The hidden folder beside it that the bundle called `name` is built in.
+pub(super) fn staging_name(name: &str) -> String {
+    format!(".{name}.provrun-creating")
+}
+
+/// Make room for building the bundle at `root` in `staging`: a folder a killed `create`
+/// left there is removed; one that a live `create` holds means another writer is creating
+/// this very bundle, and is refused.
+pub(super) fn clear_staging(root: &Path, staging: &Path) -> Result<()> {
+    match fs::symlink_metadata(staging) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(EvidenceError::io("stat", staging, e)),
+        Ok(meta) if !meta.is_dir() => return Err(EvidenceError::BundleNotEmpty(root.into())),
+        Ok(_) => {}
+    }
+    // A live `create` locks its log first thing; no log, or a log nobody holds, is what a
+    // killed one left.
+    let held = match BundleLock::acquire(staging) {
+        Err(EvidenceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        other => other.map(Some),
+    };
+    match held {
+        Ok(held) => {
+            tracing::debug!(path = %staging.display(), "removing a bundle a killed process began");
+            fs::remove_dir_all(staging).map_err(|e| EvidenceError::io("remove", staging, e))?;
+            drop(held);
+            Ok(())
+        }
+        Err(EvidenceError::BundleLocked { holder, .. }) => Err(EvidenceError::BundleLocked {
+            path: root.into(),
+            holder,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+impl Recorder {
+    /// Create a new bundle at `dir` (refusing an existing non-empty directory) with
+    /// `input/`, `output/`, `blobs/sha256/` and `events.jsonl`, and record `started` as
+    /// the `run_started` event (seq 0). The recorder holds the bundle's [`BundleLock`]
+    /// for its life.
+    ///
+    /// The bundle appears whole or not at all: it is built in a hidden folder next to
+    /// `dir` (`.NAME.provrun-creating`), locked there, given its `run_started` line, and
+    /// only then renamed to `dir` (replacing an empty folder of that name). A process
+    /// killed before the rename leaves no bundle, only that hidden folder, which the
+    /// next `create` of the same bundle removes; one killed after leaves a bundle that
+    /// verifies as incomplete. Another `create` of the same bundle at the same moment is
+    /// refused ([`EvidenceError::BundleLocked`] or [`EvidenceError::BundleNotEmpty`]).
+    ///
+    /// Blobs go to a pack ([`BlobLayout::Pack`]); [`Recorder::create_with_layout`]
+    /// chooses.
+    pub fn create(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        started: &RunStarted,
+    ) -> Result<Recorder> {
+        Recorder::create_with_layout(dir, run_id, durability, started, BlobLayout::default())
+    }
+
+    /// [`Recorder::create`] with the blob layout chosen: [`BlobLayout::Loose`] writes
+    /// bundles as versions before the pack did (e.g. for tools that read only those).
+    pub fn create_with_layout(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        started: &RunStarted,
+        layout: BlobLayout,
+    ) -> Result<Recorder> {
+        let root = dir.as_ref().to_path_buf();
+        let run_id = run_id.into();
+        let existed = match fs::symlink_metadata(&root) {
+            Ok(meta) if meta.is_dir() => {
+                let mut entries =
+                    fs::read_dir(&root).map_err(|e| EvidenceError::io("list", &root, e))?;
+                if entries.next().is_some() {
+                    return Err(EvidenceError::BundleNotEmpty(root));
+                }
+                true
+            }
+            Ok(_) => return Err(EvidenceError::BundleNotEmpty(root)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(EvidenceError::io("stat", &root, e)),
+        };
+        let rec = match Self::create_aside(&root, run_id.clone(), durability, started, layout) {
+            Ok(rec) => rec,
+            Err(e @ (EvidenceError::BundleNotEmpty(_) | EvidenceError::BundleLocked { .. })) => {
+                return Err(e);
+            }
+            // An empty folder that cannot be replaced (a mount point, a parent folder
+            // this process may not write): the bundle is built in it, in place. Only
+            // there can a kill during creation leave the empty folders without a log.
+            Err(e) if existed => {
+                tracing::debug!(root = %root.display(), error = %e, "building the bundle in place");
+                Self::build_staged(&root, root.clone(), run_id, durability, started, layout)?
+            }
+            Err(e) => return Err(e),
+        };
+        if durability.syncs() {
+            // The new folders' names (the rename included), synced by the committer with
+            // the next sync: the next line under `GroupCommit`, the next step or the end
+            // under `PerStep` and `AtEnd`, right now under `PerEvent`. Until then a power
+            // loss may lose the bundle whole, never leave half of one.
+            let root = &rec.inner.root;
+            let mut dirs = vec![root.join("blobs"), root.clone()];
+            dirs.extend(
+                root.parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(Path::to_path_buf),
+            );
+            // The pack's header, with the folder naming it.
+            let pack_item = rec.inner.pack.as_ref().map(|p| {
+                let w = lock(p);
+                SyncItem::Pack(Arc::clone(&w.file), w.path.clone())
+            });
+            rec.defer_sync(pack_item.into_iter().collect(), dirs);
+            if durability == Durability::PerEvent {
+                rec.sync_all().wait()?;
+            }
+        }
+        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
+        Ok(rec)
+    }
+
+    /// Build the bundle in its hidden folder beside `root` and rename it into place.
+    pub(super) fn create_aside(
+        root: &Path,
+        run_id: String,
+        durability: Durability,
+        started: &RunStarted,
+        layout: BlobLayout,
+    ) -> Result<Recorder> {
+        let (parent, name) = staging_place(root)?;
+        fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
+        let staging = parent.join(staging_name(&name));
+        clear_staging(root, &staging)?;
+        fs::create_dir(&staging).map_err(|e| match e.kind() {
+            // Another `create` of this bundle got there first.
+            std::io::ErrorKind::AlreadyExists => EvidenceError::BundleLocked {
+                path: root.to_path_buf(),
+                holder: None,
+            },
+            _ => EvidenceError::io("create", &staging, e),
+        })?;
+        let built = Self::build_staged(
+            &staging,
+            root.to_path_buf(),
+            run_id,
+            durability,
+            started,
+            layout,
+        );
+        let rec = match built {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        // The bundle appears: replaces an empty folder of its name, refused over a
+        // non-empty one (another writer got there first).
+        if let Err(e) = fs::rename(&staging, root) {
+            drop(rec);
+            let _ = fs::remove_dir_all(&staging);
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR) => {
+                    EvidenceError::BundleNotEmpty(root.to_path_buf())
+                }
+                _ => EvidenceError::io("rename", root, e),
+            });
+        }
+        Ok(rec)
+    }
+
+    /// The bundle's content in `staging`, locked, with its `run_started` line written;
+    /// the recorder already knows the bundle by its final path `root`.
+    pub(super) fn build_staged(
+        staging: &Path,
+        root: PathBuf,
+        run_id: String,
+        durability: Durability,
+        started: &RunStarted,
+        layout: BlobLayout,
+    ) -> Result<Recorder> {
+        // The log first: locked at once, it is the lock of the bundle being built (and
+        // then of the bundle) for as long as the recorder appends to it.
+        let log_path = staging.join(EVENTS_FILE);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(|e| EvidenceError::io("create", &log_path, e))?;
+        let file = BundleLock::lock(file, staging.to_path_buf())?.into_log();
+        let subs: &[&str] = match layout {
+            BlobLayout::Loose => &["input", "output", "blobs", "blobs/sha256"],
+            BlobLayout::Pack => &["input", "output", "blobs"],
+        };
+        for sub in subs {
+            let p = staging.join(sub);
+            fs::create_dir(&p).map_err(|e| EvidenceError::io("create", &p, e))?;
+        }
+        let pack = match layout {
+            BlobLayout::Loose => None,
+            BlobLayout::Pack => {
+                let path = staging.join(PACK_FILE);
+                let mut w =
+                    PackWriter::create(&path).map_err(|e| EvidenceError::io("create", &path, e))?;
+                // Known by its place in the bundle once renamed, as the log is.
+                w.path = root.join(PACK_FILE);
+                Some(w)
+            }
+        };
+        let rec = Recorder::with_state(
+            root,
+            run_id,
+            durability,
+            file,
+            0,
+            None,
+            Sha256::new(),
+            0,
+            Facts::default(),
+            layout,
+            pack,
+        )?;
+        let mut payload = payload_value(started)?;
+        if let Some(obj) = payload.as_object_mut() {
+            if layout == BlobLayout::Pack {
+                obj.insert(BLOB_STORE_KEY.into(), json!(layout.as_str()));
+            }
+            obj.insert(
+                crate::statement::STATEMENT_FORMAT_KEY.into(),
+                json!(crate::statement::STATEMENT_FORMAT),
+            );
+        }
+        rec.append(EventType::RunStarted, started.confidence(), payload, true)?
+            .wait()?;
+        Ok(rec)
+    }
+}

@@ -1,0 +1,207 @@
+//! The recorder: appends hash-chained event lines to `events.jsonl`, stores blobs,
+//! stages inputs, finishes the bundle, and makes it all durable per a [`Durability`]
+//! policy.
+//!
+//! One concern per module: [`durability`] holds the policy and the [`Durable`] future,
+//! `commit` the process-wide group-commit engine that makes writes durable, `create`
+//! the making of a new bundle, `append` the writing of event lines, `blobs` the blob
+//! store, `files` the digesting of inputs and outputs, `finish` the end of a run,
+//! `recover` reopening a bundle after a pause or a crash, and `declare` the tools'
+//! restricted handle. This module holds the recorder's state and its accessors.
+
+mod append;
+mod blobs;
+mod commit;
+mod create;
+mod declare;
+pub(crate) mod durability;
+mod files;
+mod finish;
+mod recover;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde_json::Value;
+use sha2::Sha256;
+
+use crate::error::{EvidenceError, Result};
+use crate::event::{FileRecord, Payload};
+use crate::pack::PackWriter;
+
+pub use blobs::BlobLayout;
+pub(crate) use blobs::{BLOB_STORE_KEY, PACK_FILE};
+use commit::SyncShared;
+pub use declare::Declarer;
+pub use durability::{Durability, Durable};
+pub use finish::{Finished, RunEnd};
+
+/// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
+/// when passed through [`Recorder::tool_value`].
+pub const INLINE_LIMIT: usize = 16 * 1024;
+
+/// File names inside a bundle.
+pub(crate) const EVENTS_FILE: &str = "events.jsonl";
+pub(crate) const STATEMENT_FILE: &str = "statement.json";
+
+// ---------------------------------------------------------------------------------------
+// The recorder.
+
+/// Facts gathered while recording, for the statement.
+#[derive(Debug, Clone, Default)]
+struct Facts {
+    /// The statement format `run_started` declares (see [`crate::statement`]).
+    statement_format: u64,
+    builder: String,
+    agent_spec_digest: String,
+    started_on: String,
+    inputs: Vec<FileRecord>,
+}
+
+struct LogState {
+    file: File,
+    next_seq: u64,
+    head: Option<String>,
+    hasher: Sha256,
+    bytes: u64,
+    closed: Option<&'static str>,
+    broken: Option<String>,
+    last_ts: String,
+    facts: Facts,
+}
+
+struct Inner {
+    root: PathBuf,
+    run_id: String,
+    durability: Durability,
+    layout: BlobLayout,
+    /// The pack's writer (layout 2).
+    pack: Option<Mutex<PackWriter>>,
+    log: Mutex<LogState>,
+    /// Sync bookkeeping; `None` under `Flush`, which never syncs.
+    sync: Option<Arc<SyncShared>>,
+}
+
+/// Appends evidence to one bundle. Cheap to clone (an `Arc`); clones share one log, and
+/// concurrent appends from any number of threads or tasks get one total order.
+///
+/// The log is append-only: a line, once written, is never rewritten.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("root", &self.inner.root)
+            .field("run_id", &self.inner.run_id)
+            .field("durability", &self.inner.durability)
+            .finish()
+    }
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+fn payload_value<P: Payload>(p: &P) -> Result<Value> {
+    serde_json::to_value(p).map_err(|source| EvidenceError::Payload {
+        kind: P::TYPE.as_str(),
+        source,
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of our locks cannot leave the state half-updated in a
+    // way that matters more than refusing to go on would; keep going with the data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Recorder {
+    #[allow(clippy::too_many_arguments)]
+    fn with_state(
+        root: PathBuf,
+        run_id: String,
+        durability: Durability,
+        file: File,
+        next_seq: u64,
+        head: Option<String>,
+        hasher: Sha256,
+        bytes: u64,
+        facts: Facts,
+        layout: BlobLayout,
+        pack: Option<PackWriter>,
+    ) -> Result<Recorder> {
+        let sync = if durability.syncs() {
+            let log_path = root.join(EVENTS_FILE);
+            let clone = file
+                .try_clone()
+                .map_err(|e| EvidenceError::io("dup", &log_path, e))?;
+            Some(
+                SyncShared::new(clone, &log_path)
+                    .map_err(|e| EvidenceError::io("stat", &log_path, e))?,
+            )
+        } else {
+            None
+        };
+        Ok(Recorder {
+            inner: Arc::new(Inner {
+                root,
+                run_id,
+                durability,
+                layout,
+                pack: pack.map(Mutex::new),
+                log: Mutex::new(LogState {
+                    file,
+                    next_seq,
+                    head,
+                    hasher,
+                    bytes,
+                    closed: None,
+                    broken: None,
+                    last_ts: String::new(),
+                    facts,
+                }),
+                sync,
+            }),
+        })
+    }
+
+    /// The bundle directory.
+    pub fn bundle_dir(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Where staged inputs go: `<bundle>/input`.
+    pub fn input_dir(&self) -> PathBuf {
+        self.inner.root.join("input")
+    }
+
+    /// Where outputs go: `<bundle>/output`.
+    pub fn output_dir(&self) -> PathBuf {
+        self.inner.root.join("output")
+    }
+
+    /// The run id written in every event.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// The durability policy.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    /// How this bundle stores its blobs.
+    pub fn blob_layout(&self) -> BlobLayout {
+        self.inner.layout
+    }
+
+    /// Number of events written so far (the next event's seq).
+    pub fn event_count(&self) -> u64 {
+        lock(&self.inner.log).next_seq
+    }
+}
