@@ -275,6 +275,39 @@ fn ids_shared_by_waiting_calls_need_run_ids_to_resume() {
     assert!(bundle.join("output/c.txt").is_file());
     verifies_cleanly(&bundle);
     replay_matches(&bundle, dir.path());
+
+    // The page links each deferred call to its own completion, by run id: the two calls
+    // that shared the model's id `same` are not crossed.
+    let page_file = dir.path().join("page.html");
+    assert_exit(&provrun(&["view", &s(&bundle), "-o", &s(&page_file)]), 0);
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    let start = "<script type=\"application/json\" id=\"bundle-data\">";
+    let from = page.find(start).unwrap() + start.len();
+    let to = from + page[from..].find("</script>").unwrap();
+    let data: Value = serde_json::from_str(&page[from..to]).unwrap();
+    let entries: Vec<&Value> = data["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|step| step["entries"].as_array().unwrap())
+        .filter(|e| e["kind"] == "tool")
+        .collect();
+    let run_id_at = |seq: &Value| {
+        entries
+            .iter()
+            .find(|e| &e["seq"] == seq)
+            .map(|e| e["run_call_id"].clone())
+    };
+    let deferred: Vec<&&Value> = entries.iter().filter(|e| e["deferred"] == true).collect();
+    assert_eq!(deferred.len(), 3, "{entries:?}");
+    for d in deferred {
+        assert_eq!(
+            run_id_at(&d["completed_seq"]),
+            Some(d["run_call_id"].clone()),
+            "deferred {} is linked to another call's completion",
+            d["run_call_id"]
+        );
+    }
 }
 
 // ---- bundles from before run ids ---------------------------------------------------------

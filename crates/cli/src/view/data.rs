@@ -287,7 +287,9 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
     let (mut requests, mut in_tokens, mut out_tokens, mut tool_calls) = (0u64, 0u64, 0u64, 0u64);
     let mut status: Option<String> = None;
     let mut run_error = Value::Null;
-    // call_id → index (step, entry) of its deferred event, to link it with its completion.
+    // The call's run-unique id (the model's id in logs from before run ids) → index (step,
+    // entry) of its deferred event, to link it with its completion: models reuse their ids,
+    // even within one response, so the model's id alone can pair the wrong events.
     let mut deferred_at: HashMap<String, (usize, usize)> = HashMap::new();
     let mut after_pause = false;
 
@@ -378,6 +380,7 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                     "kind": "tool",
                     "name": p.name,
                     "call_id": p.call_id,
+                    "run_call_id": p.run_call_id,
                     "ok": p.ok,
                     "deferred": deferred,
                     "duration_ms": p.duration_ms,
@@ -455,7 +458,11 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
         }
         let ei = steps[si]["entries"].as_array().map_or(0, Vec::len);
         if entry["kind"] == "tool" {
-            let call_id = entry["call_id"].as_str().unwrap_or("").to_owned();
+            let call_id = entry["run_call_id"]
+                .as_str()
+                .or(entry["call_id"].as_str())
+                .unwrap_or("")
+                .to_owned();
             if entry["deferred"] == true {
                 deferred_at.insert(call_id, (si, ei));
             } else if let Some((dsi, dei)) = deferred_at.remove(&call_id) {
