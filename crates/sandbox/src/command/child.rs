@@ -1,0 +1,144 @@
+//! Running: capturing output, killing the tree, and the long-lived [`ConfinedChild`].
+
+use std::io::Read;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc;
+
+use super::cgroup::Cgroup;
+
+/// Reads a stream to its end, keeping the first `cap` bytes and counting the rest.
+pub(super) fn capture(
+    mut r: impl Read + Send + 'static,
+    cap: usize,
+) -> mpsc::Receiver<(Vec<u8>, u64)> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut total = 0u64;
+        let mut buf = [0u8; 8192];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    let room = cap.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send((kept, total));
+    });
+    rx
+}
+
+pub(super) fn kill_tree(child: &mut Child, cgroup: Option<&Cgroup>) {
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill();
+    if let Some(cg) = cgroup {
+        cg.kill_all();
+    }
+}
+
+pub(super) fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt as _;
+    (status.code(), status.signal())
+}
+
+/// Moves the child into `procs`' cgroup between fork and exec, so that every process the
+/// command starts is counted from its first fork.
+pub(super) fn join_cgroup_at_exec(cmd: &mut Command, procs: std::fs::File) {
+    use std::os::unix::process::CommandExt as _;
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec. It only calls write(2) on
+    // a file descriptor opened before the fork (no allocation, no locks), which is
+    // async-signal-safe; `procs` stays alive inside the closure, which the Command owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            // "0" means the writing process itself.
+            rustix::io::write(&procs, b"0")?;
+            Ok(())
+        });
+    }
+}
+
+/// How much of a long-lived child's stderr is kept (the first bytes).
+pub(super) const CHILD_STDERR_CAP: usize = 64 * 1024;
+
+/// A long-lived confined child started by
+/// [`Sandbox::spawn_program`](crate::Sandbox::spawn_program). Its whole tree is killed by
+/// [`ConfinedChild::kill`] or when it is dropped.
+#[derive(Debug)]
+pub struct ConfinedChild {
+    pub(super) child: Child,
+    pub(super) cgroup: Option<Cgroup>,
+    pub(super) stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    pub(super) stderr_closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(super) degraded: Vec<String>,
+}
+
+impl ConfinedChild {
+    /// The child's stdin, once (`None` after the first take).
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    /// The child's stdout, once (`None` after the first take).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// The process id of the child (bubblewrap or the helper, when they wrap it).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The first 64 KiB the child wrote to stderr so far, as text.
+    pub fn stderr_text(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Whether its stderr has been read to the end (the child and all it started have
+    /// closed it): [`ConfinedChild::stderr_text`] then has everything it will ever have.
+    pub fn stderr_closed(&self) -> bool {
+        self.stderr_closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The layers that were missing when it started (empty when fully confined).
+    pub fn degraded(&self) -> &[String] {
+        &self.degraded
+    }
+
+    /// Whether it has exited, and how (`None` while running).
+    pub fn exit_status(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(match exit_parts(status) {
+                (Some(code), _) => format!("exit code {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                _ => "ended".to_owned(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Kill the whole tree and reap the child.
+    pub fn kill(&mut self) {
+        kill_tree(&mut self.child, self.cgroup.as_ref());
+        let _ = self.child.wait();
+        if let Some(cg) = self.cgroup.take() {
+            cg.remove();
+        }
+    }
+}
+
+impl Drop for ConfinedChild {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,265 @@
+//! Finding bubblewrap and the helper, and probing what confinement this machine offers.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::sandbox::RootPaths;
+
+use super::bwrap::{helper_args, os};
+use super::bwrap_args;
+use super::cgroup::pids_cgroup_parent;
+use super::outcome::Confinement;
+use super::{HELPER_ENV, HELPER_NAME};
+
+// ---------------------------------------------------------------------------------------
+// Finding the tools
+// ---------------------------------------------------------------------------------------
+
+pub(super) fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .chain(["/usr/bin", "/bin", "/usr/local/bin"].map(|d| Path::new(d).join(name)))
+        .find(|p| p.is_file())
+}
+
+/// Where the helper is: `$PROVRUN_CONFINE`; the running executable itself when it called
+/// [`crate::arg0_dispatch`]; else a `provrun-confine` next to the running executable, one
+/// folder up (cargo's test binaries live in `deps/`), or on `PATH`.
+pub(super) fn find_helper() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(HELPER_ENV) {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let exe = std::env::current_exe().ok()?;
+    if crate::dispatch::self_is_helper() && exe.is_file() {
+        return Some(exe);
+    }
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(HELPER_NAME))
+        .find(|p| p.is_file())
+        .or_else(|| on_path(HELPER_NAME))
+}
+
+// ---------------------------------------------------------------------------------------
+// Probing
+// ---------------------------------------------------------------------------------------
+
+/// Probes the machine (once per process; later calls return the first answer).
+pub(crate) fn probe() -> &'static Confinement {
+    static PROBED: OnceLock<Confinement> = OnceLock::new();
+    PROBED.get_or_init(probe_now)
+}
+
+pub(super) fn probe_now() -> Confinement {
+    let bwrap = on_path("bwrap");
+    let mut c = Confinement {
+        layers: BTreeMap::new(),
+        degraded: Vec::new(),
+        landlock_abi: None,
+        landlock_abi_wanted: crate::confine::LANDLOCK_ABI_WANTED,
+        landlock_unenforced: Vec::new(),
+        seccomp_filter_sha256: crate::confine::seccomp_digest().ok(),
+        bubblewrap_version: bwrap.as_deref().and_then(bwrap_version),
+        bwrap,
+        helper: find_helper(),
+        pids_cgroup: None,
+        use_nproc: false,
+    };
+    let helper_path = c.helper.clone();
+    let bwrap_path = c.bwrap.clone();
+    let report = match tempfile::Builder::new().prefix("provrun-probe-").tempdir() {
+        Ok(tmp) => {
+            let roots = RootPaths {
+                input: tmp.path().join("input"),
+                output: tmp.path().join("output"),
+                scratch: tmp.path().join("scratch"),
+            };
+            for d in [&roots.input, &roots.output, &roots.scratch] {
+                let _ = std::fs::create_dir_all(d);
+            }
+            // First with bubblewrap (running the helper's probe when there is a helper, else
+            // `true`); if that fails, the helper alone tells us about the other layers.
+            let mut ns_detail = "bubblewrap (`bwrap`) is not installed".to_owned();
+            let mut report = None;
+            let mut ns_ok = false;
+            if let Some(bwrap) = &bwrap_path {
+                let mut args = bwrap_args(&roots, helper_path.as_deref(), 64 << 20);
+                match &helper_path {
+                    Some(_) => {
+                        args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true, &[]))
+                    }
+                    None => args.push(os("/bin/true")),
+                }
+                match probe_run(bwrap, &args, helper_path.is_some(), false) {
+                    Ok(line) => {
+                        ns_ok = true;
+                        ns_detail = format!(
+                            "bubblewrap {}: user, PID, mount, IPC, UTS, cgroup and network namespaces, all capabilities dropped",
+                            bwrap.display()
+                        );
+                        report = line;
+                    }
+                    Err(e) => {
+                        ns_detail = format!(
+                            "bubblewrap is installed but cannot create the sandbox here: {e}"
+                        )
+                    }
+                }
+            }
+            c.set("namespaces", ns_ok, ns_detail);
+            if let (None, Some(helper)) = (&report, &helper_path) {
+                let args = helper_args(&roots, false, &[], &BTreeMap::new(), true, &[]);
+                report = probe_run(helper, &args, true, true).ok().flatten();
+            }
+            report
+        }
+        Err(e) => {
+            c.set(
+                "namespaces",
+                false,
+                format!("no temporary folder to probe in: {e}"),
+            );
+            None
+        }
+    };
+    let missing_helper = format!(
+        "the `{HELPER_NAME}` helper was not found (a program calls `provrun_sandbox::arg0_dispatch()` first in `main` to be its own helper; else set {HELPER_ENV} or install the helper next to it)"
+    );
+    let mut found: BTreeMap<&str, String> = BTreeMap::new();
+    if let Some(line) = &report {
+        for word in line.split_whitespace() {
+            if let Some((k, v)) = word.split_once('=') {
+                match k {
+                    "landlock_abi" => c.landlock_abi = v.parse().ok(),
+                    "landlock_unenforced" => {
+                        c.landlock_unenforced = v
+                            .split(',')
+                            .filter(|r| !r.is_empty() && *r != "-")
+                            .map(String::from)
+                            .collect();
+                    }
+                    _ => {}
+                }
+                found.insert(
+                    match k {
+                        "landlock" => "landlock",
+                        "seccomp" => "seccomp",
+                        "rlimits" => "rlimits",
+                        _ => continue,
+                    },
+                    v.replace('_', " "),
+                );
+            }
+        }
+    }
+    for (layer, how) in [
+        (
+            "landlock",
+            "Landlock: writes only under /output, /scratch and /tmp, reads only under the system directories and the roots",
+        ),
+        (
+            "seccomp",
+            "seccomp filter: ptrace, mount, keyctl, bpf, perf_event_open, namespace creation and joins refused; clone3 answered with ENOSYS",
+        ),
+        (
+            "rlimits",
+            "rlimits: CPU time, address space, file size and open files",
+        ),
+    ] {
+        match found.get(layer) {
+            Some(v) if v == "full" => c.set(layer, true, how),
+            Some(v) if v.starts_with("partial") => c.set(layer, true, format!("{how} ({v})")),
+            Some(v) => c.set(layer, false, format!("not applied: {v}")),
+            None if c.helper.is_none() => c.set(layer, false, missing_helper.clone()),
+            None => c.set(layer, false, "the helper could not run"),
+        }
+    }
+    // The process limit.
+    if rustix::process::geteuid().is_root() {
+        c.pids_cgroup = pids_cgroup_parent();
+        match &c.pids_cgroup {
+            Some(dir) => c.set(
+                "process_limit",
+                true,
+                format!("pids cgroup under {}", dir.display()),
+            ),
+            None => c.set(
+                "process_limit",
+                false,
+                "running as root, where RLIMIT_NPROC does not bind, and no writable pids cgroup was found",
+            ),
+        }
+    } else if c.has("rlimits") {
+        c.use_nproc = true;
+        c.set(
+            "process_limit",
+            true,
+            "RLIMIT_NPROC inside the user namespace",
+        );
+    } else {
+        c.set(
+            "process_limit",
+            false,
+            "needs the helper's rlimits (not available)",
+        );
+    }
+    c.degraded = c
+        .layers
+        .iter()
+        .filter(|(_, l)| !l.available)
+        .map(|(k, _)| k.clone())
+        .collect();
+    tracing::info!(degraded = ?c.degraded, "command confinement probed");
+    c
+}
+
+/// `bwrap --version`'s answer, e.g. `bubblewrap 0.8.0`.
+pub(super) fn bwrap_version(bwrap: &Path) -> Option<String> {
+    let out = Command::new(bwrap)
+        .arg("--version")
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// Runs a probe; with `report`, returns the helper's report line from its stdout. With
+/// `helper`, `program` is the helper started directly (named so [`crate::arg0_dispatch`]
+/// knows it).
+pub(super) fn probe_run(
+    program: &Path,
+    args: &[OsString],
+    report: bool,
+    helper: bool,
+) -> std::result::Result<Option<String>, String> {
+    let mut cmd = Command::new(program);
+    if helper {
+        std::os::unix::process::CommandExt::arg0(&mut cmd, HELPER_NAME);
+    }
+    let out = cmd
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rfind(|l| l.starts_with("landlock="));
+    match line {
+        _ if !out.status.success() => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            Err(format!("{}: {}", out.status, err.trim()))
+        }
+        Some(line) => Ok(Some(line.to_owned())),
+        None if !report => Ok(None),
+        None => Err("the helper printed no report".to_owned()),
+    }
+}

@@ -1,0 +1,500 @@
+//! `Sandbox::run_command`, `run_program` and `spawn_program`: the confined run itself.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Result, SandboxError};
+use crate::fsops::Usage;
+use crate::sandbox::Sandbox;
+use crate::user::{CommandUser, Portal};
+
+use super::bwrap::{helper_args, os};
+use super::cgroup::Cgroup;
+use super::child::{CHILD_STDERR_CAP, capture, exit_parts, join_cgroup_at_exec, kill_tree};
+use super::outcome::{CommandOutcome, Confinement};
+use super::probe::probe;
+use super::{
+    ConfinedChild, HELPER_NAME, NETWORK_ETC, QUOTA_EVERY, SANDBOX_OWN_PROCESSES, SANDBOX_PATH,
+    bwrap_args,
+};
+
+impl Sandbox {
+    /// What this machine offers `run_command` (probed once per process).
+    pub fn command_support() -> &'static Confinement {
+        probe()
+    }
+
+    /// Runs `sh -c command` under confinement; see [`Sandbox::run_program`].
+    pub fn run_command(&self, command: &str, timeout: Option<Duration>) -> Result<CommandOutcome> {
+        let argv = ["/bin/sh", "-c", command].map(String::from);
+        self.run_program(&argv, None, timeout)
+    }
+
+    /// Runs `argv` (a program found on the sandbox's `PATH`, and its arguments) under every
+    /// confinement layer, with `stdin` as its standard input (none: `/dev/null`), in
+    /// `/scratch`, for at most `timeout` (default `Limits::command_timeout_s`, ceiling
+    /// `Limits::max_command_timeout_s`).
+    ///
+    /// Refused, before anything runs, when a layer is missing and the sandbox was not opened
+    /// with [`Sandbox::allow_degraded_commands`]. Afterwards the quota is recounted: when the
+    /// command left /output and /scratch over quota, the outcome says so and file writes
+    /// that add bytes are refused. Whatever the command leaves behind (links, special files)
+    /// is subject to the file tools' usual rules.
+    pub fn run_program(
+        &self,
+        argv: &[String],
+        stdin: Option<Vec<u8>>,
+        timeout: Option<Duration>,
+    ) -> Result<CommandOutcome> {
+        refuse_nul(argv, &[])?;
+        let conf = self.confinement_for(argv)?;
+        let limits = self.limits().clone();
+        let max_timeout = Duration::from_secs(limits.max_command_timeout_s);
+        let timeout = timeout
+            .unwrap_or(Duration::from_secs(limits.command_timeout_s))
+            .min(max_timeout)
+            .max(Duration::from_millis(100));
+        let before = self.recount()?;
+        let (mut cmd, program, cgroup) =
+            self.confined_command(conf, argv, &[], &[], before.bytes, false)?;
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+
+        let started = Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(SandboxError::CommandStart {
+                    message: format!("{}: {e}", program_name(&program)),
+                });
+            }
+        };
+        let cap = limits.command_output_bytes as usize;
+        let out_rx = child.stdout.take().map(|s| capture(s, cap));
+        let err_rx = child.stderr.take().map(|s| capture(s, cap));
+        if let (Some(mut pipe), Some(data)) = (child.stdin.take(), stdin) {
+            std::thread::spawn(move || {
+                let _ = pipe.write_all(&data);
+            });
+        }
+
+        let deadline = started + timeout;
+        let mut timed_out = false;
+        let mut cancelled = false;
+        let mut over_quota = false;
+        let mut next_check = started + QUOTA_EVERY;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => {
+                    kill_tree(&mut child, cgroup.as_ref());
+                    let _ = child.wait();
+                    return Err(SandboxError::CommandStart {
+                        message: format!("waiting for the command: {e}"),
+                    });
+                }
+            }
+            let now = Instant::now();
+            if self.stop_requested() {
+                cancelled = true;
+                kill_tree(&mut child, cgroup.as_ref());
+            } else if now >= deadline {
+                timed_out = true;
+                kill_tree(&mut child, cgroup.as_ref());
+            } else if now >= next_check {
+                next_check = now + QUOTA_EVERY;
+                if self.over_quota() {
+                    over_quota = true;
+                    kill_tree(&mut child, cgroup.as_ref());
+                }
+            }
+            if timed_out || over_quota || cancelled {
+                match child.wait() {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        return Err(SandboxError::CommandStart {
+                            message: format!("waiting for the command: {e}"),
+                        });
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The tree is gone with its PID namespace; kill the process group and the cgroup
+        // too, for the layers that are there when namespaces are not.
+        kill_tree(&mut child, cgroup.as_ref());
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        let duration = started.elapsed();
+        let collect = |rx: Option<mpsc::Receiver<(Vec<u8>, u64)>>| {
+            rx.and_then(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
+                .unwrap_or_default()
+        };
+        let (out, out_total) = collect(out_rx);
+        let (err, err_total) = collect(err_rx);
+        let usage = self.recount()?;
+        let quota_exceeded =
+            over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
+        let (exit_code, signal) = exit_parts(status);
+        let (stdout, stdout_invalid_utf8) = decode_lossy(&out);
+        let (stderr, stderr_invalid_utf8) = decode_lossy(&err);
+        if stdout_invalid_utf8 + stderr_invalid_utf8 > 0 {
+            tracing::warn!(
+                stdout = stdout_invalid_utf8,
+                stderr = stderr_invalid_utf8,
+                "command output is not UTF-8: invalid sequences shown as U+FFFD"
+            );
+        }
+        let outcome = CommandOutcome {
+            exit_code,
+            signal,
+            stdout_truncated: out_total > out.len() as u64,
+            stderr_truncated: err_total > err.len() as u64,
+            stdout,
+            stderr,
+            stdout_invalid_utf8,
+            stderr_invalid_utf8,
+            stdout_bytes: out_total,
+            stderr_bytes: err_total,
+            timed_out,
+            cancelled,
+            quota_exceeded,
+            duration_ms: duration.as_millis() as u64,
+            usage,
+            degraded: conf.degraded.clone(),
+            confinement: conf.record(&limits, timeout, before.bytes),
+        };
+        tracing::info!(
+            exit = ?outcome.exit_code,
+            signal = ?outcome.signal,
+            timed_out,
+            quota_exceeded,
+            ms = outcome.duration_ms,
+            "command ran"
+        );
+        Ok(outcome)
+    }
+
+    /// Starts `argv` as a long-lived confined child with piped stdin, stdout and stderr —
+    /// for a server that talks over its standard streams (an MCP stdio server). The layers
+    /// are those of [`Sandbox::run_program`], and so is the refusal when one is missing and
+    /// degraded mode is not allowed; there is no timeout: the caller ends the child with
+    /// [`ConfinedChild::kill`] (dropping it kills it too). `env` is the child's whole
+    /// environment beyond `PATH`, `HOME`, `TMPDIR` and `LANG`; `read_only` host paths (the
+    /// server's program, its data) are made visible read-only at the same paths.
+    pub fn spawn_program(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+    ) -> Result<ConfinedChild> {
+        self.spawn_server(argv, env, read_only, false)
+    }
+
+    /// [`Sandbox::spawn_program`], with the host's network shared when `network` is true
+    /// (the child then also sees `/etc/resolv.conf`, `/etc/hosts` and the system's CA
+    /// certificates, read-only). Everything else is confined as without it.
+    pub fn spawn_server(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+        network: bool,
+    ) -> Result<ConfinedChild> {
+        refuse_nul(argv, env)?;
+        let conf = self.confinement_for(argv)?;
+        let before = self.recount()?;
+        let (mut cmd, program, cgroup) =
+            self.confined_command(conf, argv, env, read_only, before.bytes, network)?;
+        cmd.stdin(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(SandboxError::CommandStart {
+                    message: format!("{}: {e}", program_name(&program)),
+                });
+            }
+        };
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stderr_closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Some(mut pipe) = child.stderr.take() {
+            let keep = std::sync::Arc::clone(&stderr);
+            let closed = std::sync::Arc::clone(&stderr_closed);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if let Ok(mut kept) = keep.lock() {
+                                let room = CHILD_STDERR_CAP.saturating_sub(kept.len());
+                                kept.extend_from_slice(&buf[..n.min(room)]);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+        } else {
+            stderr_closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        tracing::info!(program = %argv[0], pid = child.id(), "confined child started");
+        Ok(ConfinedChild {
+            child,
+            cgroup,
+            stderr,
+            stderr_closed,
+            degraded: conf.degraded.clone(),
+        })
+    }
+
+    /// The command that runs `argv` under every layer this machine has, with `env` as its
+    /// only environment and `read_only` host paths visible (read-only, at the same paths);
+    /// stdout and stderr piped. The pids cgroup, when there is one, is joined at exec.
+    /// What confines a program here, checked before anything runs: refused when a layer
+    /// is missing and degraded commands are not allowed, or when `argv` names no program.
+    fn confinement_for(&self, argv: &[String]) -> Result<&'static Confinement> {
+        let conf = probe();
+        if !conf.is_complete() && !self.degraded_allowed() {
+            return Err(SandboxError::ConfinementMissing {
+                missing: conf.missing_summary(),
+            });
+        }
+        if argv.is_empty() {
+            return Err(SandboxError::CommandStart {
+                message: "no program given".to_owned(),
+            });
+        }
+        Ok(conf)
+    }
+
+    fn confined_command(
+        &self,
+        conf: &Confinement,
+        argv: &[String],
+        env: &[(String, String)],
+        read_only: &[PathBuf],
+        used_bytes: u64,
+        network: bool,
+    ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
+        let limits = self.limits().clone();
+        let roots = self.root_paths().clone();
+        let namespaces = conf.has("namespaces");
+        let helper = conf
+            .helper
+            .as_deref()
+            .filter(|_| conf.has("landlock") || conf.has("seccomp") || conf.has("rlimits"));
+
+        let mut rl: BTreeMap<String, u64> = BTreeMap::new();
+        rl.insert("cpu".into(), limits.command_cpu_s);
+        rl.insert("as".into(), limits.command_memory_bytes);
+        rl.insert(
+            "fsize".into(),
+            limits.max_total_bytes.saturating_sub(used_bytes),
+        );
+        rl.insert("nofile".into(), 1024);
+        rl.insert("core".into(), 0);
+        if conf.use_nproc {
+            rl.insert("nproc".into(), limits.command_processes);
+        }
+        let require: Vec<&str> = ["landlock", "seccomp", "rlimits"]
+            .into_iter()
+            .filter(|l| conf.has(l))
+            .collect();
+
+        // As root, commands run as the dedicated user: /output and /scratch become theirs,
+        // and bubblewrap finds its sources through the portal (see `crate::user`).
+        let user = CommandUser::for_limits(&limits);
+        let mut portal = None;
+        if user.drops_root() {
+            self.hand_over(&user)?;
+            if let (true, Some(bwrap)) = (namespaces, &conf.bwrap) {
+                crate::user::check_user(bwrap, &user)?;
+                portal = Some(Portal::default());
+            }
+        }
+        let mut args: Vec<OsString> = Vec::new();
+        let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
+            (true, Some(bwrap), h) => {
+                // The sources bubblewrap binds: the host paths, or their portal paths.
+                let mut sources = roots.clone();
+                let mut helper_source = h.map(Path::to_path_buf);
+                let mut ro_sources: Vec<PathBuf> = read_only.to_vec();
+                if let Some(portal) = portal.as_mut() {
+                    sources.input = portal.add(&roots.input, "input")?;
+                    sources.output = portal.add(&roots.output, "output")?;
+                    sources.scratch = portal.add(&roots.scratch, "scratch")?;
+                    if let Some(h) = h {
+                        helper_source = Some(portal.add(h, "helper")?);
+                    }
+                    for (i, p) in read_only.iter().enumerate() {
+                        ro_sources[i] = portal.add(p, &format!("ro{i}"))?;
+                    }
+                }
+                args = bwrap_args(&sources, helper_source.as_deref(), limits.command_tmp_bytes);
+                // Before the trailing `--chdir /scratch --`: extra binds and variables.
+                let tail = args.split_off(args.len() - 3);
+                if network {
+                    args.push(os("--share-net"));
+                    for f in NETWORK_ETC {
+                        let p = Path::new("/etc").join(f);
+                        if p.exists() {
+                            args.extend([os("--ro-bind"), p.clone().into(), p.into()]);
+                        }
+                    }
+                }
+                for (p, src) in read_only.iter().zip(&ro_sources) {
+                    args.extend([os("--ro-bind"), src.clone().into(), p.clone().into()]);
+                }
+                for (k, v) in env {
+                    args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
+                }
+                args.extend(tail);
+                if h.is_some() {
+                    args.extend(helper_args(&roots, true, &require, &rl, false, read_only));
+                }
+                bwrap.clone()
+            }
+            (_, _, Some(h)) => {
+                args.extend(helper_args(&roots, false, &require, &rl, false, read_only));
+                h.to_path_buf()
+            }
+            _ => PathBuf::from(&argv[0]),
+        };
+        let direct = args.is_empty();
+        args.extend(argv.iter().skip(usize::from(direct)).map(os));
+
+        let mut cmd = Command::new(&program);
+        if !namespaces && helper.is_some() {
+            // The helper started directly: named so that `arg0_dispatch` knows it.
+            std::os::unix::process::CommandExt::arg0(&mut cmd, HELPER_NAME);
+        }
+        cmd.args(&args)
+            .env_clear()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if !namespaces {
+            // Without bubblewrap the environment is set here, and the roots are at their
+            // host paths.
+            cmd.env("PATH", SANDBOX_PATH)
+                .env("HOME", &roots.scratch)
+                .env("TMPDIR", &roots.scratch)
+                .env("LANG", "C.UTF-8")
+                .current_dir(&roots.scratch);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+        }
+        let cgroup = match &conf.pids_cgroup {
+            Some(parent) => {
+                let cg = Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES)
+                    .map_err(|e| SandboxError::CommandStart {
+                    message: format!("creating the pids cgroup: {e}"),
+                })?;
+                match cg.procs() {
+                    Ok(procs) => join_cgroup_at_exec(&mut cmd, procs),
+                    Err(e) => {
+                        cg.remove();
+                        return Err(SandboxError::CommandStart {
+                            message: format!("opening the pids cgroup: {e}"),
+                        });
+                    }
+                }
+                Some(cg)
+            }
+            None => None,
+        };
+        if user.drops_root() {
+            // After joining the cgroup, which needs root.
+            crate::user::drop_root_at_exec(&mut cmd, portal, user.uid, user.gid);
+        }
+        Ok((cmd, program, cgroup))
+    }
+
+    /// Measures /output and /scratch and says whether they are over quota.
+    fn over_quota(&self) -> bool {
+        let limits = self.limits();
+        let mut total = Usage::default();
+        for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
+            if let Ok(u) = self.measure(root) {
+                total.bytes = total.bytes.saturating_add(u.bytes);
+                total.files = total.files.saturating_add(u.files);
+            }
+        }
+        total.bytes > limits.max_total_bytes || total.files > limits.max_files
+    }
+}
+
+/// `bytes` as UTF-8, each invalid sequence replaced by U+FFFD, and how many there were.
+pub(super) fn decode_lossy(bytes: &[u8]) -> (String, u64) {
+    let mut text = String::with_capacity(bytes.len());
+    let mut invalid = 0u64;
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            text.push(char::REPLACEMENT_CHARACTER);
+            invalid += 1;
+        }
+    }
+    (text, invalid)
+}
+
+/// Refuse a NUL byte in a command line or environment before anything is spawned (the
+/// OS cannot pass one, and the launcher's own message would name host paths).
+pub(super) fn refuse_nul(argv: &[String], env: &[(String, String)]) -> Result<()> {
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(SandboxError::NulInCommand {
+            what: "command line",
+        });
+    }
+    if env
+        .iter()
+        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(SandboxError::NulInCommand {
+            what: "environment",
+        });
+    }
+    Ok(())
+}
+
+/// The launcher's file name only: a message the model sees names no host path.
+pub(super) fn program_name(program: &Path) -> String {
+    program.file_name().map_or_else(
+        || "the launcher".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_counted() {
+        assert_eq!(decode_lossy(b"plain"), ("plain".to_owned(), 0));
+        let (text, n) = decode_lossy(b"a\xff\xfeb\xc3\x28c");
+        assert_eq!(n, 3, "{text:?}");
+        assert_eq!(text, "a\u{fffd}\u{fffd}b\u{fffd}(c");
+        assert_eq!(text, String::from_utf8_lossy(b"a\xff\xfeb\xc3\x28c"));
+    }
+}
