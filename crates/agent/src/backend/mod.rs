@@ -2,6 +2,7 @@
 
 mod build;
 mod dispatch;
+mod finish;
 mod resume;
 mod start;
 mod turn;
@@ -9,20 +10,19 @@ mod turn;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use provrun_evidence::{Recorder, RunEnd, RunStatus};
+use provrun_evidence::{Recorder, RunStatus};
 use provrun_model::{Message, Model, ToolCall, ToolDefinition, Usage};
 use provrun_tools::{RunContext, Tool, ToolOutput, ToolRegistry};
-use serde_json::Value;
 
 use crate::capability::{EvidenceModel, ToolEvidence};
-use crate::control::{RunControl, RunEvent};
+use crate::control::RunControl;
 use crate::error::AgentError;
 use crate::hooks::ToolHooks;
 use crate::output::OutputSchema;
 use crate::remote::{RecordedMcp, Remote};
 use crate::replay::Replaying;
 use crate::skills::Skill;
-use crate::spec::{AgentSpec, Decision, DeferredCall, RunResult, RunSpec, RunUsage};
+use crate::spec::{AgentSpec, Decision, DeferredCall, RunResult, RunSpec};
 
 /// The name of the output tool an agent with an `output_schema` answers through.
 pub const OUTPUT_TOOL: &str = "final_result";
@@ -155,58 +155,4 @@ struct Run<'a> {
     evidence: ToolEvidence,
     model: EvidenceModel,
     ctx: RunContext,
-}
-
-impl Run<'_> {
-    async fn finish(self, state: LoopState, outcome: Outcome) -> Result<RunResult, AgentError> {
-        self.evidence.trace(&state.messages).await?;
-        if outcome.status == RunStatus::Finished {
-            let response = self.recorder.output_dir().join("response.txt");
-            if std::fs::symlink_metadata(&response).is_err()
-                && let Err(e) = self
-                    .ctx
-                    .sandbox()
-                    .write_file("/output/response.txt", outcome.output.as_bytes())
-            {
-                tracing::warn!(error = %e, "could not write /output/response.txt");
-            }
-        }
-        let usage = RunUsage {
-            input_tokens: state.usage.input_tokens,
-            output_tokens: state.usage.output_tokens,
-            requests: state.requests,
-            tool_calls: state.tool_calls,
-        };
-        let end = RunEnd {
-            status: outcome.status,
-            usage: serde_json::to_value(usage).unwrap_or(Value::Null),
-            error: outcome.error.clone(),
-        };
-        let recorder = self.recorder.clone();
-        // The outputs count against the sandbox's quota by apparent size: whatever a
-        // command left in /output, the recorder reads no more than that.
-        let policy = provrun_evidence::OutputPolicy {
-            max_total_bytes: self.ctx.sandbox().limits().max_total_bytes,
-        };
-        tokio::task::spawn_blocking(move || recorder.finish_with(end, &policy))
-            .await
-            .map_err(|e| AgentError::Bundle {
-                path: self.recorder.bundle_dir().to_path_buf(),
-                message: format!("finishing stopped: {e}"),
-            })??;
-        self.control.emit(RunEvent::Finished {
-            status: outcome.status,
-        });
-        Ok(RunResult {
-            run_id: self.recorder.run_id().to_string(),
-            status: outcome.status,
-            output: outcome.output,
-            usage,
-            bundle: self.recorder.bundle_dir().to_path_buf(),
-            deferred: outcome.deferred,
-            error: outcome.error,
-            #[cfg(feature = "otel")]
-            otel_export: None,
-        })
-    }
 }
