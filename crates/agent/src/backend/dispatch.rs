@@ -14,6 +14,7 @@ use crate::hooks::{BeforeOutcome, HookDecision, ToolCallInfo, ToolHooks};
 use crate::spec::{Decision, DeferReason};
 
 use super::{CANCEL_GRACE, MAX_TOOL_RESULT_BYTES, Run};
+
 /// What running the tool itself gave.
 pub(super) struct Called {
     pub(super) output: ToolOutput,

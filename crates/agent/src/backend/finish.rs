@@ -8,6 +8,7 @@ use crate::error::AgentError;
 use crate::spec::{RunResult, RunUsage};
 
 use super::{LoopState, Outcome, Run};
+
 impl Run<'_> {
     pub(super) async fn finish(
         self,

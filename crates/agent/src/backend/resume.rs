@@ -11,6 +11,7 @@ use crate::error::AgentError;
 use crate::spec::{AgentSpec, Decision, DeferReason, DeferredCall, ResumeSpec, RunResult};
 
 use super::{Backend, LoopState, PendingTurn, Prepared};
+
 impl Backend {
     /// Continue a paused run (in this process or another) with decisions for the calls
     /// it waits on: every waiting call needs exactly one. A run that was granted a host

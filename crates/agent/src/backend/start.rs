@@ -18,6 +18,7 @@ use crate::spec::{AgentSpec, RunResult, RunSpec};
 
 use super::resume::remove_bundle;
 use super::{BUILDER, Backend, LoopState, OUTPUT_TOOL, Prepared, Run};
+
 /// The default folders `agent`'s runs search for skills, as `run_started` records them.
 pub(super) fn default_skill_folders(agent: &AgentSpec) -> Vec<String> {
     let (_, defaults) = agent.skill_folders();

@@ -16,6 +16,7 @@ use crate::spec::{DeferReason, DeferredCall, RunResult};
 
 use super::dispatch::{CallResult, Ordered};
 use super::{LoopState, OUTPUT_TOOL, Outcome, PendingTurn, Run, call_uid};
+
 /// What a turn's answer through the output tool came to.
 pub(super) enum Answer {
     /// The turn has no answer (or the agent no output schema): its calls run as usual.
