@@ -1,0 +1,366 @@
+//! Building a [`Backend`](super::Backend): its builder methods, MCP wiring, the choice of
+//! model and the preparation of an agent's tools, instructions and skills.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use provrun_model::{Model, ScriptModel, TestModel, ToolDefinition};
+use provrun_tools::{ToolMode, ToolRegistry};
+
+use crate::error::AgentError;
+use crate::hooks::ToolHooks;
+use crate::output::OutputSchema;
+use crate::remote::{RecordedMcp, Remote};
+use crate::replay::Replaying;
+use crate::skills::{self, USE_SKILL_TOOL};
+use crate::spec::{AgentSpec, ModelRef, RunResult};
+
+use super::{Backend, OUTPUT_TOOL, Prepared};
+
+/// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
+/// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
+/// be set), else from `key_var`.
+pub(super) fn endpoint(
+    agent: &AgentSpec,
+    base_var: &str,
+    key_var: &str,
+) -> Result<(Option<String>, Option<String>), String> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let base = agent.base_url.clone().or_else(|| env(base_var));
+    let key = match &agent.api_key_env {
+        Some(var) => Some(env(var).ok_or_else(|| {
+            format!("the agent spec's `api_key_env` names {var}, which is not set")
+        })?),
+        None => env(key_var),
+    };
+    Ok((base, key))
+}
+
+impl Backend {
+    /// A backend with the linked tools and each spec's own model.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use this model instead of the spec's (for tests, or a model built in code).
+    pub fn with_model(mut self, model: Arc<dyn Model>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Hold one of `permits`' permits while each model request is sent: every run of
+    /// this backend and of its clones (and of other backends given the same semaphore)
+    /// together keep at most that many requests in flight. A request waiting for a permit
+    /// has not been sent; the wait counts in its recorded duration.
+    pub fn with_model_limit(mut self, permits: Arc<tokio::sync::Semaphore>) -> Self {
+        self.model_limit = Some(permits);
+        self
+    }
+
+    /// Find tools in this registry instead of [`ToolRegistry::linked`].
+    pub fn with_registry(mut self, registry: ToolRegistry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Write new bundles' blobs in this layout: the pack (the default), or loose files
+    /// as versions before the pack did (for readers that know only those, and for
+    /// comparing the two). A resumed run keeps its bundle's layout.
+    pub fn with_blob_layout(mut self, layout: provrun_evidence::BlobLayout) -> Self {
+        self.blob_layout = layout;
+        self
+    }
+
+    /// Run these hooks around every tool call.
+    pub fn with_hooks(mut self, hooks: ToolHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Export each run's spans over OTLP when it ends (finished, failed, cancelled or
+    /// paused), the way `provrun export otlp` does, and record the run's trace id in its
+    /// `run_started` event (`details.otel.trace_id`). The export is bounded by
+    /// `config.timeout` and never changes the run's outcome or its bundle: its result is
+    /// in [`RunResult::otel_export`]. [`provrun_otel::OtlpConfig::from_env`] reads the
+    /// standard `OTEL_*` variables. Replays never export.
+    ///
+    /// Needs the `otel` feature (on by default).
+    #[cfg(feature = "otel")]
+    pub fn with_otlp(mut self, config: provrun_otel::OtlpConfig) -> Self {
+        self.otlp = Some(config);
+        self
+    }
+
+    /// The same backend without OTLP export (replays use it).
+    pub(crate) fn without_otlp(self) -> Self {
+        #[cfg(feature = "otel")]
+        return Self { otlp: None, ..self };
+        #[cfg(not(feature = "otel"))]
+        self
+    }
+
+    /// Whether the run's spans are exported at its end.
+    pub(super) fn otlp_asked(&self) -> bool {
+        #[cfg(feature = "otel")]
+        return self.otlp.is_some();
+        #[cfg(not(feature = "otel"))]
+        return false;
+    }
+
+    /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    #[cfg(not(feature = "otel"))]
+    pub(super) async fn export_otel(
+        &self,
+        result: Result<RunResult, AgentError>,
+    ) -> Result<RunResult, AgentError> {
+        result
+    }
+
+    /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    #[cfg(feature = "otel")]
+    pub(super) async fn export_otel(
+        &self,
+        result: Result<RunResult, AgentError>,
+    ) -> Result<RunResult, AgentError> {
+        let Some(config) = &self.otlp else {
+            return result;
+        };
+        let mut result = result?;
+        let sent = provrun_otel::export_bundle(&result.bundle, config).await;
+        if let Err(e) = &sent {
+            tracing::warn!(bundle = %result.bundle.display(), "OpenTelemetry export failed: {e}");
+        }
+        result.otel_export = Some(sent.map_err(|e| e.to_string()));
+        Ok(result)
+    }
+
+    /// Replay mode: recorded decisions instead of hooks (see [`crate::replay`]).
+    pub(crate) fn replaying(mut self, replaying: Arc<Replaying>) -> Self {
+        self.replaying = Some(replaying);
+        self
+    }
+
+    /// Answer the agent's MCP tools from a recording instead of connecting to the servers
+    /// (what [`crate::replay`] does).
+    pub fn with_recorded_mcp(mut self, recorded: RecordedMcp) -> Self {
+        self.recorded_mcp = Some(recorded);
+        self
+    }
+
+    /// Connect the agent's MCP servers (or stand in with the recording) and add their
+    /// tools to the run's.
+    /// `roots` are the run's own folders (see `provrun_sandbox::roots::run_roots`): no
+    /// server may be granted one of them.
+    pub(super) async fn connect_remote(
+        &self,
+        agent: &AgentSpec,
+        prepared: &mut Prepared,
+        roots: Vec<provrun_sandbox::roots::HostRoot>,
+    ) -> Result<(), AgentError> {
+        if agent.mcp.is_empty() && self.recorded_mcp.is_none() {
+            return Ok(());
+        }
+        let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
+        let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref(), roots).await?;
+        #[cfg(feature = "mcp")]
+        for t in remote.tools() {
+            if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {
+                remote.shutdown().await;
+                return Err(AgentError::UnusableTool {
+                    name: t.name.clone(),
+                    reason: format!(
+                        "MCP server `{}` lists a tool of that name, and the agent already has \
+                         one (give the server a different `prefix`)",
+                        t.server
+                    ),
+                });
+            }
+            let tool = match crate::remote::as_tool(&t) {
+                Ok(tool) => tool,
+                Err(e) => {
+                    remote.shutdown().await;
+                    return Err(e);
+                }
+            };
+            prepared.definitions.push(tool.definition());
+            prepared.tools.insert(t.name.clone(), tool);
+        }
+        prepared.remote = remote;
+        Ok(())
+    }
+
+    pub(super) fn model_for(&self, agent: &AgentSpec) -> Result<Arc<dyn Model>, AgentError> {
+        if let Some(m) = &self.model {
+            return Ok(Arc::clone(m));
+        }
+        let model_err = |message: String| AgentError::Model {
+            model: agent.model.clone(),
+            message,
+        };
+        match ModelRef::parse(&agent.model).map_err(model_err)? {
+            ModelRef::Test => Ok(Arc::new(TestModel::new())),
+            ModelRef::Script(path) => {
+                let path = agent.resolve(&path);
+                Ok(Arc::new(
+                    ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            #[cfg(feature = "openai")]
+            ModelRef::OpenAi(name) => {
+                let (base, key) =
+                    endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
+                let config = provrun_model::OpenAiConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::OpenAiModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            #[cfg(feature = "openai")]
+            ModelRef::Anthropic(name) => {
+                let (base, key) = endpoint(agent, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")
+                    .map_err(model_err)?;
+                let config = provrun_model::AnthropicConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::AnthropicModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            #[cfg(feature = "openai")]
+            ModelRef::OpenAiResponses(name) => {
+                let (base, key) =
+                    endpoint(agent, "OPENAI_BASE_URL", "OPENAI_API_KEY").map_err(model_err)?;
+                let config = provrun_model::OpenAiResponsesConfig::from_values(&name, base, key)
+                    .map_err(|e| model_err(e.to_string()))?;
+                Ok(Arc::new(
+                    provrun_model::OpenAiResponsesModel::new(config)
+                        .map_err(|e| model_err(e.to_string()))?,
+                ))
+            }
+            // Without the `openai` feature: an error naming it.
+            #[cfg(not(feature = "openai"))]
+            ModelRef::OpenAi(name) => provrun_model::model_from_spec(&format!("openai:{name}"))
+                .map_err(|e| model_err(e.to_string())),
+            #[cfg(not(feature = "openai"))]
+            ModelRef::Anthropic(name) => {
+                provrun_model::model_from_spec(&format!("anthropic:{name}"))
+                    .map_err(|e| model_err(e.to_string()))
+            }
+            #[cfg(not(feature = "openai"))]
+            ModelRef::OpenAiResponses(name) => {
+                provrun_model::model_from_spec(&format!("openai-responses:{name}"))
+                    .map_err(|e| model_err(e.to_string()))
+            }
+            ModelRef::Replay(bundle) => {
+                let bundle = agent.resolve(&bundle);
+                Ok(Arc::new(crate::replay::replay_model(&bundle)?))
+            }
+        }
+    }
+
+    pub(super) fn prepare(&self, agent: &AgentSpec) -> Result<Prepared, AgentError> {
+        agent.validate_with_model(
+            &format!("agent spec `{}`", agent.name),
+            self.model.is_some(),
+        )?;
+        let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
+        let mut tools = BTreeMap::new();
+        let mut definitions = Vec::new();
+        for tool in registry.get(&agent.tool_names())? {
+            match tool.mode() {
+                ToolMode::RemoteMcp => {
+                    return Err(AgentError::UnusableTool {
+                        name: tool.name().to_string(),
+                        reason: "it is declared to run in an MCP server: name the server in \
+                                 the agent spec's `[[mcp]]` section instead, and its tools are \
+                                 listed at run start"
+                            .to_string(),
+                    });
+                }
+                ToolMode::InProcess if !tool.is_runnable() => {
+                    return Err(AgentError::UnusableTool {
+                        name: tool.name().to_string(),
+                        reason: "it cannot run in this process (see `provrun tools`)".to_string(),
+                    });
+                }
+                _ => {}
+            }
+            definitions.push(tool.definition());
+            tools.insert(tool.name().to_string(), tool);
+        }
+        // A tool name in an `approve` list must be one of the agent's tools (an MCP
+        // server's tools are listed only at run start, so with servers any name goes).
+        if agent.mcp.is_empty()
+            && let Some(unknown) = agent
+                .approve
+                .tool_names()
+                .into_iter()
+                .find(|n| !tools.contains_key(*n))
+        {
+            return Err(AgentError::InvalidSpec {
+                origin: format!("agent spec `{}`", agent.name),
+                message: format!(
+                    "`approve` names `{unknown}`, which is neither a tool category (read, \
+                     write, execute, network, search, other), `destructive`, nor one of the \
+                     agent's tools"
+                ),
+            });
+        }
+        let skills = agent.visible_skills()?;
+        let mut instructions = agent.instructions.clone();
+        if !skills.is_empty() {
+            if tools.contains_key(USE_SKILL_TOOL) {
+                return Err(AgentError::UnusableTool {
+                    name: USE_SKILL_TOOL.into(),
+                    reason: "the name is reserved for loading skills".into(),
+                });
+            }
+            let tool = skills::use_skill_tool(&skills)?;
+            definitions.push(tool.definition());
+            tools.insert(USE_SKILL_TOOL.to_string(), tool);
+            if !instructions.is_empty() {
+                instructions.push_str("\n\n");
+            }
+            instructions.push_str(&skills::skills_prompt(&skills));
+        }
+        let mut output_schema = None;
+        if let Some(schema) = &agent.output_schema {
+            output_schema =
+                Some(
+                    OutputSchema::new(schema).map_err(|message| AgentError::InvalidSpec {
+                        origin: format!("agent spec `{}`", agent.name),
+                        message: format!("`output_schema` is not a valid JSON Schema: {message}"),
+                    })?,
+                );
+            if tools.contains_key(OUTPUT_TOOL) {
+                return Err(AgentError::UnusableTool {
+                    name: OUTPUT_TOOL.into(),
+                    reason: "the name is reserved for the output tool".into(),
+                });
+            }
+            definitions.push(ToolDefinition {
+                name: OUTPUT_TOOL.to_string(),
+                description: "Give your final answer, as arguments that follow this schema."
+                    .to_string(),
+                parameters: schema.clone(),
+            });
+        }
+        let mut model = self.model_for(agent)?;
+        if let Some(permits) = &self.model_limit {
+            model = Arc::new(crate::limit::LimitedModel {
+                inner: model,
+                permits: Arc::clone(permits),
+            });
+        }
+        Ok(Prepared {
+            tools,
+            definitions,
+            instructions,
+            skills,
+            model,
+            output_schema,
+            remote: Remote::none(),
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! The end of a run: the trace, `response.txt`, `run_end` and the run's result.
+
+use provrun_evidence::{RunEnd, RunStatus};
+use serde_json::Value;
+
+use crate::control::RunEvent;
+use crate::error::AgentError;
+use crate::spec::{RunResult, RunUsage};
+
+use super::{LoopState, Outcome, Run};
+
+impl Run<'_> {
+    pub(super) async fn finish(
+        self,
+        state: LoopState,
+        outcome: Outcome,
+    ) -> Result<RunResult, AgentError> {
+        self.evidence.trace(&state.messages).await?;
+        if outcome.status == RunStatus::Finished {
+            let response = self.recorder.output_dir().join("response.txt");
+            if std::fs::symlink_metadata(&response).is_err()
+                && let Err(e) = self
+                    .ctx
+                    .sandbox()
+                    .write_file("/output/response.txt", outcome.output.as_bytes())
+            {
+                tracing::warn!(error = %e, "could not write /output/response.txt");
+            }
+        }
+        let usage = RunUsage {
+            input_tokens: state.usage.input_tokens,
+            output_tokens: state.usage.output_tokens,
+            requests: state.requests,
+            tool_calls: state.tool_calls,
+        };
+        let end = RunEnd {
+            status: outcome.status,
+            usage: serde_json::to_value(usage).unwrap_or(Value::Null),
+            error: outcome.error.clone(),
+        };
+        let recorder = self.recorder.clone();
+        // The outputs count against the sandbox's quota by apparent size: whatever a
+        // command left in /output, the recorder reads no more than that.
+        let policy = provrun_evidence::OutputPolicy {
+            max_total_bytes: self.ctx.sandbox().limits().max_total_bytes,
+        };
+        tokio::task::spawn_blocking(move || recorder.finish_with(end, &policy))
+            .await
+            .map_err(|e| AgentError::Bundle {
+                path: self.recorder.bundle_dir().to_path_buf(),
+                message: format!("finishing stopped: {e}"),
+            })??;
+        self.control.emit(RunEvent::Finished {
+            status: outcome.status,
+        });
+        Ok(RunResult {
+            run_id: self.recorder.run_id().to_string(),
+            status: outcome.status,
+            output: outcome.output,
+            usage,
+            bundle: self.recorder.bundle_dir().to_path_buf(),
+            deferred: outcome.deferred,
+            error: outcome.error,
+            #[cfg(feature = "otel")]
+            otel_export: None,
+        })
+    }
+}

@@ -1,0 +1,158 @@
+//! [`Backend`]: runs an agent in its sandbox, step by step, and leaves a finished bundle.
+
+mod build;
+mod dispatch;
+mod finish;
+mod resume;
+mod start;
+mod turn;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use provrun_evidence::{Recorder, RunStatus};
+use provrun_model::{Message, Model, ToolCall, ToolDefinition, Usage};
+use provrun_tools::{RunContext, Tool, ToolOutput, ToolRegistry};
+
+use crate::capability::{EvidenceModel, ToolEvidence};
+use crate::control::RunControl;
+use crate::error::AgentError;
+use crate::hooks::ToolHooks;
+use crate::output::OutputSchema;
+use crate::remote::{RecordedMcp, Remote};
+use crate::replay::Replaying;
+use crate::skills::Skill;
+use crate::spec::{AgentSpec, Decision, DeferredCall, RunResult, RunSpec};
+
+/// The name of the output tool an agent with an `output_schema` answers through.
+pub const OUTPUT_TOOL: &str = "final_result";
+
+/// What `run_started.builder` and the statement name as the thing that ran the agent.
+pub const BUILDER: &str = concat!("provrun/", env!("CARGO_PKG_VERSION"));
+
+/// How long a cancelled run waits for a sync tool to return before it records the call
+/// as cancelled (a command the tool runs is killed at once; see `Run::call_tool`).
+pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A tool result longer than this is cut (with a note saying so) before the model and
+/// the evidence see it.
+pub const MAX_TOOL_RESULT_BYTES: usize = 1024 * 1024;
+
+/// Runs agents: finds their tools, builds their model, and drives the loop.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), provrun_agent::AgentError> {
+/// use provrun_agent::{AgentSpec, Backend, RunControl, RunSpec};
+/// let agent = AgentSpec::load("examples/hello/agent.toml")?;
+/// let run = RunSpec::new("Summarise the inputs.", "/tmp/bundle").input("examples/hello/input");
+/// let result = Backend::new().execute(&RunControl::new(), &agent, &run).await?;
+/// println!("{}", result.output);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct Backend {
+    model: Option<Arc<dyn Model>>,
+    registry: Option<ToolRegistry>,
+    hooks: ToolHooks,
+    /// Set by [`crate::replay`]: the recorded decisions that stand in for hooks, and where
+    /// a recorded cancellation ends the run.
+    replaying: Option<Arc<Replaying>>,
+    recorded_mcp: Option<RecordedMcp>,
+    #[cfg(feature = "otel")]
+    otlp: Option<provrun_otel::OtlpConfig>,
+    /// How new bundles store their blobs (the pack unless chosen otherwise).
+    blob_layout: provrun_evidence::BlobLayout,
+    /// Shared by every run of this backend (and its clones): one permit per model
+    /// request in flight.
+    model_limit: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("model", &self.model.as_ref().map(|m| m.name().to_string()))
+            .field("registry", &self.registry.as_ref().map(ToolRegistry::len))
+            .field("hooks", &self.hooks)
+            .field("replaying", &self.replaying.is_some())
+            .field("otlp", &self.otlp_asked())
+            .finish()
+    }
+}
+
+/// Run an agent with a default [`Backend`] (linked tools, the spec's model).
+pub async fn execute(
+    control: &RunControl,
+    agent: &AgentSpec,
+    run: &RunSpec,
+) -> Result<RunResult, AgentError> {
+    Backend::new().execute(control, agent, run).await
+}
+
+/// What the run has seen so far: the loop's whole state.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LoopState {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) usage: Usage,
+    pub(crate) requests: u64,
+    pub(crate) tool_calls: u64,
+}
+
+/// A turn whose calls are not all done: they wait for decisions. `completed` and
+/// `decisions` are keyed by the calls' run-unique ids ([`call_uid`]).
+#[derive(Debug, Clone, Default)]
+struct PendingTurn {
+    calls: Vec<ToolCall>,
+    completed: HashMap<String, ToolOutput>,
+    decisions: HashMap<String, Decision>,
+}
+
+/// The run-unique id of the `index`th call (from 0) of the model's response to request
+/// `step`: `STEP.N` with `N` from 1. Models reuse call ids across turns and some send none,
+/// so the model's id cannot identify a call in a run; this id is derived from the run's
+/// own history, so a resumed run and a replay give every call the same id again.
+pub(crate) fn call_uid(step: u64, index: usize) -> String {
+    format!("{step}.{}", index + 1)
+}
+
+/// How the loop ended.
+#[derive(Debug)]
+struct Outcome {
+    status: RunStatus,
+    output: String,
+    error: Option<String>,
+    deferred: Vec<DeferredCall>,
+}
+
+impl Outcome {
+    fn failed(message: impl Into<String>) -> Self {
+        Self {
+            status: RunStatus::Failed,
+            output: String::new(),
+            error: Some(message.into()),
+            deferred: Vec::new(),
+        }
+    }
+}
+
+/// Everything the loop needs that does not change during a run.
+struct Prepared {
+    tools: BTreeMap<String, Tool>,
+    definitions: Vec<ToolDefinition>,
+    instructions: String,
+    skills: Vec<Skill>,
+    model: Arc<dyn Model>,
+    output_schema: Option<OutputSchema>,
+    remote: Remote,
+}
+
+/// One run in progress.
+struct Run<'a> {
+    backend: &'a Backend,
+    control: &'a RunControl,
+    agent: &'a AgentSpec,
+    prepared: &'a Prepared,
+    recorder: Recorder,
+    evidence: ToolEvidence,
+    model: EvidenceModel,
+    ctx: RunContext,
+}

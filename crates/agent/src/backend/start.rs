@@ -1,0 +1,334 @@
+//! Starting a run: staging the bundle and sandbox, recording `run_started`, and handing
+//! the run to the loop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use provrun_evidence::{Recorder, RunStarted, ToolInfo, to_canonical_string};
+use provrun_model::Message;
+use provrun_sandbox::Sandbox;
+use provrun_tools::{RunContext, RunDeps, RunInfo, ToolCategory};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::capability::{EvidenceModel, Templates, ToolEvidence};
+use crate::control::RunControl;
+use crate::error::AgentError;
+use crate::spec::{AgentSpec, RunResult, RunSpec};
+
+use super::resume::remove_bundle;
+use super::{BUILDER, Backend, LoopState, OUTPUT_TOOL, Prepared, Run};
+
+/// The default folders `agent`'s runs search for skills, as `run_started` records them.
+pub(super) fn default_skill_folders(agent: &AgentSpec) -> Vec<String> {
+    let (_, defaults) = agent.skill_folders();
+    defaults
+        .iter()
+        .map(|p| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Whether any of the agent's tools may run a program: category `execute`, or no
+/// category declared (a command tool from a manifest may leave it out).
+pub(super) fn may_run_commands(prepared: &Prepared) -> bool {
+    prepared
+        .tools
+        .values()
+        .any(|t| matches!(t.category(), ToolCategory::Execute | ToolCategory::Other))
+}
+
+/// The names of the agent's tools whose calls run a confined program.
+pub(super) fn command_tools(prepared: &Prepared) -> Vec<String> {
+    prepared
+        .tools
+        .values()
+        .filter(|t| t.runs_program())
+        .map(|t| t.name().to_string())
+        .collect()
+}
+
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Backend {
+    /// Run `agent` once as `run` describes, and finish its bundle.
+    ///
+    /// `Err` means the run could not start (a bad spec, an unknown tool, a missing input, a
+    /// bundle folder that is not empty) and nothing was left behind, or that evidence
+    /// could not be written. A run that started and then failed returns `Ok` with status
+    /// `failed` and a bundle that verifies.
+    pub async fn execute(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        run: &RunSpec,
+    ) -> Result<RunResult, AgentError> {
+        let mut prepared = self.prepare(agent)?;
+        for input in &run.inputs {
+            if let Err(e) = std::fs::symlink_metadata(input) {
+                return Err(AgentError::Input {
+                    path: input.clone(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        if let Some(host) = &run.host_dir
+            && !host.is_dir()
+        {
+            return Err(AgentError::Input {
+                path: host.clone(),
+                message: "the host folder does not exist or is not a folder".into(),
+            });
+        }
+        // No root may hold another (the bundle, /scratch's TMPDIR, inputs, host folder):
+        // checked before anything is written.
+        let roots = provrun_sandbox::roots::run_roots(
+            &run.bundle,
+            &std::env::temp_dir(),
+            &run.inputs,
+            run.host_dir.as_deref(),
+        );
+        provrun_sandbox::roots::check_disjoint(&roots)?;
+        // An MCP server may be granted an input folder, but no other of the run's folders.
+        let roots = provrun_sandbox::roots::run_roots(
+            &run.bundle,
+            &std::env::temp_dir(),
+            &[],
+            run.host_dir.as_deref(),
+        );
+        self.connect_remote(agent, &mut prepared, roots).await?;
+        let result = self.execute_prepared(control, agent, &prepared, run).await;
+        prepared.remote.shutdown().await;
+        self.export_otel(result).await
+    }
+
+    /// The run itself, once its tools (MCP servers included) are ready.
+    pub(super) async fn execute_prepared(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        run: &RunSpec,
+    ) -> Result<RunResult, AgentError> {
+        let bundle_existed = run.bundle.exists();
+        let run_id = run
+            .run_id
+            .clone()
+            .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
+        let started = self.run_started(agent, prepared, run, &run_id)?;
+        let recorder = Recorder::create_with_layout(
+            &run.bundle,
+            &run_id,
+            run.durability,
+            &started,
+            self.blob_layout,
+        )?;
+
+        // Stage inputs; on failure leave nothing behind, as if the run never started.
+        let staged = {
+            let input_dir = recorder.input_dir();
+            let inputs = run.inputs.clone();
+            let limits = agent.limits.clone();
+            let rec = recorder.clone();
+            tokio::task::spawn_blocking(move || {
+                provrun_sandbox::stage_inputs(&input_dir, &inputs, &limits)
+                    .map_err(AgentError::from)
+                    .and_then(|_| rec.record_inputs().map_err(AgentError::from))
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(AgentError::Bundle {
+                    path: run.bundle.clone(),
+                    message: format!("staging stopped: {e}"),
+                })
+            })
+        };
+        if let Err(e) = staged {
+            drop(recorder);
+            remove_bundle(&run.bundle, bundle_existed);
+            return Err(match e {
+                AgentError::Sandbox(s) => AgentError::Input {
+                    path: run.inputs.first().cloned().unwrap_or_default(),
+                    message: s.to_string(),
+                },
+                other => other,
+            });
+        }
+
+        let mut sandbox = Sandbox::with_temp_scratch(
+            recorder.input_dir(),
+            recorder.output_dir(),
+            agent.limits.clone(),
+        )?
+        .allow_degraded_commands(agent.allow_degraded_sandbox);
+        if let Some(host) = &run.host_dir {
+            sandbox = sandbox.with_host_dir(host)?;
+        }
+        let mut state = LoopState {
+            messages: Vec::new(),
+            ..LoopState::default()
+        };
+        if !prepared.instructions.is_empty() {
+            state
+                .messages
+                .push(Message::system(prepared.instructions.clone()));
+        }
+        state.messages.push(Message::user(run.prompt.clone()));
+        let active = self.start(control, agent, prepared, recorder, sandbox, (run_id, 0));
+        active.drive(state, None).await
+    }
+
+    pub(super) fn start<'a>(
+        &'a self,
+        control: &'a RunControl,
+        agent: &'a AgentSpec,
+        prepared: &'a Prepared,
+        recorder: Recorder,
+        sandbox: Sandbox,
+        // The run's id, and the model requests it made before (a resumed run's).
+        (run_id, requests_made): (String, u64),
+    ) -> Run<'a> {
+        let ctx = RunContext::new(RunDeps {
+            sandbox,
+            run: RunInfo {
+                run_id,
+                declarer: Some(recorder.declarer()),
+            },
+        });
+        let mut model = EvidenceModel::new(Arc::clone(&prepared.model), recorder.clone())
+            .with_requests_made(requests_made);
+        if let Some(schema) = &prepared.output_schema {
+            model = model
+                .with_output_tool(OUTPUT_TOOL)
+                .with_output_schema(schema.clone());
+        }
+        Run {
+            backend: self,
+            control,
+            agent,
+            prepared,
+            evidence: ToolEvidence::new(recorder.clone())
+                .with_command_tools(command_tools(prepared))
+                .with_templates(prepared.tools.values().map(|t| {
+                    let templates = Templates {
+                        summary: t.summary().map(str::to_string),
+                        confirm: t.confirm().map(str::to_string),
+                    };
+                    (t.name().to_string(), templates)
+                })),
+            recorder,
+            model,
+            ctx,
+        }
+    }
+
+    pub(super) fn run_started(
+        &self,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        run: &RunSpec,
+        run_id: &str,
+    ) -> Result<RunStarted, AgentError> {
+        let mut tools = Vec::new();
+        for d in &prepared.definitions {
+            let canonical = to_canonical_string(&d.parameters)?;
+            tools.push(ToolInfo {
+                name: d.name.clone(),
+                schema_sha256: sha256_hex(canonical.as_bytes()),
+            });
+        }
+        // Each MCP tool's digest is the one `tools` has: of the schema as offered to the
+        // model (the listed one, as `Tool` normalises it).
+        let digests: HashMap<&str, &str> = tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.schema_sha256.as_str()))
+            .collect();
+        let mut mcp = prepared.remote.describe(|_| String::new());
+        // (A replayed recording's description is a bundle's data: never index into it
+        // blindly.)
+        let servers = mcp.as_array_mut().into_iter().flatten();
+        for server in servers.filter_map(Value::as_object_mut) {
+            let tools = server.get_mut("tools").and_then(Value::as_array_mut);
+            for tool in tools.into_iter().flatten().filter_map(Value::as_object_mut) {
+                let digest = tool
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| digests.get(n))
+                    .map(|d| Value::String(d.to_string()))
+                    .unwrap_or(Value::Null);
+                tool.insert("schema_sha256".into(), digest);
+            }
+        }
+        let skills: Vec<Value> = prepared
+            .skills
+            .iter()
+            .map(|s| json!({"name": s.name, "sha256": s.sha256}))
+            .collect();
+        let mut details = json!({
+            "agent_spec": agent.source_text(),
+            // Absolute, so a replay or resume from another folder finds the spec's files.
+            "spec_dir": agent
+                .base_dir
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()),
+            "prompt": run.prompt,
+            "host_dir_granted": run.host_dir.is_some(),
+            "skills": skills,
+            // The default folders searched for skills (absolute): a resume or a replay
+            // searches these, not the defaults of the folder it runs in.
+            "default_skill_folders": default_skill_folders(agent),
+            // What confines run_command on this machine; `degraded` names missing layers
+            // (commands then run only if allow_degraded_sandbox is set, without those layers).
+            // Probing runs the real confinement once per process (a bubblewrap child),
+            // so it is done only for an agent with a tool that may run a program
+            // (category `execute`, or none declared) or an MCP server; otherwise `null`.
+            "sandbox": {
+                "command_confinement": (may_run_commands(prepared) || !mcp.is_null())
+                    .then(Sandbox::command_support),
+                "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+                // Version marker: every command event of this log records its
+                // confinement (`tool_called.confinement`), which verify then requires of
+                // the calls of these tools.
+                "command_records": 1,
+                "command_tools": command_tools(prepared),
+                // The host user commands and MCP servers run as: `dedicated` (provrun is
+                // root; `uid`/`gid` are the limits' `command_uid`/`command_gid`), `root`
+                // (provrun is root and `command_uid = 0` opted out) or `runtime` (provrun
+                // is not root: its own uid, nothing changed).
+                "command_user": provrun_sandbox::CommandUser::for_limits(&agent.limits),
+            },
+        });
+        if !mcp.is_null() {
+            // The MCP servers and their tools, full schemas included (see docs/evidence.md).
+            details["mcp"] = mcp;
+        }
+        #[cfg(not(feature = "otel"))]
+        let _ = run_id;
+        #[cfg(feature = "otel")]
+        if self.otlp.is_some() {
+            // The trace the run's spans are exported in, derived from the run id.
+            details["otel"] = json!({ "trace_id": provrun_otel::trace_id_for_run(run_id) });
+        }
+        Ok(RunStarted {
+            builder: BUILDER.to_string(),
+            agent_spec_digest: agent.digest(),
+            agent: agent.name.clone(),
+            model: prepared.model.name().to_string(),
+            tools,
+            limits: json!({
+                "max_steps": agent.max_steps,
+                "tool_timeout_s": agent.tool_timeout_s,
+                "approve": agent.approve,
+                "stream": agent.stream,
+                "sandbox": agent.limits,
+            }),
+            details,
+        })
+    }
+}
