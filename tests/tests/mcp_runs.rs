@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use provrun::agent::{AgentSpec, Backend, Decision, RunControl, RunSpec, RunStatus};
+use provrun::agent::{AgentError, AgentSpec, Backend, Decision, RunControl, RunSpec, RunStatus};
 use provrun::evidence::{Event, EventType, read_events, verify};
+use provrun::mcp::McpError;
 use provrun::model::ScriptModel;
 use serde_json::{Value, json};
 
@@ -270,15 +271,22 @@ async fn a_broken_schema_or_a_name_clash_stops_the_run_before_it_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("b");
     let agent = agent_with(&["--mode", "bad-schema"], "");
-    let err = backend(json!([{"text": "x"}]))
+    let failure = backend(json!([{"text": "x"}]))
         .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    let err = failure.to_string();
     assert!(
         err.contains("`broken`") && err.contains("invalid input schema"),
         "{err}"
     );
+    // The MCP client's own error travels as the typed source, not only as text.
+    match &failure {
+        AgentError::McpServer(McpError::InvalidSchema { tool, .. }) => assert_eq!(tool, "broken"),
+        other => panic!("expected the MCP client's InvalidSchema, got {other:?}"),
+    }
+    let source = std::error::Error::source(&failure).expect("the MCP error is the source");
+    assert!(source.downcast_ref::<McpError>().is_some(), "{source:?}");
     assert!(!bundle.exists(), "nothing written");
 
     // prefix = "" exposes `echo` etc. as they are; a tool named like a built-in clashes.

@@ -75,10 +75,18 @@ pub enum AgentError {
         /// What is wrong.
         message: String,
     },
-    /// An MCP server of the agent could not be started, reached, initialised or listed,
-    /// or lists a tool that cannot be offered (an invalid schema, a name clash).
+    /// An MCP server of the agent cannot be used for a reason the agent finds itself: a
+    /// reference no tools folder declares, a listed tool that cannot be offered, or a
+    /// build without the MCP client (the `mcp` feature). Failures of the MCP client itself
+    /// are `AgentError::McpServer` (with the `mcp` feature).
     #[error("{0}")]
     Mcp(String),
+    /// An MCP server of the agent could not be started, reached, initialised or listed, or
+    /// lists a tool with an invalid input schema: the MCP client's error, kept as the
+    /// source. (A variant of its own so that `Mcp(String)` keeps its shape.)
+    #[cfg(feature = "mcp")]
+    #[error("{0}")]
+    McpServer(#[from] provrun_mcp::McpError),
     /// `resume` was given decisions that do not match the calls the run waits on.
     #[error("{0}")]
     Decisions(String),

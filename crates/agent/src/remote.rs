@@ -82,7 +82,7 @@ impl Remote {
         McpServers::connect(&specs, &options)
             .await
             .map(Remote::Live)
-            .map_err(|e| AgentError::Mcp(e.to_string()))
+            .map_err(AgentError::McpServer)
     }
 
     /// The servers' tools.

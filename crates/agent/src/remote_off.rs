@@ -34,6 +34,7 @@ impl Remote {
         agent: &AgentSpec,
         _registry: &ToolRegistry,
         recorded: Option<&RecordedMcp>,
+        _forbidden: Vec<provrun_sandbox::roots::HostRoot>,
     ) -> Result<Self, AgentError> {
         let replays_mcp = recorded.is_some_and(|r| !r.description.is_null());
         if !agent.mcp.is_empty() || replays_mcp {
@@ -49,6 +50,7 @@ impl Remote {
     pub(crate) async fn call(
         &self,
         name: &str,
+        _run_call_id: &str,
         _call_id: &str,
         _arguments: &str,
         _limit: Duration,

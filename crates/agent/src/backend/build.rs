@@ -20,6 +20,7 @@ use super::{Backend, OUTPUT_TOOL, Prepared};
 /// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
 /// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
 /// be set), else from `key_var`.
+#[cfg(feature = "openai")]
 pub(super) fn endpoint(
     agent: &AgentSpec,
     base_var: &str,

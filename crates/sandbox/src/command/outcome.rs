@@ -19,6 +19,46 @@ pub struct Layer {
     pub detail: String,
 }
 
+/// The name of one confinement layer, the key of [`Confinement::layers`] and the word the
+/// evidence records for it (`degraded`, `missing`). A misspelt layer is a compile error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum LayerName {
+    /// User, PID, mount, IPC, UTS, cgroup and network namespaces (bubblewrap).
+    Namespaces,
+    /// Landlock file-system rules.
+    Landlock,
+    /// The seccomp filter.
+    Seccomp,
+    /// Resource limits (CPU time, address space, file size, open files).
+    Rlimits,
+    /// A limit on the number of processes (pids cgroup or `RLIMIT_NPROC`).
+    ProcessLimit,
+}
+
+impl LayerName {
+    /// Every layer, in the order the probe sets them.
+    #[cfg(test)]
+    pub(crate) const ALL: [LayerName; 5] = [
+        LayerName::Namespaces,
+        LayerName::Landlock,
+        LayerName::Seccomp,
+        LayerName::Rlimits,
+        LayerName::ProcessLimit,
+    ];
+
+    /// The layer's recorded name (`landlock`, `process_limit`, ...): part of the evidence
+    /// format, so never renamed.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            LayerName::Namespaces => "namespaces",
+            LayerName::Landlock => "landlock",
+            LayerName::Seccomp => "seccomp",
+            LayerName::Rlimits => "rlimits",
+            LayerName::ProcessLimit => "process_limit",
+        }
+    }
+}
+
 /// What this machine offers `run_command`: one entry per layer (`namespaces`, `landlock`,
 /// `seccomp`, `rlimits`, `process_limit`), and the names of the missing ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,13 +107,20 @@ impl Confinement {
             .join("; ")
     }
 
-    pub(super) fn has(&self, layer: &str) -> bool {
-        self.layers.get(layer).is_some_and(|l| l.available)
+    /// The entry for `layer`, when the probe set one.
+    pub(super) fn layer(&self, layer: LayerName) -> Option<&Layer> {
+        self.layers.get(layer.as_str())
     }
 
-    pub(super) fn set(&mut self, name: &str, available: bool, detail: impl Into<String>) {
+    /// Whether `layer` is there and available.
+    pub(super) fn has(&self, layer: LayerName) -> bool {
+        self.layer(layer).is_some_and(|l| l.available)
+    }
+
+    /// Records whether `layer` is available and how it is applied (or why not).
+    pub(super) fn set(&mut self, layer: LayerName, available: bool, detail: impl Into<String>) {
         self.layers.insert(
-            name.to_owned(),
+            layer.as_str().to_owned(),
             Layer {
                 available,
                 detail: detail.into(),
@@ -212,9 +259,9 @@ impl Confinement {
         used_bytes: u64,
     ) -> CommandConfinement {
         let user = CommandUser::for_limits(limits);
-        let namespaces = self.has("namespaces");
-        let rlimits = self.has("rlimits");
-        let landlock = self.layers.get("landlock");
+        let namespaces = self.has(LayerName::Namespaces);
+        let rlimits = self.has(LayerName::Rlimits);
+        let landlock = self.layer(LayerName::Landlock);
         let landlock_status = match landlock {
             Some(l) if l.available && l.detail.contains("(partial") => "partial",
             Some(l) if l.available => "full",
@@ -249,7 +296,7 @@ impl Confinement {
                 },
             },
             seccomp: SeccompRecord {
-                applied: self.has("seccomp"),
+                applied: self.has(LayerName::Seccomp),
                 filter_sha256: self.seccomp_filter_sha256.clone(),
             },
             bubblewrap: namespaces
@@ -376,6 +423,33 @@ impl CommandOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layer_names_are_the_recorded_words() {
+        // These words are keys of `layers` and entries of `degraded`/`missing` in recorded
+        // evidence: renaming one would change the file format.
+        let names: Vec<&str> = LayerName::ALL.into_iter().map(LayerName::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "namespaces",
+                "landlock",
+                "seccomp",
+                "rlimits",
+                "process_limit"
+            ]
+        );
+        let mut c = crate::command::probe::probe_now();
+        c.layers.clear();
+        c.set(LayerName::ProcessLimit, true, "pids cgroup");
+        c.set(LayerName::Landlock, false, "missing");
+        assert!(c.has(LayerName::ProcessLimit));
+        assert!(!c.has(LayerName::Landlock) && !c.has(LayerName::Seccomp));
+        assert_eq!(
+            c.layers.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["landlock", "process_limit"]
+        );
+    }
 
     #[test]
     fn the_outcome_renders_cuts_and_timeouts() {

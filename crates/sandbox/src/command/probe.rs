@@ -11,7 +11,7 @@ use crate::sandbox::RootPaths;
 use super::bwrap::{helper_args, os};
 use super::bwrap_args;
 use super::cgroup::pids_cgroup_parent;
-use super::outcome::Confinement;
+use super::outcome::{Confinement, LayerName};
 use super::{HELPER_ENV, HELPER_NAME};
 
 // ---------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ pub(super) fn probe_now() -> Confinement {
                     }
                 }
             }
-            c.set("namespaces", ns_ok, ns_detail);
+            c.set(LayerName::Namespaces, ns_ok, ns_detail);
             if let (None, Some(helper)) = (&report, &helper_path) {
                 let args = helper_args(&roots, false, &[], &BTreeMap::new(), true, &[]);
                 report = probe_run(helper, &args, true, true).ok().flatten();
@@ -122,7 +122,7 @@ pub(super) fn probe_now() -> Confinement {
         }
         Err(e) => {
             c.set(
-                "namespaces",
+                LayerName::Namespaces,
                 false,
                 format!("no temporary folder to probe in: {e}"),
             );
@@ -132,7 +132,7 @@ pub(super) fn probe_now() -> Confinement {
     let missing_helper = format!(
         "the `{HELPER_NAME}` helper was not found (a program calls `provrun_sandbox::arg0_dispatch()` first in `main` to be its own helper; else set {HELPER_ENV} or install the helper next to it)"
     );
-    let mut found: BTreeMap<&str, String> = BTreeMap::new();
+    let mut found: BTreeMap<LayerName, String> = BTreeMap::new();
     if let Some(line) = &report {
         for word in line.split_whitespace() {
             if let Some((k, v)) = word.split_once('=') {
@@ -149,9 +149,9 @@ pub(super) fn probe_now() -> Confinement {
                 }
                 found.insert(
                     match k {
-                        "landlock" => "landlock",
-                        "seccomp" => "seccomp",
-                        "rlimits" => "rlimits",
+                        "landlock" => LayerName::Landlock,
+                        "seccomp" => LayerName::Seccomp,
+                        "rlimits" => LayerName::Rlimits,
                         _ => continue,
                     },
                     v.replace('_', " "),
@@ -161,19 +161,19 @@ pub(super) fn probe_now() -> Confinement {
     }
     for (layer, how) in [
         (
-            "landlock",
+            LayerName::Landlock,
             "Landlock: writes only under /output, /scratch and /tmp, reads only under the system directories and the roots",
         ),
         (
-            "seccomp",
+            LayerName::Seccomp,
             "seccomp filter: ptrace, mount, keyctl, bpf, perf_event_open, namespace creation and joins refused; clone3 answered with ENOSYS",
         ),
         (
-            "rlimits",
+            LayerName::Rlimits,
             "rlimits: CPU time, address space, file size and open files",
         ),
     ] {
-        match found.get(layer) {
+        match found.get(&layer) {
             Some(v) if v == "full" => c.set(layer, true, how),
             Some(v) if v.starts_with("partial") => c.set(layer, true, format!("{how} ({v})")),
             Some(v) => c.set(layer, false, format!("not applied: {v}")),
@@ -186,26 +186,26 @@ pub(super) fn probe_now() -> Confinement {
         c.pids_cgroup = pids_cgroup_parent();
         match &c.pids_cgroup {
             Some(dir) => c.set(
-                "process_limit",
+                LayerName::ProcessLimit,
                 true,
                 format!("pids cgroup under {}", dir.display()),
             ),
             None => c.set(
-                "process_limit",
+                LayerName::ProcessLimit,
                 false,
                 "running as root, where RLIMIT_NPROC does not bind, and no writable pids cgroup was found",
             ),
         }
-    } else if c.has("rlimits") {
+    } else if c.has(LayerName::Rlimits) {
         c.use_nproc = true;
         c.set(
-            "process_limit",
+            LayerName::ProcessLimit,
             true,
             "RLIMIT_NPROC inside the user namespace",
         );
     } else {
         c.set(
-            "process_limit",
+            LayerName::ProcessLimit,
             false,
             "needs the helper's rlimits (not available)",
         );

@@ -16,7 +16,7 @@ use crate::user::{CommandUser, Portal};
 use super::bwrap::{helper_args, os};
 use super::cgroup::Cgroup;
 use super::child::{CHILD_STDERR_CAP, capture, exit_parts, join_cgroup_at_exec, kill_tree};
-use super::outcome::{CommandOutcome, Confinement};
+use super::outcome::{CommandOutcome, Confinement, LayerName};
 use super::probe::probe;
 use super::{
     ConfinedChild, HELPER_NAME, NETWORK_ETC, QUOTA_EVERY, SANDBOX_OWN_PROCESSES, SANDBOX_PATH,
@@ -297,11 +297,12 @@ impl Sandbox {
     ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
         let limits = self.limits().clone();
         let roots = self.root_paths().clone();
-        let namespaces = conf.has("namespaces");
-        let helper = conf
-            .helper
-            .as_deref()
-            .filter(|_| conf.has("landlock") || conf.has("seccomp") || conf.has("rlimits"));
+        let namespaces = conf.has(LayerName::Namespaces);
+        let helper = conf.helper.as_deref().filter(|_| {
+            conf.has(LayerName::Landlock)
+                || conf.has(LayerName::Seccomp)
+                || conf.has(LayerName::Rlimits)
+        });
 
         let mut rl: BTreeMap<String, u64> = BTreeMap::new();
         rl.insert("cpu".into(), limits.command_cpu_s);
@@ -315,9 +316,10 @@ impl Sandbox {
         if conf.use_nproc {
             rl.insert("nproc".into(), limits.command_processes);
         }
-        let require: Vec<&str> = ["landlock", "seccomp", "rlimits"]
+        let require: Vec<&str> = [LayerName::Landlock, LayerName::Seccomp, LayerName::Rlimits]
             .into_iter()
-            .filter(|l| conf.has(l))
+            .filter(|l| conf.has(*l))
+            .map(LayerName::as_str)
             .collect();
 
         // As root, commands run as the dedicated user: /output and /scratch become theirs,
