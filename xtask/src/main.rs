@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <task>
 tasks:
-  ci      tidy + fmt --check + clippy -D warnings + cargo deny + tests + docs (what CI runs)
+  ci      tidy + fmt --check + clippy -D warnings (workspace and light builds) + cargo deny + tests + docs (what CI runs)
   tidy    check that every .rs file opens with a //! comment
   deny    cargo deny check bans licenses sources (deny.toml; skipped with a warning if not installed)
   man     write the man pages (provrun.1, provrun-COMMAND.1) [--out-dir DIR] (default target/man)
@@ -111,6 +111,27 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run("clippy", clippy)?;
+    // The light builds users pick (an offline agent through the facade, a crate of plain
+    // `#[tool]` functions, the sandbox without confinement) are other feature sets than
+    // the workspace build: lint them too, or a cfg'd-out module can rot unseen.
+    let mut light = cargo();
+    light.args([
+        "clippy",
+        "--locked",
+        "-p",
+        "provrun",
+        "-p",
+        "provrun-sandbox",
+        "-p",
+        "provrun-tools",
+        "--no-default-features",
+        "--features",
+        "provrun/agent",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run("clippy (light builds)", light)?;
     deny()?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
