@@ -47,7 +47,7 @@ mod steer;
 /// The `#[async_trait]` attribute the hook traits (and the model crate's `Model`) are
 /// written with, so an implementation needs no `async-trait` dependency of its own.
 pub use async_trait::async_trait;
-pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, OUTPUT_TOOL, execute};
+pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, execute};
 pub use capability::{
     CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,
     arguments_value,
@@ -57,7 +57,7 @@ pub use error::AgentError;
 pub use hooks::{
     AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
 };
-pub use output::OutputSchema;
+pub use output::{OUTPUT_TOOL, OutputSchema};
 pub use provrun_evidence::{BlobLayout, Durability, RunStatus};
 pub use remote::RecordedMcp;
 pub use replay::{

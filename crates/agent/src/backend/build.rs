@@ -15,7 +15,8 @@ use crate::replay::Replaying;
 use crate::skills::{self, USE_SKILL_TOOL};
 use crate::spec::{AgentSpec, ModelRef, RunResult};
 
-use super::{Backend, OUTPUT_TOOL, Prepared};
+use super::{Backend, Prepared};
+use crate::output::OUTPUT_TOOL;
 
 /// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
 /// `base_var`; the key from the variable the spec's `api_key_env` names (which must then

@@ -24,9 +24,6 @@ use crate::replay::Replaying;
 use crate::skills::Skill;
 use crate::spec::{AgentSpec, Decision, DeferredCall, RunResult, RunSpec};
 
-/// The name of the output tool an agent with an `output_schema` answers through.
-pub const OUTPUT_TOOL: &str = "final_result";
-
 /// What `run_started.builder` and the statement name as the thing that ran the agent.
 pub const BUILDER: &str = concat!("provrun/", env!("CARGO_PKG_VERSION"));
 

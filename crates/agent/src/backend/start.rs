@@ -17,7 +17,8 @@ use crate::error::AgentError;
 use crate::spec::{AgentSpec, RunResult, RunSpec};
 
 use super::resume::remove_bundle;
-use super::{BUILDER, Backend, LoopState, OUTPUT_TOOL, Prepared, Run};
+use super::{BUILDER, Backend, LoopState, Prepared, Run};
+use crate::output::OUTPUT_TOOL;
 
 /// The default folders `agent`'s runs search for skills, as `run_started` records them.
 pub(super) fn default_skill_folders(agent: &AgentSpec) -> Vec<String> {
