@@ -26,6 +26,7 @@
 //! from the bundle alone. [`replay`] re-executes a bundle with its recorded model
 //! responses and reports the first difference.
 
+mod arguments;
 mod backend;
 mod capability;
 mod control;
@@ -44,13 +45,13 @@ mod skills;
 mod spec;
 mod steer;
 
+pub use arguments::arguments_value;
 /// The `#[async_trait]` attribute the hook traits (and the model crate's `Model`) are
 /// written with, so an implementation needs no `async-trait` dependency of its own.
 pub use async_trait::async_trait;
 pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, execute};
 pub use capability::{
     CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,
-    arguments_value,
 };
 pub use control::{Permit, RunControl, RunEvent};
 pub use error::AgentError;

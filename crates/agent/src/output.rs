@@ -11,7 +11,7 @@ use std::sync::Arc;
 use boon::{Compiler, Draft, SchemaIndex, Schemas, UrlLoader};
 use serde_json::Value;
 
-use crate::capability::arguments_value;
+use crate::arguments::arguments_value;
 
 /// The name of the output tool an agent with an `output_schema` answers through.
 pub const OUTPUT_TOOL: &str = "final_result";

@@ -10,7 +10,8 @@ use futures_util::future::BoxFuture;
 use provrun_evidence::{EventPayload, Recorder, Steered, read_blob};
 use provrun_model::ToolCall;
 
-use crate::capability::{CallFlags, ToolEvidence, arguments_value};
+use crate::arguments::arguments_value;
+use crate::capability::{CallFlags, ToolEvidence};
 use crate::control::RunEvent;
 use crate::error::AgentError;
 
