@@ -37,12 +37,14 @@ mod output;
 #[cfg(feature = "mcp")]
 mod remote;
 // Without the MCP client: the same interface, refusing agents that name MCP servers.
+mod recorded;
 #[cfg(not(feature = "mcp"))]
 #[path = "remote_off.rs"]
 mod remote;
 mod replay;
 mod skills;
 mod spec;
+mod state;
 mod steer;
 
 pub use arguments::arguments_value;
@@ -60,10 +62,9 @@ pub use hooks::{
 };
 pub use output::{OUTPUT_TOOL, OutputSchema};
 pub use provrun_evidence::{BlobLayout, Durability, RunStatus};
+pub use recorded::{recorded_agent, recorded_responses, replay_model, waiting_calls};
 pub use remote::RecordedMcp;
-pub use replay::{
-    ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
-};
+pub use replay::{ReplayReport, replay};
 pub use skills::{Skill, USE_SKILL_TOOL, default_skill_folders, load_skills, parse_skill};
 pub use spec::{
     AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,

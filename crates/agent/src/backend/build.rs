@@ -10,8 +10,8 @@ use provrun_tools::{ToolMode, ToolRegistry};
 use crate::error::AgentError;
 use crate::hooks::ToolHooks;
 use crate::output::OutputSchema;
+use crate::recorded::Replaying;
 use crate::remote::{RecordedMcp, Remote};
-use crate::replay::Replaying;
 use crate::skills::{self, USE_SKILL_TOOL};
 use crate::spec::{AgentSpec, ModelRef, RunResult};
 
@@ -255,7 +255,7 @@ impl Backend {
             }
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
-                Ok(Arc::new(crate::replay::replay_model(&bundle)?))
+                Ok(Arc::new(crate::recorded::replay_model(&bundle)?))
             }
         }
     }
