@@ -417,7 +417,7 @@ impl Run<'_> {
         tool: &Tool,
         uid: &str,
         call: &ToolCall,
-    ) -> crate::steer::PermitWait {
+    ) -> crate::control::PermitWait {
         crate::steer::permit_wait(
             &self.evidence,
             call,
