@@ -19,6 +19,7 @@ use provrun_model::{
 use provrun_tools::ToolOutput;
 use serde_json::Value;
 
+use crate::arguments::arguments_value;
 use crate::error::AgentError;
 use crate::output::OutputSchema;
 
@@ -215,15 +216,6 @@ impl Model for EvidenceModel {
         self.record(true, started, &result).await?;
         result
     }
-}
-
-/// The arguments as evidence keeps them: the parsed JSON when the text parses, else the
-/// text itself as a JSON string.
-pub fn arguments_value(text: &str) -> Value {
-    if text.trim().is_empty() {
-        return Value::Object(serde_json::Map::new());
-    }
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 /// Writes `tool_called` events.

@@ -5,11 +5,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures_util::future::BoxFuture;
 use provrun_evidence::RunStatus;
 use provrun_model::{StreamDelta, Usage};
 use tokio::sync::{Notify, mpsc};
-
-use crate::steer::{PermitWait, Steering};
 
 /// Progress of a run, for callers that display it. Sent in the order things happen.
 #[derive(Debug, Clone, PartialEq)]
@@ -322,4 +321,37 @@ impl RunControl {
             .as_ref()
             .is_some_and(|tx| !tx.is_closed())
     }
+}
+
+/// A message source the loop asks before each model request.
+pub(crate) type SteerSource = Box<dyn FnMut() -> Vec<String> + Send>;
+
+/// The messages sent to a run and not yet taken, and the sources asked for more.
+#[derive(Default)]
+pub(crate) struct Steering {
+    queued: Vec<String>,
+    pub(crate) sources: Vec<SteerSource>,
+}
+
+impl Steering {
+    pub(crate) fn push(&mut self, text: String) {
+        self.queued.push(text);
+    }
+
+    /// Everything queued (the sources are asked by the caller, without the lock).
+    pub(crate) fn take(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.queued)
+    }
+}
+
+/// How to record that a call waits for a permit: registered with the run's control while
+/// the call's hooks run, taken (once) by [`crate::RunControl::wait_permit_for`] when a
+/// hook begins to wait.
+pub(crate) struct PermitWait {
+    pub(crate) run_call_id: String,
+    pub(crate) call_id: String,
+    /// The progress event to send.
+    pub(crate) event: RunEvent,
+    /// Writes the `deferred` event.
+    pub(crate) record: BoxFuture<'static, ()>,
 }

@@ -26,6 +26,7 @@
 //! from the bundle alone. [`replay`] re-executes a bundle with its recorded model
 //! responses and reports the first difference.
 
+mod arguments;
 mod backend;
 mod capability;
 mod control;
@@ -36,33 +37,34 @@ mod output;
 #[cfg(feature = "mcp")]
 mod remote;
 // Without the MCP client: the same interface, refusing agents that name MCP servers.
+mod recorded;
 #[cfg(not(feature = "mcp"))]
 #[path = "remote_off.rs"]
 mod remote;
 mod replay;
 mod skills;
 mod spec;
+mod state;
 mod steer;
 
+pub use arguments::arguments_value;
 /// The `#[async_trait]` attribute the hook traits (and the model crate's `Model`) are
 /// written with, so an implementation needs no `async-trait` dependency of its own.
 pub use async_trait::async_trait;
-pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, OUTPUT_TOOL, execute};
+pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, execute};
 pub use capability::{
     CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,
-    arguments_value,
 };
 pub use control::{Permit, RunControl, RunEvent};
 pub use error::AgentError;
 pub use hooks::{
     AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
 };
-pub use output::OutputSchema;
+pub use output::{OUTPUT_TOOL, OutputSchema};
 pub use provrun_evidence::{BlobLayout, Durability, RunStatus};
+pub use recorded::{recorded_agent, recorded_responses, replay_model, waiting_calls};
 pub use remote::RecordedMcp;
-pub use replay::{
-    ReplayReport, recorded_agent, recorded_responses, replay, replay_model, waiting_calls,
-};
+pub use replay::{ReplayReport, replay};
 pub use skills::{Skill, USE_SKILL_TOOL, default_skill_folders, load_skills, parse_skill};
 pub use spec::{
     AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use boon::{Compiler, Draft, SchemaIndex, Schemas, UrlLoader};
 use serde_json::Value;
 
-use crate::capability::arguments_value;
+use crate::arguments::arguments_value;
+
+/// The name of the output tool an agent with an `output_schema` answers through.
+pub const OUTPUT_TOOL: &str = "final_result";
 
 /// Where the schema lives for the compiler (a name only: nothing is read from it).
 const SCHEMA_URL: &str = "urn:provrun:output-schema";
@@ -95,16 +98,14 @@ impl OutputSchema {
         let value = arguments_value(arguments);
         if !value.is_object() {
             return Err(format!(
-                "invalid arguments for tool `{}`: expected a JSON object following the output schema",
-                crate::backend::OUTPUT_TOOL
+                "invalid arguments for tool `{OUTPUT_TOOL}`: expected a JSON object following the output schema"
             ));
         }
         // Validation recurses once per level (more with a schema that refers to itself):
         // the depth bound keeps the model's answer from exhausting the stack.
         if depth(&value) > MAX_DEPTH {
             return Err(format!(
-                "invalid arguments for tool `{}`: nested deeper than {MAX_DEPTH} levels",
-                crate::backend::OUTPUT_TOOL
+                "invalid arguments for tool `{OUTPUT_TOOL}`: nested deeper than {MAX_DEPTH} levels"
             ));
         }
         let (schemas, index) = &*self.inner;
@@ -129,8 +130,7 @@ impl OutputSchema {
                     causes.join("; ")
                 };
                 Err(format!(
-                    "invalid arguments for tool `{}`: they do not follow the output schema: {why}",
-                    crate::backend::OUTPUT_TOOL
+                    "invalid arguments for tool `{OUTPUT_TOOL}`: they do not follow the output schema: {why}"
                 ))
             }
         }

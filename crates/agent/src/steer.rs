@@ -6,12 +6,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use provrun_evidence::{EventPayload, Recorder, Steered, read_blob};
 use provrun_model::ToolCall;
 
-use crate::capability::{CallFlags, ToolEvidence, arguments_value};
-use crate::control::RunEvent;
+use crate::arguments::arguments_value;
+use crate::capability::{CallFlags, ToolEvidence};
+use crate::control::{PermitWait, RunEvent};
 use crate::error::AgentError;
 
 /// The media type of a steering message's blob.
@@ -19,39 +19,6 @@ pub(crate) const STEER_MEDIA_TYPE: &str = "text/plain; charset=utf-8";
 
 /// What `waits_for` records on a call a hook holds for a permit in the running process.
 pub(crate) const WAITS_FOR_PERMIT: &str = "permit";
-
-/// A message source the loop asks before each model request.
-pub(crate) type SteerSource = Box<dyn FnMut() -> Vec<String> + Send>;
-
-/// The messages sent to a run and not yet taken, and the sources asked for more.
-#[derive(Default)]
-pub(crate) struct Steering {
-    queued: Vec<String>,
-    pub(crate) sources: Vec<SteerSource>,
-}
-
-impl Steering {
-    pub(crate) fn push(&mut self, text: String) {
-        self.queued.push(text);
-    }
-
-    /// Everything queued (the sources are asked by the caller, without the lock).
-    pub(crate) fn take(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.queued)
-    }
-}
-
-/// How to record that a call waits for a permit: registered with the run's control while
-/// the call's hooks run, taken (once) by [`crate::RunControl::wait_permit_for`] when a
-/// hook begins to wait.
-pub(crate) struct PermitWait {
-    pub(crate) run_call_id: String,
-    pub(crate) call_id: String,
-    /// The progress event to send.
-    pub(crate) event: RunEvent,
-    /// Writes the `deferred` event.
-    pub(crate) record: BoxFuture<'static, ()>,
-}
 
 /// The [`PermitWait`] of one call: its `RunEvent::Deferred`, and its `tool_called` with
 /// `deferred: true, waits_for: "permit"`. A failed write is logged: the run's next event

@@ -10,12 +10,13 @@ use provrun_tools::{ToolMode, ToolRegistry};
 use crate::error::AgentError;
 use crate::hooks::ToolHooks;
 use crate::output::OutputSchema;
+use crate::recorded::Replaying;
 use crate::remote::{RecordedMcp, Remote};
-use crate::replay::Replaying;
 use crate::skills::{self, USE_SKILL_TOOL};
 use crate::spec::{AgentSpec, ModelRef, RunResult};
 
-use super::{Backend, OUTPUT_TOOL, Prepared};
+use super::{Backend, Prepared};
+use crate::output::OUTPUT_TOOL;
 
 /// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
 /// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
@@ -255,7 +256,7 @@ impl Backend {
             }
             ModelRef::Replay(bundle) => {
                 let bundle = agent.resolve(&bundle);
-                Ok(Arc::new(crate::replay::replay_model(&bundle)?))
+                Ok(Arc::new(crate::recorded::replay_model(&bundle)?))
             }
         }
     }

@@ -249,7 +249,7 @@ impl Run<'_> {
                     arguments: call.arguments.clone(),
                     destructive: tool.is_destructive(),
                     category: tool.category(),
-                    parsed_arguments: crate::capability::arguments_value(&call.arguments),
+                    parsed_arguments: crate::arguments::arguments_value(&call.arguments),
                     metadata: tool
                         .schema()
                         .as_object()
@@ -417,7 +417,7 @@ impl Run<'_> {
         tool: &Tool,
         uid: &str,
         call: &ToolCall,
-    ) -> crate::steer::PermitWait {
+    ) -> crate::control::PermitWait {
         crate::steer::permit_wait(
             &self.evidence,
             call,

@@ -7,7 +7,8 @@ use crate::control::RunEvent;
 use crate::error::AgentError;
 use crate::spec::{RunResult, RunUsage};
 
-use super::{LoopState, Outcome, Run};
+use super::{Outcome, Run};
+use crate::state::LoopState;
 
 impl Run<'_> {
     pub(super) async fn finish(

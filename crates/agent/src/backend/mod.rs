@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use provrun_evidence::{Recorder, RunStatus};
-use provrun_model::{Message, Model, ToolCall, ToolDefinition, Usage};
+use provrun_model::{Model, ToolCall, ToolDefinition};
 use provrun_tools::{RunContext, Tool, ToolOutput, ToolRegistry};
 
 use crate::capability::{EvidenceModel, ToolEvidence};
@@ -19,13 +19,10 @@ use crate::control::RunControl;
 use crate::error::AgentError;
 use crate::hooks::ToolHooks;
 use crate::output::OutputSchema;
+use crate::recorded::Replaying;
 use crate::remote::{RecordedMcp, Remote};
-use crate::replay::Replaying;
 use crate::skills::Skill;
 use crate::spec::{AgentSpec, Decision, DeferredCall, RunResult, RunSpec};
-
-/// The name of the output tool an agent with an `output_schema` answers through.
-pub const OUTPUT_TOOL: &str = "final_result";
 
 /// What `run_started.builder` and the statement name as the thing that ran the agent.
 pub const BUILDER: &str = concat!("provrun/", env!("CARGO_PKG_VERSION"));
@@ -88,30 +85,13 @@ pub async fn execute(
     Backend::new().execute(control, agent, run).await
 }
 
-/// What the run has seen so far: the loop's whole state.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LoopState {
-    pub(crate) messages: Vec<Message>,
-    pub(crate) usage: Usage,
-    pub(crate) requests: u64,
-    pub(crate) tool_calls: u64,
-}
-
 /// A turn whose calls are not all done: they wait for decisions. `completed` and
-/// `decisions` are keyed by the calls' run-unique ids ([`call_uid`]).
+/// `decisions` are keyed by the calls' run-unique ids ([`call_uid`](crate::state::call_uid)).
 #[derive(Debug, Clone, Default)]
 struct PendingTurn {
     calls: Vec<ToolCall>,
     completed: HashMap<String, ToolOutput>,
     decisions: HashMap<String, Decision>,
-}
-
-/// The run-unique id of the `index`th call (from 0) of the model's response to request
-/// `step`: `STEP.N` with `N` from 1. Models reuse call ids across turns and some send none,
-/// so the model's id cannot identify a call in a run; this id is derived from the run's
-/// own history, so a resumed run and a replay give every call the same id again.
-pub(crate) fn call_uid(step: u64, index: usize) -> String {
-    format!("{step}.{}", index + 1)
 }
 
 /// How the loop ended.

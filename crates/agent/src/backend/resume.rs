@@ -10,7 +10,8 @@ use crate::control::RunControl;
 use crate::error::AgentError;
 use crate::spec::{AgentSpec, Decision, DeferReason, DeferredCall, ResumeSpec, RunResult};
 
-use super::{Backend, LoopState, PendingTurn, Prepared};
+use super::{Backend, PendingTurn, Prepared};
+use crate::state::LoopState;
 
 impl Backend {
     /// Continue a paused run (in this process or another) with decisions for the calls
@@ -54,7 +55,7 @@ impl Backend {
         spec: &ResumeSpec,
     ) -> Result<RunResult, AgentError> {
         let bundle = &bundle_lock.path().to_path_buf();
-        let paused = crate::replay::read_paused(bundle)?;
+        let paused = crate::recorded::read_paused(bundle)?;
         let agent = paused.agent;
         match (&spec.host_dir, paused.host_dir_granted) {
             (Some(host), false) => {
@@ -142,7 +143,7 @@ impl Backend {
 /// Match the caller's decisions to the calls that wait, refusing missing, unknown,
 /// duplicate and ill-fitting ones.
 pub(super) fn check_decisions(
-    turn: &crate::replay::PausedTurn,
+    turn: &crate::recorded::PausedTurn,
     deferred: &[DeferredCall],
     decisions: &[Decision],
 ) -> Result<PendingTurn, AgentError> {

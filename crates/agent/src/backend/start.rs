@@ -17,7 +17,9 @@ use crate::error::AgentError;
 use crate::spec::{AgentSpec, RunResult, RunSpec};
 
 use super::resume::remove_bundle;
-use super::{BUILDER, Backend, LoopState, OUTPUT_TOOL, Prepared, Run};
+use super::{BUILDER, Backend, Prepared, Run};
+use crate::output::OUTPUT_TOOL;
+use crate::state::LoopState;
 
 /// The default folders `agent`'s runs search for skills, as `run_started` records them.
 pub(super) fn default_skill_folders(agent: &AgentSpec) -> Vec<String> {

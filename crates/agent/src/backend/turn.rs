@@ -15,7 +15,9 @@ use crate::error::AgentError;
 use crate::spec::{DeferReason, DeferredCall, RunResult};
 
 use super::dispatch::{CallResult, Ordered};
-use super::{LoopState, OUTPUT_TOOL, Outcome, PendingTurn, Run, call_uid};
+use super::{Outcome, PendingTurn, Run};
+use crate::output::OUTPUT_TOOL;
+use crate::state::{LoopState, call_uid};
 
 /// What a turn's answer through the output tool came to.
 pub(super) enum Answer {
