@@ -12,3 +12,12 @@ pub fn arguments_value(text: &str) -> Value {
     }
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
+
+/// Arguments as the text a tool is called with: a JSON string stays its text, anything
+/// else is its JSON.
+pub(crate) fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

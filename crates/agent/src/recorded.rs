@@ -14,6 +14,7 @@ use provrun_model::{Message, RecordedResponse, ReplayModel, ToolCall, Usage, Wir
 use provrun_tools::ToolOutput;
 use serde_json::Value;
 
+use crate::arguments::arguments_text;
 use crate::capability::DecidedBy;
 use crate::error::AgentError;
 use crate::spec::{AgentSpec, Decision, DeferReason, DeferredCall, denial_message};
@@ -225,13 +226,6 @@ fn rewritten_arguments(
     Ok(Some((arguments, by.clone())))
 }
 
-fn arguments_text(call: &ToolCalled) -> String {
-    match &call.arguments {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// Read the state of a paused run.
 pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
     let events = read_events(bundle)?;
@@ -315,7 +309,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
                 call_id,
                 run_call_id,
                 name,
-                arguments: arguments_text(p),
+                arguments: arguments_text(&p.arguments),
                 reason,
                 confirm: p.confirm.clone(),
             });

@@ -8,6 +8,7 @@ use provrun_model::ToolCall;
 use provrun_tools::{RunContext, RunDeps, Tool, ToolMode, ToolOutput};
 use serde_json::{Value, json};
 
+use crate::arguments::arguments_text;
 use crate::capability::DecidedBy;
 use crate::control::RunEvent;
 use crate::hooks::{BeforeOutcome, HookDecision, ToolCallInfo, ToolHooks};
@@ -515,14 +516,5 @@ impl Run<'_> {
                 None => cancelled(),
             },
         }
-    }
-}
-
-/// Arguments as the text a tool is called with: a JSON string stays its text, anything
-/// else is its JSON.
-pub(super) fn arguments_text(arguments: &Value) -> String {
-    match arguments {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
