@@ -198,7 +198,7 @@ impl Model for EvidenceModel {
             {
                 let call = &response.tool_calls[index];
                 let step = self.requests.load(std::sync::atomic::Ordering::SeqCst) + 1;
-                let uid = format!("{step}.{}", index + 1);
+                let uid = crate::state::call_uid(step, index);
                 let verdict = match self
                     .output_schema
                     .as_ref()

@@ -1,6 +1,6 @@
 //! The loop's state and the run-unique call ids: what the backend's loop carries from
 //! turn to turn and what a paused run's bundle is read back into. A leaf module, shared by
-//! [`crate::backend`] and the bundle readers below it.
+//! the evidence middleware, [`crate::backend`] and the bundle readers.
 
 use provrun_model::{Message, Usage};
 
