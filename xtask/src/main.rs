@@ -3,11 +3,13 @@
 //! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
 //! tidy check, `cargo fmt --check`, clippy with warnings denied, `cargo deny check bans
 //! licenses sources` (deny.toml; installed under CI=true when missing), the whole test
-//! suite, and the docs built with warnings denied. Each step prints its command before it runs and
+//! suite (from a copy of the tree with nothing beside it: `standalone.rs`), and the docs
+//! built with warnings denied. Each step prints its command before it runs and
 //! the first failing step stops the run with a non-zero exit.
 
 mod bench;
 mod setup;
+mod standalone;
 
 mod fuzz;
 
@@ -50,7 +52,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      tidy + fmt --check + clippy -D warnings (workspace and light builds) + cargo deny + tests + docs (what CI runs)
-  tidy    check that every .rs file opens with a //! comment
+  tidy    check that every .rs file opens with a //! comment and no tracked file refers outside the repository
   deny    cargo deny check bans licenses sources (deny.toml; skipped with a warning if not installed)
   man     write the man pages (provrun.1, provrun-COMMAND.1) [--out-dir DIR] (default target/man)
   bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]
@@ -137,8 +139,16 @@ fn ci() -> Result<(), String> {
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
     setup::node()?; // node and npm for the published npm MCP server test
+    // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
+    // one that reads a file outside the repository fails here, not on a user's clone.
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
+    if let Some(copy) = standalone::prepare(&root())? {
+        if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+            test.env("CARGO_TARGET_DIR", root().join("target"));
+        }
+        test.current_dir(copy);
+    }
     run("test", test)?;
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--locked"])
@@ -212,13 +222,54 @@ fn tidy() -> Result<(), String> {
             );
         }
     }
-    if bad.is_empty() {
-        println!("<== tidy: ok ({} files)", files.len());
+    if !bad.is_empty() {
+        return Err(format!(
+            "tidy: these files do not open with a //! comment saying what they are for:\n  {}",
+            bad.join("\n  ")
+        ));
+    }
+    println!("<== tidy: ok ({} files)", files.len());
+    outside_references(&root)
+}
+
+/// The repository stands alone: no tracked file may point a reader or a test at a folder
+/// beside the checkout (the needle is built in two parts so this file does not hold it).
+fn outside_references(root: &Path) -> Result<(), String> {
+    let needle = format!("{}/shared", "..");
+    println!("==> tidy: no tracked file refers to `{needle}`");
+    let Ok(out) = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+    else {
+        println!("<== tidy: skipped (git is not available)");
+        return Ok(());
+    };
+    if !out.status.success() {
+        println!("<== tidy: skipped (not a git checkout)");
+        return Ok(());
+    }
+    let mut hits = Vec::new();
+    let mut checked = 0usize;
+    for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+        let rel = String::from_utf8_lossy(rel).into_owned();
+        // Binary and missing files (deleted, not yet staged) have nothing to say.
+        let Ok(text) = std::fs::read_to_string(root.join(&rel)) else {
+            continue;
+        };
+        checked += 1;
+        if let Some(line) = text.lines().position(|l| l.contains(&needle)) {
+            hits.push(format!("{rel}:{}", line + 1));
+        }
+    }
+    if hits.is_empty() {
+        println!("<== tidy: ok ({checked} text files)");
         Ok(())
     } else {
         Err(format!(
-            "tidy: these files do not open with a //! comment saying what they are for:\n  {}",
-            bad.join("\n  ")
+            "tidy: these files refer to `{needle}`, outside the repository; keep what the \
+             tests and docs need inside it:\n  {}",
+            hits.join("\n  ")
         ))
     }
 }
