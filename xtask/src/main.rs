@@ -229,7 +229,69 @@ fn tidy() -> Result<(), String> {
         ));
     }
     println!("<== tidy: ok ({} files)", files.len());
-    outside_references(&root)
+    outside_references(&root)?;
+    map_paths(&root)
+}
+
+/// docs/architecture.md is the map of the code: every path it names in backticks must
+/// exist, so a move that forgets the map fails here. Under a crate's heading
+/// (`### name — `crates/x``), `src/…` and `tests/…` are that crate's.
+fn map_paths(root: &Path) -> Result<(), String> {
+    const MAP: &str = "docs/architecture.md";
+    const ROOTS: &[&str] = &[
+        "crates/",
+        "tests/",
+        "docs/",
+        "xtask/",
+        "examples/",
+        "fuzz/",
+        "src/",
+        ".ci/",
+    ];
+    println!("==> tidy: every path {MAP} names exists");
+    let text = std::fs::read_to_string(root.join(MAP)).map_err(|e| format!("{MAP}: {e}"))?;
+    let mut base: Option<PathBuf> = None;
+    let mut missing = Vec::new();
+    let mut checked = 0usize;
+    for (number, line) in text.lines().enumerate() {
+        if line.starts_with('#') {
+            // A crate's section names its folder last on the heading line.
+            base = line
+                .rsplit('`')
+                .nth(1)
+                .filter(|dir| dir.starts_with("crates/"))
+                .map(|dir| root.join(dir));
+        }
+        for (i, span) in line.split('`').enumerate() {
+            let is_path = i % 2 == 1
+                && ROOTS.iter().any(|r| span.starts_with(r))
+                && span
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+            if !is_path || line.starts_with('#') {
+                continue;
+            }
+            let path = match &base {
+                Some(dir) if span.starts_with("src/") || span.starts_with("tests/") => {
+                    dir.join(span)
+                }
+                _ => root.join(span),
+            };
+            checked += 1;
+            if !path.exists() {
+                missing.push(format!("{MAP}:{}: `{span}`", number + 1));
+            }
+        }
+    }
+    if missing.is_empty() {
+        println!("<== tidy: ok ({checked} paths)");
+        Ok(())
+    } else {
+        Err(format!(
+            "tidy: the map names paths that do not exist (moved or renamed?):\n  {}",
+            missing.join("\n  ")
+        ))
+    }
 }
 
 /// The repository stands alone: no tracked file may point a reader or a test at a folder
