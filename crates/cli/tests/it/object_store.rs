@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::venv;
+
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
@@ -30,9 +32,6 @@ fn unavailable(why: &str) {
          (CI=true makes this a failure).\n"
     );
 }
-
-#[path = "support/venv.rs"]
-mod venv;
 
 /// A virtualenv with moto's S3 server, made once under target/.
 fn virtualenv() -> Result<PathBuf, String> {

@@ -12,6 +12,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::venv;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -35,9 +37,6 @@ fn unavailable(why: &str) {
          against the Kubernetes schema on this machine (CI=true makes this a failure).\n"
     );
 }
-
-#[path = "support/venv.rs"]
-mod venv;
 
 /// A virtualenv with kubernetes-validate (which brings PyYAML), made once under target/.
 fn virtualenv() -> Result<PathBuf, String> {

@@ -13,6 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::venv;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -32,9 +34,6 @@ fn unavailable(why: &str) {
          independent DSSE implementation on this machine (CI=true makes this a failure).\n"
     );
 }
-
-#[path = "support/venv.rs"]
-mod venv;
 
 /// A virtualenv with the verifiers, made once under target/ (once per process: the tests
 /// of this file share it); `Err` says why not.

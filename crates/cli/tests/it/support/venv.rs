@@ -1,7 +1,6 @@
 //! A throwaway Python virtualenv under target/ for the tests that check provrun against
-//! real Python programs (dsse_interop.rs, import_pydantic_ai.rs, kubernetes.rs,
-//! object_store.rs). Included with
-//! `#[path = "support/venv.rs"] mod venv;`.
+//! real Python programs (the dsse_interop, import_pydantic_ai, kubernetes, mcp_published
+//! and object_store modules), which use it as `crate::support::venv`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -14,8 +14,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[path = "support/venv.rs"]
-mod venv;
+use crate::support::venv;
 
 /// The pinned npm package (and its version) of the Node server.
 const NPM_PACKAGE: &str = "@modelcontextprotocol/server-memory@2026.8.31";

@@ -13,6 +13,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::venv;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -252,9 +254,6 @@ fn unavailable(why: &str) {
          a real PydanticAI are NOT imported on this machine (CI=true makes this a failure).\n"
     );
 }
-
-#[path = "support/venv.rs"]
-mod venv;
 
 /// A virtualenv for this test, made once under target/; `Err` says why not.
 fn virtualenv() -> Result<PathBuf, String> {

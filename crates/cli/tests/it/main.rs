@@ -1,0 +1,33 @@
+//! The CLI's integration tests as one test binary (one link of tokio, reqwest and rustls
+//! instead of one per file): one module per concern, each driving the built `provrun`
+//! (`CARGO_BIN_EXE_provrun`) over the repository's examples and tests/fixtures, and the
+//! helpers they share under `support`. The tests run as threads of this one process, so
+//! none may change process-wide state (environment, working directory, signal handlers,
+//! its own confinement): each child gets its environment with `Command::env`. What must
+//! own its process stays a binary of its own (tests/no_landlock.rs).
+
+mod batch;
+mod call_ids;
+mod call_order;
+mod command_user;
+mod commands;
+mod confinement;
+mod conventions;
+mod dsse_interop;
+mod hostile_outputs;
+mod import_pydantic_ai;
+mod kubernetes;
+mod mcp_published;
+mod object_store;
+mod otel;
+mod roots;
+mod seeds;
+mod steer_file;
+mod terminal;
+mod tools_json;
+mod view;
+
+/// Helpers more than one module uses.
+mod support {
+    pub mod venv;
+}
