@@ -53,9 +53,13 @@ fn terminal_run(args: &[&str], dir: &Path, stderr_too: bool) -> (Vec<u8>, Option
     grantpt(&master).unwrap();
     unlockpt(&master).unwrap();
     let name = ptsname(&master, Vec::new()).unwrap();
+    // Close-on-exec: the other tests of this process start children at any moment, and a
+    // child that inherited this descriptor would hold the terminal open, so the reader
+    // below would wait for that child's end too. The child here gets its copies through
+    // `Stdio`, which clears the flag on them.
     let slave = rustix::fs::open(
         name.as_c_str(),
-        OFlags::RDWR | OFlags::NOCTTY,
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .unwrap();
