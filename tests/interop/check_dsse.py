@@ -12,7 +12,7 @@ Usage: check_dsse.py BUNDLE PUBLIC_KEY_PEM PRIVATE_KEY_PEM
   parses its predicate as SLSA provenance v1.
 
 Prints one line per check and "INTEROP-OK" at the end; exits non-zero on any failure.
-Run by tests/tests/dsse_interop.rs in a throwaway virtualenv.
+Run by crates/cli/tests/it/dsse_interop.rs in a throwaway virtualenv.
 """
 
 import base64

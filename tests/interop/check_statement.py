@@ -9,7 +9,7 @@ URIs (a scheme and an authority), as SLSA provenance v1 requires.
 
 With --invalid, every file must instead be refused (a control: the checker can fail).
 Prints one line per file and "STATEMENTS-OK" at the end; exits non-zero on any failure.
-Run by crates/cli/tests/dsse_interop.rs in its throwaway virtualenv.
+Run by crates/cli/tests/it/dsse_interop.rs in its throwaway virtualenv.
 """
 
 import json

@@ -2,7 +2,7 @@
 
 Runs three small agents offline (PydanticAI's TestModel and FunctionModel, no network)
 and prints one JSON object: {scenario name: the bytes of result.all_messages_json(),
-as a string}. Used by crates/cli/tests/import_pydantic_ai.rs.
+as a string}. Used by crates/cli/tests/it/import_pydantic_ai.rs.
 """
 
 import json

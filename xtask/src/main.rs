@@ -172,7 +172,7 @@ fn deny() -> Result<(), String> {
 
 /// `cargo xtask man [--out-dir DIR]`: the man pages, generated with clap_mangen from the
 /// CLI's own command definition (by the hidden `provrun man`, tested in
-/// crates/cli/tests/conventions.rs).
+/// crates/cli/tests/it/conventions.rs).
 fn man(args: &[String]) -> Result<(), String> {
     let out = match args {
         [] => root().join("target/man"),

@@ -1,9 +1,10 @@
 //! Machine set-up for `cargo xtask ci`: make sure bubblewrap is there for the command
 //! confinement tests, Python with `venv` for the tests that make their own virtualenv
-//! from PyPI (the DSSE and statement interoperability tests, crates/cli/tests/dsse_interop.rs, the
-//! Kubernetes manifest test, crates/cli/tests/kubernetes.rs, and the PydanticAI trace
-//! import test, crates/cli/tests/import_pydantic_ai.rs, and the published PyPI MCP
-//! server of crates/cli/tests/mcp_published.rs), Node.js with npm for the published npm
+//! from PyPI (the DSSE and statement interoperability tests,
+//! crates/cli/tests/it/dsse_interop.rs, the Kubernetes manifest test,
+//! crates/cli/tests/it/kubernetes.rs, and the PydanticAI trace import test,
+//! crates/cli/tests/it/import_pydantic_ai.rs, and the published PyPI MCP server of
+//! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
 //! MCP server of that test, and Debian's `chromium` for the `provrun view` browser tests
 //! (tests/tests/view_browser.rs).
 //!
@@ -147,7 +148,7 @@ fn node_works() -> Result<(), String> {
     Ok(())
 }
 
-/// Makes sure the published npm MCP server test (crates/cli/tests/mcp_published.rs) can
+/// Makes sure the published npm MCP server test (crates/cli/tests/it/mcp_published.rs) can
 /// install its pinned package with npm: under CI, installs Debian's `nodejs` and `npm`
 /// with apt-get when they are missing, and fails if it cannot. Elsewhere the test skips
 /// itself loudly when they are missing.

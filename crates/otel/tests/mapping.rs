@@ -1,6 +1,6 @@
 //! The event-to-span mapping on hand-made logs: the edge cases a scripted run does not
 //! reach (no run, a recorded trace id, deferred calls, failed requests and runs, blobs
-//! that are missing). The end-to-end tests over OTLP are in crates/cli/tests/otel.rs.
+//! that are missing). The end-to-end tests over OTLP are in crates/cli/tests/it/otel.rs.
 
 use std::path::Path;
 
