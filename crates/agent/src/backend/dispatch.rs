@@ -12,6 +12,7 @@ use crate::arguments::arguments_text;
 use crate::capability::DecidedBy;
 use crate::control::RunEvent;
 use crate::hooks::{BeforeOutcome, HookDecision, ToolCallInfo, ToolHooks};
+use crate::recorded::Replaying;
 use crate::spec::{Decision, DeferReason};
 
 use super::{CANCEL_GRACE, MAX_TOOL_RESULT_BYTES, Run};
@@ -143,6 +144,38 @@ pub(super) fn cut(mut out: ToolOutput) -> ToolOutput {
     out
 }
 
+/// What the hooks see of `call` to `tool`: its ids, arguments (parsed too), what the tool
+/// is, and the tool schema's `x-` metadata.
+fn call_info(tool: &Tool, uid: &str, call: &ToolCall) -> ToolCallInfo {
+    ToolCallInfo {
+        call_id: call.id.clone(),
+        run_call_id: uid.to_string(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        destructive: tool.is_destructive(),
+        category: tool.category(),
+        parsed_arguments: crate::arguments::arguments_value(&call.arguments),
+        metadata: tool
+            .schema()
+            .as_object()
+            .map(|root| {
+                root.iter()
+                    .filter(|(k, _)| k.starts_with("x-"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// `call` with the arguments a before hook rewrote it to, if one did.
+fn with_arguments(call: &ToolCall, rewritten: Option<&(Value, String)>) -> Option<ToolCall> {
+    rewritten.map(|(arguments, _)| ToolCall {
+        arguments: arguments_text(arguments),
+        ..call.clone()
+    })
+}
+
 impl Run<'_> {
     /// Why `call` waits, when it does: it needs a decision and has none (and, in a
     /// replay, the recording did not record it as not run because the run was cancelled).
@@ -205,6 +238,19 @@ impl Run<'_> {
             .then_some(DeferReason::Approval)
     }
 
+    /// Tell a subscriber that `call` begins (with the tool's summary of it, if any).
+    pub(super) fn emit_call_begin(&self, tool: Option<&Tool>, uid: &str, call: &ToolCall) {
+        if self.control.has_subscriber() {
+            self.control.emit(RunEvent::CallBegin {
+                call_id: call.id.clone(),
+                run_call_id: uid.to_string(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                summary: tool.and_then(|t| t.summary_for(&call.arguments)),
+            });
+        }
+    }
+
     /// One call of the turn answering request `step`: approval, hooks and the tool. The
     /// caller records the result (exactly one completed `tool_called`, or a deferred one).
     pub(super) async fn dispatch(
@@ -216,68 +262,11 @@ impl Run<'_> {
     ) -> CallResult {
         let started = Instant::now();
         let tool = self.prepared.tools.get(&call.name);
-        if self.control.has_subscriber() {
-            self.control.emit(RunEvent::CallBegin {
-                call_id: call.id.clone(),
-                run_call_id: uid.to_string(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                summary: tool.and_then(|t| t.summary_for(&call.arguments)),
-            });
-        }
+        self.emit_call_begin(tool, uid, call);
         let mode = tool.map(|t| t.mode().as_str().to_string());
         let decided = match tool {
-            None => {
-                let known: Vec<&str> = self.prepared.tools.keys().map(String::as_str).collect();
-                Decided::new(
-                    ToolOutput::fail(format!(
-                        "unknown tool `{}`; this agent's tools are: {}",
-                        call.name,
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    )),
-                    DecidedBy::Runtime,
-                )
-            }
-            Some(tool) => {
-                let info = ToolCallInfo {
-                    call_id: call.id.clone(),
-                    run_call_id: uid.to_string(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    destructive: tool.is_destructive(),
-                    category: tool.category(),
-                    parsed_arguments: crate::arguments::arguments_value(&call.arguments),
-                    metadata: tool
-                        .schema()
-                        .as_object()
-                        .map(|root| {
-                            root.iter()
-                                .filter(|(k, _)| k.starts_with("x-"))
-                                .map(|(k, v)| (k.clone(), v.clone()))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                };
-                match decision {
-                    Some(Decision::Deny { message, .. }) => Decided::new(
-                        ToolOutput::fail(crate::spec::denial_text(message)),
-                        DecidedBy::Approval,
-                    ),
-                    Some(Decision::Result { content, ok, .. }) => Decided::new(
-                        ToolOutput {
-                            content: content.clone(),
-                            ok: *ok,
-                            confinement: None,
-                        },
-                        DecidedBy::Caller,
-                    ),
-                    _ => self.run_tool(tool, uid, call, &info, step).await,
-                }
-            }
+            None => self.unknown_tool(call),
+            Some(tool) => self.decide(tool, uid, call, decision, step).await,
         };
         // A result taken from a recording was cut when it was recorded.
         let output = if decided.from_log {
@@ -311,6 +300,53 @@ impl Run<'_> {
         }
     }
 
+    /// A call to a tool the agent does not have: a failed result naming the tools it has.
+    fn unknown_tool(&self, call: &ToolCall) -> Decided {
+        let known: Vec<&str> = self.prepared.tools.keys().map(String::as_str).collect();
+        Decided::new(
+            ToolOutput::fail(format!(
+                "unknown tool `{}`; this agent's tools are: {}",
+                call.name,
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )),
+            DecidedBy::Runtime,
+        )
+    }
+
+    /// A call to one of the agent's tools: the decision a resume gave it (a denial, the
+    /// caller's result), else the hooks and the tool.
+    async fn decide(
+        &self,
+        tool: &Tool,
+        uid: &str,
+        call: &ToolCall,
+        decision: Option<&Decision>,
+        step: u64,
+    ) -> Decided {
+        match decision {
+            Some(Decision::Deny { message, .. }) => Decided::new(
+                ToolOutput::fail(crate::spec::denial_text(message)),
+                DecidedBy::Approval,
+            ),
+            Some(Decision::Result { content, ok, .. }) => Decided::new(
+                ToolOutput {
+                    content: content.clone(),
+                    ok: *ok,
+                    confinement: None,
+                },
+                DecidedBy::Caller,
+            ),
+            _ => {
+                let info = call_info(tool, uid, call);
+                self.run_tool(tool, uid, call, &info, step).await
+            }
+        }
+    }
+
     /// The hooks and the tool; in a replay, the recorded decisions instead of hooks. For a
     /// tool in an MCP server, the result also carries its `mcp` evidence details.
     pub(super) async fn run_tool(
@@ -322,47 +358,7 @@ impl Run<'_> {
         step: u64,
     ) -> Decided {
         if let Some(replaying) = &self.backend.replaying {
-            let recorded = replaying.call(step, replaying.key(uid, &call.id));
-            if let Some(r) = recorded.filter(|r| r.timed_out || r.cancelled) {
-                // A call the recording stopped (its time limit, or a cancelled run) is not
-                // run again: what it did before it was stopped cannot be reproduced, so
-                // it is answered from the recording, like a call to an MCP server.
-                return Decided {
-                    timed_out: r.timed_out,
-                    cancelled: r.cancelled,
-                    ..Decided::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
-                };
-            }
-            // Arguments a hook rewrote: the tool runs with them again, as it did.
-            let rewritten = recorded.and_then(|r| r.rewritten.clone());
-            let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
-                arguments: arguments_text(arguments),
-                ..call.clone()
-            });
-            let runs_with = rewritten_call.as_ref().unwrap_or(call);
-            if replaying
-                .recorded
-                .waited_for_permit(step, replaying.key(uid, &call.id))
-            {
-                // A hook held it for a permit: it waits again, as recorded.
-                let wait = self.permit_wait(tool, uid, call);
-                wait.record.await;
-                self.control.emit(wait.event);
-            }
-            let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
-                Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
-                Some((DecidedBy::AfterHook, output)) => {
-                    // The tool runs (its effects on /output count), the model saw the
-                    // rewritten output.
-                    let _ = self.call_tool(tool, uid, runs_with).await;
-                    Decided::recorded(output, DecidedBy::AfterHook)
-                }
-                _ => Decided::called(self.call_tool(tool, uid, runs_with).await),
-            };
-            return Decided {
-                rewritten,
-                ..decided
-            };
+            return self.replay_tool(replaying, tool, uid, call, step).await;
         }
         let hooks: &ToolHooks = &self.backend.hooks;
         let before = if hooks.before.is_empty() {
@@ -379,10 +375,7 @@ impl Run<'_> {
             before
         };
         let rewritten = before.rewritten;
-        let rewritten_call = rewritten.as_ref().map(|(arguments, _)| ToolCall {
-            arguments: arguments_text(arguments),
-            ..call.clone()
-        });
+        let rewritten_call = with_arguments(call, rewritten.as_ref());
         let called = match before.decision {
             HookDecision::Deny(message) => Decided::new(ToolOutput::fail(message), DecidedBy::Hook),
             HookDecision::Replace(content) => {
@@ -410,6 +403,58 @@ impl Run<'_> {
             output: after,
             by,
             ..called
+        }
+    }
+
+    /// A call in a replay: what the recording decided instead of hooks. A call the
+    /// recording stopped is answered from it; a hook's answer is the recorded one; else
+    /// the tool runs again (with the arguments a hook rewrote, and after waiting for a
+    /// permit where a hook did).
+    async fn replay_tool(
+        &self,
+        replaying: &Replaying,
+        tool: &Tool,
+        uid: &str,
+        call: &ToolCall,
+        step: u64,
+    ) -> Decided {
+        let recorded = replaying.call(step, replaying.key(uid, &call.id));
+        if let Some(r) = recorded.filter(|r| r.timed_out || r.cancelled) {
+            // A call the recording stopped (its time limit, or a cancelled run) is not
+            // run again: what it did before it was stopped cannot be reproduced, so
+            // it is answered from the recording, like a call to an MCP server.
+            return Decided {
+                timed_out: r.timed_out,
+                cancelled: r.cancelled,
+                ..Decided::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
+            };
+        }
+        // Arguments a hook rewrote: the tool runs with them again, as it did.
+        let rewritten = recorded.and_then(|r| r.rewritten.clone());
+        let rewritten_call = with_arguments(call, rewritten.as_ref());
+        let runs_with = rewritten_call.as_ref().unwrap_or(call);
+        if replaying
+            .recorded
+            .waited_for_permit(step, replaying.key(uid, &call.id))
+        {
+            // A hook held it for a permit: it waits again, as recorded.
+            let wait = self.permit_wait(tool, uid, call);
+            wait.record.await;
+            self.control.emit(wait.event);
+        }
+        let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
+            Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
+            Some((DecidedBy::AfterHook, output)) => {
+                // The tool runs (its effects on /output count), the model saw the
+                // rewritten output.
+                let _ = self.call_tool(tool, uid, runs_with).await;
+                Decided::recorded(output, DecidedBy::AfterHook)
+            }
+            _ => Decided::called(self.call_tool(tool, uid, runs_with).await),
+        };
+        Decided {
+            rewritten,
+            ..decided
         }
     }
 
