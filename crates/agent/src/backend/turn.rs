@@ -329,6 +329,66 @@ impl Run<'_> {
             .map(|&(uid, c)| self.waits(step, uid, c, turn.decisions.get(uid)))
             .collect();
         let runnable = waits.iter().position(Option::is_some).unwrap_or(todo.len());
+        let results = self.run_batches(step, &todo, runnable, &turn).await;
+        // A run cancelled during the turn does not pause: the calls that would wait, and
+        // those after them, are recorded as not run, and the run ends cancelled.
+        let cancelled = self.control.is_cancelled();
+        let mut results = results.into_iter();
+        let mut outputs = Vec::with_capacity(turn.calls.len());
+        let mut deferred = Vec::new();
+        let mut index = 0usize;
+        for (call, uid) in turn.calls.iter().zip(&uids) {
+            if let Some(out) = turn.completed.get(uid) {
+                outputs.push((call, out.clone()));
+                continue;
+            }
+            let waiting = waits.get(index).copied().flatten();
+            let mut result = results.next().flatten();
+            index += 1;
+            if cancelled && result.is_none() {
+                result = Some((CallResult::not_run_cancelled(), None));
+            } else if let Some(reason) = waiting {
+                deferred.push(self.defer(call, uid, reason).await?);
+                continue;
+            }
+            // A call after one that waits runs when the run resumes.
+            let Some((result, order)) = result else {
+                continue;
+            };
+            let output = self.record_completed(call, uid, result, order).await?;
+            state.tool_calls += 1;
+            outputs.push((call, output));
+        }
+        if !deferred.is_empty() {
+            return Ok(Some(Outcome {
+                status: RunStatus::Paused,
+                output: String::new(),
+                error: None,
+                deferred,
+            }));
+        }
+        for (call, out) in outputs {
+            state.messages.push(Message::tool_result(
+                &call.id,
+                &call.name,
+                out.content,
+                out.ok,
+            ));
+        }
+        Ok(None)
+    }
+
+    /// Run the calls of `todo` before the first that waits (`runnable` of them) in their
+    /// batches, each call's result with where it ran on the turn's clock; a call the run's
+    /// cancellation kept from starting is not run. Indexed like `todo`, `None` for a call
+    /// not run here.
+    async fn run_batches(
+        &self,
+        step: u64,
+        todo: &[(&str, &ToolCall)],
+        runnable: usize,
+        turn: &PendingTurn,
+    ) -> Vec<Option<Ordered>> {
         // Each call done before a pause in this turn took two ticks (its start and end).
         let done_before = u64::try_from(turn.completed.len()).unwrap_or(u64::MAX / 4);
         let clock = AtomicU64::new(2 * done_before);
@@ -371,90 +431,61 @@ impl Run<'_> {
                 results[i] = Some(r);
             }
         }
-        // A run cancelled during the turn does not pause: the calls that would wait, and
-        // those after them, are recorded as not run, and the run ends cancelled.
-        let cancelled = self.control.is_cancelled();
-        let mut results = results.into_iter();
-        let mut outputs = Vec::with_capacity(turn.calls.len());
-        let mut deferred = Vec::new();
-        let mut index = 0usize;
-        for (call, uid) in turn.calls.iter().zip(&uids) {
-            if let Some(out) = turn.completed.get(uid) {
-                outputs.push((call, out.clone()));
-                continue;
-            }
-            let waiting = waits.get(index).copied().flatten();
-            let mut result = results.next().flatten();
-            index += 1;
-            if cancelled && result.is_none() {
-                result = Some((CallResult::not_run_cancelled(), None));
-            } else if let Some(reason) = waiting {
-                let tool = self.prepared.tools.get(&call.name);
-                let mode = tool.map(|t| t.mode().as_str().to_string());
-                let confirm = tool.and_then(|t| t.confirm_for(&call.arguments));
-                if self.control.has_subscriber() {
-                    self.control.emit(RunEvent::CallBegin {
-                        call_id: call.id.clone(),
-                        run_call_id: uid.clone(),
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
-                        summary: tool.and_then(|t| t.summary_for(&call.arguments)),
-                    });
-                }
-                self.control.emit(RunEvent::Deferred {
-                    call_id: call.id.clone(),
-                    run_call_id: uid.clone(),
-                    name: call.name.clone(),
-                    confirm: confirm.clone(),
-                });
-                self.evidence.deferred_as(call, uid, mode).await?;
-                deferred.push(DeferredCall {
-                    run_call_id: uid.clone(),
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    reason,
-                    confirm,
-                });
-                continue;
-            }
-            // A call after one that waits runs when the run resumes.
-            let Some((result, order)) = result else {
-                continue;
-            };
-            let flags = CallFlags {
-                mode: result.mode,
-                decided_by: Some(result.decided_by),
-                mcp: result.mcp,
-                order,
-                timed_out: result.timed_out,
-                cancelled: result.cancelled,
-                run_call_id: Some(uid.clone()),
-                rewritten: result.rewritten,
-                ..CallFlags::default()
-            };
-            self.evidence
-                .completed_with(call, &result.output, result.duration_ms, flags)
-                .await?;
-            state.tool_calls += 1;
-            outputs.push((call, result.output));
-        }
-        if !deferred.is_empty() {
-            return Ok(Some(Outcome {
-                status: RunStatus::Paused,
-                output: String::new(),
-                error: None,
-                deferred,
-            }));
-        }
-        for (call, out) in outputs {
-            state.messages.push(Message::tool_result(
-                &call.id,
-                &call.name,
-                out.content,
-                out.ok,
-            ));
-        }
-        Ok(None)
+        results
+    }
+
+    /// Record `call` as waiting for a decision (`reason`), tell a subscriber, and give
+    /// back what the caller is to decide on.
+    async fn defer(
+        &self,
+        call: &ToolCall,
+        uid: &str,
+        reason: DeferReason,
+    ) -> Result<DeferredCall, AgentError> {
+        let tool = self.prepared.tools.get(&call.name);
+        let mode = tool.map(|t| t.mode().as_str().to_string());
+        let confirm = tool.and_then(|t| t.confirm_for(&call.arguments));
+        self.emit_call_begin(tool, uid, call);
+        self.control.emit(RunEvent::Deferred {
+            call_id: call.id.clone(),
+            run_call_id: uid.to_string(),
+            name: call.name.clone(),
+            confirm: confirm.clone(),
+        });
+        self.evidence.deferred_as(call, uid, mode).await?;
+        Ok(DeferredCall {
+            run_call_id: uid.to_string(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            reason,
+            confirm,
+        })
+    }
+
+    /// Record a dispatched call's completion, with when it started and ended on the
+    /// turn's clock (`order`); gives back the output the model is to see.
+    async fn record_completed(
+        &self,
+        call: &ToolCall,
+        uid: &str,
+        result: CallResult,
+        order: Option<(u64, u64)>,
+    ) -> Result<ToolOutput, AgentError> {
+        let flags = CallFlags {
+            mode: result.mode,
+            decided_by: Some(result.decided_by),
+            mcp: result.mcp,
+            order,
+            timed_out: result.timed_out,
+            cancelled: result.cancelled,
+            run_call_id: Some(uid.to_string()),
+            rewritten: result.rewritten,
+            ..CallFlags::default()
+        };
+        self.evidence
+            .completed_with(call, &result.output, result.duration_ms, flags)
+            .await?;
+        Ok(result.output)
     }
 }
