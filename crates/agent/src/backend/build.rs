@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use provrun_model::{Model, ScriptModel, TestModel, ToolDefinition};
-use provrun_tools::{ToolMode, ToolRegistry};
+use provrun_tools::{Tool, ToolMode, ToolRegistry};
 
 use crate::error::AgentError;
 use crate::hooks::ToolHooks;
@@ -266,6 +266,55 @@ impl Backend {
             &format!("agent spec `{}`", agent.name),
             self.model.is_some(),
         )?;
+        let (mut tools, mut definitions) = self.agent_tools(agent)?;
+        check_approve_names(agent, &tools)?;
+        let skills = agent.visible_skills()?;
+        let mut instructions = agent.instructions.clone();
+        if !skills.is_empty() {
+            if tools.contains_key(USE_SKILL_TOOL) {
+                return Err(AgentError::UnusableTool {
+                    name: USE_SKILL_TOOL.into(),
+                    reason: "the name is reserved for loading skills".into(),
+                });
+            }
+            let tool = skills::use_skill_tool(&skills)?;
+            definitions.push(tool.definition());
+            tools.insert(USE_SKILL_TOOL.to_string(), tool);
+            if !instructions.is_empty() {
+                instructions.push_str("\n\n");
+            }
+            instructions.push_str(&skills::skills_prompt(&skills));
+        }
+        let mut output_schema = None;
+        if let Some(schema) = &agent.output_schema {
+            let (checked, definition) = output_tool(agent, schema, &tools)?;
+            output_schema = Some(checked);
+            definitions.push(definition);
+        }
+        let mut model = self.model_for(agent)?;
+        if let Some(permits) = &self.model_limit {
+            model = Arc::new(crate::limit::LimitedModel {
+                inner: model,
+                permits: Arc::clone(permits),
+            });
+        }
+        Ok(Prepared {
+            tools,
+            definitions,
+            instructions,
+            skills,
+            model,
+            output_schema,
+            remote: Remote::none(),
+        })
+    }
+
+    /// The agent's tools from the registry (the linked one unless given), by name, and
+    /// their definitions for the model; a tool that cannot run here is refused.
+    fn agent_tools(
+        &self,
+        agent: &AgentSpec,
+    ) -> Result<(BTreeMap<String, Tool>, Vec<ToolDefinition>), AgentError> {
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
         let mut tools = BTreeMap::new();
         let mut definitions = Vec::new();
@@ -291,78 +340,56 @@ impl Backend {
             definitions.push(tool.definition());
             tools.insert(tool.name().to_string(), tool);
         }
-        // A tool name in an `approve` list must be one of the agent's tools (an MCP
-        // server's tools are listed only at run start, so with servers any name goes).
-        if agent.mcp.is_empty()
-            && let Some(unknown) = agent
-                .approve
-                .tool_names()
-                .into_iter()
-                .find(|n| !tools.contains_key(*n))
-        {
-            return Err(AgentError::InvalidSpec {
-                origin: format!("agent spec `{}`", agent.name),
-                message: format!(
-                    "`approve` names `{unknown}`, which is neither a tool category (read, \
-                     write, execute, network, search, other), `destructive`, nor one of the \
-                     agent's tools"
-                ),
-            });
-        }
-        let skills = agent.visible_skills()?;
-        let mut instructions = agent.instructions.clone();
-        if !skills.is_empty() {
-            if tools.contains_key(USE_SKILL_TOOL) {
-                return Err(AgentError::UnusableTool {
-                    name: USE_SKILL_TOOL.into(),
-                    reason: "the name is reserved for loading skills".into(),
-                });
-            }
-            let tool = skills::use_skill_tool(&skills)?;
-            definitions.push(tool.definition());
-            tools.insert(USE_SKILL_TOOL.to_string(), tool);
-            if !instructions.is_empty() {
-                instructions.push_str("\n\n");
-            }
-            instructions.push_str(&skills::skills_prompt(&skills));
-        }
-        let mut output_schema = None;
-        if let Some(schema) = &agent.output_schema {
-            output_schema =
-                Some(
-                    OutputSchema::new(schema).map_err(|message| AgentError::InvalidSpec {
-                        origin: format!("agent spec `{}`", agent.name),
-                        message: format!("`output_schema` is not a valid JSON Schema: {message}"),
-                    })?,
-                );
-            if tools.contains_key(OUTPUT_TOOL) {
-                return Err(AgentError::UnusableTool {
-                    name: OUTPUT_TOOL.into(),
-                    reason: "the name is reserved for the output tool".into(),
-                });
-            }
-            definitions.push(ToolDefinition {
-                name: OUTPUT_TOOL.to_string(),
-                description: "Give your final answer, as arguments that follow this schema."
-                    .to_string(),
-                parameters: schema.clone(),
-            });
-        }
-        let mut model = self.model_for(agent)?;
-        if let Some(permits) = &self.model_limit {
-            model = Arc::new(crate::limit::LimitedModel {
-                inner: model,
-                permits: Arc::clone(permits),
-            });
-        }
-        Ok(Prepared {
-            tools,
-            definitions,
-            instructions,
-            skills,
-            model,
-            output_schema,
-            remote: Remote::none(),
-        })
+        Ok((tools, definitions))
     }
+}
+
+/// A tool name in an `approve` list must be one of the agent's tools (an MCP server's
+/// tools are listed only at run start, so with servers any name goes).
+fn check_approve_names(
+    agent: &AgentSpec,
+    tools: &BTreeMap<String, Tool>,
+) -> Result<(), AgentError> {
+    if agent.mcp.is_empty()
+        && let Some(unknown) = agent
+            .approve
+            .tool_names()
+            .into_iter()
+            .find(|n| !tools.contains_key(*n))
+    {
+        return Err(AgentError::InvalidSpec {
+            origin: format!("agent spec `{}`", agent.name),
+            message: format!(
+                "`approve` names `{unknown}`, which is neither a tool category (read, \
+                 write, execute, network, search, other), `destructive`, nor one of the \
+                 agent's tools"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The agent's output schema, checked, and the output tool's definition for the model;
+/// refused when the schema is not valid or one of the agent's tools has the name.
+fn output_tool(
+    agent: &AgentSpec,
+    schema: &serde_json::Value,
+    tools: &BTreeMap<String, Tool>,
+) -> Result<(OutputSchema, ToolDefinition), AgentError> {
+    let checked = OutputSchema::new(schema).map_err(|message| AgentError::InvalidSpec {
+        origin: format!("agent spec `{}`", agent.name),
+        message: format!("`output_schema` is not a valid JSON Schema: {message}"),
+    })?;
+    if tools.contains_key(OUTPUT_TOOL) {
+        return Err(AgentError::UnusableTool {
+            name: OUTPUT_TOOL.into(),
+            reason: "the name is reserved for the output tool".into(),
+        });
+    }
+    let definition = ToolDefinition {
+        name: OUTPUT_TOOL.to_string(),
+        description: "Give your final answer, as arguments that follow this schema.".to_string(),
+        parameters: schema.clone(),
+    };
+    Ok((checked, definition))
 }
