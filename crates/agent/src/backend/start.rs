@@ -237,36 +237,8 @@ impl Backend {
         run: &RunSpec,
         run_id: &str,
     ) -> Result<RunStarted, AgentError> {
-        let mut tools = Vec::new();
-        for d in &prepared.definitions {
-            let canonical = to_canonical_string(&d.parameters)?;
-            tools.push(ToolInfo {
-                name: d.name.clone(),
-                schema_sha256: sha256_hex(canonical.as_bytes()),
-            });
-        }
-        // Each MCP tool's digest is the one `tools` has: of the schema as offered to the
-        // model (the listed one, as `Tool` normalises it).
-        let digests: HashMap<&str, &str> = tools
-            .iter()
-            .map(|t| (t.name.as_str(), t.schema_sha256.as_str()))
-            .collect();
-        let mut mcp = prepared.remote.describe(|_| String::new());
-        // (A replayed recording's description is a bundle's data: never index into it
-        // blindly.)
-        let servers = mcp.as_array_mut().into_iter().flatten();
-        for server in servers.filter_map(Value::as_object_mut) {
-            let tools = server.get_mut("tools").and_then(Value::as_array_mut);
-            for tool in tools.into_iter().flatten().filter_map(Value::as_object_mut) {
-                let digest = tool
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .and_then(|n| digests.get(n))
-                    .map(|d| Value::String(d.to_string()))
-                    .unwrap_or(Value::Null);
-                tool.insert("schema_sha256".into(), digest);
-            }
-        }
+        let tools = tool_infos(prepared)?;
+        let mcp = mcp_description(prepared, &tools);
         let skills: Vec<Value> = prepared
             .skills
             .iter()
@@ -285,26 +257,7 @@ impl Backend {
             // The default folders searched for skills (absolute): a resume or a replay
             // searches these, not the defaults of the folder it runs in.
             "default_skill_folders": default_skill_folders(agent),
-            // What confines run_command on this machine; `degraded` names missing layers
-            // (commands then run only if allow_degraded_sandbox is set, without those layers).
-            // Probing runs the real confinement once per process (a bubblewrap child),
-            // so it is done only for an agent with a tool that may run a program
-            // (category `execute`, or none declared) or an MCP server; otherwise `null`.
-            "sandbox": {
-                "command_confinement": (may_run_commands(prepared) || !mcp.is_null())
-                    .then(Sandbox::command_support),
-                "allow_degraded_sandbox": agent.allow_degraded_sandbox,
-                // Version marker: every command event of this log records its
-                // confinement (`tool_called.confinement`), which verify then requires of
-                // the calls of these tools.
-                "command_records": 1,
-                "command_tools": command_tools(prepared),
-                // The host user commands and MCP servers run as: `dedicated` (provrun is
-                // root; `uid`/`gid` are the limits' `command_uid`/`command_gid`), `root`
-                // (provrun is root and `command_uid = 0` opted out) or `runtime` (provrun
-                // is not root: its own uid, nothing changed).
-                "command_user": provrun_sandbox::CommandUser::for_limits(&agent.limits),
-            },
+            "sandbox": sandbox_details(agent, prepared, !mcp.is_null()),
         });
         if !mcp.is_null() {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
@@ -333,4 +286,70 @@ impl Backend {
             details,
         })
     }
+}
+
+/// `run_started.tools`: each tool offered to the model, with the digest of its schema.
+fn tool_infos(prepared: &Prepared) -> Result<Vec<ToolInfo>, AgentError> {
+    let mut tools = Vec::new();
+    for d in &prepared.definitions {
+        let canonical = to_canonical_string(&d.parameters)?;
+        tools.push(ToolInfo {
+            name: d.name.clone(),
+            schema_sha256: sha256_hex(canonical.as_bytes()),
+        });
+    }
+    Ok(tools)
+}
+
+/// `run_started.details.mcp`: the MCP servers and their tools (`null` without servers),
+/// each tool with the digest `tools` has for it.
+fn mcp_description(prepared: &Prepared, tools: &[ToolInfo]) -> Value {
+    // Each MCP tool's digest is the one `tools` has: of the schema as offered to the
+    // model (the listed one, as `Tool` normalises it).
+    let digests: HashMap<&str, &str> = tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.schema_sha256.as_str()))
+        .collect();
+    let mut mcp = prepared.remote.describe(|_| String::new());
+    // (A replayed recording's description is a bundle's data: never index into it
+    // blindly.)
+    let servers = mcp.as_array_mut().into_iter().flatten();
+    for server in servers.filter_map(Value::as_object_mut) {
+        let tools = server.get_mut("tools").and_then(Value::as_array_mut);
+        for tool in tools.into_iter().flatten().filter_map(Value::as_object_mut) {
+            let digest = tool
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(|n| digests.get(n))
+                .map(|d| Value::String(d.to_string()))
+                .unwrap_or(Value::Null);
+            tool.insert("schema_sha256".into(), digest);
+        }
+    }
+    mcp
+}
+
+/// `run_started.details.sandbox`: what confines the run's commands and MCP servers
+/// (`has_mcp`: the run has MCP servers).
+fn sandbox_details(agent: &AgentSpec, prepared: &Prepared, has_mcp: bool) -> Value {
+    json!({
+        // What confines run_command on this machine; `degraded` names missing layers
+        // (commands then run only if allow_degraded_sandbox is set, without those layers).
+        // Probing runs the real confinement once per process (a bubblewrap child),
+        // so it is done only for an agent with a tool that may run a program
+        // (category `execute`, or none declared) or an MCP server; otherwise `null`.
+        "command_confinement": (may_run_commands(prepared) || has_mcp)
+            .then(Sandbox::command_support),
+        "allow_degraded_sandbox": agent.allow_degraded_sandbox,
+        // Version marker: every command event of this log records its
+        // confinement (`tool_called.confinement`), which verify then requires of
+        // the calls of these tools.
+        "command_records": 1,
+        "command_tools": command_tools(prepared),
+        // The host user commands and MCP servers run as: `dedicated` (provrun is
+        // root; `uid`/`gid` are the limits' `command_uid`/`command_gid`), `root`
+        // (provrun is root and `command_uid = 0` opted out) or `runtime` (provrun
+        // is not root: its own uid, nothing changed).
+        "command_user": provrun_sandbox::CommandUser::for_limits(&agent.limits),
+    })
 }
