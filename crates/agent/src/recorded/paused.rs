@@ -11,6 +11,7 @@ use provrun_tools::ToolOutput;
 use crate::arguments::arguments_text;
 use crate::error::AgentError;
 use crate::spec::{AgentSpec, DeferReason, DeferredCall};
+use crate::state::LoopState;
 
 use super::bundle::{bundle_err, calls_in, recorded_agent, run_started, tool_result, typed_log};
 
@@ -24,7 +25,7 @@ pub(crate) struct PausedTurn {
 /// Everything a paused run resumes from, read from its bundle alone.
 pub(crate) struct PausedRun {
     pub(crate) agent: AgentSpec,
-    pub(crate) state: crate::state::LoopState,
+    pub(crate) state: LoopState,
     pub(crate) pending: PausedTurn,
     pub(crate) deferred: Vec<DeferredCall>,
     /// Whether `run_started` says the run was granted a host folder.
@@ -49,6 +50,28 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
     }
     let (agent, _prompt) = recorded_agent(bundle, &events)?;
     let host_dir_granted = run_started(bundle, &log)?.details["host_dir_granted"] == true;
+    let (messages, calls) = paused_trace(bundle, &log)?;
+    let (mut state, last_model) = counts(&log);
+    state.messages = messages;
+    let (completed, deferred) = paused_calls(bundle, &log[last_model..], &calls, state.requests)?;
+    if deferred.is_empty() {
+        return Err(bundle_err(bundle, "the paused run waits on no call"));
+    }
+    Ok(PausedRun {
+        agent,
+        state,
+        pending: PausedTurn { calls, completed },
+        deferred,
+        host_dir_granted,
+    })
+}
+
+/// The history a paused run recorded (its last `trace_imported`), and the tool calls it
+/// ends with: those of the turn the run paused in.
+fn paused_trace(
+    bundle: &Path,
+    log: &[EventPayload],
+) -> Result<(Vec<Message>, Vec<ToolCall>), AgentError> {
     let trace = log
         .iter()
         .rev()
@@ -69,29 +92,44 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
             ));
         }
     };
+    Ok((messages, calls))
+}
 
-    let mut usage = Usage::default();
-    let mut requests = 0u64;
-    let mut tool_calls = 0u64;
+/// The loop's counts over a log (usage, model requests, tool calls run; no messages),
+/// and the index of its last `model_called`: the turn the run paused in follows it.
+fn counts(log: &[EventPayload]) -> (LoopState, usize) {
+    let mut state = LoopState::default();
     let mut last_model = 0usize;
     for (i, e) in log.iter().enumerate() {
         match e {
             EventPayload::ModelCalled(m) => {
-                requests += 1;
+                state.requests += 1;
                 last_model = i;
                 if let Ok(u) = serde_json::from_value::<Usage>(m.usage.clone()) {
-                    usage.add(&u);
+                    state.usage.add(&u);
                 }
             }
             EventPayload::ToolCalled(t) if !t.deferred && !t.output_tool && !t.provider_run => {
-                tool_calls += 1;
+                state.tool_calls += 1;
             }
             _ => {}
         }
     }
+    (state, last_model)
+}
+
+/// The calls of the paused turn (`turn`: the log from its `model_called` on, `calls`: the
+/// turn's calls, `requests`: the model requests made) that are done, by run-unique id,
+/// and those that still wait for a decision.
+fn paused_calls(
+    bundle: &Path,
+    turn: &[EventPayload],
+    calls: &[ToolCall],
+    requests: u64,
+) -> Result<(HashMap<String, ToolOutput>, Vec<DeferredCall>), AgentError> {
     let mut completed = HashMap::new();
     let mut deferred = Vec::new();
-    for p in calls_in(&log[last_model..]) {
+    for p in calls_in(turn) {
         let call_id = p.call_id.clone();
         // The run-unique id; a log older than it names calls by the model's id, which
         // was unique in the turn there: the id of the turn's first call with it.
@@ -130,21 +168,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
         }
     }
     deferred.retain(|d| !completed.contains_key(&d.run_call_id));
-    if deferred.is_empty() {
-        return Err(bundle_err(bundle, "the paused run waits on no call"));
-    }
-    Ok(PausedRun {
-        agent,
-        state: crate::state::LoopState {
-            messages,
-            usage,
-            requests,
-            tool_calls,
-        },
-        pending: PausedTurn { calls, completed },
-        deferred,
-        host_dir_granted,
-    })
+    Ok((completed, deferred))
 }
 
 /// The calls a paused bundle waits on (for `provrun show` and scripts).
