@@ -197,56 +197,14 @@ pub async fn replay(
     let new_events = typed_log(&read_events(out)?)?;
 
     let (old_calls, new_calls) = (call_keys(&events), call_keys(&new_events));
-    let mut difference = None;
-    for (i, pair) in old_calls.iter().zip(new_calls.iter()).enumerate() {
-        if pair.0 != pair.1 {
-            difference = Some(format!(
-                "tool call {} differs: recorded {}, replayed {}",
-                i + 1,
-                describe(pair.0),
-                describe(pair.1)
-            ));
-            break;
-        }
-    }
-    if difference.is_none() && old_calls.len() != new_calls.len() {
-        difference = Some(format!(
-            "the recording has {} tool calls, the replay {}",
-            old_calls.len(),
-            new_calls.len()
-        ));
-    }
-    if difference.is_none() {
-        difference = order_difference(&events, &new_events);
-    }
+    let mut difference =
+        calls_difference(&old_calls, &new_calls).or_else(|| order_difference(&events, &new_events));
     if difference.is_none() {
         difference = crate::steer::steering_difference((source, &events), (out, &new_events))?;
     }
     let (old_out, new_out) = (outputs(&events), outputs(&new_events));
     if difference.is_none() {
-        for (o, n) in old_out.iter().zip(new_out.iter()) {
-            if o != n {
-                difference = Some(if o.0 == n.0 {
-                    format!(
-                        "output `{}` differs (sha256 {} recorded, {} replayed)",
-                        o.0, o.1, n.1
-                    )
-                } else {
-                    format!(
-                        "output files differ: `{}` recorded, `{}` replayed",
-                        o.0, n.0
-                    )
-                });
-                break;
-            }
-        }
-    }
-    if difference.is_none() && old_out.len() != new_out.len() {
-        difference = Some(format!(
-            "the recording has {} output files, the replay {}",
-            old_out.len(),
-            new_out.len()
-        ));
+        difference = outputs_difference(&old_out, &new_out);
     }
     if difference.is_none() && result.status.as_str() != recorded_status(&events) {
         difference = Some(format!(
@@ -261,6 +219,55 @@ pub async fn replay(
         outputs: old_out.len(),
         difference,
         answered_from_recording: replaying.answered_from_recording(),
+    })
+}
+
+/// The first tool call the replay made differently from the recording, or a different
+/// number of calls.
+fn calls_difference(old: &[CallKey], new: &[CallKey]) -> Option<String> {
+    for (i, pair) in old.iter().zip(new.iter()).enumerate() {
+        if pair.0 != pair.1 {
+            return Some(format!(
+                "tool call {} differs: recorded {}, replayed {}",
+                i + 1,
+                describe(pair.0),
+                describe(pair.1)
+            ));
+        }
+    }
+    (old.len() != new.len()).then(|| {
+        format!(
+            "the recording has {} tool calls, the replay {}",
+            old.len(),
+            new.len()
+        )
+    })
+}
+
+/// The first output file (path and digest) the replay wrote differently from the
+/// recording, or a different number of files.
+fn outputs_difference(old: &[(String, String)], new: &[(String, String)]) -> Option<String> {
+    for (o, n) in old.iter().zip(new.iter()) {
+        if o != n {
+            return Some(if o.0 == n.0 {
+                format!(
+                    "output `{}` differs (sha256 {} recorded, {} replayed)",
+                    o.0, o.1, n.1
+                )
+            } else {
+                format!(
+                    "output files differ: `{}` recorded, `{}` replayed",
+                    o.0, n.0
+                )
+            });
+        }
+    }
+    (old.len() != new.len()).then(|| {
+        format!(
+            "the recording has {} output files, the replay {}",
+            old.len(),
+            new.len()
+        )
     })
 }
 
