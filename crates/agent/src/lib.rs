@@ -34,12 +34,7 @@ mod error;
 mod hooks;
 mod limit;
 mod output;
-#[cfg(feature = "mcp")]
-mod remote;
-// Without the MCP client: the same interface, refusing agents that name MCP servers.
 mod recorded;
-#[cfg(not(feature = "mcp"))]
-#[path = "remote_off.rs"]
 mod remote;
 mod replay;
 mod skills;

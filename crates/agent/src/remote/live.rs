@@ -1,7 +1,6 @@
-//! Tools that run in MCP servers, as a run sees them: connected live at run start, or —
-//! when replaying — answered from the recording without any server.
+//! The MCP side of a run in a build with the MCP client: the agent's servers connected at
+//! run start, or a recording standing in for them, and a server's tools as the loop's.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use provrun_mcp::{ConnectOptions, McpServers, McpTool};
@@ -13,16 +12,7 @@ use serde_json::Value;
 use crate::error::AgentError;
 use crate::spec::AgentSpec;
 
-/// What a replay answers `remote_mcp` calls with: the recorded tools and, by call, the
-/// recorded result and `mcp` details.
-#[derive(Debug, Clone, Default)]
-pub struct RecordedMcp {
-    /// The recording's `run_started.details.mcp`.
-    pub description: Value,
-    /// Each recorded `remote_mcp` call's result and `mcp` object, by the call's run-unique
-    /// id (`run_call_id`; the model's `call_id` in recordings older than it).
-    pub results: HashMap<String, (ToolOutput, Value)>,
-}
+use super::recorded::RecordedMcp;
 
 /// The MCP side of one run.
 pub(crate) enum Remote {
@@ -119,32 +109,7 @@ impl Remote {
                     serde_json::json!({"error": "no server offers this tool"}),
                 ),
             },
-            // By the call's run-unique id; a recording older than those ids has the
-            // model's id.
-            Remote::Recorded(r) => {
-                match (r.results.get(run_call_id)).or_else(|| r.results.get(call_id)) {
-                    Some((output, mcp)) => {
-                        let mut mcp = mcp.clone();
-                        if let Value::Object(map) = &mut mcp {
-                            map.insert("replayed".into(), Value::Bool(true));
-                            // What decided the result in this log: the recording (the
-                            // event's `decided_by` stays the recording's, for comparison).
-                            map.insert("answered_by".into(), Value::from("recording"));
-                        }
-                        (output.clone(), mcp)
-                    }
-                    None => (
-                        ToolOutput::fail(format!(
-                            "replay: the recording has no result for MCP call `{run_call_id}` of `{name}`"
-                        )),
-                        serde_json::json!({
-                            "replayed": true,
-                            "answered_by": "runtime",
-                            "error": "no recorded result",
-                        }),
-                    ),
-                }
-            }
+            Remote::Recorded(r) => r.answer(name, run_call_id, call_id),
         }
     }
 

@@ -1,7 +1,6 @@
 //! MCP in a build without the `mcp` feature: no client, so an agent that names MCP servers
 //! (or a replay of a run that used them) is refused with the feature to turn on.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use provrun_tools::{ToolOutput, ToolRegistry};
@@ -10,14 +9,7 @@ use serde_json::Value;
 use crate::error::AgentError;
 use crate::spec::AgentSpec;
 
-/// A recorded run's MCP servers and results, for replay without any server.
-#[derive(Debug, Clone, Default)]
-pub struct RecordedMcp {
-    /// The `mcp` details of the recorded `run_started` event.
-    pub description: Value,
-    /// Each MCP call's output and evidence, by call id.
-    pub results: HashMap<String, (ToolOutput, Value)>,
-}
+use super::recorded::RecordedMcp;
 
 /// A run's MCP servers: none, in this build.
 pub(crate) struct Remote;
