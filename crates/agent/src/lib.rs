@@ -26,6 +26,15 @@
 //! from the bundle alone. [`replay`] re-executes a bundle with its recorded model
 //! responses and reports the first difference.
 
+// The modules form a line with no import cycle, each using only those before it; a new
+// item goes in the lowest module its users share. In order: `error`; `arguments` (a
+// call's arguments as evidence reads them); `state` (the loop's state, run-unique call
+// ids); `output` (the output tool's name and schema); `skills`; `spec`; `capability` (the
+// evidence middleware); `control` (with the steering and permit-wait state it holds);
+// `steer`; `hooks`; `remote` (MCP servers: the recorded answers, then the live client or
+// its stub); `limit`; `recorded` (reading a bundle back: its log, the recorded responses,
+// a paused run's state, the order calls ran in, what a replay takes from the recording);
+// `backend`; `replay` (drives the backend).
 mod arguments;
 mod backend;
 mod capability;
