@@ -20,6 +20,7 @@
 //! that are not JSON-RPC or lists a tool with a broken schema gives a start-up
 //! [`McpError`] or a failed [`ToolOutput`] that says what happened.
 
+mod error;
 mod installed;
 mod schema;
 mod tap;
@@ -30,7 +31,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use provrun_sandbox::roots::HostRoot;
-use provrun_sandbox::{ConfinedChild, Limits, Sandbox, SandboxError};
+use provrun_sandbox::{ConfinedChild, Limits, Sandbox};
 use provrun_tools::{McpServerSpec, McpTransportKind, ToolOutput, is_valid_tool_name};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
@@ -41,7 +42,10 @@ use rmcp::{Peer, RoleClient, ServiceExt};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use error::McpError;
 pub use schema::check_input_schema;
+
+use error::server_err;
 
 /// What joins a server's prefix and its tool's name: `notes` + `find` → `notes_find`.
 /// OpenAI-compatible providers accept only `[A-Za-z0-9_-]{1,64}` as function names, so a
@@ -50,41 +54,6 @@ pub const NAME_SEPARATOR: &str = "_";
 
 /// How long the client waits for a server to close politely before it is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-
-/// Why MCP servers could not be used; every variant names the server.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum McpError {
-    /// The declaration is not usable, or the server did not start, initialise or list its
-    /// tools in time.
-    #[error("MCP server `{server}`: {message}")]
-    Server {
-        /// The declared server name.
-        server: String,
-        /// What happened, with the server's stderr or exit status where known.
-        message: String,
-    },
-    /// A listed tool's input schema is not a valid object schema.
-    #[error("MCP server `{server}`: tool `{tool}` lists an invalid input schema: {message}")]
-    InvalidSchema {
-        /// The declared server name.
-        server: String,
-        /// The tool as the server names it.
-        tool: String,
-        /// What is wrong with the schema, and where.
-        message: String,
-    },
-    /// The sandbox refused to start a stdio server (e.g. a confinement layer is missing
-    /// and `allow_degraded_sandbox` is not set).
-    #[error("MCP server `{server}` cannot be started: {source}")]
-    Sandbox {
-        /// The declared server name.
-        server: String,
-        /// Why the sandbox refused.
-        #[source]
-        source: SandboxError,
-    },
-}
 
 /// Settings for starting stdio servers.
 #[derive(Debug, Clone, Default)]
@@ -314,13 +283,6 @@ impl std::fmt::Debug for McpServers {
             )
             .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .finish()
-    }
-}
-
-fn server_err(spec: &McpServerSpec, message: impl Into<String>) -> McpError {
-    McpError::Server {
-        server: spec.name.clone(),
-        message: message.into(),
     }
 }
 
