@@ -11,7 +11,12 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{InstrumentationScope, KeyValue, StringValue, Value as OtelValue};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
-use provrun_evidence::{BlobRef, Event, EventType, read_blob};
+use provrun_evidence::{
+    BlobRef, Event, EventPayload, EventType, ModelCalled, RunFinished, RunStarted, RunStatus,
+    ToolCalled, read_blob,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -62,6 +67,7 @@ fn started(event: &Event, duration_ms: Option<u64>) -> SystemTime {
         .unwrap_or(end)
 }
 
+/// A string member of provider JSON (a request or response body).
 fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
@@ -86,10 +92,8 @@ fn provider_name(prefix: &str) -> String {
 }
 
 /// The bytes of a blob named by an event, if it is there and intact.
-fn blob_bytes(bundle: &Path, blob: Option<&Value>) -> Option<(BlobRef, Vec<u8>)> {
-    let blob = BlobRef::from_value(blob?)?;
-    let bytes = read_blob(bundle, &blob).ok()?;
-    Some((blob, bytes))
+fn blob_bytes(bundle: &Path, blob: Option<&BlobRef>) -> Option<Vec<u8>> {
+    read_blob(bundle, blob?).ok()
 }
 
 /// The JSON of a response body: the object itself, or for a streamed (SSE) body the
@@ -164,15 +168,14 @@ impl Builder<'_> {
         }
     }
 
-    fn chat(&self, ev: &Event, parent: SpanId) -> SpanData {
-        let p = &ev.payload;
-        let model_id = str_of(p, "model").unwrap_or_default();
+    fn chat(&self, ev: &Event, p: &ModelCalled, parent: SpanId) -> SpanData {
+        let model_id = p.model.as_str();
         let (prefix, fallback_model) = split_model(model_id);
-        let request = blob_bytes(self.bundle, p.get("request"));
-        let response = blob_bytes(self.bundle, p.get("response"));
+        let request = blob_bytes(self.bundle, p.request.as_ref());
+        let response = blob_bytes(self.bundle, p.response.as_ref());
         let request_json = request
             .as_ref()
-            .and_then(|(_, b)| serde_json::from_slice::<Value>(b).ok());
+            .and_then(|b| serde_json::from_slice::<Value>(b).ok());
         let request_model = request_json
             .as_ref()
             .and_then(|r| str_of(r, "model"))
@@ -180,7 +183,7 @@ impl Builder<'_> {
             .to_string();
         let objects = response
             .as_ref()
-            .map(|(_, b)| response_objects(b))
+            .map(|b| response_objects(b))
             .unwrap_or_default();
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", "chat"),
@@ -194,27 +197,21 @@ impl Builder<'_> {
         if let Some(id) = objects.iter().find_map(|o| str_of(o, "id")) {
             attrs.push(KeyValue::new("gen_ai.response.id", id.to_string()));
         }
-        if let Some(reason) = str_of(p, "finish_reason") {
+        if let Some(reason) = &p.finish_reason {
             attrs.push(KeyValue::new(
                 "gen_ai.response.finish_reasons",
-                OtelValue::Array(vec![StringValue::from(reason.to_string())].into()),
+                OtelValue::Array(vec![StringValue::from(reason.clone())].into()),
             ));
         }
-        let usage = p.get("usage").unwrap_or(&Value::Null);
-        if let Some(n) = usage_of(usage, &["input_tokens", "prompt_tokens"]) {
+        if let Some(n) = usage_of(&p.usage, &["input_tokens", "prompt_tokens"]) {
             attrs.push(KeyValue::new("gen_ai.usage.input_tokens", n));
         }
-        if let Some(n) = usage_of(usage, &["output_tokens", "completion_tokens"]) {
+        if let Some(n) = usage_of(&p.usage, &["output_tokens", "completion_tokens"]) {
             attrs.push(KeyValue::new("gen_ai.usage.output_tokens", n));
         }
-        if let Some(stream) = p.get("stream").and_then(Value::as_bool) {
-            attrs.push(KeyValue::new("provrun.stream", stream));
-        }
-        for (key, blob) in [
-            ("request", p.get("request")),
-            ("response", p.get("response")),
-        ] {
-            if let Some(b) = blob.and_then(BlobRef::from_value) {
+        attrs.push(KeyValue::new("provrun.stream", p.stream));
+        for (key, blob) in [("request", &p.request), ("response", &p.response)] {
+            if let Some(b) = blob {
                 attrs.push(KeyValue::new(
                     format!("provrun.{key}.sha256"),
                     b.digest.sha256.clone(),
@@ -237,30 +234,28 @@ impl Builder<'_> {
                 ));
             }
         }
-        let status = match str_of(p, "error") {
+        let status = match &p.error {
             Some(e) => {
                 attrs.push(KeyValue::new("error.type", "model_error"));
-                Status::error(e.to_string())
+                Status::error(e.clone())
             }
             None => Status::Unset,
         };
-        let duration = p.get("duration_ms").and_then(Value::as_u64);
         self.span(
             ev.seq,
             parent,
             SpanKind::Client,
             format!("chat {request_model}"),
-            started(ev, duration),
+            started(ev, Some(p.duration_ms)),
             time_of(ev),
             attrs,
             status,
         )
     }
 
-    fn tool(&self, ev: &Event, parent: SpanId) -> SpanData {
-        let p = &ev.payload;
-        let name = str_of(p, "name").unwrap_or("unknown").to_string();
-        let mode = str_of(p, "mode");
+    fn tool(&self, ev: &Event, p: &ToolCalled, parent: SpanId) -> SpanData {
+        let name = p.name.clone();
+        let mode = p.mode.as_deref();
         let tool_type = if mode == Some("remote_mcp") {
             "extension"
         } else {
@@ -270,50 +265,48 @@ impl Builder<'_> {
             KeyValue::new("gen_ai.operation.name", "execute_tool"),
             KeyValue::new("gen_ai.tool.name", name.clone()),
             KeyValue::new("gen_ai.tool.type", tool_type),
+            KeyValue::new("gen_ai.tool.call.id", p.call_id.clone()),
         ];
-        if let Some(id) = str_of(p, "call_id") {
-            attrs.push(KeyValue::new("gen_ai.tool.call.id", id.to_string()));
-        }
         if let Some(m) = mode {
             attrs.push(KeyValue::new("provrun.tool.mode", m.to_string()));
         }
-        if let Some(d) = str_of(p, "decided_by") {
-            attrs.push(KeyValue::new("provrun.tool.decided_by", d.to_string()));
+        if let Some(d) = &p.decided_by {
+            attrs.push(KeyValue::new("provrun.tool.decided_by", d.clone()));
         }
-        for key in ["arguments", "result"] {
-            let blob_key = format!("{key}_blob");
-            if let Some(b) = p.get(&blob_key).and_then(BlobRef::from_value) {
+        for (key, inline, blob) in [
+            ("arguments", &p.arguments, &p.arguments_blob),
+            ("result", &p.result, &p.result_blob),
+        ] {
+            if let Some(b) = blob {
                 attrs.push(KeyValue::new(
                     format!("provrun.{key}.sha256"),
                     b.digest.sha256.clone(),
                 ));
             }
             if self.capture {
-                let inline = p.get(key).filter(|v| !v.is_null()).map(text);
+                let inline = Some(inline).filter(|v| !v.is_null()).map(text);
                 let value = inline.or_else(|| {
-                    blob_bytes(self.bundle, p.get(&blob_key))
-                        .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
+                    blob_bytes(self.bundle, blob.as_ref())
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
                 });
                 if let Some(v) = value {
                     attrs.push(KeyValue::new(format!("gen_ai.tool.call.{key}"), v));
                 }
             }
         }
-        let ok = p.get("ok").and_then(Value::as_bool).unwrap_or(true);
-        let status = if ok {
+        let status = if p.ok {
             Status::Unset
         } else {
             attrs.push(KeyValue::new("error.type", "tool_error"));
-            let message = p.get("result").map(text).unwrap_or_default();
+            let message = text(&p.result);
             Status::error(message.chars().take(256).collect::<String>())
         };
-        let duration = p.get("duration_ms").and_then(Value::as_u64);
         self.span(
             ev.seq,
             parent,
             SpanKind::Internal,
             format!("execute_tool {name}"),
-            started(ev, duration),
+            started(ev, Some(p.duration_ms)),
             time_of(ev),
             attrs,
             status,
@@ -321,11 +314,89 @@ impl Builder<'_> {
     }
 }
 
+/// `payload` read as `T`, each field it leaves out taken from `empty`; `empty` itself
+/// when it does not fit `T` even so.
+fn filled<T: Serialize + DeserializeOwned>(payload: &Value, empty: T) -> T {
+    let Ok(mut base) = serde_json::to_value(&empty) else {
+        return empty;
+    };
+    if let (Value::Object(base), Value::Object(fields)) = (&mut base, payload) {
+        base.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    serde_json::from_value(base).unwrap_or(empty)
+}
+
+/// An event's payload as its type's struct ([`Event::typed`]), which every event of a
+/// log [`provrun_evidence::read_events`] gives is. An event built by hand may leave
+/// fields out: in the payloads spans are made from, those read as empty (no text, no
+/// blob, zero, false, `null`), except a `run_started`'s agent (`agent`), a call's tool
+/// name (`unknown`) and outcome (it succeeded) and a `run_finished`'s status
+/// (finished); a payload that does not fit its type even so reads as those values.
+fn payload(ev: &Event) -> EventPayload {
+    if let Ok(typed) = ev.typed() {
+        return typed;
+    }
+    let p = &ev.payload;
+    match ev.kind {
+        EventType::RunStarted => EventPayload::RunStarted(filled(
+            p,
+            RunStarted {
+                builder: String::new(),
+                agent_spec_digest: String::new(),
+                agent: "agent".into(),
+                model: String::new(),
+                tools: Vec::new(),
+                limits: Value::Null,
+                details: Value::Null,
+            },
+        )),
+        EventType::ModelCalled => EventPayload::ModelCalled(filled(
+            p,
+            ModelCalled {
+                model: String::new(),
+                stream: false,
+                request: None,
+                response: None,
+                usage: Value::Null,
+                finish_reason: None,
+                duration_ms: 0,
+                error: None,
+                attempts: Vec::new(),
+                response_rendered: false,
+            },
+        )),
+        EventType::ToolCalled => EventPayload::ToolCalled(filled(
+            p,
+            ToolCalled {
+                name: "unknown".into(),
+                ok: true,
+                ..ToolCalled::default()
+            },
+        )),
+        EventType::RunFinished => EventPayload::RunFinished(filled(
+            p,
+            RunFinished {
+                status: RunStatus::Finished,
+                event_count: 0,
+                outputs: 0,
+                usage: Value::Null,
+                error: None,
+            },
+        )),
+        // No span is made from the others.
+        other => EventPayload::Unknown {
+            kind: other.as_str().to_string(),
+            payload: p.clone(),
+        },
+    }
+}
+
 /// The spans of a bundle's events (as [`provrun_evidence::read_events`] gives them): the
 /// run's `invoke_agent` span first, then its children in log order. `bundle` is where
 /// request and response blobs are read from (for the response model and, with
 /// `capture_content`, the messages); a missing or damaged blob only leaves its
-/// attributes out.
+/// attributes out. Payloads are read as their types' structs; of an event built by hand,
+/// a field it leaves out reads as empty.
 pub fn spans_from_events(
     bundle: &Path,
     events: &[Event],
@@ -336,9 +407,13 @@ pub fn spans_from_events(
         return Err(OtelError::NoRun);
     }
     let run_id = first.run_id.as_str();
-    let recorded = first
-        .payload
-        .pointer("/details/otel/trace_id")
+    let log: Vec<EventPayload> = events.iter().map(payload).collect();
+    let EventPayload::RunStarted(run) = &log[0] else {
+        return Err(OtelError::NoRun);
+    };
+    let recorded = run
+        .details
+        .pointer("/otel/trace_id")
         .and_then(Value::as_str)
         .and_then(|h| TraceId::from_hex(h).ok())
         .filter(|t| *t != TraceId::INVALID);
@@ -354,54 +429,35 @@ pub fn spans_from_events(
     };
     let root = span_id(run_id, first.seq);
     let mut children = Vec::new();
-    for ev in &events[1..] {
-        match ev.kind {
-            EventType::ModelCalled => children.push(builder.chat(ev, root)),
-            EventType::ToolCalled
-                if !ev
-                    .payload
-                    .get("deferred")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false) =>
-            {
-                children.push(builder.tool(ev, root))
-            }
+    for (ev, p) in events.iter().zip(&log).skip(1) {
+        match p {
+            EventPayload::ModelCalled(m) => children.push(builder.chat(ev, m, root)),
+            EventPayload::ToolCalled(t) if !t.deferred => children.push(builder.tool(ev, t, root)),
             _ => {}
         }
     }
 
-    let started_payload = &first.payload;
-    let agent = str_of(started_payload, "agent")
-        .unwrap_or("agent")
-        .to_string();
-    let model_id = str_of(started_payload, "model").unwrap_or_default();
-    let (prefix, model) = split_model(model_id);
+    let agent = run.agent.clone();
+    let (prefix, model) = split_model(&run.model);
     let mut attrs = vec![
         KeyValue::new("gen_ai.operation.name", "invoke_agent"),
         KeyValue::new("gen_ai.agent.name", agent.clone()),
         KeyValue::new("gen_ai.provider.name", provider_name(prefix)),
         KeyValue::new("gen_ai.request.model", model.to_string()),
     ];
-    let finished = events
-        .iter()
-        .rev()
-        .find(|e| e.kind == EventType::RunFinished);
+    let finished = log.iter().rev().find_map(EventPayload::as_run_finished);
     let mut status = Status::Unset;
     if let Some(fin) = finished {
-        let p = &fin.payload;
-        if let Some(s) = str_of(p, "status") {
-            attrs.push(KeyValue::new("provrun.status", s.to_string()));
-            if s == "failed" {
-                let message = str_of(p, "error").unwrap_or("the run failed").to_string();
-                attrs.push(KeyValue::new("error.type", "run_failed"));
-                status = Status::error(message);
-            }
+        attrs.push(KeyValue::new("provrun.status", fin.status.as_str()));
+        if fin.status == RunStatus::Failed {
+            let message = fin.error.as_deref().unwrap_or("the run failed").to_string();
+            attrs.push(KeyValue::new("error.type", "run_failed"));
+            status = Status::error(message);
         }
-        let usage = p.get("usage").unwrap_or(&Value::Null);
-        if let Some(n) = usage_of(usage, &["input_tokens"]) {
+        if let Some(n) = usage_of(&fin.usage, &["input_tokens"]) {
             attrs.push(KeyValue::new("gen_ai.usage.input_tokens", n));
         }
-        if let Some(n) = usage_of(usage, &["output_tokens"]) {
+        if let Some(n) = usage_of(&fin.usage, &["output_tokens"]) {
             attrs.push(KeyValue::new("gen_ai.usage.output_tokens", n));
         }
     }

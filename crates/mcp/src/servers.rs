@@ -1,0 +1,148 @@
+//! The MCP servers of one run ([`McpServers`]): connected in declaration order (each
+//! started or reached by [`crate::connect`]), described for `run_started`, and shut down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use provrun_tools::McpServerSpec;
+use serde_json::{Value, json};
+
+use crate::connect::{ConnectOptions, connect_one};
+use crate::error::server_err;
+use crate::server::Server;
+use crate::{McpError, McpTool};
+
+/// How long the client waits for a server to close politely before it is killed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The MCP servers of one run, connected, with their tools listed.
+pub struct McpServers {
+    /// The servers, in declaration order.
+    pub(crate) servers: Vec<Server>,
+    /// Every offered tool by exposed name, with the index of its server.
+    pub(crate) tools: BTreeMap<String, (usize, McpTool)>,
+}
+
+impl std::fmt::Debug for McpServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServers")
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .iter()
+                    .map(|s| &s.spec.name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl McpServers {
+    /// No servers (a run without `[[mcp]]`).
+    pub fn none() -> Self {
+        Self {
+            servers: Vec::new(),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// Start or reach every server, initialise it and list its tools, each within its
+    /// `timeout_s`. On any error the servers already started are stopped and the error
+    /// says which server failed and why.
+    pub async fn connect(
+        specs: &[McpServerSpec],
+        options: &ConnectOptions,
+    ) -> Result<Self, McpError> {
+        let mut out = Self::none();
+        let mut names = BTreeSet::new();
+        for spec in specs {
+            if !names.insert(spec.name.clone()) {
+                out.shutdown().await;
+                return Err(server_err(spec, "is declared twice"));
+            }
+            match connect_one(spec, options).await {
+                Ok((server, listed)) => {
+                    let index = out.servers.len();
+                    out.servers.push(server);
+                    if let Err(e) = out.add_tools(index, listed) {
+                        out.shutdown().await;
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    out.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every tool of every server, by exposed name.
+    pub fn tools(&self) -> impl Iterator<Item = &McpTool> {
+        self.tools.values().map(|(_, t)| t)
+    }
+
+    /// Whether no server is connected.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The servers and their tools as `run_started.details.mcp` records them: per server
+    /// its name, transport, command or URL (with, for stdio, its `read_only` paths,
+    /// `network` and `limits`), what it said it is (`implementation`, parsed), its tools
+    /// with their full schemas and the SHA-256 of each schema's canonical JSON
+    /// (`schema_sha256`, as in `run_started.tools`), the lines that were not JSON it
+    /// printed before it was ready (`stdout_before_ready`), and the tools it listed that
+    /// are not offered, with why (`left_out`).
+    pub fn describe(&self, digest: impl Fn(&Value) -> String) -> Value {
+        let servers: Vec<Value> = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let tools: Vec<Value> = self
+                    .tools
+                    .values()
+                    .filter(|(idx, _)| *idx == i)
+                    .map(|(_, t)| {
+                        let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
+                        v["schema_sha256"] = Value::String(digest(&t.schema));
+                        v
+                    })
+                    .collect();
+                let mut server = json!({
+                    "name": s.spec.name,
+                    "endpoint": s.endpoint,
+                    "implementation": s.implementation,
+                    "tools": tools,
+                });
+                if !s.banner.is_empty() {
+                    server["stdout_before_ready"] = json!(s.banner);
+                }
+                if !s.left_out.is_empty() {
+                    server["left_out"] = Value::Array(s.left_out.clone());
+                }
+                server
+            })
+            .collect();
+        Value::Array(servers)
+    }
+
+    /// Close every connection and kill every stdio server's process tree. Idempotent;
+    /// dropping the value kills the children too.
+    pub async fn shutdown(&self) {
+        for server in &self.servers {
+            if let Some(service) = server.service.lock().await.take() {
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, service.cancel()).await;
+            }
+            if let Some(child) = &server.child
+                && let Ok(mut child) = child.lock()
+            {
+                child.kill();
+            }
+        }
+    }
+}
