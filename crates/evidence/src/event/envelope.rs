@@ -1,0 +1,118 @@
+//! The envelope of an event line: the format version, the event types, the confidence
+//! levels and [`Event`], one parsed line with its payload as JSON.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version number written in every event line's `v` field.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// How the runtime knows what an event says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// The runtime saw it happen itself (it made the request, ran the tool, hashed the file).
+    Observed,
+    /// The runtime read it from someone else's account (a provider's response, an imported trace).
+    Parsed,
+    /// A tool said so; nothing checked it.
+    Declared,
+}
+
+impl Confidence {
+    /// The name used in event lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::Observed => "observed",
+            Confidence::Parsed => "parsed",
+            Confidence::Declared => "declared",
+        }
+    }
+}
+
+/// The `type` of an event line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    /// First event (seq 0): who runs what.
+    RunStarted,
+    /// One per staged input file.
+    InputStaged,
+    /// One per model request.
+    ModelCalled,
+    /// One per tool call (twice for a deferred one).
+    ToolCalled,
+    /// The whole message history, imported once after the run.
+    TraceImported,
+    /// One per produced output file.
+    OutputProduced,
+    /// One per entry left in the outputs that is not recorded as an output (a symlink, a
+    /// special file, a name that is not UTF-8, a file over the output quota).
+    OutputSkipped,
+    /// Last event of a run (or of a paused segment).
+    RunFinished,
+    /// Something a tool declared about itself.
+    Declared,
+    /// A message the caller sent a running agent, added to the history before a model
+    /// request (added later; older logs have none).
+    Steered,
+}
+
+impl EventType {
+    /// All event types, in the order they are documented.
+    pub const ALL: [EventType; 10] = [
+        EventType::RunStarted,
+        EventType::InputStaged,
+        EventType::ModelCalled,
+        EventType::ToolCalled,
+        EventType::TraceImported,
+        EventType::OutputProduced,
+        EventType::OutputSkipped,
+        EventType::RunFinished,
+        EventType::Declared,
+        EventType::Steered,
+    ];
+
+    /// The name used in event lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::RunStarted => "run_started",
+            EventType::InputStaged => "input_staged",
+            EventType::ModelCalled => "model_called",
+            EventType::ToolCalled => "tool_called",
+            EventType::TraceImported => "trace_imported",
+            EventType::OutputProduced => "output_produced",
+            EventType::OutputSkipped => "output_skipped",
+            EventType::RunFinished => "run_finished",
+            EventType::Declared => "declared",
+            EventType::Steered => "steered",
+        }
+    }
+
+    /// Parse an event line's `type`.
+    pub fn from_name(name: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// One parsed event line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Format version, always [`FORMAT_VERSION`].
+    pub v: u64,
+    /// The run this log belongs to.
+    pub run_id: String,
+    /// Position in the log, from 0.
+    pub seq: u64,
+    /// SHA-256 hex of the previous line's bytes (without its `\n`); `None` for seq 0.
+    pub prev: Option<String>,
+    /// RFC 3339 UTC time the event was recorded.
+    pub ts: String,
+    /// Event type.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// How the runtime knows.
+    pub confidence: Confidence,
+    /// Type-specific fields.
+    pub payload: Value,
+}
