@@ -1,0 +1,97 @@
+//! [`AnthropicConfig`]: where and how an [`super::AnthropicModel`] connects, set by hand
+//! or from the environment.
+
+use std::fmt;
+
+use super::{ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION};
+use crate::error::ModelError;
+use crate::openai::{
+    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key, env_value,
+};
+
+/// Where and how [`AnthropicModel`](super::AnthropicModel) connects.
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// The model name sent in requests (e.g. `claude-sonnet-4-5`).
+    pub model: String,
+    /// The API base, without `/v1/messages` (e.g. `https://api.anthropic.com`).
+    pub base_url: String,
+    /// The key sent as `x-api-key`; never recorded, logged or shown.
+    pub api_key: Option<ApiKey>,
+    /// The `anthropic-version` header.
+    pub version: String,
+    /// `max_tokens` when the request's settings give none.
+    pub default_max_tokens: u32,
+    /// Extra request headers (e.g. `anthropic-beta`). Their values are treated as secrets.
+    pub headers: Vec<(String, String)>,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// Retries (429, 5xx including 529 `overloaded_error`, connection failures).
+    pub retry: RetryPolicy,
+    /// The largest response body read from one attempt, in bytes.
+    pub max_response_bytes: usize,
+}
+
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("AnthropicConfig")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .field("version", &self.version)
+            .field("default_max_tokens", &self.default_max_tokens)
+            .field("headers", &header_names)
+            .field("timeouts", &self.timeouts)
+            .field("retry", &self.retry)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .finish()
+    }
+}
+
+impl AnthropicConfig {
+    /// A configuration with default version, timeouts and retries.
+    pub fn new(
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        api_key: Option<ApiKey>,
+    ) -> Self {
+        AnthropicConfig {
+            model: model.into(),
+            base_url: base_url.into(),
+            api_key,
+            version: ANTHROPIC_VERSION.into(),
+            default_max_tokens: ANTHROPIC_DEFAULT_MAX_TOKENS,
+            headers: Vec::new(),
+            timeouts: Timeouts::default(),
+            retry: RetryPolicy::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+
+    /// A configuration from `ANTHROPIC_BASE_URL` (default [`ANTHROPIC_DEFAULT_BASE_URL`])
+    /// and `ANTHROPIC_API_KEY`, required for the default base URL.
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
+        Self::from_values(
+            model,
+            env_value("ANTHROPIC_BASE_URL"),
+            env_value("ANTHROPIC_API_KEY"),
+        )
+    }
+
+    /// [`AnthropicConfig::from_env`] with the two values given.
+    pub fn from_values(
+        model: impl Into<String>,
+        base_url: Option<String>,
+        api_key: Option<String>,
+    ) -> Result<Self, ModelError> {
+        let (base_url, api_key) = base_and_key(
+            base_url,
+            api_key,
+            ANTHROPIC_DEFAULT_BASE_URL,
+            "ANTHROPIC_API_KEY",
+            "Anthropic",
+        )?;
+        Ok(Self::new(model, base_url, api_key))
+    }
+}
