@@ -1,0 +1,188 @@
+//! `provrun batch`: many runs from one JSONL file, a bounded number at a time, one bundle
+//! per run, resumable after a kill, and split into shards for many machines.
+//!
+//! Two passes over the file keep memory bounded by the concurrency, not by the number of
+//! lines: the first checks every line (and loads each distinct agent spec once) before
+//! anything runs, keeping only the ids; the second reads the lines again and hands this
+//! shard's to at most `--concurrency` runs in flight.
+//!
+//! The code: `shard` (which lines are ours), `check` (a line resolved, the first pass),
+//! `dest` (where bundles go, what a restart finds there), `run` (one line), `progress`,
+//! `drive` (the second pass and the summary).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use provrun_agent::Backend;
+
+use crate::run::DurabilityArg;
+use crate::store::{Bucket, is_url};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
+
+mod check;
+mod dest;
+mod drive;
+mod progress;
+mod run;
+mod shard;
+
+use check::check_file;
+use dest::Dest;
+use drive::{Source, drive, print_table};
+use shard::{Shard, choose_shard, parse_shard};
+
+/// Arguments of `provrun batch`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BatchArgs {
+    /// The runs, one JSON object per line: {"id", "agent", "input": [PATH...], "prompt",
+    /// "model", "host_dir"}; relative paths resolve against this file's folder.
+    runs: PathBuf,
+    /// Where the bundles go: a folder (one bundle per run at DEST/<id>, made if missing),
+    /// or s3://BUCKET/PREFIX or file:///FOLDER (one object per run, PREFIX/<id>.tar).
+    #[arg(long, value_name = "DEST")]
+    out: PathBuf,
+    /// With a bucket --out: the local folder where bundles are built before they are
+    /// uploaded [default: a new provrun-batch-* folder in TMPDIR, removed at the end].
+    #[arg(long = "work-dir", value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+    /// Runs in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    concurrency: u32,
+    /// Model requests in flight at once, over all runs (for rate-limited endpoints)
+    /// [default: no limit beyond --concurrency].
+    #[arg(long = "max-model-requests", value_name = "M", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_model_requests: Option<u32>,
+    /// Run only shard I of N (0 <= I < N): the lines whose number, counted from 0, leaves
+    /// I when divided by N.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, conflicts_with = "shards")]
+    shard: Option<Shard>,
+    /// Split the lines into N shards and run the one named by JOB_COMPLETION_INDEX (as a
+    /// Kubernetes Indexed Job sets it).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    shards: Option<u32>,
+    /// Print one JSON object per run as it ends, then a summary object, on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
+    #[arg(long = "tools-dir", value_name = "DIR")]
+    tools_dirs: Vec<PathBuf>,
+    /// When each run's evidence log is synced to disk (as for `run`).
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
+    durability: DurabilityArg,
+}
+
+pub(crate) fn batch(args: BatchArgs) -> u8 {
+    let job_index = std::env::var("JOB_COMPLETION_INDEX").ok();
+    let shard = match choose_shard(&args, job_index.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let registry = match registry(&args.tools_dirs) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let runs = std::path::absolute(&args.runs).unwrap_or_else(|_| args.runs.clone());
+    let base = runs
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let checked = match check_file(&runs, &base, shard, &registry) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in &errors {
+                fail(EXIT_USAGE, e);
+            }
+            return EXIT_USAGE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_FAILED, format!("cannot start the runtime: {e}")),
+    };
+    let out_text = args.out.to_string_lossy().into_owned();
+    // Kept until the batch ends: the work folder of a bucket destination.
+    let mut _work = None;
+    let dest = if is_url(&out_text) {
+        let bucket = match Bucket::open(&out_text) {
+            Ok(b) => b,
+            Err(e) => return fail(EXIT_USAGE, format!("--out: {e}")),
+        };
+        if let Err(e) = runtime.block_on(bucket.probe()) {
+            return fail(EXIT_USAGE, format!("--out: {e}"));
+        }
+        let work = match &args.work_dir {
+            Some(dir) => std::fs::create_dir_all(dir)
+                .map(|()| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
+                .map_err(|e| format!("cannot make --work-dir `{}`: {e}", dir.display())),
+            None => tempfile::Builder::new()
+                .prefix("provrun-batch-")
+                .tempdir()
+                .map_err(|e| format!("cannot make a work folder in TMPDIR: {e}"))
+                .map(|t| {
+                    let path = std::path::absolute(t.path()).unwrap_or_else(|_| t.path().into());
+                    _work = Some(t);
+                    path
+                }),
+        };
+        match work {
+            Ok(local) => Dest {
+                local,
+                bucket: Some(bucket),
+            },
+            Err(e) => return fail(EXIT_USAGE, e),
+        }
+    } else {
+        match std::fs::symlink_metadata(&args.out) {
+            Ok(m) if !m.is_dir() => {
+                return fail(
+                    EXIT_USAGE,
+                    format!("--out `{}` exists and is not a folder", args.out.display()),
+                );
+            }
+            _ => {}
+        }
+        if let Err(e) = std::fs::create_dir_all(&args.out) {
+            return fail(
+                EXIT_USAGE,
+                format!("cannot make --out `{}`: {e}", args.out.display()),
+            );
+        }
+        Dest {
+            local: std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone()),
+            bucket: None,
+        }
+    };
+    let dest = Arc::new(dest);
+    let mut backend = Backend::new().with_registry(registry.clone());
+    if let Some(m) = args.max_model_requests {
+        backend = backend.with_model_limit(Arc::new(tokio::sync::Semaphore::new(m as usize)));
+    }
+    let backend = Arc::new(crate::otel::with_live_export(backend));
+    let summary = runtime.block_on(drive(
+        &args,
+        Source {
+            runs: &runs,
+            base: &base,
+            shard,
+        },
+        checked,
+        &dest,
+        &backend,
+        &registry,
+    ));
+    runtime.shutdown_background();
+    let summary = match summary {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if !args.json {
+        print_table(&summary, &runs, &dest, shard);
+    }
+    if summary.not_finished == 0 {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
+}

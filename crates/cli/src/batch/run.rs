@@ -1,0 +1,148 @@
+//! One line run (or found done by an earlier batch), and its [`Outcome`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use provrun_agent::{AgentSpec, Backend, RunControl, RunSpec, RunStatus};
+
+use super::check::Job;
+use super::dest::{Dest, Existing, existing, existing_in_bucket, move_aside};
+use crate::run::DurabilityArg;
+
+/// How one line ended.
+#[derive(Debug)]
+pub(super) struct Outcome {
+    pub(super) line: usize,
+    pub(super) id: String,
+    /// `finished`, `failed`, `cancelled`, `paused`, or `error` (it could not start, or
+    /// its bundle does not verify).
+    pub(super) status: &'static str,
+    /// It had finished in an earlier batch and was not run again.
+    pub(super) skipped: bool,
+    pub(super) run_id: Option<String>,
+    pub(super) error: Option<String>,
+    pub(super) seconds: f64,
+}
+
+impl Outcome {
+    pub(super) fn finished(&self) -> bool {
+        self.status == "finished"
+    }
+}
+
+fn status_word(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Finished => "finished",
+        RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::Paused => "paused",
+    }
+}
+
+/// Run one line (or find it done), and say how it ended.
+pub(super) async fn run_one(
+    job: Job,
+    dest: Arc<Dest>,
+    backend: Arc<Backend>,
+    durability: DurabilityArg,
+) -> Outcome {
+    let started = Instant::now();
+    let bundle = dest.local.join(&job.id);
+    let mut outcome = Outcome {
+        line: job.line,
+        id: job.id.clone(),
+        status: "error",
+        skipped: false,
+        run_id: None,
+        error: None,
+        seconds: 0.0,
+    };
+    let look = match &dest.bucket {
+        Some(bucket) => match existing_in_bucket(bucket, &dest.local, &job.id).await {
+            Ok(Existing::Redo | Existing::None) => {
+                // A folder a killed batch left in a reused work folder is not evidence of
+                // anything: only the bucket counts.
+                let _ = std::fs::remove_dir_all(&bundle);
+                Ok(Existing::None)
+            }
+            Ok(found) => Ok(found),
+            Err(e) => Ok(Existing::Held(e)),
+        },
+        None => {
+            let bundle = bundle.clone();
+            tokio::task::spawn_blocking(move || existing(&bundle)).await
+        }
+    };
+    match look {
+        Ok(Existing::None) => {}
+        Ok(Existing::Done { status, run_id }) => {
+            outcome.status = status;
+            outcome.skipped = true;
+            outcome.run_id = Some(run_id);
+            return outcome;
+        }
+        Ok(Existing::Redo) => match move_aside(&dest.local, &job.id, &bundle) {
+            Ok(to) => tracing::info!(
+                id = %job.id,
+                aside = %to.display(),
+                "moved an incomplete bundle aside; running again"
+            ),
+            Err(e) => {
+                outcome.error = Some(e);
+                return outcome;
+            }
+        },
+        Ok(Existing::Held(e)) => {
+            outcome.error = Some(e);
+            return outcome;
+        }
+        Err(e) => {
+            outcome.error = Some(format!("cannot look at the bundle: {e}"));
+            return outcome;
+        }
+    }
+    let agent_owned;
+    let agent: &AgentSpec = match &job.model {
+        None => &job.agent,
+        Some(model) => {
+            let mut a = (*job.agent).clone();
+            a.model = model.clone();
+            // Evidence keeps the spec that ran: with the override, not the file's text.
+            a.source = None;
+            agent_owned = a;
+            &agent_owned
+        }
+    };
+    let mut spec = RunSpec::new(job.prompt, &bundle);
+    spec.inputs = job.inputs;
+    spec.host_dir = job.host_dir;
+    spec.durability = durability.into();
+    let control = RunControl::new();
+    match backend.execute(&control, agent, &spec).await {
+        Ok(result) => {
+            outcome.status = status_word(result.status);
+            outcome.run_id = Some(result.run_id.clone());
+            outcome.error = result.error.clone();
+            // A bundle that does not verify is no result.
+            let check = bundle.clone();
+            let report =
+                tokio::task::spawn_blocking(move || provrun_evidence::verify(&check)).await;
+            if !matches!(&report, Ok(r) if r.ok) {
+                outcome.status = "error";
+                outcome.error = Some("the bundle does not verify".to_string());
+            } else if let Some(bucket) = &dest.bucket
+                && let Err(e) = bucket.upload(&job.id, &bundle).await
+            {
+                outcome.status = "error";
+                outcome.error = Some(e);
+            }
+        }
+        Err(e) => outcome.error = Some(e.to_string()),
+    }
+    if dest.bucket.is_some() {
+        // Uploaded, or not worth keeping: the bucket is the only place that counts.
+        let _ = std::fs::remove_dir_all(&bundle);
+    }
+    outcome.seconds = started.elapsed().as_secs_f64();
+    outcome
+}
