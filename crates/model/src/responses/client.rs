@@ -1,0 +1,118 @@
+//! [`OpenAiResponsesModel`]: the live client (behind the `http` feature), which sends the
+//! request body built in `request.rs` through the native endpoint and reads the answer
+//! with `response.rs` and `stream.rs`.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+use tracing::Instrument;
+
+use super::{OpenAiResponsesConfig, StreamState, build_request_body, parse_body};
+use crate::Model;
+use crate::error::ModelError;
+use crate::native::{self, Endpoint, LiveEvents};
+use crate::types::{ModelRequest, ModelResponse, StreamDelta};
+
+/// A model served by OpenAI's Responses API.
+pub struct OpenAiResponsesModel {
+    name: String,
+    config: OpenAiResponsesConfig,
+    endpoint: Endpoint,
+}
+
+impl fmt::Debug for OpenAiResponsesModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiResponsesModel")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiResponsesModel {
+    /// A model for `config`. Fails on a base URL that is not http(s), an empty model
+    /// name, or a key or header that cannot be sent in an HTTP header.
+    pub fn new(config: OpenAiResponsesConfig) -> Result<Self, ModelError> {
+        let base = config.base_url.trim_end_matches('/').to_owned();
+        if config.model.trim().is_empty() {
+            return Err(ModelError::Config("the model name is empty".into()));
+        }
+        let http = native::http_client(&base, &config.timeouts)?;
+        let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
+        if let Some(key) = &config.api_key {
+            native::header(
+                &mut headers,
+                "authorization",
+                &format!("Bearer {}", key.expose()),
+                true,
+            )?;
+            secrets.push(key.expose().to_owned());
+        }
+        for (name, value) in &config.headers {
+            native::header(&mut headers, name, value, true)?;
+            secrets.push(value.clone());
+        }
+        secrets.retain(|s| s.len() >= 4);
+        let endpoint = Endpoint {
+            url: format!("{base}/responses"),
+            headers,
+            secrets,
+            timeouts: config.timeouts,
+            retry: config.retry,
+            max_body: config.max_response_bytes,
+            http,
+            parse: parse_body,
+        };
+        Ok(OpenAiResponsesModel {
+            name: format!("openai-responses:{}", config.model),
+            config,
+            endpoint,
+        })
+    }
+
+    /// A model named `model` configured from the environment
+    /// ([`OpenAiResponsesConfig::from_env`]).
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
+        Self::new(OpenAiResponsesConfig::from_env(model)?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OpenAiResponsesConfig {
+        &self.config
+    }
+
+    fn body(&self, request: &ModelRequest, stream: bool) -> Bytes {
+        let body = build_request_body(&self.config.model, request, stream, self.config.store);
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiResponsesModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %self.config.model, stream = false);
+        let body = self.body(request, false);
+        self.endpoint.run(body, None).instrument(span).await
+    }
+
+    async fn request_stream(
+        &self,
+        request: &ModelRequest,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %self.config.model, stream = true);
+        let body = self.body(request, true);
+        let live: Box<dyn LiveEvents> = Box::new(StreamState::default());
+        self.endpoint
+            .run(body, Some((live, on_delta)))
+            .instrument(span)
+            .await
+    }
+}
