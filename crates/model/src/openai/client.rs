@@ -1,0 +1,371 @@
+//! [`OpenAiModel`]: the chat-completions client on async-openai, with our own retry loop
+//! around whole attempts, secrets redacted from what is kept, and each attempt's failure
+//! classified (status, timeout, transport, body).
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::capture::{Capture, CaptureService, lock};
+use super::{ApiKey, OpenAiConfig};
+use crate::Model;
+use crate::error::{ModelError, TimeoutKind};
+use crate::types::{Attempt, ModelRequest, ModelResponse, RawExchange, StreamDelta};
+use crate::wire::{
+    JSON_MEDIA_TYPE, StreamAccumulator, build_request_body, http_status_error, parse_body,
+};
+
+/// A model served by an OpenAI-compatible chat-completions API.
+pub struct OpenAiModel {
+    name: String,
+    config: OpenAiConfig,
+    http: reqwest::Client,
+    client_config: OpenAIConfig,
+}
+
+impl fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn header_safe(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
+}
+
+impl OpenAiModel {
+    /// A model for `config`. Fails on a base URL that is not http(s) or a key or header
+    /// that cannot be sent in an HTTP header.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        let base = config.base_url.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ModelError::Config(format!(
+                "the base URL must start with http:// or https://, not {base:?}"
+            )));
+        }
+        if config.model.trim().is_empty() {
+            return Err(ModelError::Config("the model name is empty".into()));
+        }
+        let key = config.api_key.as_ref().map_or("", ApiKey::expose);
+        // async-openai builds the Authorization header with `unwrap`, so check first.
+        if !header_safe(key) {
+            return Err(ModelError::Config(
+                "the API key holds characters that cannot go in an HTTP header".into(),
+            ));
+        }
+        let mut client_config = OpenAIConfig::new()
+            .with_api_base(base.clone())
+            .with_api_key(key);
+        for (name, value) in &config.headers {
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ModelError::Config(format!("invalid header name {name:?}")))?;
+            client_config = client_config
+                .with_header(header, value.as_str())
+                .map_err(|_| ModelError::Config(format!("invalid value for header {name:?}")))?;
+        }
+        let url = reqwest::Url::parse(&base)
+            .map_err(|e| ModelError::Config(format!("the base URL {base:?} is not a URL: {e}")))?;
+        let mut builder = reqwest::Client::builder().connect_timeout(config.timeouts.connect);
+        // A server on this machine (Ollama, vLLM, a test server) is never reached through
+        // a proxy from the environment.
+        if matches!(
+            url.host_str(),
+            Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
+        ) {
+            builder = builder.no_proxy();
+        }
+        let http = builder
+            .build()
+            .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(OpenAiModel {
+            name: format!("openai:{}", config.model),
+            config,
+            http,
+            client_config,
+        })
+    }
+
+    /// A model named `model` configured from the environment ([`OpenAiConfig::from_env`]).
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
+        Self::new(OpenAiConfig::from_env(model)?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    fn secrets(&self) -> Vec<&str> {
+        let mut s: Vec<&str> = self
+            .config
+            .headers
+            .iter()
+            .map(|(_, v)| v.as_str())
+            .collect();
+        s.extend(self.config.api_key.as_ref().map(ApiKey::expose));
+        s.retain(|v| v.len() >= 4);
+        s
+    }
+
+    fn redact(&self, text: &str) -> String {
+        let mut t = text.to_owned();
+        for s in self.secrets() {
+            t = t.replace(s, "[REDACTED]");
+        }
+        t
+    }
+
+    fn redact_bytes(&self, bytes: Bytes) -> Bytes {
+        let secrets = self.secrets();
+        let hit = secrets
+            .iter()
+            .any(|s| bytes.windows(s.len()).any(|w| w == s.as_bytes()));
+        if !hit {
+            return bytes;
+        }
+        tracing::warn!("the response echoed a secret; it is redacted in the kept bytes");
+        let mut out = bytes.to_vec();
+        for s in secrets {
+            let needle = s.as_bytes();
+            let mut i = 0;
+            let mut next = Vec::with_capacity(out.len());
+            while i < out.len() {
+                if out[i..].starts_with(needle) {
+                    next.extend_from_slice(b"[REDACTED]");
+                    i += needle.len();
+                } else {
+                    next.push(out[i]);
+                    i += 1;
+                }
+            }
+            out = next;
+        }
+        Bytes::from(out)
+    }
+
+    fn client(&self, capture: &Arc<Mutex<Capture>>) -> Client<OpenAIConfig> {
+        Client::build(self.http.clone(), self.client_config.clone()).with_http_service(
+            CaptureService {
+                http: self.http.clone(),
+                capture: capture.clone(),
+                timeouts: self.config.timeouts,
+                max_body: self.config.max_response_bytes,
+            },
+        )
+    }
+
+    async fn run(
+        &self,
+        request: &ModelRequest,
+        on_delta: Option<&(dyn Fn(StreamDelta) + Send + Sync)>,
+    ) -> Result<ModelResponse, ModelError> {
+        let body = build_request_body(&self.config.model, request, on_delta.is_some());
+        let policy = self.config.retry;
+        let started = Instant::now();
+        let mut attempts: Vec<Attempt> = Vec::new();
+        let mut retries = 0u32;
+        loop {
+            let capture = Arc::new(Mutex::new(Capture::default()));
+            let client = self.client(&capture);
+            let t0 = Instant::now();
+            let outcome = match on_delta {
+                Some(sink) => consume_stream(&client, &body, sink).await,
+                None => client
+                    .chat()
+                    .create_byot::<&Value, Value>(&body)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            };
+            drop(client);
+            let cap = std::mem::take(&mut *lock(&capture));
+            let duration = t0.elapsed();
+            let server_wait = cap.retry_after;
+            let (result, retryable) = self.classify(cap, outcome);
+            let mut attempt = Attempt {
+                duration,
+                ..Attempt::default()
+            };
+            let exchange = match &result {
+                Ok(r) => Some(&r.raw),
+                Err(e) => e.exchange(),
+            };
+            if let Some(x) = exchange {
+                attempt.status = x.status;
+                attempt.response_body = x.response_body.clone();
+                attempt.response_media_type = x.response_media_type.clone();
+            }
+            if let Err(e) = &result {
+                attempt.error = Some(e.to_string());
+                attempt.retry_after = server_wait;
+            }
+            tracing::debug!(
+                status = ?attempt.status,
+                duration_ms = duration.as_millis() as u64,
+                error = attempt.error.as_deref().unwrap_or(""),
+                "model attempt finished"
+            );
+            let retry_after = attempt.retry_after;
+            attempts.push(attempt);
+            match result {
+                Ok(mut response) => {
+                    response.raw.attempts = attempts;
+                    return Ok(response);
+                }
+                Err(mut err) => {
+                    if retryable && retries < policy.max_retries {
+                        let wait = retry_after.map_or_else(
+                            || crate::native::jittered_backoff(&policy, retries),
+                            crate::native::jittered_server_wait,
+                        );
+                        if started.elapsed() + wait <= policy.max_elapsed {
+                            retries += 1;
+                            tracing::warn!(
+                                retry = retries,
+                                wait_ms = wait.as_millis() as u64,
+                                "model request failed ({err}); retrying"
+                            );
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                        tracing::warn!("retry budget exhausted after {} attempts", attempts.len());
+                    }
+                    if let Some(x) = err.exchange_mut() {
+                        x.attempts = attempts;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Turns one attempt's capture into a response or a typed error, and says whether the
+    /// error is worth a retry.
+    fn classify(
+        &self,
+        cap: Capture,
+        outcome: Result<(), String>,
+    ) -> (Result<ModelResponse, ModelError>, bool) {
+        let raw = RawExchange {
+            request_body: cap.request_body,
+            request_media_type: JSON_MEDIA_TYPE.into(),
+            response_body: self.redact_bytes(Bytes::from(cap.body)),
+            response_media_type: cap.media_type,
+            status: cap.status,
+            attempts: Vec::new(),
+        };
+        let (result, retryable) = if let Some((kind, after)) = cap.timeout {
+            let err = ModelError::Timeout {
+                kind,
+                after,
+                exchange: Box::new(raw),
+            };
+            (Err(err), kind == TimeoutKind::Connect)
+        } else if let Some(message) = cap.transport {
+            let err = ModelError::Connection {
+                message,
+                exchange: Box::new(raw),
+            };
+            (Err(err), true)
+        } else if let Some(status) = cap.status.filter(|s| !(200..300).contains(s)) {
+            let body = raw.response_body.clone();
+            let err = http_status_error(status, &body, cap.retry_after, raw);
+            let retryable = match &err {
+                ModelError::RateLimited { code, .. } => {
+                    code.as_deref() != Some("insufficient_quota")
+                }
+                ModelError::ServerError { .. } => true,
+                _ => false,
+            };
+            (Err(err), retryable)
+        } else if let Some(limit) = cap.too_large {
+            let err = ModelError::MalformedResponse {
+                message: format!(
+                    "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
+                ),
+                exchange: Box::new(raw),
+            };
+            (Err(err), false)
+        } else if cap.status.is_none() {
+            let message = outcome.err().unwrap_or_else(|| "no response".into());
+            (Err(ModelError::InvalidRequest(message)), false)
+        } else if let Some(message) = cap.body_error {
+            let err = ModelError::StreamIncomplete {
+                message: format!("the connection broke while reading the body: {message}"),
+                exchange: Box::new(raw),
+            };
+            (Err(err), false)
+        } else {
+            let parsed = parse_body(
+                &raw.response_body,
+                raw.response_media_type.as_deref(),
+                &mut |_| {},
+            );
+            match parsed {
+                Ok(p) => (Ok(p.into_response(raw)), false),
+                Err(p) => (Err(p.into_error(raw)), false),
+            }
+        };
+        let result = result.map_err(|mut e| {
+            for t in e.texts_mut() {
+                *t = self.redact(t);
+            }
+            e
+        });
+        (result, retryable)
+    }
+}
+
+/// Reads a stream through async-openai, reporting deltas; the final response is parsed
+/// from the captured bytes afterwards, exactly as a recording would be.
+async fn consume_stream(
+    client: &Client<OpenAIConfig>,
+    body: &Value,
+    on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+) -> Result<(), String> {
+    let mut stream = client
+        .chat()
+        .create_stream_byot::<&Value, Value>(body)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut acc = StreamAccumulator::default();
+    while let Some(item) = stream.next().await {
+        let chunk = item.map_err(|e| e.to_string())?;
+        if acc.push(&chunk, &mut |d| on_delta(d)).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %self.config.model, stream = false);
+        self.run(request, None).instrument(span).await
+    }
+
+    async fn request_stream(
+        &self,
+        request: &ModelRequest,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %self.config.model, stream = true);
+        self.run(request, Some(on_delta)).instrument(span).await
+    }
+}
