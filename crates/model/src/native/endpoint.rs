@@ -1,0 +1,304 @@
+//! [`Endpoint`]: where and how a native backend posts, one attempt at a time (every byte
+//! of the response kept, first-byte and idle timeouts, the body bounded, live events fed
+//! for deltas), in a retry loop, each attempt's failure classified.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use reqwest::header::HeaderMap;
+
+use super::body::MAX_EVENT_BYTES;
+use super::http::{error_chain, redact, redact_bytes};
+use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
+use super::{BodyParser, Live, parse_recorded, status_error};
+use crate::error::{ModelError, TimeoutKind};
+use crate::openai::{RetryPolicy, Timeouts};
+use crate::types::{Attempt, RawExchange};
+use crate::wire::JSON_MEDIA_TYPE;
+
+/// Where and how a native backend posts.
+pub(crate) struct Endpoint {
+    pub url: String,
+    /// Every header sent, the key's included.
+    pub headers: HeaderMap,
+    /// Values that must never be kept or shown (keys).
+    pub secrets: Vec<String>,
+    pub timeouts: Timeouts,
+    pub retry: RetryPolicy,
+    pub max_body: usize,
+    pub http: reqwest::Client,
+    pub parse: BodyParser,
+}
+
+#[derive(Debug, Default)]
+struct Capture {
+    status: Option<u16>,
+    media_type: Option<String>,
+    retry_after: Option<Duration>,
+    body: Vec<u8>,
+    timeout: Option<(TimeoutKind, Duration)>,
+    transport: Option<String>,
+    body_error: Option<String>,
+    too_large: Option<usize>,
+}
+
+fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
+    c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Endpoint {
+    /// Sends `body` with retries; with `live`, the SSE events drive `on_delta` as they come.
+    pub(crate) async fn run(
+        &self,
+        body: Bytes,
+        mut live: Option<Live<'_>>,
+    ) -> Result<crate::ModelResponse, ModelError> {
+        let policy = self.retry;
+        let started = Instant::now();
+        let mut attempts: Vec<Attempt> = Vec::new();
+        let mut retries = 0u32;
+        loop {
+            let t0 = Instant::now();
+            let cap = self.attempt(&body, live.as_mut()).await;
+            let duration = t0.elapsed();
+            let server_wait = cap.retry_after;
+            let (result, retryable) = self.classify(&body, cap);
+            let mut attempt = Attempt {
+                duration,
+                ..Attempt::default()
+            };
+            let exchange = match &result {
+                Ok(r) => Some(&r.raw),
+                Err(e) => e.exchange(),
+            };
+            if let Some(x) = exchange {
+                attempt.status = x.status;
+                attempt.response_body = x.response_body.clone();
+                attempt.response_media_type = x.response_media_type.clone();
+            }
+            if let Err(e) = &result {
+                attempt.error = Some(e.to_string());
+                attempt.retry_after = server_wait;
+            }
+            tracing::debug!(
+                status = ?attempt.status,
+                duration_ms = duration.as_millis() as u64,
+                error = attempt.error.as_deref().unwrap_or(""),
+                "model attempt finished"
+            );
+            attempts.push(attempt);
+            match result {
+                Ok(mut response) => {
+                    response.raw.attempts = attempts;
+                    return Ok(response);
+                }
+                Err(mut err) => {
+                    if retryable && retries < policy.max_retries {
+                        let wait = server_wait.map_or_else(
+                            || jittered_backoff(&policy, retries),
+                            jittered_server_wait,
+                        );
+                        if started.elapsed() + wait <= policy.max_elapsed {
+                            retries += 1;
+                            tracing::warn!(
+                                retry = retries,
+                                wait_ms = wait.as_millis() as u64,
+                                "model request failed ({err}); retrying"
+                            );
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                        tracing::warn!("retry budget exhausted after {} attempts", attempts.len());
+                    }
+                    if let Some(x) = err.exchange_mut() {
+                        x.attempts = attempts;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, body: &Bytes, live: Option<&mut Live<'_>>) -> Capture {
+        let capture = Arc::new(Mutex::new(Capture::default()));
+        let mut request = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, JSON_MEDIA_TYPE)
+            .body(body.clone());
+        if live.is_some() {
+            request = request.header(reqwest::header::ACCEPT, crate::SSE_MEDIA_TYPE);
+        }
+        let first_byte = self.timeouts.first_byte;
+        let response = match tokio::time::timeout(first_byte, request.send()).await {
+            Err(_) => {
+                lock(&capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
+                return std::mem::take(&mut *lock(&capture));
+            }
+            Ok(Err(e)) => {
+                let mut c = lock(&capture);
+                if e.is_connect() && e.is_timeout() {
+                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
+                } else {
+                    c.transport = Some(error_chain(&e));
+                }
+                return std::mem::take(&mut *c);
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        {
+            let mut c = lock(&capture);
+            c.status = Some(status.as_u16());
+            c.media_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            c.retry_after = retry_after(response.headers(), SystemTime::now());
+        }
+        let idle = self.timeouts.idle;
+        let max_body = self.max_body;
+        let state = Some((response.bytes_stream(), capture.clone()));
+        let chunks = futures_util::stream::unfold(state, move |state| async move {
+            let (mut stream, capture) = state?;
+            match tokio::time::timeout(idle, stream.next()).await {
+                Err(_) => {
+                    lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
+                    Some((Err(std::io::Error::other("idle timeout")), None))
+                }
+                Ok(None) => None,
+                Ok(Some(Ok(chunk))) => {
+                    let mut c = lock(&capture);
+                    if c.body.len() + chunk.len() > max_body {
+                        // Keep what fits, then stop reading: memory stays bounded.
+                        let room = max_body - c.body.len();
+                        c.body.extend_from_slice(&chunk[..room]);
+                        c.too_large = Some(max_body);
+                        drop(c);
+                        return Some((Err(std::io::Error::other("body too large")), None));
+                    }
+                    c.body.extend_from_slice(&chunk);
+                    drop(c);
+                    Some((Ok(chunk), Some((stream, capture))))
+                }
+                Ok(Some(Err(e))) => {
+                    lock(&capture).body_error = Some(error_chain(&e));
+                    Some((Err(std::io::Error::other(e.to_string())), None))
+                }
+            }
+        });
+        match live {
+            Some((events, on_delta)) if status.is_success() => {
+                // Fused: it is read again after the SSE parser has seen its end.
+                let mut chunks = Box::pin(chunks.fuse());
+                // Bytes since the last event boundary: an event over the limit ends the
+                // live reading (the rest is still read and kept, and the final parse
+                // reports it), so the SSE parser never buffers a runaway event.
+                let mut pending = 0usize;
+                let bounded = chunks.by_ref().take_while(|item| {
+                    let within = match item {
+                        Ok(chunk) => {
+                            let tail = chunk
+                                .windows(2)
+                                .rposition(|w| w == b"\n\n")
+                                .map(|i| chunk.len() - i - 2);
+                            pending = match tail {
+                                Some(t) => t,
+                                None => pending + chunk.len(),
+                            };
+                            pending <= MAX_EVENT_BYTES
+                        }
+                        Err(_) => true,
+                    };
+                    std::future::ready(within)
+                });
+                let mut stream = bounded.eventsource();
+                let mut healthy = true;
+                while let Some(event) = stream.next().await {
+                    let Ok(event) = event else { break };
+                    if healthy {
+                        healthy = events
+                            .push(&event.event, &event.data, &mut |d| on_delta(d))
+                            .is_ok();
+                    }
+                }
+                drop(stream);
+                while chunks.next().await.is_some() {}
+            }
+            _ => {
+                let mut chunks = Box::pin(chunks);
+                while chunks.next().await.is_some() {}
+            }
+        }
+        std::mem::take(&mut *lock(&capture))
+    }
+
+    /// One attempt's capture as a response or a typed error, and whether a retry is worth it.
+    fn classify(
+        &self,
+        request_body: &Bytes,
+        cap: Capture,
+    ) -> (Result<crate::ModelResponse, ModelError>, bool) {
+        let raw = RawExchange {
+            request_body: request_body.clone(),
+            request_media_type: JSON_MEDIA_TYPE.into(),
+            response_body: redact_bytes(&self.secrets, Bytes::from(cap.body)),
+            response_media_type: cap.media_type,
+            status: cap.status,
+            attempts: Vec::new(),
+        };
+        let (result, retryable) = if let Some((kind, after)) = cap.timeout {
+            let err = ModelError::Timeout {
+                kind,
+                after,
+                exchange: Box::new(raw),
+            };
+            (Err(err), kind == TimeoutKind::Connect)
+        } else if let Some(message) = cap.transport {
+            let err = ModelError::Connection {
+                message,
+                exchange: Box::new(raw),
+            };
+            (Err(err), true)
+        } else if let Some(status) = cap.status.filter(|s| !(200..300).contains(s)) {
+            let body = raw.response_body.clone();
+            let err = status_error(status, &body, cap.retry_after, raw);
+            let retryable = match &err {
+                ModelError::RateLimited { code, .. } => {
+                    code.as_deref() != Some("insufficient_quota")
+                }
+                ModelError::ServerError { .. } => true,
+                _ => false,
+            };
+            (Err(err), retryable)
+        } else if let Some(limit) = cap.too_large {
+            let err = ModelError::MalformedResponse {
+                message: format!(
+                    "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
+                ),
+                exchange: Box::new(raw),
+            };
+            (Err(err), false)
+        } else if let Some(message) = cap.body_error {
+            let err = ModelError::StreamIncomplete {
+                message: format!("the connection broke while reading the body: {message}"),
+                exchange: Box::new(raw),
+            };
+            (Err(err), false)
+        } else {
+            (parse_recorded(self.parse, raw, &mut |_| {}), false)
+        };
+        let result = result.map_err(|mut e| {
+            for t in e.texts_mut() {
+                *t = redact(&self.secrets, t);
+            }
+            e
+        });
+        (result, retryable)
+    }
+}

@@ -1,0 +1,28 @@
+//! The HTTP side shared by the native backends (Anthropic Messages, OpenAI Responses): one
+//! POST per attempt on reqwest, every byte of the response kept as it is read (SSE
+//! verbatim), first-byte and idle timeouts, a body size limit, and a retry loop around
+//! whole attempts. The final response is always parsed from the kept bytes, exactly as a
+//! replay parses them; a live stream only drives the deltas.
+//!
+//! The code: `wire_api` (which wire format a model or a recorded body speaks), `body`
+//! (reading bodies: parsers, SSE events, status errors, recorded exchanges), and behind
+//! the `http` feature `http` (the client, headers, redaction), `retry` (waits between
+//! attempts) and `endpoint` (one backend's attempts and their retry loop).
+
+mod body;
+#[cfg(feature = "http")]
+mod endpoint;
+#[cfg(feature = "http")]
+mod http;
+#[cfg(feature = "http")]
+mod retry;
+mod wire_api;
+
+pub(crate) use body::{BodyParser, Live, LiveEvents, parse_recorded, sse_events, status_error};
+#[cfg(feature = "http")]
+pub(crate) use endpoint::Endpoint;
+#[cfg(feature = "http")]
+pub(crate) use http::{header, http_client};
+#[cfg(feature = "http")]
+pub(crate) use retry::{jittered_backoff, jittered_server_wait, retry_after};
+pub use wire_api::WireApi;
