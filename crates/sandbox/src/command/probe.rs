@@ -72,93 +72,129 @@ pub(super) fn probe_now() -> Confinement {
         pids_cgroup: None,
         use_nproc: false,
     };
-    let helper_path = c.helper.clone();
-    let bwrap_path = c.bwrap.clone();
-    let report = match tempfile::Builder::new().prefix("provrun-probe-").tempdir() {
-        Ok(tmp) => {
-            let roots = RootPaths {
-                input: tmp.path().join("input"),
-                output: tmp.path().join("output"),
-                scratch: tmp.path().join("scratch"),
-            };
-            for d in [&roots.input, &roots.output, &roots.scratch] {
-                let _ = std::fs::create_dir_all(d);
-            }
-            // First with bubblewrap (running the helper's probe when there is a helper, else
-            // `true`); if that fails, the helper alone tells us about the other layers.
-            let mut ns_detail = "bubblewrap (`bwrap`) is not installed".to_owned();
-            let mut report = None;
-            let mut ns_ok = false;
-            if let Some(bwrap) = &bwrap_path {
-                let mut args = bwrap_args(&roots, helper_path.as_deref(), 64 << 20);
-                match &helper_path {
-                    Some(_) => {
-                        args.extend(helper_args(&roots, true, &[], &BTreeMap::new(), true, &[]))
-                    }
-                    None => args.push(os("/bin/true")),
-                }
-                match probe_run(bwrap, &args, helper_path.is_some(), false) {
-                    Ok(line) => {
-                        ns_ok = true;
-                        ns_detail = format!(
-                            "bubblewrap {}: user, PID, mount, IPC, UTS, cgroup and network namespaces, all capabilities dropped",
-                            bwrap.display()
-                        );
-                        report = line;
-                    }
-                    Err(e) => {
-                        ns_detail = format!(
-                            "bubblewrap is installed but cannot create the sandbox here: {e}"
-                        )
-                    }
-                }
-            }
-            c.set(LayerName::Namespaces, ns_ok, ns_detail);
-            if let (None, Some(helper)) = (&report, &helper_path) {
-                let args = helper_args(&roots, false, &[], &BTreeMap::new(), true, &[]);
-                report = probe_run(helper, &args, true, true).ok().flatten();
-            }
-            report
-        }
+    let report = probe_report(&mut c);
+    let found = read_report(&mut c, report.as_deref());
+    set_helper_layers(&mut c, &found);
+    set_process_limit(&mut c);
+    c.degraded = c
+        .layers
+        .iter()
+        .filter(|(_, l)| !l.available)
+        .map(|(k, _)| k.clone())
+        .collect();
+    tracing::info!(degraded = ?c.degraded, "command confinement probed");
+    c
+}
+
+/// Runs the probes in a temporary folder: sets the namespaces layer and returns the
+/// helper's report line, if the helper ran.
+fn probe_report(c: &mut Confinement) -> Option<String> {
+    let tmp = match tempfile::Builder::new().prefix("provrun-probe-").tempdir() {
+        Ok(tmp) => tmp,
         Err(e) => {
             c.set(
                 LayerName::Namespaces,
                 false,
                 format!("no temporary folder to probe in: {e}"),
             );
-            None
+            return None;
         }
     };
+    let roots = RootPaths {
+        input: tmp.path().join("input"),
+        output: tmp.path().join("output"),
+        scratch: tmp.path().join("scratch"),
+    };
+    for d in [&roots.input, &roots.output, &roots.scratch] {
+        let _ = std::fs::create_dir_all(d);
+    }
+    // First with bubblewrap (running the helper's probe when there is a helper, else
+    // `true`); if that fails, the helper alone tells us about the other layers.
+    let (ns_ok, ns_detail, mut report) = match &c.bwrap {
+        Some(bwrap) => probe_namespaces(bwrap, c.helper.as_deref(), &roots),
+        None => (
+            false,
+            "bubblewrap (`bwrap`) is not installed".to_owned(),
+            None,
+        ),
+    };
+    c.set(LayerName::Namespaces, ns_ok, ns_detail);
+    if let (None, Some(helper)) = (&report, &c.helper) {
+        let args = helper_args(&roots, false, &[], &BTreeMap::new(), true, &[]);
+        report = probe_run(helper, &args, true, true).ok().flatten();
+    }
+    report
+}
+
+/// Runs bubblewrap around the helper's probe (or around `true` without a helper): whether
+/// the namespaces work, how they are applied (or why not), and the helper's report line.
+fn probe_namespaces(
+    bwrap: &Path,
+    helper: Option<&Path>,
+    roots: &RootPaths,
+) -> (bool, String, Option<String>) {
+    let mut args = bwrap_args(roots, helper, 64 << 20);
+    match helper {
+        Some(_) => args.extend(helper_args(roots, true, &[], &BTreeMap::new(), true, &[])),
+        None => args.push(os("/bin/true")),
+    }
+    match probe_run(bwrap, &args, helper.is_some(), false) {
+        Ok(line) => (
+            true,
+            format!(
+                "bubblewrap {}: user, PID, mount, IPC, UTS, cgroup and network namespaces, all capabilities dropped",
+                bwrap.display()
+            ),
+            line,
+        ),
+        Err(e) => (
+            false,
+            format!("bubblewrap is installed but cannot create the sandbox here: {e}"),
+            None,
+        ),
+    }
+}
+
+/// Reads the helper's report line (`key=value` words): records the Landlock ABI and the
+/// unenforced rights in `c`, and returns each helper layer's verdict (`_` read as spaces).
+fn read_report(c: &mut Confinement, report: Option<&str>) -> BTreeMap<LayerName, String> {
+    let mut found: BTreeMap<LayerName, String> = BTreeMap::new();
+    let Some(line) = report else {
+        return found;
+    };
+    for word in line.split_whitespace() {
+        if let Some((k, v)) = word.split_once('=') {
+            match k {
+                "landlock_abi" => c.landlock_abi = v.parse().ok(),
+                "landlock_unenforced" => {
+                    c.landlock_unenforced = v
+                        .split(',')
+                        .filter(|r| !r.is_empty() && *r != "-")
+                        .map(String::from)
+                        .collect();
+                }
+                _ => {}
+            }
+            found.insert(
+                match k {
+                    "landlock" => LayerName::Landlock,
+                    "seccomp" => LayerName::Seccomp,
+                    "rlimits" => LayerName::Rlimits,
+                    _ => continue,
+                },
+                v.replace('_', " "),
+            );
+        }
+    }
+    found
+}
+
+/// Sets the layers the helper applies (Landlock, seccomp, rlimits) from its verdicts in
+/// `found`, or says why they are missing.
+fn set_helper_layers(c: &mut Confinement, found: &BTreeMap<LayerName, String>) {
     let missing_helper = format!(
         "the `{HELPER_NAME}` helper was not found (a program calls `provrun_sandbox::arg0_dispatch()` first in `main` to be its own helper; else set {HELPER_ENV} or install the helper next to it)"
     );
-    let mut found: BTreeMap<LayerName, String> = BTreeMap::new();
-    if let Some(line) = &report {
-        for word in line.split_whitespace() {
-            if let Some((k, v)) = word.split_once('=') {
-                match k {
-                    "landlock_abi" => c.landlock_abi = v.parse().ok(),
-                    "landlock_unenforced" => {
-                        c.landlock_unenforced = v
-                            .split(',')
-                            .filter(|r| !r.is_empty() && *r != "-")
-                            .map(String::from)
-                            .collect();
-                    }
-                    _ => {}
-                }
-                found.insert(
-                    match k {
-                        "landlock" => LayerName::Landlock,
-                        "seccomp" => LayerName::Seccomp,
-                        "rlimits" => LayerName::Rlimits,
-                        _ => continue,
-                    },
-                    v.replace('_', " "),
-                );
-            }
-        }
-    }
     for (layer, how) in [
         (
             LayerName::Landlock,
@@ -181,7 +217,11 @@ pub(super) fn probe_now() -> Confinement {
             None => c.set(layer, false, "the helper could not run"),
         }
     }
-    // The process limit.
+}
+
+/// Sets the process limit: a pids cgroup when running as root (where `RLIMIT_NPROC` does
+/// not bind), else `RLIMIT_NPROC` inside the user namespace when the helper sets rlimits.
+fn set_process_limit(c: &mut Confinement) {
     if rustix::process::geteuid().is_root() {
         c.pids_cgroup = pids_cgroup_parent();
         match &c.pids_cgroup {
@@ -210,14 +250,6 @@ pub(super) fn probe_now() -> Confinement {
             "needs the helper's rlimits (not available)",
         );
     }
-    c.degraded = c
-        .layers
-        .iter()
-        .filter(|(_, l)| !l.available)
-        .map(|(k, _)| k.clone())
-        .collect();
-    tracing::info!(degraded = ?c.degraded, "command confinement probed");
-    c
 }
 
 /// `bwrap --version`'s answer, e.g. `bubblewrap 0.8.0`.
