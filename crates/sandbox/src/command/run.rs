@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, SandboxError};
 use crate::fsops::Usage;
+use crate::limits::Limits;
 use crate::sandbox::Sandbox;
 use crate::user::{CommandUser, Portal};
 
@@ -54,11 +55,7 @@ impl Sandbox {
         refuse_nul(argv, &[])?;
         let conf = self.confinement_for(argv)?;
         let limits = self.limits().clone();
-        let max_timeout = Duration::from_secs(limits.max_command_timeout_s);
-        let timeout = timeout
-            .unwrap_or(Duration::from_secs(limits.command_timeout_s))
-            .min(max_timeout)
-            .max(Duration::from_millis(100));
+        let timeout = command_timeout(&limits, timeout);
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
             self.confined_command(conf, argv, &[], &[], before.bytes, false)?;
@@ -69,17 +66,7 @@ impl Sandbox {
         });
 
         let started = Instant::now();
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(cg) = &cgroup {
-                    cg.remove();
-                }
-                return Err(SandboxError::CommandStart {
-                    message: format!("{}: {e}", program_name(&program)),
-                });
-            }
-        };
+        let mut child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
         let cap = limits.command_output_bytes as usize;
         let out_rx = child.stdout.take().map(|s| capture(s, cap));
         let err_rx = child.stderr.take().map(|s| capture(s, cap));
@@ -89,49 +76,12 @@ impl Sandbox {
             });
         }
 
-        let deadline = started + timeout;
-        let mut timed_out = false;
-        let mut cancelled = false;
-        let mut over_quota = false;
-        let mut next_check = started + QUOTA_EVERY;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) => {}
-                Err(e) => {
-                    kill_tree(&mut child, cgroup.as_ref());
-                    let _ = child.wait();
-                    return Err(SandboxError::CommandStart {
-                        message: format!("waiting for the command: {e}"),
-                    });
-                }
-            }
-            let now = Instant::now();
-            if self.stop_requested() {
-                cancelled = true;
-                kill_tree(&mut child, cgroup.as_ref());
-            } else if now >= deadline {
-                timed_out = true;
-                kill_tree(&mut child, cgroup.as_ref());
-            } else if now >= next_check {
-                next_check = now + QUOTA_EVERY;
-                if self.over_quota() {
-                    over_quota = true;
-                    kill_tree(&mut child, cgroup.as_ref());
-                }
-            }
-            if timed_out || over_quota || cancelled {
-                match child.wait() {
-                    Ok(s) => break s,
-                    Err(e) => {
-                        return Err(SandboxError::CommandStart {
-                            message: format!("waiting for the command: {e}"),
-                        });
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let (status, stopped) = self.watch(&mut child, cgroup.as_ref(), started, timeout)?;
+        let Stopped {
+            timed_out,
+            cancelled,
+            over_quota,
+        } = stopped;
         // The tree is gone with its PID namespace; kill the process group and the cgroup
         // too, for the layers that are there when namespaces are not.
         kill_tree(&mut child, cgroup.as_ref());
@@ -139,12 +89,8 @@ impl Sandbox {
             cg.remove();
         }
         let duration = started.elapsed();
-        let collect = |rx: Option<mpsc::Receiver<(Vec<u8>, u64)>>| {
-            rx.and_then(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
-                .unwrap_or_default()
-        };
-        let (out, out_total) = collect(out_rx);
-        let (err, err_total) = collect(err_rx);
+        let (out, out_total) = collected(out_rx);
+        let (err, err_total) = collected(err_rx);
         let usage = self.recount()?;
         let quota_exceeded =
             over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
@@ -188,6 +134,58 @@ impl Sandbox {
         Ok(outcome)
     }
 
+    /// Waits for a command's `child`, started at `started`, looking every 10 ms: when the
+    /// run is cancelled, `timeout` passes or (every `QUOTA_EVERY`) /output and /scratch are
+    /// over quota, kills its tree and waits for it to end. Returns its status and what
+    /// stopped it, if anything.
+    fn watch(
+        &self,
+        child: &mut Child,
+        cgroup: Option<&Cgroup>,
+        started: Instant,
+        timeout: Duration,
+    ) -> Result<(ExitStatus, Stopped)> {
+        let deadline = started + timeout;
+        let mut stopped = Stopped::default();
+        let mut next_check = started + QUOTA_EVERY;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok((status, stopped)),
+                Ok(None) => {}
+                Err(e) => {
+                    kill_tree(child, cgroup);
+                    let _ = child.wait();
+                    return Err(SandboxError::CommandStart {
+                        message: format!("waiting for the command: {e}"),
+                    });
+                }
+            }
+            let now = Instant::now();
+            if self.stop_requested() {
+                stopped.cancelled = true;
+                kill_tree(child, cgroup);
+            } else if now >= deadline {
+                stopped.timed_out = true;
+                kill_tree(child, cgroup);
+            } else if now >= next_check {
+                next_check = now + QUOTA_EVERY;
+                if self.over_quota() {
+                    stopped.over_quota = true;
+                    kill_tree(child, cgroup);
+                }
+            }
+            if stopped.timed_out || stopped.over_quota || stopped.cancelled {
+                return match child.wait() {
+                    Ok(s) => Ok((s, stopped)),
+                    Err(e) => Err(SandboxError::CommandStart {
+                        message: format!("waiting for the command: {e}"),
+                    }),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Starts `argv` as a long-lived confined child with piped stdin, stdout and stderr —
     /// for a server that talks over its standard streams (an MCP stdio server). The layers
     /// are those of [`Sandbox::run_program`], and so is the refusal when one is missing and
@@ -220,17 +218,7 @@ impl Sandbox {
         let (mut cmd, program, cgroup) =
             self.confined_command(conf, argv, env, read_only, before.bytes, network)?;
         cmd.stdin(Stdio::piped());
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(cg) = &cgroup {
-                    cg.remove();
-                }
-                return Err(SandboxError::CommandStart {
-                    message: format!("{}: {e}", program_name(&program)),
-                });
-            }
-        };
+        let mut child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let stderr_closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(mut pipe) = child.stderr.take() {
@@ -444,6 +432,47 @@ impl Sandbox {
         }
         total.bytes > limits.max_total_bytes || total.files > limits.max_files
     }
+}
+
+/// Why [`Sandbox::watch`] ended a command early (all false: the command ended by itself).
+#[derive(Debug, Default, Clone, Copy)]
+struct Stopped {
+    /// The timeout passed.
+    timed_out: bool,
+    /// The run was asked to stop.
+    cancelled: bool,
+    /// /output and /scratch went over quota.
+    over_quota: bool,
+}
+
+/// The time a command may take: `timeout`, or the default, no more than the ceiling and no
+/// less than 100 ms.
+fn command_timeout(limits: &Limits, timeout: Option<Duration>) -> Duration {
+    let max_timeout = Duration::from_secs(limits.max_command_timeout_s);
+    timeout
+        .unwrap_or(Duration::from_secs(limits.command_timeout_s))
+        .min(max_timeout)
+        .max(Duration::from_millis(100))
+}
+
+/// Spawns `cmd`; when it cannot start, removes its pids cgroup and names only the
+/// launcher's file in the error.
+fn spawn_or_clean_up(cmd: &mut Command, program: &Path, cgroup: Option<&Cgroup>) -> Result<Child> {
+    cmd.spawn().map_err(|e| {
+        if let Some(cg) = cgroup {
+            cg.remove();
+        }
+        SandboxError::CommandStart {
+            message: format!("{}: {e}", program_name(program)),
+        }
+    })
+}
+
+/// What one captured stream gave: its kept bytes and how many were written in all
+/// (nothing when the reader has not answered within 2 s).
+fn collected(rx: Option<mpsc::Receiver<(Vec<u8>, u64)>>) -> (Vec<u8>, u64) {
+    rx.and_then(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
+        .unwrap_or_default()
 }
 
 /// `bytes` as UTF-8, each invalid sequence replaced by U+FFFD, and how many there were.
