@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Result, SandboxError};
 use crate::fsops::Usage;
 use crate::limits::Limits;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{RootPaths, Sandbox};
 use crate::user::{CommandUser, Portal};
 
 use super::bwrap::{helper_args, os};
@@ -254,9 +254,6 @@ impl Sandbox {
         })
     }
 
-    /// The command that runs `argv` under every layer this machine has, with `env` as its
-    /// only environment and `read_only` host paths visible (read-only, at the same paths);
-    /// stdout and stderr piped. The pids cgroup, when there is one, is joined at exec.
     /// What confines a program here, checked before anything runs: refused when a layer
     /// is missing and degraded commands are not allowed, or when `argv` names no program.
     fn confinement_for(&self, argv: &[String]) -> Result<&'static Confinement> {
@@ -274,6 +271,9 @@ impl Sandbox {
         Ok(conf)
     }
 
+    /// The command that runs `argv` under every layer this machine has, with `env` as its
+    /// only environment and `read_only` host paths visible (read-only, at the same paths);
+    /// stdout and stderr piped. The pids cgroup, when there is one, is joined at exec.
     fn confined_command(
         &self,
         conf: &Confinement,
@@ -292,71 +292,31 @@ impl Sandbox {
                 || conf.has(LayerName::Rlimits)
         });
 
-        let mut rl: BTreeMap<String, u64> = BTreeMap::new();
-        rl.insert("cpu".into(), limits.command_cpu_s);
-        rl.insert("as".into(), limits.command_memory_bytes);
-        rl.insert(
-            "fsize".into(),
-            limits.max_total_bytes.saturating_sub(used_bytes),
-        );
-        rl.insert("nofile".into(), 1024);
-        rl.insert("core".into(), 0);
-        if conf.use_nproc {
-            rl.insert("nproc".into(), limits.command_processes);
-        }
+        let rl = helper_rlimits(&limits, conf.use_nproc, used_bytes);
         let require: Vec<&str> = [LayerName::Landlock, LayerName::Seccomp, LayerName::Rlimits]
             .into_iter()
             .filter(|l| conf.has(*l))
             .map(LayerName::as_str)
             .collect();
 
-        // As root, commands run as the dedicated user: /output and /scratch become theirs,
-        // and bubblewrap finds its sources through the portal (see `crate::user`).
-        let user = CommandUser::for_limits(&limits);
-        let mut portal = None;
-        if user.drops_root() {
-            self.hand_over(&user)?;
-            if let (true, Some(bwrap)) = (namespaces, &conf.bwrap) {
-                crate::user::check_user(bwrap, &user)?;
-                portal = Some(Portal::default());
-            }
-        }
+        let (user, mut portal) = self.run_as(conf, &limits)?;
         let mut args: Vec<OsString> = Vec::new();
         let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
             (true, Some(bwrap), h) => {
-                // The sources bubblewrap binds: the host paths, or their portal paths.
-                let mut sources = roots.clone();
-                let mut helper_source = h.map(Path::to_path_buf);
-                let mut ro_sources: Vec<PathBuf> = read_only.to_vec();
-                if let Some(portal) = portal.as_mut() {
-                    sources.input = portal.add(&roots.input, "input")?;
-                    sources.output = portal.add(&roots.output, "output")?;
-                    sources.scratch = portal.add(&roots.scratch, "scratch")?;
-                    if let Some(h) = h {
-                        helper_source = Some(portal.add(h, "helper")?);
-                    }
-                    for (i, p) in read_only.iter().enumerate() {
-                        ro_sources[i] = portal.add(p, &format!("ro{i}"))?;
-                    }
-                }
-                args = bwrap_args(&sources, helper_source.as_deref(), limits.command_tmp_bytes);
+                let sources = BindSources::new(&roots, h, read_only, portal.as_mut())?;
+                args = bwrap_args(
+                    &sources.roots,
+                    sources.helper.as_deref(),
+                    limits.command_tmp_bytes,
+                );
                 // Before the trailing `--chdir /scratch --`: extra binds and variables.
                 let tail = args.split_off(args.len() - 3);
-                if network {
-                    args.push(os("--share-net"));
-                    for f in NETWORK_ETC {
-                        let p = Path::new("/etc").join(f);
-                        if p.exists() {
-                            args.extend([os("--ro-bind"), p.clone().into(), p.into()]);
-                        }
-                    }
-                }
-                for (p, src) in read_only.iter().zip(&ro_sources) {
-                    args.extend([os("--ro-bind"), src.clone().into(), p.clone().into()]);
-                }
-                for (k, v) in env {
-                    args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
-                }
+                args.extend(extra_bwrap_args(
+                    network,
+                    read_only,
+                    &sources.read_only,
+                    env,
+                ));
                 args.extend(tail);
                 if h.is_some() {
                     args.extend(helper_args(&roots, true, &require, &rl, false, read_only));
@@ -383,34 +343,10 @@ impl Sandbox {
             .stderr(Stdio::piped());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         if !namespaces {
-            // Without bubblewrap the environment is set here, and the roots are at their
-            // host paths.
-            cmd.env("PATH", SANDBOX_PATH)
-                .env("HOME", &roots.scratch)
-                .env("TMPDIR", &roots.scratch)
-                .env("LANG", "C.UTF-8")
-                .current_dir(&roots.scratch);
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
+            set_host_environment(&mut cmd, &roots, env);
         }
         let cgroup = match &conf.pids_cgroup {
-            Some(parent) => {
-                let cg = Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES)
-                    .map_err(|e| SandboxError::CommandStart {
-                    message: format!("creating the pids cgroup: {e}"),
-                })?;
-                match cg.procs() {
-                    Ok(procs) => join_cgroup_at_exec(&mut cmd, procs),
-                    Err(e) => {
-                        cg.remove();
-                        return Err(SandboxError::CommandStart {
-                            message: format!("opening the pids cgroup: {e}"),
-                        });
-                    }
-                }
-                Some(cg)
-            }
+            Some(parent) => Some(join_pids_cgroup(&mut cmd, parent, &limits)?),
             None => None,
         };
         if user.drops_root() {
@@ -418,6 +354,22 @@ impl Sandbox {
             crate::user::drop_root_at_exec(&mut cmd, portal, user.uid, user.gid);
         }
         Ok((cmd, program, cgroup))
+    }
+
+    /// The user a command runs as. As root, the dedicated user: /output and /scratch are
+    /// handed over to it, and bubblewrap (when used) finds its sources through the
+    /// returned portal (see `crate::user`).
+    fn run_as(&self, conf: &Confinement, limits: &Limits) -> Result<(CommandUser, Option<Portal>)> {
+        let user = CommandUser::for_limits(limits);
+        let mut portal = None;
+        if user.drops_root() {
+            self.hand_over(&user)?;
+            if let (true, Some(bwrap)) = (conf.has(LayerName::Namespaces), &conf.bwrap) {
+                crate::user::check_user(bwrap, &user)?;
+                portal = Some(Portal::default());
+            }
+        }
+        Ok((user, portal))
     }
 
     /// Measures /output and /scratch and says whether they are over quota.
@@ -432,6 +384,134 @@ impl Sandbox {
         }
         total.bytes > limits.max_total_bytes || total.files > limits.max_files
     }
+}
+
+/// The paths bubblewrap binds for a command: the host paths, or, when root is dropped,
+/// their paths in the portal (see `crate::user`).
+struct BindSources {
+    /// Bound at /input, /output and /scratch.
+    roots: RootPaths,
+    /// The helper, bound read-only.
+    helper: Option<PathBuf>,
+    /// The extra read-only paths, in their order.
+    read_only: Vec<PathBuf>,
+}
+
+impl BindSources {
+    /// The sources for `roots`, the `helper` and the `read_only` host paths, through the
+    /// `portal` when there is one.
+    fn new(
+        roots: &RootPaths,
+        helper: Option<&Path>,
+        read_only: &[PathBuf],
+        portal: Option<&mut Portal>,
+    ) -> Result<Self> {
+        let Some(portal) = portal else {
+            return Ok(Self {
+                roots: roots.clone(),
+                helper: helper.map(Path::to_path_buf),
+                read_only: read_only.to_vec(),
+            });
+        };
+        let roots = RootPaths {
+            input: portal.add(&roots.input, "input")?,
+            output: portal.add(&roots.output, "output")?,
+            scratch: portal.add(&roots.scratch, "scratch")?,
+        };
+        let helper = match helper {
+            Some(h) => Some(portal.add(h, "helper")?),
+            None => None,
+        };
+        let read_only = read_only
+            .iter()
+            .enumerate()
+            .map(|(i, p)| portal.add(p, &format!("ro{i}")))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            roots,
+            helper,
+            read_only,
+        })
+    }
+}
+
+/// bubblewrap's arguments for what a command adds to the sandbox: the host's network and
+/// its few /etc files when `network`, each `read_only` path bound from its source, and
+/// the `env` variables.
+fn extra_bwrap_args(
+    network: bool,
+    read_only: &[PathBuf],
+    ro_sources: &[PathBuf],
+    env: &[(String, String)],
+) -> Vec<OsString> {
+    let mut args = Vec::new();
+    if network {
+        args.push(os("--share-net"));
+        for f in NETWORK_ETC {
+            let p = Path::new("/etc").join(f);
+            if p.exists() {
+                args.extend([os("--ro-bind"), p.clone().into(), p.into()]);
+            }
+        }
+    }
+    for (p, src) in read_only.iter().zip(ro_sources) {
+        args.extend([os("--ro-bind"), src.clone().into(), p.clone().into()]);
+    }
+    for (k, v) in env {
+        args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
+    }
+    args
+}
+
+/// The rlimits the helper sets on a command; `fsize` is what is left of the quota after
+/// `used_bytes`, and `nproc` is set only when `use_nproc` (not as root).
+fn helper_rlimits(limits: &Limits, use_nproc: bool, used_bytes: u64) -> BTreeMap<String, u64> {
+    let mut rl: BTreeMap<String, u64> = BTreeMap::new();
+    rl.insert("cpu".into(), limits.command_cpu_s);
+    rl.insert("as".into(), limits.command_memory_bytes);
+    rl.insert(
+        "fsize".into(),
+        limits.max_total_bytes.saturating_sub(used_bytes),
+    );
+    rl.insert("nofile".into(), 1024);
+    rl.insert("core".into(), 0);
+    if use_nproc {
+        rl.insert("nproc".into(), limits.command_processes);
+    }
+    rl
+}
+
+/// Without bubblewrap the environment is set on `cmd` itself (`PATH`, `HOME`, `TMPDIR`,
+/// `LANG`, then `env`), and it starts in /scratch at its host path.
+fn set_host_environment(cmd: &mut Command, roots: &RootPaths, env: &[(String, String)]) {
+    cmd.env("PATH", SANDBOX_PATH)
+        .env("HOME", &roots.scratch)
+        .env("TMPDIR", &roots.scratch)
+        .env("LANG", "C.UTF-8")
+        .current_dir(&roots.scratch);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+}
+
+/// Creates a pids cgroup for one command under `parent` and has `cmd` join it at exec.
+fn join_pids_cgroup(cmd: &mut Command, parent: &Path, limits: &Limits) -> Result<Cgroup> {
+    let cg =
+        Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES).map_err(|e| {
+            SandboxError::CommandStart {
+                message: format!("creating the pids cgroup: {e}"),
+            }
+        })?;
+    match cg.procs() {
+        Ok(procs) => join_cgroup_at_exec(cmd, procs),
+        Err(e) => {
+            cg.remove();
+            return Err(SandboxError::CommandStart {
+                message: format!("opening the pids cgroup: {e}"),
+            });
+        }
+    }
+    Ok(cg)
 }
 
 /// Why [`Sandbox::watch`] ended a command early (all false: the command ended by itself).
