@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{
+    Dir, DirBuilder, DirBuilderExt, FileType, MetadataExt, OpenOptions, OpenOptionsExt,
+};
 
 use crate::error::{Result, SandboxError};
 use crate::fsops::{self, kind_name, walk};
@@ -165,37 +167,8 @@ fn plan_source(
             source_path: source.display().to_string(),
         });
     }
-    let claim = |name: &str, taken: &mut BTreeSet<String>| -> Result<()> {
-        if !taken.insert(name.to_owned()) {
-            return Err(SandboxError::StageNameClash {
-                name: name.to_owned(),
-                source_path: source.display().to_string(),
-            });
-        }
-        Ok(())
-    };
     if ft.is_file() {
-        let name = source
-            .file_name()
-            .ok_or_else(|| SandboxError::StageBadName {
-                source_path: source.display().to_string(),
-                reason: "it has no file name",
-            })?;
-        let name = utf8_name(name, source)?;
-        check_nameable(std::slice::from_ref(&name), source, limits)?;
-        claim(&name, taken)?;
-        let parent = match source.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let base = Dir::open_ambient_dir(&parent, ambient_authority())
-            .map_err(|e| host_io("opening input folder", &parent, e))?;
-        return Ok(Plan {
-            base,
-            base_path: parent,
-            items: vec![Item::File(vec![name])],
-            bytes: md.len(),
-        });
+        return plan_file(source, md.len(), taken, limits);
     }
     if !ft.is_dir() {
         return Err(SandboxError::StageSpecialFile {
@@ -203,35 +176,83 @@ fn plan_source(
             kind: fsops::std_kind_name(&ft),
         });
     }
+    plan_dir(source, taken, limits, root_id)
+}
+
+/// Takes `name` at the top of the input root for `source`; refused when it is taken.
+fn claim(name: &str, source: &Path, taken: &mut BTreeSet<String>) -> Result<()> {
+    if !taken.insert(name.to_owned()) {
+        return Err(SandboxError::StageNameClash {
+            name: name.to_owned(),
+            source_path: source.display().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The plan for a source that is a file of `len` bytes: the file alone, under its name.
+fn plan_file(
+    source: &Path,
+    len: u64,
+    taken: &mut BTreeSet<String>,
+    limits: &Limits,
+) -> Result<Plan> {
+    let name = source
+        .file_name()
+        .ok_or_else(|| SandboxError::StageBadName {
+            source_path: source.display().to_string(),
+            reason: "it has no file name",
+        })?;
+    let name = utf8_name(name, source)?;
+    check_nameable(std::slice::from_ref(&name), source, limits)?;
+    claim(&name, source, taken)?;
+    let parent = match source.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let base = Dir::open_ambient_dir(&parent, ambient_authority())
+        .map_err(|e| host_io("opening input folder", &parent, e))?;
+    Ok(Plan {
+        base,
+        base_path: parent,
+        items: vec![Item::File(vec![name])],
+        bytes: len,
+    })
+}
+
+/// One entry found in a source folder.
+struct Found {
+    /// Its names under the source folder.
+    names: Vec<String>,
+    /// Its type, links not followed.
+    file_type: FileType,
+    /// Its host path, for messages.
+    full: PathBuf,
+    /// Its apparent size.
+    len: u64,
+}
+
+/// The plan for a source that is a folder: everything under it, walked depth-first,
+/// directories before their contents, names sorted for a stable order.
+fn plan_dir(
+    source: &Path,
+    taken: &mut BTreeSet<String>,
+    limits: &Limits,
+    root_id: (u64, u64),
+) -> Result<Plan> {
     let base = Dir::open_ambient_dir(source, ambient_authority())
         .map_err(|e| host_io("opening input folder", source, e))?;
     let mut items = Vec::new();
     let mut bytes = 0u64;
-    // Depth-first, directories before their contents, names sorted for a stable order.
     let mut stack: Vec<Vec<String>> = vec![Vec::new()];
     while let Some(names) = stack.pop() {
-        let show = |n: &[String]| source.join(n.join("/")).display().to_string();
-        let dir = walk(&base, &names, &show, None)?;
-        let mut children = Vec::new();
-        for entry in dir
-            .entries()
-            .map_err(|e| host_io("listing", &source.join(names.join("/")), e))?
-        {
-            let entry = entry.map_err(|e| host_io("listing", &source.join(names.join("/")), e))?;
-            let mut child = names.clone();
-            let full = source.join(names.join("/")).join(entry.file_name());
-            child.push(utf8_name(&entry.file_name(), &full)?);
-            let md = dir
-                .symlink_metadata(entry.file_name())
-                .map_err(|e| host_io("reading input", &full, e))?;
-            if md.is_dir() && (md.dev(), md.ino()) == root_id {
-                tracing::warn!(path = %full.display(), "not staging the input folder into itself");
-                continue;
-            }
-            children.push((child, md.file_type(), full, md.len()));
-        }
-        children.sort_by(|a, b| b.0.cmp(&a.0));
-        for (child, cft, full, len) in children {
+        for found in list_folder(&base, source, &names, root_id)? {
+            let Found {
+                names: child,
+                file_type: cft,
+                full,
+                len,
+            } = found;
             if child.len() > limits.max_depth {
                 return Err(SandboxError::TooDeep {
                     path: full.display().to_string(),
@@ -241,7 +262,7 @@ fn plan_source(
             }
             check_nameable(&child, &full, limits)?;
             if child.len() == 1 {
-                claim(&child[0], taken)?;
+                claim(&child[0], source, taken)?;
             }
             if cft.is_symlink() {
                 return Err(SandboxError::StageSymlink {
@@ -273,6 +294,44 @@ fn plan_source(
         items,
         bytes,
     })
+}
+
+/// The entries of the folder at `names` under the source folder `base` (at host path
+/// `source`), in reverse name order (the walk pops them from a stack), without the input
+/// root (`root_id`) should it lie inside.
+fn list_folder(
+    base: &Dir,
+    source: &Path,
+    names: &[String],
+    root_id: (u64, u64),
+) -> Result<Vec<Found>> {
+    let show = |n: &[String]| source.join(n.join("/")).display().to_string();
+    let dir = walk(base, names, &show, None)?;
+    let mut children = Vec::new();
+    for entry in dir
+        .entries()
+        .map_err(|e| host_io("listing", &source.join(names.join("/")), e))?
+    {
+        let entry = entry.map_err(|e| host_io("listing", &source.join(names.join("/")), e))?;
+        let mut child = names.to_vec();
+        let full = source.join(names.join("/")).join(entry.file_name());
+        child.push(utf8_name(&entry.file_name(), &full)?);
+        let md = dir
+            .symlink_metadata(entry.file_name())
+            .map_err(|e| host_io("reading input", &full, e))?;
+        if md.is_dir() && (md.dev(), md.ino()) == root_id {
+            tracing::warn!(path = %full.display(), "not staging the input folder into itself");
+            continue;
+        }
+        children.push(Found {
+            names: child,
+            file_type: md.file_type(),
+            full,
+            len: md.len(),
+        });
+    }
+    children.sort_by(|a, b| b.names.cmp(&a.names));
+    Ok(children)
 }
 
 /// Refuses names the sandbox could not address later (e.g. with a backslash or newline).
