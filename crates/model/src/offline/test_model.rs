@@ -120,26 +120,41 @@ fn generate(schema: &Value, root: &Value, depth: usize) -> Value {
     {
         return generate(target, root, depth + 1);
     }
+    if let Some(v) = given_value(o) {
+        return v;
+    }
+    if let Some(v) = combined(o, root, depth) {
+        return v;
+    }
+    minimal_value(o, root, depth)
+}
+
+/// The value a schema names itself: its `default`, else the first of its `examples`, else
+/// its `const`, else the first `enum` value.
+fn given_value(o: &Map<String, Value>) -> Option<Value> {
     if let Some(d) = o.get("default") {
-        return d.clone();
+        return Some(d.clone());
     }
     if let Some(e) = o
         .get("examples")
         .and_then(Value::as_array)
         .and_then(|a| a.first())
     {
-        return e.clone();
+        return Some(e.clone());
     }
     if let Some(c) = o.get("const") {
-        return c.clone();
+        return Some(c.clone());
     }
-    if let Some(e) = o
-        .get("enum")
+    o.get("enum")
         .and_then(Value::as_array)
         .and_then(|a| a.first())
-    {
-        return e.clone();
-    }
+        .cloned()
+}
+
+/// A value for a combined schema: the first non-null branch of `anyOf` / `oneOf` (else the
+/// first branch), or the objects of `allOf`'s parts merged (the first other value when
+/// none is an object). `None` when the schema combines nothing.
+fn combined(o: &Map<String, Value>, root: &Value, depth: usize) -> Option<Value> {
     for key in ["anyOf", "oneOf"] {
         if let Some(branches) = o.get(key).and_then(Value::as_array) {
             let branch = branches
@@ -147,27 +162,31 @@ fn generate(schema: &Value, root: &Value, depth: usize) -> Value {
                 .find(|b| !is_null_schema(b))
                 .or(branches.first());
             if let Some(b) = branch {
-                return generate(b, root, depth + 1);
+                return Some(generate(b, root, depth + 1));
             }
         }
     }
-    if let Some(parts) = o.get("allOf").and_then(Value::as_array) {
-        let mut merged = Map::new();
-        let mut other = Value::Null;
-        for p in parts {
-            match generate(p, root, depth + 1) {
-                Value::Object(m) => merged.extend(m),
-                v if other.is_null() => other = v,
-                _ => {}
-            }
+    let parts = o.get("allOf").and_then(Value::as_array)?;
+    let mut merged = Map::new();
+    let mut other = Value::Null;
+    for p in parts {
+        match generate(p, root, depth + 1) {
+            Value::Object(m) => merged.extend(m),
+            v if other.is_null() => other = v,
+            _ => {}
         }
-        return if merged.is_empty() && !other.is_null() {
-            other
-        } else {
-            Value::Object(merged)
-        };
     }
-    let ty = match o.get("type") {
+    Some(if merged.is_empty() && !other.is_null() {
+        other
+    } else {
+        Value::Object(merged)
+    })
+}
+
+/// The type a schema asks for: its `type` (the first non-null one of a list), else
+/// `object` when it has `properties`.
+fn schema_type(o: &Map<String, Value>) -> Option<&str> {
+    match o.get("type") {
         Some(Value::String(t)) => Some(t.as_str()),
         Some(Value::Array(ts)) => ts
             .iter()
@@ -176,9 +195,13 @@ fn generate(schema: &Value, root: &Value, depth: usize) -> Value {
             .or(Some("null")),
         _ if o.contains_key("properties") => Some("object"),
         _ => None,
-    };
-    let num = |k: &str| o.get(k).and_then(Value::as_f64);
-    match ty {
+    }
+}
+
+/// A minimal value of the schema's type: the required properties of an object,
+/// `minItems` items, `minLength` letters, the least number allowed, `false` or `null`.
+fn minimal_value(o: &Map<String, Value>, root: &Value, depth: usize) -> Value {
+    match schema_type(o) {
         Some("object") => {
             let props = o.get("properties").and_then(Value::as_object);
             let mut out = Map::new();
@@ -211,30 +234,40 @@ fn generate(schema: &Value, root: &Value, depth: usize) -> Value {
                 .min(256) as usize;
             json!("a".repeat(n))
         }
-        Some("integer") => {
-            let v = if let Some(m) = num("minimum") {
-                m.ceil()
-            } else if let Some(m) = num("exclusiveMinimum") {
-                m.floor() + 1.0
-            } else if let Some(m) = num("maximum").filter(|m| *m < 0.0) {
-                m.floor()
-            } else {
-                0.0
-            };
-            json!(v as i64)
-        }
-        Some("number") => {
-            let v = num("minimum")
-                .or_else(|| num("exclusiveMinimum").map(|m| m + 1.0))
-                .or_else(|| num("maximum").filter(|m| *m < 0.0))
-                .unwrap_or(0.0);
-            if v.fract() == 0.0 {
-                json!(v as i64)
-            } else {
-                json!(v)
-            }
-        }
+        Some("integer") => least_integer(o),
+        Some("number") => least_number(o),
         Some("boolean") => json!(false),
         _ => Value::Null,
+    }
+}
+
+/// The least integer an integer schema allows (`minimum`, above `exclusiveMinimum`, a
+/// negative `maximum`), else 0.
+fn least_integer(o: &Map<String, Value>) -> Value {
+    let num = |k: &str| o.get(k).and_then(Value::as_f64);
+    let v = if let Some(m) = num("minimum") {
+        m.ceil()
+    } else if let Some(m) = num("exclusiveMinimum") {
+        m.floor() + 1.0
+    } else if let Some(m) = num("maximum").filter(|m| *m < 0.0) {
+        m.floor()
+    } else {
+        0.0
+    };
+    json!(v as i64)
+}
+
+/// A number a number schema allows (`minimum`, `exclusiveMinimum` + 1, a negative
+/// `maximum`), else 0; written as an integer when whole.
+fn least_number(o: &Map<String, Value>) -> Value {
+    let num = |k: &str| o.get(k).and_then(Value::as_f64);
+    let v = num("minimum")
+        .or_else(|| num("exclusiveMinimum").map(|m| m + 1.0))
+        .or_else(|| num("maximum").filter(|m| *m < 0.0))
+        .unwrap_or(0.0);
+    if v.fract() == 0.0 {
+        json!(v as i64)
+    } else {
+        json!(v)
     }
 }
