@@ -140,80 +140,11 @@ fn parse(bytes: &[u8]) -> Result<(Vec<Message>, Option<String>), CaptureError> {
         let Some(Value::Array(parts)) = obj.get("parts") else {
             return Err(bad(format!("{at}/parts"), "expected an array of parts"));
         };
-        let mut results = Vec::new();
-        let mut calls = Vec::new();
-        let mut text = String::new();
-        for (j, part) in parts.iter().enumerate() {
-            let pat = format!("{at}/parts/{j}");
-            let Value::Object(p) = part else {
-                return Err(bad(pat, "a part must be an object"));
-            };
-            let part_kind = str_field(p, "part_kind", &pat)?
-                .ok_or_else(|| bad(&pat, "a part needs a `part_kind`"))?;
-            match (kind.as_str(), part_kind) {
-                ("request", "tool-return") => {
-                    let id = str_field(p, "tool_call_id", &pat)?
-                        .ok_or_else(|| bad(&pat, "a tool-return needs a `tool_call_id`"))?;
-                    let outcome = str_field(p, "outcome", &pat)?;
-                    results.push((
-                        id.to_string(),
-                        ToolResultPart {
-                            content: p.get("content").cloned().unwrap_or(Value::Null),
-                            ok: matches!(outcome, None | Some("success")),
-                        },
-                    ));
-                }
-                ("request", "retry-prompt") => {
-                    // A retry about a tool call answers that call; one about the output
-                    // (no tool) is only part of the next request.
-                    if let (Some(id), Some(_)) = (
-                        str_field(p, "tool_call_id", &pat)?,
-                        str_field(p, "tool_name", &pat)?,
-                    ) {
-                        results.push((
-                            id.to_string(),
-                            ToolResultPart {
-                                content: p.get("content").cloned().unwrap_or(Value::Null),
-                                ok: false,
-                            },
-                        ));
-                    }
-                }
-                ("response", "tool-call") => {
-                    let name = str_field(p, "tool_name", &pat)?
-                        .ok_or_else(|| bad(&pat, "a tool-call needs a `tool_name`"))?;
-                    let id = str_field(p, "tool_call_id", &pat)?
-                        .ok_or_else(|| bad(&pat, "a tool-call needs a `tool_call_id`"))?;
-                    let arguments = match p.get("args") {
-                        None | Some(Value::Null) => json!({}),
-                        Some(Value::String(s)) if s.trim().is_empty() => json!({}),
-                        Some(Value::String(s)) => {
-                            serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
-                        }
-                        Some(Value::Object(o)) => Value::Object(o.clone()),
-                        Some(_) => {
-                            return Err(bad(
-                                format!("{pat}/args"),
-                                "expected an object or a string",
-                            ));
-                        }
-                    };
-                    calls.push(ToolCallPart {
-                        name: name.to_string(),
-                        id: id.to_string(),
-                        arguments,
-                    });
-                }
-                ("response", "text") => {
-                    if let Some(t) = str_field(p, "content", &pat)? {
-                        text.push_str(t);
-                    }
-                }
-                // Prompts, thinking, files, built-in tools: kept in the model exchange's
-                // blobs and in the trace, with no event of their own.
-                _ => {}
-            }
-        }
+        let Parts {
+            results,
+            calls,
+            text,
+        } = parse_parts(&kind, parts, &at)?;
         messages.push(match kind.as_str() {
             "request" => Message::Request {
                 value: item,
@@ -243,6 +174,110 @@ fn parse(bytes: &[u8]) -> Result<(Vec<Message>, Option<String>), CaptureError> {
         });
     }
     Ok((messages, run_id))
+}
+
+/// What the parts of one message carry: the tool results of a request; the tool calls and
+/// the text of a response.
+#[derive(Default)]
+struct Parts {
+    results: Vec<(String, ToolResultPart)>,
+    calls: Vec<ToolCallPart>,
+    text: String,
+}
+
+/// Reads the `parts` of the message at `at`, of kind `kind`.
+fn parse_parts(kind: &str, parts: &[Value], at: &str) -> Result<Parts, CaptureError> {
+    let mut found = Parts::default();
+    for (j, part) in parts.iter().enumerate() {
+        let pat = format!("{at}/parts/{j}");
+        let Value::Object(p) = part else {
+            return Err(bad(pat, "a part must be an object"));
+        };
+        let part_kind = str_field(p, "part_kind", &pat)?
+            .ok_or_else(|| bad(&pat, "a part needs a `part_kind`"))?;
+        match (kind, part_kind) {
+            ("request", "tool-return") => found.results.push(tool_return(p, &pat)?),
+            ("request", "retry-prompt") => {
+                if let Some(result) = tool_retry(p, &pat)? {
+                    found.results.push(result);
+                }
+            }
+            ("response", "tool-call") => found.calls.push(tool_call(p, &pat)?),
+            ("response", "text") => {
+                if let Some(t) = str_field(p, "content", &pat)? {
+                    found.text.push_str(t);
+                }
+            }
+            // Prompts, thinking, files, built-in tools: kept in the model exchange's
+            // blobs and in the trace, with no event of their own.
+            _ => {}
+        }
+    }
+    Ok(found)
+}
+
+/// A `tool-return` part: the call it answers, and its content (ok unless its `outcome`
+/// says otherwise).
+fn tool_return(
+    p: &Map<String, Value>,
+    pat: &str,
+) -> Result<(String, ToolResultPart), CaptureError> {
+    let id = str_field(p, "tool_call_id", pat)?
+        .ok_or_else(|| bad(pat, "a tool-return needs a `tool_call_id`"))?;
+    let outcome = str_field(p, "outcome", pat)?;
+    Ok((
+        id.to_string(),
+        ToolResultPart {
+            content: p.get("content").cloned().unwrap_or(Value::Null),
+            ok: matches!(outcome, None | Some("success")),
+        },
+    ))
+}
+
+/// A `retry-prompt` part: about a tool call, a failed answer to that call; about the
+/// output (no tool), `None`: it is only part of the next request.
+fn tool_retry(
+    p: &Map<String, Value>,
+    pat: &str,
+) -> Result<Option<(String, ToolResultPart)>, CaptureError> {
+    let (Some(id), Some(_)) = (
+        str_field(p, "tool_call_id", pat)?,
+        str_field(p, "tool_name", pat)?,
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some((
+        id.to_string(),
+        ToolResultPart {
+            content: p.get("content").cloned().unwrap_or(Value::Null),
+            ok: false,
+        },
+    )))
+}
+
+/// A `tool-call` part: the tool, the call id and the arguments (an object, or a JSON
+/// string of one; kept as a string when it does not parse; none: `{}`).
+fn tool_call(p: &Map<String, Value>, pat: &str) -> Result<ToolCallPart, CaptureError> {
+    let name = str_field(p, "tool_name", pat)?
+        .ok_or_else(|| bad(pat, "a tool-call needs a `tool_name`"))?;
+    let id = str_field(p, "tool_call_id", pat)?
+        .ok_or_else(|| bad(pat, "a tool-call needs a `tool_call_id`"))?;
+    let arguments = match p.get("args") {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(s)) if s.trim().is_empty() => json!({}),
+        Some(Value::String(s)) => {
+            serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
+        }
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        Some(_) => {
+            return Err(bad(format!("{pat}/args"), "expected an object or a string"));
+        }
+    };
+    Ok(ToolCallPart {
+        name: name.to_string(),
+        id: id.to_string(),
+        arguments,
+    })
 }
 
 fn plain_id(id: &str) -> bool {
