@@ -298,27 +298,9 @@ pub async fn import_pydantic_ai(
 ) -> Result<ImportSummary, CaptureError> {
     let (messages, history_run_id) = parse(bytes)?;
     let digest = hex::encode(Sha256::digest(bytes));
-    let run_id = match (&options.run_id, history_run_id) {
-        (Some(id), _) => id.clone(),
-        (None, Some(id)) if plain_id(&id) => format!("pydantic-ai-{id}"),
-        _ => format!("pydantic-ai-{}", &digest[..32]),
-    };
-    let model = messages
-        .iter()
-        .find_map(|m| match m {
-            Message::Response { model: Some(m), .. } => Some(format!("pydantic-ai:{m}")),
-            _ => None,
-        })
-        .unwrap_or_else(|| "pydantic-ai:unknown".to_string());
-    // Every result, by call id (the first answer wins, as in PydanticAI's own loop).
-    let mut answers: BTreeMap<&str, &ToolResultPart> = BTreeMap::new();
-    for m in &messages {
-        if let Message::Request { results, .. } = m {
-            for (id, r) in results {
-                answers.entry(id.as_str()).or_insert(r);
-            }
-        }
-    }
+    let run_id = import_run_id(options, history_run_id, &digest);
+    let model = history_model(&messages);
+    let answers = answers_by_call(&messages);
 
     let capture = Capture::builder(bundle)
         .run_id(run_id.clone())
@@ -354,36 +336,17 @@ pub async fn import_pydantic_ai(
                 input_tokens = input_tokens.saturating_add(count("input_tokens"));
                 output_tokens = output_tokens.saturating_add(count("output_tokens"));
                 let request = Value::Array(pending.drain(..).cloned().collect());
+                let model = response_model
+                    .as_ref()
+                    .map(|m| format!("pydantic-ai:{m}"))
+                    .unwrap_or_else(|| model.clone());
                 capture
-                    .model_exchange(ModelExchange {
-                        model: response_model
-                            .as_ref()
-                            .map(|m| format!("pydantic-ai:{m}"))
-                            .unwrap_or_else(|| model.clone()),
-                        request: Some(Body::parsed(request)),
-                        response: Some(Body::parsed_ref(value)),
-                        usage,
-                        finish_reason: value
-                            .get("finish_reason")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        ..ModelExchange::default()
-                    })
+                    .model_exchange(response_exchange(model, request, value, usage))
                     .await?;
                 summary.model_calls += 1;
                 for call in calls {
-                    let record =
-                        ToolCallRecord::new(&call.name, &call.id, call.arguments.clone()).parsed();
-                    let record = match answers.get(call.id.as_str()) {
-                        Some(r) if r.ok => record.succeeded(r.content.clone()),
-                        Some(r) => record.failed(r.content.clone()),
-                        None => {
-                            let mut r = record;
-                            r.decided_by = None;
-                            r
-                        }
-                    };
-                    capture.tool_call(record).await?;
+                    let answer = answers.get(call.id.as_str()).copied();
+                    capture.tool_call(tool_record(call, answer)).await?;
                     summary.tool_calls += 1;
                 }
                 last_text = text.clone();
@@ -407,6 +370,76 @@ pub async fn import_pydantic_ai(
         None,
     )?;
     Ok(summary)
+}
+
+/// The bundle's run id: the one asked for; else `pydantic-ai-` and the history's own when
+/// it is a plain id; else `pydantic-ai-` and the start of the history's SHA-256 (`digest`).
+fn import_run_id(options: &ImportOptions, history_run_id: Option<String>, digest: &str) -> String {
+    match (&options.run_id, history_run_id) {
+        (Some(id), _) => id.clone(),
+        (None, Some(id)) if plain_id(&id) => format!("pydantic-ai-{id}"),
+        _ => format!("pydantic-ai-{}", &digest[..32]),
+    }
+}
+
+/// The run's model: the first response's, as `pydantic-ai:MODEL`.
+fn history_model(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            Message::Response { model: Some(m), .. } => Some(format!("pydantic-ai:{m}")),
+            _ => None,
+        })
+        .unwrap_or_else(|| "pydantic-ai:unknown".to_string())
+}
+
+/// Every tool result, by call id (the first answer wins, as in PydanticAI's own loop).
+fn answers_by_call(messages: &[Message]) -> BTreeMap<&str, &ToolResultPart> {
+    let mut answers: BTreeMap<&str, &ToolResultPart> = BTreeMap::new();
+    for m in messages {
+        if let Message::Request { results, .. } = m {
+            for (id, r) in results {
+                answers.entry(id.as_str()).or_insert(r);
+            }
+        }
+    }
+    answers
+}
+
+/// The model exchange of one response message: `request` (the request messages since the
+/// previous response) and the response itself, with its `usage` and finish reason.
+fn response_exchange<'a>(
+    model: String,
+    request: Value,
+    response: &'a Value,
+    usage: Value,
+) -> ModelExchange<'a> {
+    ModelExchange {
+        model,
+        request: Some(Body::parsed(request)),
+        response: Some(Body::parsed_ref(response)),
+        usage,
+        finish_reason: response
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..ModelExchange::default()
+    }
+}
+
+/// The record of one tool call with its `answer`; a call never answered is recorded with
+/// no result and no one who decided it.
+fn tool_record(call: &ToolCallPart, answer: Option<&ToolResultPart>) -> ToolCallRecord {
+    let record = ToolCallRecord::new(&call.name, &call.id, call.arguments.clone()).parsed();
+    match answer {
+        Some(r) if r.ok => record.succeeded(r.content.clone()),
+        Some(r) => record.failed(r.content.clone()),
+        None => {
+            let mut r = record;
+            r.decided_by = None;
+            r
+        }
+    }
 }
 
 #[cfg(test)]
