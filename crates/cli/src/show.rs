@@ -4,7 +4,10 @@
 
 use std::path::PathBuf;
 
-use provrun_evidence::{Event, EventPayload, EventType, RunStatus, read_events};
+use provrun_evidence::{
+    Declared, Event, EventPayload, EventType, ModelCalled, OutputSkipped, RunFinished, RunStarted,
+    RunStatus, Steered, ToolCalled, read_events,
+};
 use serde_json::Value;
 
 use crate::inert::inert;
@@ -123,11 +126,7 @@ fn timeline(
         .max(16);
     let flush_inputs = |inputs: &mut Vec<String>, lines: &mut Vec<String>| {
         if !inputs.is_empty() {
-            lines.push(format!(
-                "{} {}",
-                paint.strong("inputs "),
-                std::mem::take(inputs).join(", ")
-            ));
+            lines.push(files_line("inputs ", &std::mem::take(inputs), paint));
         }
     };
     for (e, payload) in events.iter().zip(log) {
@@ -142,111 +141,16 @@ fn timeline(
             ));
         }
         match payload {
-            EventPayload::RunStarted(p) => {
-                let tools: Vec<String> = p.tools.iter().map(|t| inert(&t.name).into()).collect();
-                lines.push(format!(
-                    "{} {} · agent {} · model {} · {}",
-                    paint.strong("run    "),
-                    inert(&e.run_id),
-                    inert(&p.agent),
-                    inert(&p.model),
-                    inert(&e.ts.to_string())
-                ));
-                lines.push(format!(
-                    "{} {}",
-                    paint.strong("tools  "),
-                    if tools.is_empty() {
-                        "none".to_string()
-                    } else {
-                        tools.join(", ")
-                    }
-                ));
-            }
+            EventPayload::RunStarted(p) => lines.extend(run_started_lines(e, p, paint)),
             EventPayload::InputStaged(p) => {
                 inputs.push(format!("{} ({})", inert(&p.0.path), size(p.0.size)));
             }
             EventPayload::ModelCalled(p) => {
                 step += 1;
-                // `usage` is as the model reported it: free-form JSON.
-                let usage = &p.usage;
-                let mut line = format!(
-                    "{} {} ms · {} in / {} out tokens",
-                    paint.strong(&format!("step {step:<2}")),
-                    p.duration_ms,
-                    num(&usage["input_tokens"]),
-                    num(&usage["output_tokens"]),
-                );
-                if let Some(reason) = &p.finish_reason {
-                    line.push_str(&format!(" · {}", inert(reason)));
-                }
-                if let Some(err) = &p.error {
-                    let err = inert(err);
-                    line.push_str(&format!(" · {}", paint.bad(&format!("error: {err}"))));
-                }
-                lines.push(line);
+                lines.push(model_called_line(step, p, paint));
             }
             EventPayload::ToolCalled(p) => {
-                let state = if p.deferred {
-                    paint.warn("waits ")
-                } else if p.ok {
-                    paint.good("ok    ")
-                } else {
-                    paint.bad("failed")
-                };
-                let mut flags = Vec::new();
-                for (flag, set) in [
-                    ("output_tool", p.output_tool),
-                    ("provider_run", p.provider_run),
-                ] {
-                    if set {
-                        flags.push(flag);
-                    }
-                }
-                // The run-unique id (what `resume --approve` takes), and the model's
-                // id beside it when it differs; older logs have the model's only.
-                let id = match &p.run_call_id {
-                    Some(run_id) if p.call_id != *run_id => {
-                        format!("{} (model id {:?})", inert(run_id), inert(&p.call_id))
-                    }
-                    _ => inert(&p.call_id).into_owned(),
-                };
-                let mut line = format!(
-                    "  {state} {:<name_width$} {:>5} ms  {}",
-                    inert(&p.name),
-                    p.duration_ms,
-                    paint.dim(&id),
-                );
-                if !flags.is_empty() {
-                    line.push_str(&format!(" [{}]", flags.join(", ")));
-                }
-                // The tool's label for the call (`Read /input/a.txt`), where it has one.
-                if let Some(summary) = &p.summary {
-                    line.push_str(&format!("  {}", short(&Value::from(summary.as_str()), 60)));
-                }
-                if p.deferred {
-                    // The tool's question for a person, where it has one.
-                    if let Some(confirm) = &p.confirm {
-                        line.push_str(&format!(
-                            "  ({})",
-                            short(&Value::from(confirm.as_str()), 80)
-                        ));
-                    }
-                    // Held by a hook in the running process, not paused for a resume.
-                    if p.waits_for.as_deref() == Some("permit") {
-                        line.push_str(&format!("  {}", paint.warn("[waits for a permit]")));
-                    }
-                } else {
-                    let result = match (&p.result, &p.result_blob) {
-                        (Value::Null, Some(blob)) => {
-                            format!("({} result in a blob)", size(blob.size))
-                        }
-                        (result, _) => short(result, 70),
-                    };
-                    if !result.is_empty() {
-                        line.push_str(&format!("  → {result}"));
-                    }
-                }
-                lines.push(line);
+                lines.push(tool_called_line(p, name_width, paint));
                 let confinement = p.confinement.as_ref().unwrap_or(&Value::Null);
                 if let Some(summary) = confinement_line(confinement) {
                     lines.push(format!("           {}", paint.dim(&summary)));
@@ -255,78 +159,22 @@ fn timeline(
             EventPayload::OutputProduced(p) => {
                 outputs.push(format!("{} ({})", inert(&p.0.path), size(p.0.size)));
             }
-            EventPayload::OutputSkipped(p) => {
-                lines.push(format!(
-                    "  {} {} ({}: {})",
-                    paint.warn("left out"),
-                    inert(&p.path),
-                    inert(&p.kind),
-                    inert(&p.reason),
-                ));
-            }
+            EventPayload::OutputSkipped(p) => lines.push(output_skipped_line(p, paint)),
             EventPayload::RunFinished(p) => {
                 if !outputs.is_empty() {
-                    lines.push(format!(
-                        "{} {}",
-                        paint.strong("outputs"),
-                        std::mem::take(&mut outputs).join(", ")
-                    ));
+                    lines.push(files_line("outputs", &std::mem::take(&mut outputs), paint));
                 }
-                let status = p.status.as_str();
                 paused = p.status == RunStatus::Paused;
-                let painted = match p.status {
-                    RunStatus::Finished => paint.good(status),
-                    RunStatus::Paused => paint.warn(status),
-                    _ => paint.bad(status),
-                };
-                let usage = &p.usage;
-                let mut line = format!(
-                    "{} {painted} · {} model requests · {} tool calls · {} in / {} out tokens · {} events",
-                    paint.strong("end    "),
-                    num(&usage["requests"]),
-                    num(&usage["tool_calls"]),
-                    num(&usage["input_tokens"]),
-                    num(&usage["output_tokens"]),
-                    p.event_count,
-                );
-                if let Some(err) = &p.error {
-                    line.push_str(&format!(" · {}", inert(err)));
-                }
-                lines.push(line);
+                lines.push(run_finished_line(p, paint));
             }
-            EventPayload::Steered(p) => {
-                // The caller's message, from its blob (made inert: it is recorded text).
-                let said = provrun_evidence::read_blob(bundle, &p.text)
-                    .ok()
-                    .map_or_else(
-                        || "(its text cannot be read)".to_owned(),
-                        |bytes| short(&Value::from(String::from_utf8_lossy(&bytes)), 80),
-                    );
-                lines.push(format!(
-                    "  {} before request {}: {said}",
-                    paint.warn("steered"),
-                    p.before_request,
-                ));
-            }
-            EventPayload::Declared(p) => {
-                lines.push(format!(
-                    "  {} {} by {}: {}",
-                    paint.dim("declared"),
-                    inert(&p.kind),
-                    inert(p.source.as_deref().unwrap_or("a tool")),
-                    short(&p.data, 70)
-                ));
-            }
+            EventPayload::Steered(p) => lines.push(steered_line(bundle, p, paint)),
+            EventPayload::Declared(p) => lines.push(declared_line(p, paint)),
             _ => {}
         }
     }
     flush_inputs(&mut inputs, &mut lines);
     if !outputs.is_empty() {
-        lines.push(format!(
-            "{} {}",
-            paint.strong("outputs"),
-            outputs.join(", ")
-        ));
+        lines.push(files_line("outputs", &outputs, paint));
     }
     if events.last().map(|e| e.kind) != Some(EventType::RunFinished) {
         lines.push(format!(
@@ -336,6 +184,192 @@ fn timeline(
         ));
     }
     lines
+}
+
+/// A line of files staged or produced, after its `label`.
+fn files_line(label: &str, files: &[String], paint: Painter) -> String {
+    format!("{} {}", paint.strong(label), files.join(", "))
+}
+
+/// The run's first lines: its id, agent, model and start time, then its tools.
+fn run_started_lines(e: &Event, p: &RunStarted, paint: Painter) -> [String; 2] {
+    let tools: Vec<String> = p.tools.iter().map(|t| inert(&t.name).into()).collect();
+    [
+        format!(
+            "{} {} · agent {} · model {} · {}",
+            paint.strong("run    "),
+            inert(&e.run_id),
+            inert(&p.agent),
+            inert(&p.model),
+            inert(&e.ts.to_string())
+        ),
+        format!(
+            "{} {}",
+            paint.strong("tools  "),
+            if tools.is_empty() {
+                "none".to_string()
+            } else {
+                tools.join(", ")
+            }
+        ),
+    ]
+}
+
+/// One model request, the run's `step`th: its time, tokens, finish reason and error.
+fn model_called_line(step: u32, p: &ModelCalled, paint: Painter) -> String {
+    // `usage` is as the model reported it: free-form JSON.
+    let usage = &p.usage;
+    let mut line = format!(
+        "{} {} ms · {} in / {} out tokens",
+        paint.strong(&format!("step {step:<2}")),
+        p.duration_ms,
+        num(&usage["input_tokens"]),
+        num(&usage["output_tokens"]),
+    );
+    if let Some(reason) = &p.finish_reason {
+        line.push_str(&format!(" · {}", inert(reason)));
+    }
+    if let Some(err) = &p.error {
+        let err = inert(err);
+        line.push_str(&format!(" · {}", paint.bad(&format!("error: {err}"))));
+    }
+    line
+}
+
+/// One tool call: its state, name (padded to `name_width`), time and id, its flags and
+/// label, then what it waits for or what it returned.
+fn tool_called_line(p: &ToolCalled, name_width: usize, paint: Painter) -> String {
+    let state = if p.deferred {
+        paint.warn("waits ")
+    } else if p.ok {
+        paint.good("ok    ")
+    } else {
+        paint.bad("failed")
+    };
+    let mut flags = Vec::new();
+    for (flag, set) in [
+        ("output_tool", p.output_tool),
+        ("provider_run", p.provider_run),
+    ] {
+        if set {
+            flags.push(flag);
+        }
+    }
+    // The run-unique id (what `resume --approve` takes), and the model's
+    // id beside it when it differs; older logs have the model's only.
+    let id = match &p.run_call_id {
+        Some(run_id) if p.call_id != *run_id => {
+            format!("{} (model id {:?})", inert(run_id), inert(&p.call_id))
+        }
+        _ => inert(&p.call_id).into_owned(),
+    };
+    let mut line = format!(
+        "  {state} {:<name_width$} {:>5} ms  {}",
+        inert(&p.name),
+        p.duration_ms,
+        paint.dim(&id),
+    );
+    if !flags.is_empty() {
+        line.push_str(&format!(" [{}]", flags.join(", ")));
+    }
+    // The tool's label for the call (`Read /input/a.txt`), where it has one.
+    if let Some(summary) = &p.summary {
+        line.push_str(&format!("  {}", short(&Value::from(summary.as_str()), 60)));
+    }
+    line.push_str(&tool_call_ending(p, paint));
+    line
+}
+
+/// The end of a tool call's line: for a deferred call, the question it waits on and
+/// whether a permit holds it; else a short form of its result (empty when it has none).
+fn tool_call_ending(p: &ToolCalled, paint: Painter) -> String {
+    let mut end = String::new();
+    if p.deferred {
+        // The tool's question for a person, where it has one.
+        if let Some(confirm) = &p.confirm {
+            end.push_str(&format!(
+                "  ({})",
+                short(&Value::from(confirm.as_str()), 80)
+            ));
+        }
+        // Held by a hook in the running process, not paused for a resume.
+        if p.waits_for.as_deref() == Some("permit") {
+            end.push_str(&format!("  {}", paint.warn("[waits for a permit]")));
+        }
+    } else {
+        let result = match (&p.result, &p.result_blob) {
+            (Value::Null, Some(blob)) => {
+                format!("({} result in a blob)", size(blob.size))
+            }
+            (result, _) => short(result, 70),
+        };
+        if !result.is_empty() {
+            end.push_str(&format!("  → {result}"));
+        }
+    }
+    end
+}
+
+/// How the run ended: its status, counts and tokens, and its error.
+fn run_finished_line(p: &RunFinished, paint: Painter) -> String {
+    let status = p.status.as_str();
+    let painted = match p.status {
+        RunStatus::Finished => paint.good(status),
+        RunStatus::Paused => paint.warn(status),
+        _ => paint.bad(status),
+    };
+    let usage = &p.usage;
+    let mut line = format!(
+        "{} {painted} · {} model requests · {} tool calls · {} in / {} out tokens · {} events",
+        paint.strong("end    "),
+        num(&usage["requests"]),
+        num(&usage["tool_calls"]),
+        num(&usage["input_tokens"]),
+        num(&usage["output_tokens"]),
+        p.event_count,
+    );
+    if let Some(err) = &p.error {
+        line.push_str(&format!(" · {}", inert(err)));
+    }
+    line
+}
+
+/// A file the run produced but left out of the bundle, and why.
+fn output_skipped_line(p: &OutputSkipped, paint: Painter) -> String {
+    format!(
+        "  {} {} ({}: {})",
+        paint.warn("left out"),
+        inert(&p.path),
+        inert(&p.kind),
+        inert(&p.reason),
+    )
+}
+
+/// Something a tool declared (its kind and data), and who declared it.
+fn declared_line(p: &Declared, paint: Painter) -> String {
+    format!(
+        "  {} {} by {}: {}",
+        paint.dim("declared"),
+        inert(&p.kind),
+        inert(p.source.as_deref().unwrap_or("a tool")),
+        short(&p.data, 70)
+    )
+}
+
+/// A message the caller sent into the run, read from its blob in `bundle`.
+fn steered_line(bundle: &std::path::Path, p: &Steered, paint: Painter) -> String {
+    // The caller's message, from its blob (made inert: it is recorded text).
+    let said = provrun_evidence::read_blob(bundle, &p.text)
+        .ok()
+        .map_or_else(
+            || "(its text cannot be read)".to_owned(),
+            |bytes| short(&Value::from(String::from_utf8_lossy(&bytes)), 80),
+        );
+    format!(
+        "  {} before request {}: {said}",
+        paint.warn("steered"),
+        p.before_request,
+    )
 }
 
 /// One line saying how a command was confined (`None` when the call ran no program).
