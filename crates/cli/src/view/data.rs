@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use provrun_evidence::{
-    BlobRef, CheckStatus, Event, EventPayload, EventType, FileRecord, RunStatus,
+    BlobRef, CheckStatus, Event, EventPayload, EventType, FileRecord, ModelCalled, RunFinished,
+    RunStarted, RunStatus, Steered, ToolCalled, VerifyReport,
 };
 use provrun_model::{RawExchange, WireApi};
 use serde_json::{Map, Value, json};
@@ -231,7 +232,97 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
         blobs: BTreeMap::new(),
         blob_bytes: 0,
     };
-    let report = &source.report;
+    let mut data = json!({
+        "bundle": source.label,
+        "verify": verify_data(&source.report),
+        "log_error": Value::Null,
+    });
+    let (events, log) = read_log(source, &mut data);
+
+    let mut run = Map::new();
+    let mut inputs = Vec::new();
+    let mut outputs: Vec<Value> = Vec::new();
+    let mut steps = Steps::default();
+    let mut conversation = Vec::new();
+    let mut tally = Tally::default();
+    let mut after_pause = false;
+
+    for (e, payload) in events.iter().zip(&log) {
+        // The first event after a paused segment's end: the run was resumed. Outputs of
+        // the paused segment are superseded by the ones the resumed run ends with.
+        let resumed_here =
+            after_pause && e.kind != EventType::OutputProduced && e.kind != EventType::RunFinished;
+        if resumed_here {
+            after_pause = false;
+            outputs.clear();
+        }
+        let entry = match payload {
+            EventPayload::RunStarted(p) => {
+                run_started(&mut run, e, p);
+                continue;
+            }
+            EventPayload::InputStaged(p) => {
+                inputs.push(b.file("input", &p.0));
+                continue;
+            }
+            EventPayload::OutputProduced(p) => {
+                outputs.push(b.file("output", &p.0));
+                continue;
+            }
+            EventPayload::ModelCalled(p) => {
+                tally.model_called(p);
+                let model = b.model_call(e, p);
+                steps.push_model(model, resumed_here);
+                continue;
+            }
+            EventPayload::ToolCalled(p) => {
+                tally.tool_called(p);
+                b.tool_call(p)
+            }
+            EventPayload::Steered(p) => b.steered(p),
+            EventPayload::Declared(p) => json!({
+                "kind": "declared",
+                "source": p.source,
+                "declared_kind": p.kind,
+                "data": cut(&readable(&p.data), TEXT_SHOW_LIMIT).0,
+            }),
+            EventPayload::OutputSkipped(p) => json!({
+                "kind": "skipped",
+                "path": p.path,
+                "entry_kind": p.kind,
+                "reason": p.reason,
+                "size": p.size,
+            }),
+            EventPayload::TraceImported(p) => {
+                if let Ok(bytes) = (source.blob)(&p.trace.digest.sha256) {
+                    conversation = opening(&bytes);
+                }
+                json!({"kind": "trace", "messages": p.messages, "format": p.format})
+            }
+            EventPayload::RunFinished(p) => {
+                after_pause = p.status == RunStatus::Paused;
+                tally.run_finished(p)
+            }
+            // An event type this version does not know: the reader refuses those, so
+            // none reaches here; a later one would have nothing to show yet.
+            _ => continue,
+        };
+        steps.push_entry(entry, e, resumed_here);
+    }
+
+    tally.summarize(&mut run, events);
+    data["run"] = Value::Object(run);
+    data["inputs"] = json!(inputs);
+    data["outputs"] = json!(outputs);
+    data["conversation"] = json!(conversation);
+    data["steps"] = json!(steps.steps);
+    data["blobs"] = json!(b.blobs);
+    data
+}
+
+/// The verdict of `provrun verify` for the page: `verifies`, `incomplete` or `fails`, and
+/// each check.
+fn verify_data(report: &VerifyReport) -> Value {
     let failed = report.failures().count();
     let verdict = if failed > 0 {
         "fails"
@@ -255,12 +346,13 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
             })
         })
         .collect();
-    let mut data = json!({
-        "bundle": source.label,
-        "verify": {"verdict": verdict, "ok": report.ok, "complete": report.complete, "checks": checks},
-        "log_error": Value::Null,
-    });
-    let mut events: &[Event] = match &source.events {
+    json!({"verdict": verdict, "ok": report.ok, "complete": report.complete, "checks": checks})
+}
+
+/// The bundle's events and their typed payloads; none when the log cannot be read, with
+/// why in `data["log_error"]`.
+fn read_log<'a>(source: &'a BundleSource, data: &mut Value) -> (&'a [Event], Vec<EventPayload>) {
+    let events: &[Event] = match &source.events {
         Ok(events) => events,
         Err(e) => {
             data["log_error"] = json!(e);
@@ -269,183 +361,144 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
     };
     // The payloads as their types' structs (the reader checked them, so this fails only
     // for a log changed by hand under it).
-    let log: Vec<EventPayload> = match events.iter().map(Event::typed).collect() {
-        Ok(log) => log,
+    match events.iter().map(Event::typed).collect() {
+        Ok(log) => (events, log),
         Err(e) => {
             data["log_error"] = json!(e.to_string());
-            events = &[];
-            Vec::new()
+            (&[], Vec::new())
         }
-    };
+    }
+}
 
-    let mut run = Map::new();
-    let mut inputs = Vec::new();
-    let mut outputs: Vec<Value> = Vec::new();
-    let mut steps: Vec<Value> = Vec::new();
-    let mut conversation = Vec::new();
-    let mut usage_final: Option<Value> = None;
-    let (mut requests, mut in_tokens, mut out_tokens, mut tool_calls) = (0u64, 0u64, 0u64, 0u64);
-    let mut status: Option<String> = None;
-    let mut run_error = Value::Null;
-    // The call's run-unique id (the model's id in logs from before run ids) → index (step,
-    // entry) of its deferred event, to link it with its completion: models reuse their ids,
-    // even within one response, so the model's id alone can pair the wrong events.
-    let mut deferred_at: HashMap<String, (usize, usize)> = HashMap::new();
-    let mut after_pause = false;
+/// The run's header fields from its `run_started` event.
+fn run_started(run: &mut Map<String, Value>, e: &Event, p: &RunStarted) {
+    run.insert("run_id".into(), json!(e.run_id));
+    run.insert("agent".into(), json!(p.agent));
+    run.insert("model".into(), json!(p.model));
+    run.insert("builder".into(), json!(p.builder));
+    run.insert("started".into(), json!(e.ts));
+    run.insert(
+        "tools".into(),
+        json!(p.tools.iter().map(|t| &t.name).collect::<Vec<_>>()),
+    );
+    // The layout member the recorder writes beside the typed fields.
+    run.insert(
+        "blob_store".into(),
+        json!(e.payload["blob_store"].as_str().unwrap_or("loose")),
+    );
+}
 
-    for (e, payload) in events.iter().zip(&log) {
-        // The first event after a paused segment's end: the run was resumed. Outputs of
-        // the paused segment are superseded by the ones the resumed run ends with.
-        let resumed_here =
-            after_pause && e.kind != EventType::OutputProduced && e.kind != EventType::RunFinished;
-        if resumed_here {
-            after_pause = false;
-            outputs.clear();
+impl Builder<'_> {
+    /// A model request for its step: its record, its request and response embedded, and
+    /// what the response said.
+    fn model_call(&mut self, e: &Event, p: &ModelCalled) -> Value {
+        let request = self.embed_blob(p.request.as_ref());
+        let response = self.embed_blob(p.response.as_ref());
+        let body = blob_hex(p.response.as_ref()).and_then(|hex| (self.source.blob)(&hex).ok());
+        let said = parsed_response(
+            &p.model,
+            body.as_deref(),
+            p.response.as_ref().map_or("", |r| r.media_type.as_str()),
+        );
+        let mut model = json!({
+            "seq": e.seq,
+            "ts": e.ts,
+            "model": p.model,
+            "stream": p.stream,
+            "duration_ms": p.duration_ms,
+            "input_tokens": p.usage["input_tokens"],
+            "output_tokens": p.usage["output_tokens"],
+            "finish_reason": p.finish_reason,
+            "error": p.error,
+            "request": request,
+            "response": response,
+            // Absent from the log when the request took one attempt.
+            "attempts": (!p.attempts.is_empty()).then(|| serde_json::to_string_pretty(&p.attempts).unwrap_or_default()),
+        });
+        if let (Some(m), Value::Object(said)) = (model.as_object_mut(), said) {
+            m.extend(said);
         }
-        let mut entry = match payload {
-            EventPayload::RunStarted(p) => {
-                run.insert("run_id".into(), json!(e.run_id));
-                run.insert("agent".into(), json!(p.agent));
-                run.insert("model".into(), json!(p.model));
-                run.insert("builder".into(), json!(p.builder));
-                run.insert("started".into(), json!(e.ts));
-                run.insert(
-                    "tools".into(),
-                    json!(p.tools.iter().map(|t| &t.name).collect::<Vec<_>>()),
-                );
-                // The layout member the recorder writes beside the typed fields.
-                run.insert(
-                    "blob_store".into(),
-                    json!(e.payload["blob_store"].as_str().unwrap_or("loose")),
-                );
-                continue;
-            }
-            EventPayload::InputStaged(p) => {
-                inputs.push(b.file("input", &p.0));
-                continue;
-            }
-            EventPayload::OutputProduced(p) => {
-                outputs.push(b.file("output", &p.0));
-                continue;
-            }
-            EventPayload::ModelCalled(p) => {
-                requests += 1;
-                // `usage` is as the model reported it: free-form JSON.
-                in_tokens += num(&p.usage["input_tokens"]);
-                out_tokens += num(&p.usage["output_tokens"]);
-                let request = b.embed_blob(p.request.as_ref());
-                let response = b.embed_blob(p.response.as_ref());
-                let body = blob_hex(p.response.as_ref()).and_then(|hex| (source.blob)(&hex).ok());
-                let said = parsed_response(
-                    &p.model,
-                    body.as_deref(),
-                    p.response.as_ref().map_or("", |r| r.media_type.as_str()),
-                );
-                let mut model = json!({
-                    "seq": e.seq,
-                    "ts": e.ts,
-                    "model": p.model,
-                    "stream": p.stream,
-                    "duration_ms": p.duration_ms,
-                    "input_tokens": p.usage["input_tokens"],
-                    "output_tokens": p.usage["output_tokens"],
-                    "finish_reason": p.finish_reason,
-                    "error": p.error,
-                    "request": request,
-                    "response": response,
-                    // Absent from the log when the request took one attempt.
-                    "attempts": (!p.attempts.is_empty()).then(|| serde_json::to_string_pretty(&p.attempts).unwrap_or_default()),
-                });
-                if let (Some(m), Value::Object(said)) = (model.as_object_mut(), said) {
-                    m.extend(said);
-                }
-                let n = steps.iter().filter(|s| !s["model"].is_null()).count() + 1;
-                steps.push(json!({"n": n, "model": model, "entries": [], "resumed": resumed_here}));
-                continue;
-            }
-            EventPayload::ToolCalled(p) => {
-                let deferred = p.deferred;
-                if !deferred && !p.provider_run {
-                    tool_calls += 1;
-                }
-                let (arguments, args_cut) = b.value_text(&p.arguments, p.arguments_blob.as_ref());
-                let (result, result_cut) = b.value_text(&p.result, p.result_blob.as_ref());
-                let mcp = match &p.mcp {
-                    Some(mcp) if mcp.is_object() => Some(mcp.clone()),
-                    _ => blob_hex(p.mcp_blob.as_ref())
-                        .and_then(|hex| (source.blob)(&hex).ok())
-                        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()),
-                };
-                json!({
-                    "kind": "tool",
-                    "name": p.name,
-                    "call_id": p.call_id,
-                    "run_call_id": p.run_call_id,
-                    "ok": p.ok,
-                    "deferred": deferred,
-                    "duration_ms": p.duration_ms,
-                    "decided_by": p.decided_by,
-                    "mode": p.mode,
-                    "output_tool": p.output_tool,
-                    "provider_run": p.provider_run,
-                    // Absent from the log when false: the page's data has `null` then, as
-                    // it always had.
-                    "timed_out": p.timed_out.then_some(true),
-                    "cancelled": p.cancelled.then_some(true),
-                    "waits_for": p.waits_for,
-                    "arguments": arguments,
-                    "arguments_cut": args_cut,
-                    "result": result,
-                    "result_cut": result_cut,
-                    "mcp_server": mcp.as_ref().map(|m| m["server"]["name"].clone()),
-                    "mcp_confidence": mcp.as_ref().map(|m| m["claims"]["confidence"].clone()),
-                    "mcp": mcp.as_ref().map(|m| serde_json::to_string_pretty(m).unwrap_or_default()),
-                    "confinement": p.confinement.as_ref().filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
-                })
-            }
-            EventPayload::Steered(p) => {
-                let text = match blob_hex(Some(&p.text)).map(|hex| (source.blob)(&hex)) {
-                    Some(Ok(bytes)) => cut(&String::from_utf8_lossy(&bytes), TEXT_SHOW_LIMIT).0,
-                    Some(Err(e)) => format!("(the blob cannot be read: {e})"),
-                    None => "(no text blob)".to_owned(),
-                };
-                json!({
-                    "kind": "steered",
-                    "text": text,
-                    "before_request": p.before_request,
-                })
-            }
-            EventPayload::Declared(p) => json!({
-                "kind": "declared",
-                "source": p.source,
-                "declared_kind": p.kind,
-                "data": cut(&readable(&p.data), TEXT_SHOW_LIMIT).0,
-            }),
-            EventPayload::OutputSkipped(p) => json!({
-                "kind": "skipped",
-                "path": p.path,
-                "entry_kind": p.kind,
-                "reason": p.reason,
-                "size": p.size,
-            }),
-            EventPayload::TraceImported(p) => {
-                if let Ok(bytes) = (source.blob)(&p.trace.digest.sha256) {
-                    conversation = opening(&bytes);
-                }
-                json!({"kind": "trace", "messages": p.messages, "format": p.format})
-            }
-            EventPayload::RunFinished(p) => {
-                let s = p.status.as_str().to_owned();
-                after_pause = p.status == RunStatus::Paused;
-                status = Some(s.clone());
-                run_error = json!(p.error);
-                usage_final = Some(p.usage.clone());
-                json!({"kind": "end", "status": s, "error": p.error, "outputs": p.outputs})
-            }
-            // An event type this version does not know: the reader refuses those, so
-            // none reaches here; a later one would have nothing to show yet.
-            _ => continue,
+        model
+    }
+
+    /// A tool call's entry: its record, its arguments and result as text, and its MCP
+    /// provenance and confinement pretty-printed.
+    fn tool_call(&self, p: &ToolCalled) -> Value {
+        let (arguments, args_cut) = self.value_text(&p.arguments, p.arguments_blob.as_ref());
+        let (result, result_cut) = self.value_text(&p.result, p.result_blob.as_ref());
+        let mcp = match &p.mcp {
+            Some(mcp) if mcp.is_object() => Some(mcp.clone()),
+            _ => blob_hex(p.mcp_blob.as_ref())
+                .and_then(|hex| (self.source.blob)(&hex).ok())
+                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()),
         };
+        json!({
+            "kind": "tool",
+            "name": p.name,
+            "call_id": p.call_id,
+            "run_call_id": p.run_call_id,
+            "ok": p.ok,
+            "deferred": p.deferred,
+            "duration_ms": p.duration_ms,
+            "decided_by": p.decided_by,
+            "mode": p.mode,
+            "output_tool": p.output_tool,
+            "provider_run": p.provider_run,
+            // Absent from the log when false: the page's data has `null` then, as
+            // it always had.
+            "timed_out": p.timed_out.then_some(true),
+            "cancelled": p.cancelled.then_some(true),
+            "waits_for": p.waits_for,
+            "arguments": arguments,
+            "arguments_cut": args_cut,
+            "result": result,
+            "result_cut": result_cut,
+            "mcp_server": mcp.as_ref().map(|m| m["server"]["name"].clone()),
+            "mcp_confidence": mcp.as_ref().map(|m| m["claims"]["confidence"].clone()),
+            "mcp": mcp.as_ref().map(|m| serde_json::to_string_pretty(m).unwrap_or_default()),
+            "confinement": p.confinement.as_ref().filter(|c| c.is_object()).map(|c| serde_json::to_string_pretty(c).unwrap_or_default()),
+        })
+    }
+
+    /// A message the caller sent into the run, read from its blob.
+    fn steered(&self, p: &Steered) -> Value {
+        let text = match blob_hex(Some(&p.text)).map(|hex| (self.source.blob)(&hex)) {
+            Some(Ok(bytes)) => cut(&String::from_utf8_lossy(&bytes), TEXT_SHOW_LIMIT).0,
+            Some(Err(e)) => format!("(the blob cannot be read: {e})"),
+            None => "(no text blob)".to_owned(),
+        };
+        json!({
+            "kind": "steered",
+            "text": text,
+            "before_request": p.before_request,
+        })
+    }
+}
+
+/// The page's steps: step 0 holds what came before the first model request, each later
+/// step one request and what followed it.
+#[derive(Default)]
+struct Steps {
+    steps: Vec<Value>,
+    /// The call's run-unique id (the model's id in logs from before run ids) → index
+    /// (step, entry) of its deferred event, to link it with its completion: models reuse
+    /// their ids, even within one response, so the model's id alone can pair the wrong
+    /// events.
+    deferred_at: HashMap<String, (usize, usize)>,
+}
+
+impl Steps {
+    /// Opens the step of a model request (`model`), marked when the run resumed there.
+    fn push_model(&mut self, model: Value, resumed: bool) {
+        let n = self.steps.iter().filter(|s| !s["model"].is_null()).count() + 1;
+        self.steps
+            .push(json!({"n": n, "model": model, "entries": [], "resumed": resumed}));
+    }
+
+    /// Adds `entry`, stamped with its event `e`, to the latest step; a tool call that
+    /// completes a deferred one is linked with it both ways.
+    fn push_entry(&mut self, mut entry: Value, e: &Event, resumed: bool) {
+        let steps = &mut self.steps;
         entry["seq"] = json!(e.seq);
         entry["ts"] = json!(e.ts);
         entry["confidence"] = serde_json::to_value(e.confidence).unwrap_or_default();
@@ -453,7 +506,7 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
             steps.push(json!({"n": 0, "model": null, "entries": [], "resumed": false}));
         }
         let si = steps.len() - 1;
-        if resumed_here {
+        if resumed {
             entry["resumed"] = json!(true);
         }
         let ei = steps[si]["entries"].as_array().map_or(0, Vec::len);
@@ -464,8 +517,8 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
                 .unwrap_or("")
                 .to_owned();
             if entry["deferred"] == true {
-                deferred_at.insert(call_id, (si, ei));
-            } else if let Some((dsi, dei)) = deferred_at.remove(&call_id) {
+                self.deferred_at.insert(call_id, (si, ei));
+            } else if let Some((dsi, dei)) = self.deferred_at.remove(&call_id) {
                 entry["deferred_seq"] = steps[dsi]["entries"][dei]["seq"].clone();
                 let completed = e.seq;
                 steps[dsi]["entries"][dei]["completed_seq"] = json!(completed);
@@ -476,35 +529,73 @@ pub(crate) fn page_data(source: &BundleSource) -> Value {
             .expect("entries is an array")
             .push(entry);
     }
+}
 
-    run.insert(
-        "status".into(),
-        json!(status.as_deref().unwrap_or("never finished")),
-    );
-    let finished = events.last().map(|e| e.kind) == Some(EventType::RunFinished);
-    if !finished && !events.is_empty() {
-        run.insert("status".into(), json!("never finished"));
+/// How the run went: counted from the log, and as its last `run_finished` records it.
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    tool_calls: u64,
+    status: Option<String>,
+    error: Value,
+    usage: Option<Value>,
+}
+
+impl Tally {
+    /// Counts a model request and its tokens.
+    fn model_called(&mut self, p: &ModelCalled) {
+        self.requests += 1;
+        // `usage` is as the model reported it: free-form JSON.
+        self.input_tokens += num(&p.usage["input_tokens"]);
+        self.output_tokens += num(&p.usage["output_tokens"]);
     }
-    run.insert("error".into(), run_error);
-    run.insert("ended".into(), json!(events.last().map(|e| e.ts.clone())));
-    run.insert("events".into(), json!(events.len()));
-    let usage = usage_final.filter(|_| finished).unwrap_or(Value::Null);
-    let pick = |key: &str, counted: u64| usage[key].as_u64().unwrap_or(counted);
-    run.insert("requests".into(), json!(pick("requests", requests)));
-    run.insert("tool_calls".into(), json!(pick("tool_calls", tool_calls)));
-    run.insert(
-        "input_tokens".into(),
-        json!(pick("input_tokens", in_tokens)),
-    );
-    run.insert(
-        "output_tokens".into(),
-        json!(pick("output_tokens", out_tokens)),
-    );
-    data["run"] = Value::Object(run);
-    data["inputs"] = json!(inputs);
-    data["outputs"] = json!(outputs);
-    data["conversation"] = json!(conversation);
-    data["steps"] = json!(steps);
-    data["blobs"] = json!(b.blobs);
-    data
+
+    /// Counts a tool call the run made (not a deferral, nor one the provider ran).
+    fn tool_called(&mut self, p: &ToolCalled) {
+        if !p.deferred && !p.provider_run {
+            self.tool_calls += 1;
+        }
+    }
+
+    /// Keeps how a run segment ended, and returns its entry.
+    fn run_finished(&mut self, p: &RunFinished) -> Value {
+        let s = p.status.as_str().to_owned();
+        self.status = Some(s.clone());
+        self.error = json!(p.error);
+        self.usage = Some(p.usage.clone());
+        json!({"kind": "end", "status": s, "error": p.error, "outputs": p.outputs})
+    }
+
+    /// The run's status, error, end and totals, into `run`: the usage the finished run
+    /// recorded, else what the log counts.
+    fn summarize(self, run: &mut Map<String, Value>, events: &[Event]) {
+        run.insert(
+            "status".into(),
+            json!(self.status.as_deref().unwrap_or("never finished")),
+        );
+        let finished = events.last().map(|e| e.kind) == Some(EventType::RunFinished);
+        if !finished && !events.is_empty() {
+            run.insert("status".into(), json!("never finished"));
+        }
+        run.insert("error".into(), self.error);
+        run.insert("ended".into(), json!(events.last().map(|e| e.ts.clone())));
+        run.insert("events".into(), json!(events.len()));
+        let usage = self.usage.filter(|_| finished).unwrap_or(Value::Null);
+        let pick = |key: &str, counted: u64| usage[key].as_u64().unwrap_or(counted);
+        run.insert("requests".into(), json!(pick("requests", self.requests)));
+        run.insert(
+            "tool_calls".into(),
+            json!(pick("tool_calls", self.tool_calls)),
+        );
+        run.insert(
+            "input_tokens".into(),
+            json!(pick("input_tokens", self.input_tokens)),
+        );
+        run.insert(
+            "output_tokens".into(),
+            json!(pick("output_tokens", self.output_tokens)),
+        );
+    }
 }
