@@ -262,6 +262,7 @@ fn events(bundle: &Path) -> Vec<Value> {
         .collect()
 }
 
+// One long scenario: the same agent without Landlock, first refused, then allowed (degraded).
 fn landlock_missing_is_refused_or_recorded_as_degraded() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

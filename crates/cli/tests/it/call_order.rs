@@ -81,6 +81,7 @@ const ORDER_SCRIPT: &str = r#"[
   {"text": "done"}
 ]"#;
 
+// One long scenario per run: each run is checked, compared with the first, and replayed.
 #[test]
 fn a_turns_calls_take_effect_in_the_models_order_in_every_run_and_replay() {
     let dir = tempfile::tempdir().unwrap();

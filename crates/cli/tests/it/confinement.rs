@@ -128,6 +128,7 @@ const FACTS: &[&str] = &[
     "/limits/quota_files",
 ];
 
+// One long scenario: every check reads, or edits and re-verifies, the one bundle run here.
 #[test]
 fn every_command_event_carries_its_confinement_and_verify_requires_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -59,6 +59,7 @@ fn validate(python: &Path, file: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
+// One long scenario: the manifest validated, parsed, then its shards run as the pods would.
 #[test]
 fn the_indexed_job_is_valid_and_its_shards_run_every_line_once() {
     let python = match virtualenv() {

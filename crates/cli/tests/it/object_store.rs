@@ -131,6 +131,7 @@ fn json_lines(out: &Output) -> Vec<Value> {
         .collect()
 }
 
+// One long scenario on one moto bucket: upload, reads back, resume, each on the last's state.
 #[test]
 fn a_batch_into_s3_uploads_verifying_bundles_and_resumes_from_the_bucket() {
     let python = match virtualenv() {
