@@ -30,6 +30,7 @@ fn finished_bundle_verifies_complete_under_every_policy() {
     }
 }
 
+// One long scenario: one bundle's log, blob layout and statement checked against the docs.
 #[test]
 fn log_layout_and_statement_are_as_documented() {
     let dir = make_bundle("layout", Durability::Flush);
@@ -354,6 +355,7 @@ fn payload_rewritten_with_chain_recomputed_is_caught_by_the_statement() {
     assert!(detail.contains("byproducts"), "{detail}");
 }
 
+// One flat table of edits, each beside the check it must fail; split, the table would scatter.
 #[test]
 fn changed_added_and_removed_files_fail() {
     type Edit = Box<dyn FnOnce(&std::path::Path)>;

@@ -532,6 +532,7 @@ struct Findings {
     failed_without_tail: usize,
 }
 
+// One loop over crash instants: what was acknowledged and the states seen carry across them.
 fn simulate(name: &str, policy: Durability) -> Findings {
     let root = record_run(name, policy);
     let entries = timeline(&root);
