@@ -1298,8 +1298,9 @@ async fn a_resume_grants_the_host_folder_again() {
                          "arguments": {"path": "/input/a.txt", "host_path": "copied.txt"}}]},
         {"text": "copied"}
     ]));
-    let mut run = RunSpec::new("go", &fx.bundle).input(&fx.input);
-    run.host_dir = Some(host.clone());
+    let run = RunSpec::new("go", &fx.bundle)
+        .input(&fx.input)
+        .host_dir(&host);
     let r = Backend::new()
         .with_model(model.clone())
         .execute(&RunControl::new(), &a, &run)

@@ -46,9 +46,9 @@ async fn two_hundred_concurrent_runs_share_nothing_and_all_verify() {
         let input = dir.path().join(format!("in-{i}"));
         std::fs::create_dir(&input).unwrap();
         std::fs::write(input.join("id.txt"), format!("run number {i}")).unwrap();
-        let mut run =
-            RunSpec::new(format!("Run {i}."), dir.path().join(format!("b-{i}"))).input(&input);
-        run.durability = policies[i % policies.len()];
+        let run = RunSpec::new(format!("Run {i}."), dir.path().join(format!("b-{i}")))
+            .input(&input)
+            .durability(policies[i % policies.len()]);
         let model = if i % FAIL_EVERY == 7 {
             failing.clone()
         } else {

@@ -40,14 +40,15 @@ fn crash_child_run() {
         parts.next().unwrap(),
     );
     let agent = AgentSpec::load(spec).unwrap();
-    let mut run = RunSpec::new("Fill /output.", bundle).input(input);
-    run.durability = match policy {
-        "flush" => Durability::Flush,
-        "per-event" => Durability::PerEvent,
-        "per-step" => Durability::PerStep,
-        "group-commit" => Durability::GroupCommit,
-        _ => Durability::AtEnd,
-    };
+    let run = RunSpec::new("Fill /output.", bundle)
+        .input(input)
+        .durability(match policy {
+            "flush" => Durability::Flush,
+            "per-event" => Durability::PerEvent,
+            "per-step" => Durability::PerStep,
+            "group-commit" => Durability::GroupCommit,
+            _ => Durability::AtEnd,
+        });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -594,7 +594,23 @@ impl ModelRef {
 }
 
 /// One run of an agent: its prompt, inputs, and where the bundle goes.
+///
+/// Built with [`RunSpec::new`] and the chainable setters; the fields stay readable.
+/// New fields may be added (hence `#[non_exhaustive]`), each with a default and a setter.
+///
+/// ```
+/// use provrun_agent::{Durability, RunSpec};
+/// let run = RunSpec::new("Summarise the inputs.", "/tmp/bundle")
+///     .input("notes.txt")
+///     .input("data")
+///     .host_dir("/tmp/share")
+///     .durability(Durability::Flush)
+///     .run_id("nightly-0001");
+/// assert_eq!(run.inputs.len(), 2);
+/// assert_eq!(run.run_id.as_deref(), Some("nightly-0001"));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunSpec {
     /// The user's prompt.
     pub prompt: String,
@@ -613,7 +629,8 @@ pub struct RunSpec {
 
 impl RunSpec {
     /// A run with this prompt writing its bundle to `bundle`, with no inputs, no host
-    /// folder, and evidence flushed per event (fsynced at the end).
+    /// folder, a generated run id, and evidence flushed per event (fsynced at the end:
+    /// [`Durability::AtEnd`]).
     pub fn new(prompt: impl Into<String>, bundle: impl Into<PathBuf>) -> Self {
         Self {
             prompt: prompt.into(),
@@ -625,9 +642,45 @@ impl RunSpec {
         }
     }
 
-    /// Add an input to stage.
+    /// Set the user's prompt (replacing the one given to [`RunSpec::new`]).
+    pub fn prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.prompt = prompt.into();
+        self
+    }
+
+    /// Add an input to stage, after those already added.
     pub fn input(mut self, path: impl Into<PathBuf>) -> Self {
         self.inputs.push(path.into());
+        self
+    }
+
+    /// Set the inputs to stage, replacing those already added.
+    pub fn inputs<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        self.inputs = paths.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Set the bundle folder to create (replacing the one given to [`RunSpec::new`]).
+    pub fn bundle(mut self, path: impl Into<PathBuf>) -> Self {
+        self.bundle = path.into();
+        self
+    }
+
+    /// Grant the host tools this host folder (without one they are refused).
+    pub fn host_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.host_dir = Some(path.into());
+        self
+    }
+
+    /// Choose when evidence reaches stable storage.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Give the run this id (without one, an id is generated).
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
         self
     }
 }

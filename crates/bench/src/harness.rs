@@ -139,10 +139,10 @@ impl Bench {
     /// One whole run; returns its wall time in ms.
     pub(crate) async fn run(&self, n: usize) -> f64 {
         let started = Instant::now();
-        let mut spec =
-            RunSpec::new("Read the files and report.", self.bundle(n)).input(&self.input);
-        spec.durability = self.durability;
-        spec.run_id = Some(format!("bench-{n:06}"));
+        let spec = RunSpec::new("Read the files and report.", self.bundle(n))
+            .input(&self.input)
+            .durability(self.durability)
+            .run_id(format!("bench-{n:06}"));
         let result = self
             .backend
             .execute(&RunControl::new(), &self.agent, &spec)

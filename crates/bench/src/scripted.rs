@@ -111,9 +111,10 @@ pub(crate) fn long_run(name: &str, k: usize, layout: BlobLayout) -> Figure {
         .with_registry(ToolRegistry::linked())
         .with_blob_layout(layout);
     let bundle = dir.path().join("bundle");
-    let mut spec = RunSpec::new("Read the files and report.", &bundle).input(&input);
-    spec.durability = Durability::Flush;
-    spec.run_id = Some(format!("{name}-run"));
+    let spec = RunSpec::new("Read the files and report.", &bundle)
+        .input(&input)
+        .durability(Durability::Flush)
+        .run_id(format!("{name}-run"));
     let rt = runtime();
     let started = Instant::now();
     let result = rt

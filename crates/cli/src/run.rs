@@ -243,10 +243,12 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     let mut spec = RunSpec::new(
         args.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_string()),
         &args.out,
-    );
-    spec.inputs = args.inputs;
-    spec.host_dir = args.host_dir.clone();
-    spec.durability = args.durability.into();
+    )
+    .inputs(args.inputs)
+    .durability(args.durability.into());
+    if let Some(dir) = &args.host_dir {
+        spec = spec.host_dir(dir);
+    }
 
     let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
     let control = RunControl::new();
