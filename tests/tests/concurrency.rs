@@ -84,14 +84,14 @@ async fn two_hundred_concurrent_runs_share_nothing_and_all_verify() {
         assert!(events.iter().all(|e| e.run_id == r.run_id), "run {i}");
         if i % FAIL_EVERY == 7 {
             failed += 1;
-            assert_eq!(r.status, RunStatus::Failed, "run {i}");
-            assert!(r.error.as_deref().unwrap().contains("script exhausted"));
+            assert_eq!(r.status(), RunStatus::Failed, "run {i}");
+            assert!(r.error().unwrap().contains("script exhausted"));
             assert!(!bundle.join("output/note.md").exists());
             continue;
         }
         finished += 1;
-        assert_eq!(r.status, RunStatus::Finished, "run {i}: {:?}", r.error);
-        assert_eq!(r.output, "done");
+        assert_eq!(r.status(), RunStatus::Finished, "run {i}: {:?}", r.error());
+        assert_eq!(r.output(), "done");
         // The run read its own input, nobody else's.
         let read = events
             .iter()

@@ -57,7 +57,7 @@ fn crash_child_run() {
     let r = rt
         .block_on(Backend::new().execute(&RunControl::new(), &agent, &run))
         .unwrap();
-    println!("{}", r.output);
+    println!("{}", r.output());
 }
 
 /// The agent: `STEPS` model turns of four parallel calls (a 16 KiB write, a small write in

@@ -17,7 +17,7 @@
 //! "#, None)?;
 //! let run = RunSpec::new("What is in /input?", "/tmp/hello-bundle").input("notes.txt");
 //! let result = execute(&RunControl::new(), &agent, &run).await?;
-//! println!("{:?}: {}", result.status, result.output);
+//! println!("{:?}: {}", result.status(), result.output());
 //! # Ok(()) }
 //! ```
 //!
@@ -71,6 +71,6 @@ pub use remote::RecordedMcp;
 pub use replay::{ReplayReport, replay};
 pub use skills::{Skill, USE_SKILL_TOOL, default_skill_folders, load_skills, parse_skill};
 pub use spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
-    RunSpec, RunUsage,
+    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec,
+    RunOutcome, RunResult, RunSpec, RunUsage,
 };

@@ -149,8 +149,8 @@ impl Bench {
             .await
             .expect("run");
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
-        assert_eq!(result.output, format!("read {} files", self.k));
+        assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
+        assert_eq!(result.output(), format!("read {} files", self.k));
         assert_eq!(result.usage.tool_calls, self.k as u64);
         ms
     }

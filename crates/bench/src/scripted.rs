@@ -121,7 +121,7 @@ pub(crate) fn long_run(name: &str, k: usize, layout: BlobLayout) -> Figure {
         .block_on(backend.execute(&RunControl::new(), &agent(), &spec))
         .expect("run");
     let seconds = started.elapsed().as_secs_f64();
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
     assert_eq!(result.usage.tool_calls, k as u64);
     let (files, bytes) = bundle_size(&bundle);
     let t = Instant::now();

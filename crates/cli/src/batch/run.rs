@@ -122,9 +122,9 @@ pub(super) async fn run_one(
     let control = RunControl::new();
     match backend.execute(&control, agent, &spec).await {
         Ok(result) => {
-            outcome.status = status_word(result.status);
+            outcome.status = status_word(result.status());
             outcome.run_id = Some(result.run_id.clone());
-            outcome.error = result.error.clone();
+            outcome.error = result.error().map(str::to_string);
             // A bundle that does not verify is no result.
             let check = bundle.clone();
             let report =
