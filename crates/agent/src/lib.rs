@@ -74,3 +74,7 @@ pub use spec::{
     AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec,
     RunOutcome, RunResult, RunSpec, RunUsage,
 };
+/// The token [`RunControl`] cancels through ([`RunControl::with_cancellation`],
+/// [`RunControl::cancellation_token`]), so a caller needs no `tokio-util` dependency of
+/// its own to name it.
+pub use tokio_util::sync::CancellationToken;
