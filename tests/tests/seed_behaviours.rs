@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use provrun::agent::read::waiting_calls;
 use provrun::agent::{
     AgentSpec, ApprovePolicy, Backend, BeforeToolHook, DeferReason, HookDecision, RunControl,
-    RunEvent, RunResult, RunSpec, RunStatus, ToolCallInfo, ToolHooks, waiting_calls,
+    RunEvent, RunResult, RunSpec, RunStatus, ToolCallInfo, ToolHooks,
 };
 use provrun::evidence::{EventType, read_events, verify};
 use provrun::model::{Model, ScriptModel};

@@ -380,7 +380,7 @@ async fn a_permit_wait_and_a_pause_in_one_turn_resume_and_replay() {
     let report = verify(&fx.bundle);
     assert!(report.ok && report.complete, "{report:?}");
     assert_eq!(
-        provrun::agent::waiting_calls(&fx.bundle)
+        provrun::agent::read::waiting_calls(&fx.bundle)
             .unwrap()
             .iter()
             .map(|d| d.run_call_id.clone())

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use provrun::agent::{AgentSpec, Backend, MAX_TOOL_RESULT_BYTES, RunControl, RunSpec, RunStatus};
+use provrun::agent::consts::MAX_TOOL_RESULT_BYTES;
+use provrun::agent::{AgentSpec, Backend, RunControl, RunSpec, RunStatus};
 use provrun::evidence::{BlobRef, EventType, read_blob, read_events, verify};
 use provrun::model::ScriptModel;
 use provrun::tool;
