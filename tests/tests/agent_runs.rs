@@ -197,8 +197,8 @@ async fn parallel_calls_run_and_are_recorded_in_call_order() {
         {"text": "done"}
     ]));
     let r = run_with(Backend::new().with_model(model), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
-    assert_eq!(r.output, "done");
+    assert_eq!(r.status(), RunStatus::Finished);
+    assert_eq!(r.output(), "done");
     assert_eq!((r.usage.requests, r.usage.tool_calls), (2, 4));
     assert_eq!(
         timeline(&fx.bundle),
@@ -280,7 +280,7 @@ async fn bad_arguments_and_unknown_tools_are_failed_results_the_model_sees() {
         }
     });
     let r = run_with(Backend::new().with_model(Arc::new(model)), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!(
         timeline(&fx.bundle)[3..9],
         s(&[
@@ -351,7 +351,7 @@ async fn hooks_deny_and_replace_calls_without_running_the_tool() {
         .with_model(model)
         .with_hooks(ToolHooks::new().before(Gate));
     let r = run_with(backend, &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!(
         tool_results(&fx.bundle),
         vec![
@@ -413,7 +413,7 @@ async fn after_hooks_rewrite_results_and_replay_runs_the_tool_but_keeps_the_rewr
         .with_model(model)
         .with_hooks(ToolHooks::new().after(Rewrite));
     let r = run_with(backend, &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     let results = tool_results(&fx.bundle);
     assert_eq!(results[0].2, "ALPHA\n");
     assert_eq!(results[1].2, "[written]");
@@ -451,11 +451,11 @@ async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
     a.model = format!("script:{}", script_path.display());
     a.approve = ApprovePolicy::Destructive;
     let r = run_with(Backend::new(), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Paused);
-    assert_eq!(r.deferred.len(), 1);
-    assert_eq!(r.deferred[0].call_id, "w1");
-    assert_eq!(r.deferred[0].run_call_id, "1.2");
-    assert_eq!(r.deferred[0].reason, DeferReason::Approval);
+    assert_eq!(r.status(), RunStatus::Paused);
+    assert_eq!(r.deferred().len(), 1);
+    assert_eq!(r.deferred()[0].call_id, "w1");
+    assert_eq!(r.deferred()[0].run_call_id, "1.2");
+    assert_eq!(r.deferred()[0].reason, DeferReason::Approval);
     assert!(!fx.bundle.join("output/out.txt").exists());
     assert_eq!(
         timeline(&fx.bundle)[3..],
@@ -506,8 +506,8 @@ async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished);
-    assert_eq!(r.output, "all done");
+    assert_eq!(r.status(), RunStatus::Finished);
+    assert_eq!(r.output(), "all done");
     assert_eq!((r.usage.requests, r.usage.tool_calls), (2, 2));
     assert_eq!(
         std::fs::read_to_string(fx.bundle.join("output/out.txt")).unwrap(),
@@ -553,7 +553,7 @@ async fn a_denied_approval_tells_the_model_and_runs_nothing() {
         {"text": "ok, not written"}
     ]));
     let r = run_with(Backend::new().with_model(model.clone()), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Paused);
+    assert_eq!(r.status(), RunStatus::Paused);
     let r = Backend::new()
         .with_model(model)
         .resume(
@@ -566,7 +566,7 @@ async fn a_denied_approval_tells_the_model_and_runs_nothing() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!(
         tool_results(&fx.bundle),
         vec![("write_file".into(), false, "denied: not today".into())]
@@ -588,8 +588,8 @@ async fn a_client_round_trip_pauses_for_the_callers_result() {
         {"text": "the caller said so"}
     ]));
     let r = run_with(Backend::new().with_model(model.clone()), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Paused);
-    assert_eq!(r.deferred[0].reason, DeferReason::ClientRoundTrip);
+    assert_eq!(r.status(), RunStatus::Paused);
+    assert_eq!(r.deferred()[0].reason, DeferReason::ClientRoundTrip);
     let events = read_events(&fx.bundle).unwrap();
     let deferred = events
         .iter()
@@ -620,7 +620,7 @@ async fn a_client_round_trip_pauses_for_the_callers_result() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!(
         tool_results(&fx.bundle),
         vec![("ask_caller".into(), true, "42".into())]
@@ -651,8 +651,8 @@ async fn output_tool_run(stream: bool) -> (Fixture, RunResult) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_output_tool_is_recorded_after_its_request_when_not_streamed() {
     let (fx, r) = output_tool_run(false).await;
-    assert_eq!(r.status, RunStatus::Finished);
-    assert_eq!(r.output, r#"{"answer":"alpha"}"#);
+    assert_eq!(r.status(), RunStatus::Finished);
+    assert_eq!(r.output(), r#"{"answer":"alpha"}"#);
     assert_eq!(
         timeline(&fx.bundle)[3..8],
         s(&[
@@ -670,7 +670,7 @@ async fn the_output_tool_is_recorded_after_its_request_when_not_streamed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_output_tool_is_recorded_before_its_request_when_streamed() {
     let (fx, r) = output_tool_run(true).await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!(
         timeline(&fx.bundle)[3..8],
         s(&[
@@ -712,7 +712,7 @@ async fn a_cancelled_run_finishes_its_bundle_as_cancelled() {
         .execute(&control, &a, &run)
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Cancelled);
+    assert_eq!(r.status(), RunStatus::Cancelled);
     // The response came back, but its call had not started when the run was cancelled:
     // it is recorded, as not run.
     assert_eq!(
@@ -739,11 +739,11 @@ async fn max_steps_ends_the_run_as_failed_with_a_verifiable_bundle() {
     let call = json!({"tool_calls": [{"name": "list_dir", "arguments": {"path": "/input"}}]});
     let model = script(json!([call, call, call]));
     let r = run_with(Backend::new().with_model(model), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.status(), RunStatus::Failed);
     assert!(
-        r.error.as_deref().unwrap().contains("max_steps reached"),
+        r.error().unwrap().contains("max_steps reached"),
         "{:?}",
-        r.error
+        r.error()
     );
     assert_eq!(
         timeline(&fx.bundle)[3..],
@@ -767,14 +767,11 @@ async fn a_failing_model_fails_the_run_and_records_the_request() {
     let a = agent(&[]);
     let model = script(json!([]));
     let r = run_with(Backend::new().with_model(model), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.status(), RunStatus::Failed);
     assert!(
-        r.error
-            .as_deref()
-            .unwrap()
-            .contains("model request 1 failed"),
+        r.error().unwrap().contains("model request 1 failed"),
         "{:?}",
-        r.error
+        r.error()
     );
     let events = read_events(&fx.bundle).unwrap();
     let called = events
@@ -799,10 +796,10 @@ async fn the_test_model_calls_every_tool_once_then_answers() {
     let fx = fixture();
     let a = agent(&["list_dir", "read_file", "write_file"]);
     let r = run_with(Backend::new(), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
     let names: Vec<String> = tool_results(&fx.bundle).into_iter().map(|t| t.0).collect();
     assert_eq!(names, s(&["list_dir", "read_file", "write_file"]));
-    let answer: Value = serde_json::from_str(&r.output).unwrap();
+    let answer: Value = serde_json::from_str(r.output()).unwrap();
     assert_eq!(answer["tool_results"].as_array().unwrap().len(), 3);
     assert_verifies(&fx.bundle, true);
     assert_replays(&fx).await;
@@ -885,7 +882,7 @@ async fn provider_run_tools_are_recorded_as_parsed() {
         &fx,
     )
     .await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (3, 2));
     assert_eq!(
         timeline(&fx.bundle)[3..6],
@@ -987,7 +984,7 @@ async fn skills_are_listed_to_the_model_and_loaded_on_demand() {
         }
     });
     let r = run_with(Backend::new().with_model(Arc::new(model)), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     let system = system_seen.lock().unwrap().clone();
     assert!(system.starts_with("You are tested."), "{system}");
     assert!(
@@ -1055,7 +1052,7 @@ async fn progress_events_arrive_in_order_and_permits_gate_calls() {
         .with_hooks(ToolHooks::new().before(WaitForPermit::default()));
     let run = RunSpec::new("go", &fx.bundle).input(&fx.input);
     let r = backend.execute(&control, &a, &run).await.unwrap();
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     let seen = answers.await.unwrap();
     assert!(
         matches!(seen.first(), Some(RunEvent::ModelRequest { step: 1 })),
@@ -1110,8 +1107,8 @@ async fn calls_beside_the_final_result_are_recorded_as_not_run() {
         ]}
     ]));
     let r = run_with(Backend::new().with_model(model), &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
-    assert_eq!(r.output, r#"{"answer":"done"}"#);
+    assert_eq!(r.status(), RunStatus::Finished);
+    assert_eq!(r.output(), r#"{"answer":"done"}"#);
     assert_eq!(
         tool_results(&fx.bundle),
         vec![
@@ -1153,8 +1150,8 @@ async fn schema_checked_run(stream: bool) -> (Fixture, RunResult) {
 async fn final_results_that_do_not_follow_the_output_schema_are_failed_results() {
     for stream in [false, true] {
         let (fx, r) = schema_checked_run(stream).await;
-        assert_eq!(r.status, RunStatus::Finished, "stream {stream}");
-        assert_eq!(r.output, r#"{"answer":"five"}"#);
+        assert_eq!(r.status(), RunStatus::Finished, "stream {stream}");
+        assert_eq!(r.output(), r#"{"answer":"five"}"#);
         let results = tool_results(&fx.bundle);
         assert_eq!(results.len(), 2, "{results:?}");
         assert_eq!(
@@ -1258,7 +1255,10 @@ async fn replay_names_the_first_call_whose_tool_now_answers_differently() {
     let backend = Backend::new()
         .with_model(model)
         .with_registry(stamp_registry("version 1"));
-    assert_eq!(run_with(backend, &a, &fx).await.status, RunStatus::Finished);
+    assert_eq!(
+        run_with(backend, &a, &fx).await.status(),
+        RunStatus::Finished
+    );
     // The same tool registry replays to a match.
     let same = fx.root.join("same");
     let backend = Backend::new().with_registry(stamp_registry("version 1"));
@@ -1282,7 +1282,7 @@ async fn replay_names_the_first_call_whose_tool_now_answers_differently() {
     );
     // The new bundle records what happened: the model then saw another history, so
     // the replay diverged and failed; it still verifies.
-    assert_eq!(report.result.status, RunStatus::Failed);
+    assert_eq!(report.result.status(), RunStatus::Failed);
     assert_verifies(&other, true);
 }
 
@@ -1298,14 +1298,15 @@ async fn a_resume_grants_the_host_folder_again() {
                          "arguments": {"path": "/input/a.txt", "host_path": "copied.txt"}}]},
         {"text": "copied"}
     ]));
-    let mut run = RunSpec::new("go", &fx.bundle).input(&fx.input);
-    run.host_dir = Some(host.clone());
+    let run = RunSpec::new("go", &fx.bundle)
+        .input(&fx.input)
+        .host_dir(&host);
     let r = Backend::new()
         .with_model(model.clone())
         .execute(&RunControl::new(), &a, &run)
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Paused);
+    assert_eq!(r.status(), RunStatus::Paused);
     let approve = [Decision::Approve("c1".into())];
     // Without the folder the resume is refused, and so is a folder for a run without one.
     let err = Backend::new()
@@ -1324,7 +1325,7 @@ async fn a_resume_grants_the_host_folder_again() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
     assert_eq!(
         std::fs::read_to_string(host.join("copied.txt")).unwrap(),
         "alpha\n"
@@ -1341,7 +1342,7 @@ async fn a_resume_grants_the_host_folder_again() {
     assert_eq!(
         run_with(Backend::new().with_model(model.clone()), &a, &fx2)
             .await
-            .status,
+            .status(),
         RunStatus::Paused
     );
     let err = Backend::new()
@@ -1378,7 +1379,7 @@ async fn a_run_that_paused_twice_replays_through_both_pauses() {
     ]));
     let backend = Backend::new().with_model(model);
     assert_eq!(
-        run_with(backend.clone(), &a, &fx).await.status,
+        run_with(backend.clone(), &a, &fx).await.status(),
         RunStatus::Paused
     );
     let control = RunControl::new();
@@ -1386,7 +1387,7 @@ async fn a_run_that_paused_twice_replays_through_both_pauses() {
         .resume(&control, &fx.bundle, &[Decision::Approve("w1".into())])
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Paused);
+    assert_eq!(r.status(), RunStatus::Paused);
     let r = backend
         .resume(
             &control,
@@ -1401,7 +1402,7 @@ async fn a_run_that_paused_twice_replays_through_both_pauses() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     assert_eq!(
         decided_by(&fx.bundle),
         s(&["tool", "tool", "approval", "tool"])

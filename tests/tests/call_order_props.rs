@@ -148,7 +148,7 @@ fn run_case(turns: &[Vec<Op>]) -> Result<(), TestCaseError> {
                     .execute(&RunControl::new(), &agent, &run),
             )
             .unwrap();
-        prop_assert_eq!(r.status, RunStatus::Finished);
+        prop_assert_eq!(r.status(), RunStatus::Finished);
         prop_assert!(verify(&bundle).ok);
         bundles.push(bundle);
     }

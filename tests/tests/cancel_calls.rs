@@ -84,7 +84,7 @@ async fn cancelled_run(
         .await
         .unwrap();
     watcher.await.unwrap();
-    assert_eq!(r.status, RunStatus::Cancelled);
+    assert_eq!(r.status(), RunStatus::Cancelled);
     let report = verify(&bundle);
     assert!(
         report.ok && report.complete,
@@ -208,8 +208,8 @@ async fn a_run_cancelled_in_a_turn_with_a_call_that_would_wait_ends_cancelled_no
         .await
         .unwrap();
     watcher.await.unwrap();
-    assert_eq!(r.status, RunStatus::Cancelled);
-    assert!(r.deferred.is_empty());
+    assert_eq!(r.status(), RunStatus::Cancelled);
+    assert!(r.deferred().is_empty());
     let report = verify(&bundle);
     assert!(
         report.ok && report.complete,

@@ -46,9 +46,9 @@ async fn two_hundred_concurrent_runs_share_nothing_and_all_verify() {
         let input = dir.path().join(format!("in-{i}"));
         std::fs::create_dir(&input).unwrap();
         std::fs::write(input.join("id.txt"), format!("run number {i}")).unwrap();
-        let mut run =
-            RunSpec::new(format!("Run {i}."), dir.path().join(format!("b-{i}"))).input(&input);
-        run.durability = policies[i % policies.len()];
+        let run = RunSpec::new(format!("Run {i}."), dir.path().join(format!("b-{i}")))
+            .input(&input)
+            .durability(policies[i % policies.len()]);
         let model = if i % FAIL_EVERY == 7 {
             failing.clone()
         } else {
@@ -84,14 +84,14 @@ async fn two_hundred_concurrent_runs_share_nothing_and_all_verify() {
         assert!(events.iter().all(|e| e.run_id == r.run_id), "run {i}");
         if i % FAIL_EVERY == 7 {
             failed += 1;
-            assert_eq!(r.status, RunStatus::Failed, "run {i}");
-            assert!(r.error.as_deref().unwrap().contains("script exhausted"));
+            assert_eq!(r.status(), RunStatus::Failed, "run {i}");
+            assert!(r.error().unwrap().contains("script exhausted"));
             assert!(!bundle.join("output/note.md").exists());
             continue;
         }
         finished += 1;
-        assert_eq!(r.status, RunStatus::Finished, "run {i}: {:?}", r.error);
-        assert_eq!(r.output, "done");
+        assert_eq!(r.status(), RunStatus::Finished, "run {i}: {:?}", r.error());
+        assert_eq!(r.output(), "done");
         // The run read its own input, nobody else's.
         let read = events
             .iter()

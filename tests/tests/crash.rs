@@ -40,14 +40,15 @@ fn crash_child_run() {
         parts.next().unwrap(),
     );
     let agent = AgentSpec::load(spec).unwrap();
-    let mut run = RunSpec::new("Fill /output.", bundle).input(input);
-    run.durability = match policy {
-        "flush" => Durability::Flush,
-        "per-event" => Durability::PerEvent,
-        "per-step" => Durability::PerStep,
-        "group-commit" => Durability::GroupCommit,
-        _ => Durability::AtEnd,
-    };
+    let run = RunSpec::new("Fill /output.", bundle)
+        .input(input)
+        .durability(match policy {
+            "flush" => Durability::Flush,
+            "per-event" => Durability::PerEvent,
+            "per-step" => Durability::PerStep,
+            "group-commit" => Durability::GroupCommit,
+            _ => Durability::AtEnd,
+        });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -56,7 +57,7 @@ fn crash_child_run() {
     let r = rt
         .block_on(Backend::new().execute(&RunControl::new(), &agent, &run))
         .unwrap();
-    println!("{}", r.output);
+    println!("{}", r.output());
 }
 
 /// The agent: `STEPS` model turns of four parallel calls (a 16 KiB write, a small write in

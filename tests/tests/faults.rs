@@ -448,7 +448,8 @@ async fn try_fault(f: Fault, root: &Path, index: usize) -> Result<(), String> {
         ));
     }
     let finished = events.last().ok_or("no events")?;
-    if finished.kind != EventType::RunFinished || finished.payload["status"] != r.status.as_str() {
+    if finished.kind != EventType::RunFinished || finished.payload["status"] != r.status().as_str()
+    {
         return Err(format!(
             "last event {:?}: {}",
             finished.kind, finished.payload
@@ -456,10 +457,11 @@ async fn try_fault(f: Fault, root: &Path, index: usize) -> Result<(), String> {
     }
     match f.expect {
         Expect::Recovers { attempts } => {
-            if r.status != RunStatus::Finished || r.output != ANSWER {
+            if r.status() != RunStatus::Finished || r.output() != ANSWER {
                 return Err(format!(
                     "expected recovery, got {:?}: {:?}",
-                    r.status, r.error
+                    r.status(),
+                    r.error()
                 ));
             }
             // A single attempt is not listed.
@@ -475,9 +477,9 @@ async fn try_fault(f: Fault, root: &Path, index: usize) -> Result<(), String> {
             }
         }
         Expect::Fails(needles) => {
-            let error = r.error.clone().unwrap_or_default();
-            if r.status != RunStatus::Failed {
-                return Err(format!("expected failure, got {:?}", r.status));
+            let error = r.error().unwrap_or_default();
+            if r.status() != RunStatus::Failed {
+                return Err(format!("expected failure, got {:?}", r.status()));
             }
             for n in needles {
                 if !error.contains(n) {
@@ -487,7 +489,7 @@ async fn try_fault(f: Fault, root: &Path, index: usize) -> Result<(), String> {
             if !called[0].payload["error"].is_string() {
                 return Err(format!("model_called has no error: {}", called[0].payload));
             }
-            if finished.payload["error"].as_str() != Some(error.as_str()) {
+            if finished.payload["error"].as_str() != Some(error) {
                 return Err(format!("run_finished error: {}", finished.payload));
             }
         }

@@ -204,9 +204,9 @@ async fn a_destructive_mcp_tool_waits_for_approval_and_runs_when_resumed() {
     let run = RunSpec::new("go", &bundle);
     let b = backend(script);
     let paused = b.execute(&RunControl::new(), &agent, &run).await.unwrap();
-    assert_eq!(paused.status, RunStatus::Paused);
-    assert_eq!(paused.deferred.len(), 1, "only the destructive one waits");
-    assert_eq!(paused.deferred[0].name, "srv_delete_note");
+    assert_eq!(paused.status(), RunStatus::Paused);
+    assert_eq!(paused.deferred().len(), 1, "only the destructive one waits");
+    assert_eq!(paused.deferred()[0].name, "srv_delete_note");
 
     let resumed = b
         .resume(
@@ -216,7 +216,12 @@ async fn a_destructive_mcp_tool_waits_for_approval_and_runs_when_resumed() {
         )
         .await
         .unwrap();
-    assert_eq!(resumed.status, RunStatus::Finished, "{:?}", resumed.error);
+    assert_eq!(
+        resumed.status(),
+        RunStatus::Finished,
+        "{:?}",
+        resumed.error()
+    );
     let events = read_events(&bundle).unwrap();
     let del: Vec<&Value> = tool_calls(&events)
         .into_iter()
@@ -246,7 +251,7 @@ async fn a_server_that_crashes_mid_run_fails_the_call_and_the_run_goes_on() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     let events = read_events(&bundle).unwrap();
     let calls = tool_calls(&events);
     assert_eq!(calls.len(), 2, "each call has its one event");
@@ -298,7 +303,7 @@ async fn a_broken_schema_or_a_name_clash_stops_the_run_before_it_starts() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
         .await
         .unwrap();
-    assert_eq!(ok.status, RunStatus::Finished);
+    assert_eq!(ok.status(), RunStatus::Finished);
     let mut registry = provrun::tools::ToolRegistry::linked();
     registry.add(
         provrun::tools::Tool::builder("echo", "A local echo.")
@@ -337,7 +342,7 @@ async fn large_mcp_details_go_to_a_blob_and_replay_from_it() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     let events = read_events(&bundle).unwrap();
     let call = tool_calls(&events)[0].clone();
     assert!(call["mcp"].is_null(), "too large to inline");
@@ -392,7 +397,7 @@ async fn a_server_declared_in_a_tools_folder_is_used_by_naming_it() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     let events = read_events(&bundle).unwrap();
     let tools: Vec<&str> = events[0].payload["tools"]
         .as_array()
@@ -440,7 +445,7 @@ async fn cancelling_a_run_does_not_wait_for_a_hung_server() {
         .execute(&control, &agent, &RunSpec::new("go", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.status(), RunStatus::Cancelled);
     let events = read_events(&bundle).unwrap();
     let calls = tool_calls(&events);
     assert_eq!(calls.len(), 1);
@@ -475,7 +480,7 @@ async fn read_only_mcp_tools_overlap_and_the_others_run_alone_in_order() {
         .execute(&RunControl::new(), &agent, &run)
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
     let events = read_events(&bundle).unwrap();
     let span = |id: &str| {
         let p = tool_calls(&events)

@@ -288,8 +288,8 @@ async fn anthropic_parallel_calls_run_end_to_end_with_results_by_id() {
         false,
     );
     let (bundle, result) = run_and_replay(anthropic(&server.base), reg, &agent, dir.path()).await;
-    assert_eq!(result.status, RunStatus::Finished);
-    assert!(result.output.contains("Daisy"), "{}", result.output);
+    assert_eq!(result.status(), RunStatus::Finished);
+    assert!(result.output().contains("Daisy"), "{}", result.output());
     let sent = server.bodies();
     assert_eq!(sent.len(), 2);
     // The first request: system prompt and tools cached, tools as input_schema.
@@ -351,7 +351,7 @@ async fn anthropic_streamed_thinking_goes_back_unchanged_end_to_end() {
     )]);
     let agent = agent("anthropic:claude-haiku-4-5", &["fixed_version"], true);
     let (bundle, result) = run_and_replay(anthropic(&server.base), reg, &agent, dir.path()).await;
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     let sent = server.bodies();
     assert_eq!(sent[0]["stream"], true);
     let messages = sent[1]["messages"].as_array().unwrap();
@@ -408,9 +408,9 @@ async fn responses_three_turn_run_carries_encrypted_reasoning_end_to_end() {
         false,
     );
     let (bundle, result) = run_and_replay(responses(&server.base), reg, &agent, dir.path()).await;
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     assert_eq!(
-        result.output,
+        result.output(),
         "Pundora has a population of 123,124 — and yes, it can have dragons."
     );
     let sent = server.bodies();
@@ -467,7 +467,7 @@ async fn responses_streamed_run_end_to_end() {
     )]);
     let agent = agent("openai-responses:gpt-5.5", &["multiply"], true);
     let (_bundle, result) = run_and_replay(responses(&server.base), reg, &agent, dir.path()).await;
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     let sent = server.bodies();
     let output = sent[1]["input"]
         .as_array()
@@ -518,7 +518,7 @@ async fn a_stream_cut_at_any_event_boundary_fails_the_run_with_a_bundle_that_ver
                 )
                 .await
                 .unwrap();
-            assert_eq!(result.status, RunStatus::Failed, "{folder} cut {cut}");
+            assert_eq!(result.status(), RunStatus::Failed, "{folder} cut {cut}");
             assert_verifies(&bundle);
             let calls = model_calls(&bundle);
             let error = calls[0]["error"].as_str().unwrap();
@@ -547,7 +547,7 @@ async fn a_recorded_401_fails_the_run_cleanly() {
         )
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Failed);
+    assert_eq!(result.status(), RunStatus::Failed);
     assert_verifies(&bundle);
     let error = model_calls(&bundle)[0]["error"]
         .as_str()
@@ -586,7 +586,7 @@ async fn a_paused_thinking_run_resumes_from_its_trace_with_the_thinking_block() 
         .execute(&RunControl::new(), &a, &RunSpec::new("Go.", &bundle))
         .await
         .unwrap();
-    assert_eq!(paused.status, RunStatus::Paused);
+    assert_eq!(paused.status(), RunStatus::Paused);
     let trace = read_events(&bundle)
         .unwrap()
         .into_iter()
@@ -601,12 +601,12 @@ async fn a_paused_thinking_run_resumes_from_its_trace_with_the_thinking_block() 
             &RunControl::new(),
             &bundle,
             &[provrun::agent::Decision::Approve(
-                paused.deferred[0].call_id.clone(),
+                paused.deferred()[0].call_id.clone(),
             )],
         )
         .await
         .unwrap();
-    assert_eq!(resumed.status, RunStatus::Finished);
+    assert_eq!(resumed.status(), RunStatus::Finished);
     assert_verifies(&bundle);
     let sent = server.bodies();
     let messages = sent[1]["messages"].as_array().unwrap();

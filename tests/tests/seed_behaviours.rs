@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use provrun::agent::read::waiting_calls;
 use provrun::agent::{
     AgentSpec, ApprovePolicy, Backend, BeforeToolHook, DeferReason, HookDecision, RunControl,
-    RunEvent, RunResult, RunSpec, RunStatus, ToolCallInfo, ToolHooks, waiting_calls,
+    RunEvent, RunResult, RunSpec, RunStatus, ToolCallInfo, ToolHooks,
 };
 use provrun::evidence::{EventType, read_events, verify};
 use provrun::model::{Model, ScriptModel};
@@ -64,7 +65,7 @@ fn three_calls() -> Value {
 
 fn waiting(result: &RunResult) -> Vec<&str> {
     result
-        .deferred
+        .deferred()
         .iter()
         .map(|d| {
             assert_eq!(d.reason, DeferReason::Approval);
@@ -81,7 +82,7 @@ async fn an_approve_list_of_categories_and_names_pauses_exactly_those_calls() {
     a.approve = ApprovePolicy::Listed(vec!["write".into()]);
     let backend = Backend::new().with_model(script(three_calls()));
     let r = run(backend, &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Paused);
+    assert_eq!(r.status(), RunStatus::Paused);
     assert_eq!(waiting(&r), ["w1"]);
     assert!(verify(&fx.bundle).ok);
 
@@ -165,7 +166,7 @@ async fn hooks_see_the_tools_category() {
         .with_model(script(three_calls()))
         .with_hooks(ToolHooks::new().before(hook.clone()));
     let r = run(backend, &a, &fx).await;
-    assert_eq!(r.status, RunStatus::Finished);
+    assert_eq!(r.status(), RunStatus::Finished);
     let mut seen = hook.seen.lock().unwrap().clone();
     seen.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
@@ -198,9 +199,9 @@ async fn waiting_calls_carry_the_tools_question_and_calls_their_summary() {
         .execute(&control, &a, &spec)
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Paused);
+    assert_eq!(r.status(), RunStatus::Paused);
     assert_eq!(
-        r.deferred[0].confirm.as_deref(),
+        r.deferred()[0].confirm.as_deref(),
         Some("Write /output/b.txt, replacing any existing file?")
     );
     let mut summaries = Vec::new();
@@ -223,7 +224,7 @@ async fn waiting_calls_carry_the_tools_question_and_calls_their_summary() {
     );
     // The bundle alone gives the same question back, in any process.
     let waiting = waiting_calls(&fx.bundle).unwrap();
-    assert_eq!(waiting, r.deferred);
+    assert_eq!(waiting, r.deferred());
 }
 
 /// The README's agent-spec reference names every key the spec format has.

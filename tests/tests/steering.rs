@@ -110,8 +110,8 @@ async fn a_steering_message_reaches_the_next_request_and_replays() {
         .execute(&control, &agent(&["list_dir"]), &run)
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished);
-    assert_eq!(result.output, "one file");
+    assert_eq!(result.status(), RunStatus::Finished);
+    assert_eq!(result.output(), "one file");
 
     let messages = second.lock().unwrap().clone();
     let n = messages.len();
@@ -221,7 +221,7 @@ async fn a_call_waiting_for_a_permit_is_recorded_waiting_then_completed() {
         .execute(&control, &agent(&["write_file"]), &run)
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished);
+    assert_eq!(result.status(), RunStatus::Finished);
     assert_eq!(answers.await.unwrap(), vec!["1.1", "1.2"]);
     let events = read_events(&fx.bundle).unwrap();
     let calls: Vec<(String, bool, String)> = events
@@ -370,9 +370,9 @@ async fn a_permit_wait_and_a_pause_in_one_turn_resume_and_replay() {
     let run = RunSpec::new("go", &fx.bundle).input(&fx.input);
     let paused = backend.execute(&control, &a, &run).await.unwrap();
     answers.await.unwrap();
-    assert_eq!(paused.status, RunStatus::Paused);
+    assert_eq!(paused.status(), RunStatus::Paused);
     let waiting: Vec<&str> = paused
-        .deferred
+        .deferred()
         .iter()
         .map(|d| d.run_call_id.as_str())
         .collect();
@@ -380,7 +380,7 @@ async fn a_permit_wait_and_a_pause_in_one_turn_resume_and_replay() {
     let report = verify(&fx.bundle);
     assert!(report.ok && report.complete, "{report:?}");
     assert_eq!(
-        provrun::agent::waiting_calls(&fx.bundle)
+        provrun::agent::read::waiting_calls(&fx.bundle)
             .unwrap()
             .iter()
             .map(|d| d.run_call_id.clone())
@@ -399,7 +399,7 @@ async fn a_permit_wait_and_a_pause_in_one_turn_resume_and_replay() {
         )
         .await
         .unwrap();
-    assert_eq!(resumed.status, RunStatus::Finished);
+    assert_eq!(resumed.status(), RunStatus::Finished);
     assert!(fx.bundle.join("output/w.txt").exists());
     assert_verifies(&fx.bundle);
 
@@ -447,7 +447,7 @@ async fn steering_a_run_that_is_then_cancelled_replays() {
         .execute(&control, &agent(&["list_dir"]), &run)
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.status(), RunStatus::Cancelled);
     let events = read_events(&fx.bundle).unwrap();
     assert_eq!(
         steered(&fx.bundle, &events),
@@ -461,7 +461,7 @@ async fn steering_a_run_that_is_then_cancelled_replays() {
         .await
         .unwrap();
     assert!(report.matches(), "{:?}", report.difference);
-    assert_eq!(report.result.status, RunStatus::Cancelled);
+    assert_eq!(report.result.status(), RunStatus::Cancelled);
     let again = read_events(&out).unwrap();
     assert_eq!(steered(&out, &again), steered(&fx.bundle, &events));
     assert_eq!(timeline(&again), timeline(&events));

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use provrun::agent::{AgentSpec, Backend, MAX_TOOL_RESULT_BYTES, RunControl, RunSpec, RunStatus};
+use provrun::agent::consts::MAX_TOOL_RESULT_BYTES;
+use provrun::agent::{AgentSpec, Backend, RunControl, RunSpec, RunStatus};
 use provrun::evidence::{BlobRef, EventType, read_blob, read_events, verify};
 use provrun::model::ScriptModel;
 use provrun::tool;
@@ -133,8 +134,8 @@ async fn a_run_survives_every_tool_fault_and_records_each() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
-    assert_eq!(r.output, "survived");
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
+    assert_eq!(r.output(), "survived");
     // Bounded by the 1 s timeout, not by the 120 s / 6 s tools.
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -238,7 +239,7 @@ async fn a_panicking_tool_does_not_poison_the_next_run() {
             .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
             .await
             .unwrap();
-        assert_eq!(r.status, RunStatus::Finished);
+        assert_eq!(r.status(), RunStatus::Finished);
         let c = calls(&bundle);
         assert_eq!((c[0].ok, c[1].ok), (false, true));
         assert!(verify(&bundle).ok);
@@ -314,8 +315,8 @@ async fn command_tools_that_print_invalid_utf8_are_recorded_with_a_note() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
-    assert_eq!(r.output, "survived");
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
+    assert_eq!(r.output(), "survived");
 
     let c = calls(&bundle);
     let by_name = |n: &str| c.iter().find(|c| c.name == n).unwrap();

@@ -2,13 +2,13 @@
 //! requests, and watch its progress as [`RunEvent`]s.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
 use provrun_evidence::RunStatus;
 use provrun_model::{StreamDelta, Usage};
 use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
 
 /// Progress of a run, for callers that display it. Sent in the order things happen.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,7 +99,11 @@ pub enum Permit {
 
 #[derive(Default)]
 struct Inner {
-    cancelled: AtomicBool,
+    /// Cancelled by [`RunControl::cancel`], through a clone given out by
+    /// [`RunControl::cancellation_token`], or by the caller's token that this one is a
+    /// child of ([`RunControl::with_cancellation`]).
+    cancel: CancellationToken,
+    /// Wakes permit waiters when a permit is given.
     notify: Notify,
     permits: Mutex<HashMap<String, Permit>>,
     events: Mutex<Option<mpsc::UnboundedSender<RunEvent>>>,
@@ -114,6 +118,11 @@ struct Inner {
 ///
 /// Cheap to clone; every clone controls the same run. Create it before `execute`, keep a
 /// clone, and act on it from another task.
+///
+/// Cancellation goes through a [`CancellationToken`]: [`RunControl::with_cancellation`]
+/// makes a control that a caller's token cancels, and
+/// [`RunControl::cancellation_token`] gives the run's token to code that waits on it or
+/// stops the run through it.
 #[derive(Clone, Default)]
 pub struct RunControl {
     inner: Arc<Inner>,
@@ -133,29 +142,43 @@ impl RunControl {
         Self::default()
     }
 
+    /// A fresh control that is cancelled when `token` is (or by
+    /// [`RunControl::cancel`]): the run follows a caller's own cancellation, e.g. a
+    /// server's shutdown token or a request's. The control holds a child of `token`, so
+    /// cancelling the run leaves the caller's token as it was.
+    pub fn with_cancellation(token: &CancellationToken) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                cancel: token.child_token(),
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// The token this control cancels through (the same token, not a child): waiting on
+    /// it waits for the run to be cancelled, and cancelling it cancels the run as
+    /// [`RunControl::cancel`] does. To follow the run without being able to stop it,
+    /// take a [`CancellationToken::child_token`] of it.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.cancel.clone()
+    }
+
     /// Ask the run to stop. It ends cleanly at the next step boundary (or while waiting
     /// on the model or a permit), with a finished bundle of status `cancelled`.
     pub fn cancel(&self) {
-        self.inner.cancelled.store(true, Ordering::SeqCst);
-        self.inner.notify.notify_waiters();
+        self.inner.cancel.cancel();
     }
 
-    /// Whether [`RunControl::cancel`] was called.
+    /// Whether the run was cancelled: by [`RunControl::cancel`], through
+    /// [`RunControl::cancellation_token`], or by the token given to
+    /// [`RunControl::with_cancellation`].
     pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
+        self.inner.cancel.is_cancelled()
     }
 
-    /// Wait until the run is cancelled.
+    /// Wait until the run is cancelled (at once when it already is).
     pub async fn cancelled(&self) {
-        loop {
-            let notified = self.inner.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
+        self.inner.cancel.cancelled().await;
     }
 
     /// Grant the permit that a hook waits on for this call.
@@ -209,7 +232,11 @@ impl RunControl {
                 wait.record.await;
                 self.emit(wait.event);
             }
-            notified.await;
+            // A permit given, or a cancellation from wherever it comes: look again.
+            tokio::select! {
+                () = notified => {}
+                () = self.inner.cancel.cancelled() => {}
+            }
         }
     }
 
@@ -354,4 +381,85 @@ pub(crate) struct PermitWait {
     pub(crate) event: RunEvent,
     /// Writes the `deferred` event.
     pub(crate) record: BoxFuture<'static, ()>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// `fut` ends within a second (a test that hangs would say nothing).
+    async fn within_a_second<F: std::future::Future>(fut: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(1), fut)
+            .await
+            .expect("it should have ended at once")
+    }
+
+    #[tokio::test]
+    async fn cancel_reaches_the_token_given_out() {
+        let control = RunControl::new();
+        let token = control.cancellation_token();
+        assert!(!token.is_cancelled());
+        control.cancel();
+        assert!(control.is_cancelled());
+        within_a_second(token.cancelled()).await;
+        within_a_second(control.cancelled()).await;
+    }
+
+    #[tokio::test]
+    async fn cancelling_the_token_given_out_cancels_the_run() {
+        let control = RunControl::new();
+        let waiter = tokio::spawn({
+            let control = control.clone();
+            async move { control.wait_permit("1.1").await }
+        });
+        control.cancellation_token().cancel();
+        assert!(control.is_cancelled());
+        within_a_second(control.cancelled()).await;
+        let permit = within_a_second(waiter).await.unwrap();
+        assert_eq!(permit, Permit::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn the_callers_token_cancels_the_run() {
+        let caller = CancellationToken::new();
+        let control = RunControl::with_cancellation(&caller);
+        assert!(!control.is_cancelled());
+        let waiter = tokio::spawn({
+            let control = control.clone();
+            async move { control.wait_permit("1.1").await }
+        });
+        let stopped = tokio::spawn({
+            let control = control.clone();
+            async move { control.cancelled().await }
+        });
+        caller.cancel();
+        assert!(control.is_cancelled());
+        within_a_second(stopped).await.unwrap();
+        assert_eq!(within_a_second(waiter).await.unwrap(), Permit::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn cancelling_the_run_leaves_the_callers_token_alone() {
+        let caller = CancellationToken::new();
+        let control = RunControl::with_cancellation(&caller);
+        control.cancel();
+        assert!(control.is_cancelled());
+        assert!(!caller.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_permit_still_answers_before_any_cancellation() {
+        let control = RunControl::new();
+        let waiter = tokio::spawn({
+            let control = control.clone();
+            async move { control.wait_permit("1.1").await }
+        });
+        tokio::task::yield_now().await;
+        control.deny("1.1", "no");
+        let permit = within_a_second(waiter).await.unwrap();
+        assert_eq!(permit, Permit::Denied("no".into()));
+        assert!(!control.is_cancelled());
+    }
 }

@@ -4,8 +4,8 @@
 //! one call, [`Backend::execute`] (or the free fn [`execute`]): it stages the inputs, runs
 //! the model/tool loop, records every model request and tool call, writes
 //! `/output/response.txt`, and finishes the bundle. The same evidence capability is
-//! available as middleware ([`EvidenceModel`], [`ToolEvidence`]) for code with its own
-//! loop.
+//! available as middleware ([`middleware::EvidenceModel`], [`middleware::ToolEvidence`])
+//! for code with its own loop.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), provrun_agent::AgentError> {
@@ -17,7 +17,7 @@
 //! "#, None)?;
 //! let run = RunSpec::new("What is in /input?", "/tmp/hello-bundle").input("notes.txt");
 //! let result = execute(&RunControl::new(), &agent, &run).await?;
-//! println!("{:?}: {}", result.status, result.output);
+//! println!("{:?}: {}", result.status(), result.output());
 //! # Ok(()) }
 //! ```
 //!
@@ -25,6 +25,11 @@
 //! client round trip: [`Backend::resume`] continues the same bundle later, in any process,
 //! from the bundle alone. [`replay`] re-executes a bundle with its recorded model
 //! responses and reports the first difference.
+//!
+//! The root holds the runtime. Besides it: [`read`] reads a bundle back (the spec it
+//! ran, its recorded responses, the calls a paused run waits on), [`middleware`] is the
+//! evidence capability for other loops, and [`consts`] holds the runtime's fixed names
+//! and limits.
 
 // The modules form a line with no import cycle, each using only those before it; a new
 // item goes in the lowest module its users share. In order: `error`; `arguments` (a
@@ -34,15 +39,19 @@
 // `steer`; `hooks`; `remote` (MCP servers: the recorded answers, then the live client or
 // its stub); `limit`; `recorded` (reading a bundle back: its log, the recorded responses,
 // a paused run's state, the order calls ran in, what a replay takes from the recording);
-// `backend`; `replay` (drives the backend).
+// `backend`; `replay` (drives the backend). The public `consts`, `middleware` and `read`
+// only re-export items of the others, and nothing in the crate uses them.
 mod arguments;
 mod backend;
 mod capability;
+pub mod consts;
 mod control;
 mod error;
 mod hooks;
 mod limit;
+pub mod middleware;
 mod output;
+pub mod read;
 mod recorded;
 mod remote;
 mod replay;
@@ -51,26 +60,37 @@ mod spec;
 mod state;
 mod steer;
 
-pub use arguments::arguments_value;
 /// The `#[async_trait]` attribute the hook traits (and the model crate's `Model`) are
 /// written with, so an implementation needs no `async-trait` dependency of its own.
 pub use async_trait::async_trait;
-pub use backend::{BUILDER, Backend, MAX_TOOL_RESULT_BYTES, execute};
-pub use capability::{
-    CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,
-};
+pub use backend::{Backend, execute};
 pub use control::{Permit, RunControl, RunEvent};
 pub use error::AgentError;
 pub use hooks::{
     AfterToolHook, BeforeToolHook, HookDecision, ToolCallInfo, ToolHooks, WaitForPermit,
 };
-pub use output::{OUTPUT_TOOL, OutputSchema};
+pub use output::OutputSchema;
 pub use provrun_evidence::{BlobLayout, Durability, RunStatus};
-pub use recorded::{recorded_agent, recorded_responses, replay_model, waiting_calls};
-pub use remote::RecordedMcp;
 pub use replay::{ReplayReport, replay};
-pub use skills::{Skill, USE_SKILL_TOOL, default_skill_folders, load_skills, parse_skill};
+pub use skills::{Skill, default_skill_folders, load_skills, parse_skill};
 pub use spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec, RunResult,
-    RunSpec, RunUsage,
+    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec,
+    RunOutcome, RunResult, RunSpec, RunUsage,
 };
+/// The token [`RunControl`] cancels through ([`RunControl::with_cancellation`],
+/// [`RunControl::cancellation_token`]), so a caller needs no `tokio-util` dependency of
+/// its own to name it.
+pub use tokio_util::sync::CancellationToken;
+
+// The names that moved into `consts`, `middleware` and `read` stay at the root, hidden
+// from the docs, for existing users who import them from here; new code uses the module
+// paths.
+#[doc(hidden)]
+pub use consts::{BUILDER, MAX_TOOL_RESULT_BYTES, OUTPUT_TOOL, USE_SKILL_TOOL};
+#[doc(hidden)]
+pub use middleware::{
+    CallFlags, DecidedBy, EvidenceModel, OUTPUT_ACCEPTED, TRACE_FORMAT, ToolEvidence,
+    arguments_value,
+};
+#[doc(hidden)]
+pub use read::{RecordedMcp, recorded_agent, recorded_responses, replay_model, waiting_calls};

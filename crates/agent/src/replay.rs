@@ -188,8 +188,8 @@ pub async fn replay(
         backend = backend.with_recorded_mcp(recorded);
     }
     let mut result = backend.execute(control, &agent, &run).await?;
-    while result.status == RunStatus::Paused {
-        let Some(decisions) = replaying.decisions(result.usage.requests, &result.deferred) else {
+    while result.status() == RunStatus::Paused {
+        let Some(decisions) = replaying.decisions(result.usage.requests, result.deferred()) else {
             break;
         };
         result = backend.resume(control, out, &decisions).await?;
@@ -206,11 +206,11 @@ pub async fn replay(
     if difference.is_none() {
         difference = outputs_difference(&old_out, &new_out);
     }
-    if difference.is_none() && result.status.as_str() != recorded_status(&events) {
+    if difference.is_none() && result.status().as_str() != recorded_status(&events) {
         difference = Some(format!(
             "the recording ended {}, the replay {}",
             recorded_status(&events),
-            result.status.as_str()
+            result.status().as_str()
         ));
     }
     Ok(ReplayReport {

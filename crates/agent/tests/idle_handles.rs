@@ -88,8 +88,8 @@ async fn a_waiting_run_holds_no_sandbox_folder_and_its_tools_still_work() {
         )
         .await
         .unwrap();
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
-    assert_eq!(r.output, "done");
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
+    assert_eq!(r.output(), "done");
     // Every wait, the first one and those after the run had used /input and /output.
     assert_eq!(*model.seen.lock().unwrap(), vec![0, 0, 0, 0]);
     let results: Vec<(bool, String)> = read_events(&bundle)

@@ -77,7 +77,7 @@ async fn most_in_flight(limit: Option<usize>) -> usize {
     });
     for run in runs.collect::<Vec<_>>() {
         let r = run.await.unwrap();
-        assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
+        assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
     }
     model.most.load(Ordering::SeqCst)
 }

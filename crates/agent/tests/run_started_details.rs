@@ -16,7 +16,7 @@ async fn confinement_recorded(tools: &[&str]) -> serde_json::Value {
         .execute(&RunControl::new(), &agent, &RunSpec::new("go", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
     let events = read_events(&bundle).unwrap();
     assert_eq!(events[0].kind, EventType::RunStarted);
     events[0].payload["details"]["sandbox"]["command_confinement"].clone()

@@ -72,8 +72,8 @@ async fn calls_past_the_timeout_fail_and_the_run_goes_on() {
         .await
         .unwrap();
     let took = started.elapsed();
-    assert_eq!(r.status, RunStatus::Finished, "{:?}", r.error);
-    assert_eq!(r.output, "carried on");
+    assert_eq!(r.status(), RunStatus::Finished, "{:?}", r.error());
+    assert_eq!(r.output(), "carried on");
     assert!(
         took < Duration::from_millis(2900),
         "the run waited {took:?}"

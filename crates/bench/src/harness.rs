@@ -139,18 +139,18 @@ impl Bench {
     /// One whole run; returns its wall time in ms.
     pub(crate) async fn run(&self, n: usize) -> f64 {
         let started = Instant::now();
-        let mut spec =
-            RunSpec::new("Read the files and report.", self.bundle(n)).input(&self.input);
-        spec.durability = self.durability;
-        spec.run_id = Some(format!("bench-{n:06}"));
+        let spec = RunSpec::new("Read the files and report.", self.bundle(n))
+            .input(&self.input)
+            .durability(self.durability)
+            .run_id(format!("bench-{n:06}"));
         let result = self
             .backend
             .execute(&RunControl::new(), &self.agent, &spec)
             .await
             .expect("run");
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
-        assert_eq!(result.output, format!("read {} files", self.k));
+        assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
+        assert_eq!(result.output(), format!("read {} files", self.k));
         assert_eq!(result.usage.tool_calls, self.k as u64);
         ms
     }

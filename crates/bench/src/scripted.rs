@@ -111,16 +111,17 @@ pub(crate) fn long_run(name: &str, k: usize, layout: BlobLayout) -> Figure {
         .with_registry(ToolRegistry::linked())
         .with_blob_layout(layout);
     let bundle = dir.path().join("bundle");
-    let mut spec = RunSpec::new("Read the files and report.", &bundle).input(&input);
-    spec.durability = Durability::Flush;
-    spec.run_id = Some(format!("{name}-run"));
+    let spec = RunSpec::new("Read the files and report.", &bundle)
+        .input(&input)
+        .durability(Durability::Flush)
+        .run_id(format!("{name}-run"));
     let rt = runtime();
     let started = Instant::now();
     let result = rt
         .block_on(backend.execute(&RunControl::new(), &agent(), &spec))
         .expect("run");
     let seconds = started.elapsed().as_secs_f64();
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
     assert_eq!(result.usage.tool_calls, k as u64);
     let (files, bytes) = bundle_size(&bundle);
     let t = Instant::now();

@@ -243,10 +243,12 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     let mut spec = RunSpec::new(
         args.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_string()),
         &args.out,
-    );
-    spec.inputs = args.inputs;
-    spec.host_dir = args.host_dir.clone();
-    spec.durability = args.durability.into();
+    )
+    .inputs(args.inputs)
+    .durability(args.durability.into());
+    if let Some(dir) = &args.host_dir {
+        spec = spec.host_dir(dir);
+    }
 
     let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
     let control = RunControl::new();
@@ -451,18 +453,18 @@ fn finish(
             return fail(if written { EXIT_FAILED } else { EXIT_USAGE }, e);
         }
     };
-    let mut code = match result.status {
+    let mut code = match result.status() {
         RunStatus::Finished => {
-            if !result.output.is_empty() {
+            if !result.output().is_empty() {
                 use std::io::{IsTerminal as _, Write as _};
                 let stdout = std::io::stdout();
                 // The answer is the product's output: raw into a pipe or a file. On a
                 // terminal it is shown inert (controls and invisible characters escaped,
                 // its own line ends kept); redirect stdout for the exact bytes.
                 let mut text = if stdout.is_terminal() {
-                    crate::inert::inert_block(&result.output).into_owned()
+                    crate::inert::inert_block(result.output()).into_owned()
                 } else {
-                    result.output.clone()
+                    result.output().to_string()
                 };
                 if !text.ends_with('\n') {
                     text.push('\n');
@@ -475,7 +477,7 @@ fn finish(
             EXIT_FAILED,
             format!(
                 "the run failed: {}; the bundle `{}` records it",
-                result.error.as_deref().unwrap_or("no reason given"),
+                result.error().unwrap_or("no reason given"),
                 bundle.display()
             ),
         ),
@@ -522,14 +524,14 @@ fn finish(
 
 /// Tell the user what a paused run waits on, and the command that continues it.
 fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
-    let n = result.deferred.len();
+    let n = result.deferred().len();
     eprintln!(
         "provrun: the run paused: {n} call{} wait{} for a decision",
         if n == 1 { "" } else { "s" },
         if n == 1 { "s" } else { "" }
     );
     let mut flags = Vec::new();
-    for call in &result.deferred {
+    for call in result.deferred() {
         // The tool's own question, its arguments filled in, where it has one.
         let why = match (&call.confirm, call.reason) {
             (Some(confirm), _) => confirm.as_str(),

@@ -49,7 +49,9 @@ pub mod prelude {
     #[cfg(feature = "tools")]
     pub use crate::tool;
     #[cfg(feature = "agent")]
-    pub use provrun_agent::{AgentSpec, Backend, RunControl, RunResult, RunSpec, RunStatus};
+    pub use provrun_agent::{
+        AgentSpec, Backend, RunControl, RunOutcome, RunResult, RunSpec, RunStatus,
+    };
     #[cfg(feature = "tools")]
     pub use provrun_tools::{
         RunContext, Tool, ToolCategory, ToolError, ToolMode, ToolOutput, ToolRegistry,

@@ -47,11 +47,11 @@ async fn run_line_count() -> provrun::agent::RunResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_tool_reads_input_in_one_line() {
     let result = run_line_count().await;
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_async_tool_reads_input_on_a_current_thread_runtime_too() {
     let result = run_line_count().await;
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
 }

@@ -48,8 +48,8 @@ async fn a_custom_model_runs_by_its_own_name_records_and_replays() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("count", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
-    assert_eq!(result.output, "3 words");
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
+    assert_eq!(result.output(), "3 words");
 
     // Each response was recorded, rendered from its parsed content, and says so.
     let events = read_events(&bundle).unwrap();
@@ -71,7 +71,7 @@ async fn a_custom_model_runs_by_its_own_name_records_and_replays() {
         .await
         .unwrap();
     assert!(replayed.matches(), "{:?}", replayed.difference);
-    assert_eq!(replayed.result.output, "3 words");
+    assert_eq!(replayed.result.output(), "3 words");
 }
 
 #[tokio::test(flavor = "current_thread")]

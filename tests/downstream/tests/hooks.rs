@@ -65,7 +65,7 @@ async fn a_hook_rewrites_arguments_and_replay_reproduces_it() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("write", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
 
     // The hook saw the parsed arguments and the tool's metadata.
     let seen = seen.lock().unwrap().clone();

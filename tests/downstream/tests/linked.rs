@@ -16,7 +16,7 @@ async fn a_spec_finds_the_tools_of_a_named_crate() {
     let result = execute(&RunControl::new(), &agent, &RunSpec::new("count", &bundle))
         .await
         .expect("the run starts");
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
     let report = provrun::evidence::verify(&bundle);
     assert!(report.ok && report.complete);
     assert_eq!(report.status, Some(provrun::evidence::RunStatus::Finished));

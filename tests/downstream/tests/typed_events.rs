@@ -45,7 +45,7 @@ async fn a_runs_events_read_back_as_typed_payloads() {
         .execute(&RunControl::new(), &agent, &RunSpec::new("count", &bundle))
         .await
         .unwrap();
-    assert_eq!(result.status, RunStatus::Finished, "{:?}", result.error);
+    assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
 
     let events = read_typed_events(&bundle).unwrap();
     let mut models = 0;

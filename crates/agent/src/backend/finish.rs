@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::control::RunEvent;
 use crate::error::AgentError;
-use crate::spec::{RunResult, RunUsage};
+use crate::spec::{RunOutcome, RunResult, RunUsage};
 
 use super::{Outcome, Run};
 use crate::state::LoopState;
@@ -34,10 +34,16 @@ impl Run<'_> {
             requests: state.requests,
             tool_calls: state.tool_calls,
         };
+        let outcome = RunOutcome::from_status(
+            outcome.status,
+            outcome.output,
+            outcome.error,
+            outcome.deferred,
+        );
         let end = RunEnd {
-            status: outcome.status,
+            status: outcome.status(),
             usage: serde_json::to_value(usage).unwrap_or(Value::Null),
-            error: outcome.error.clone(),
+            error: outcome.error().map(str::to_string),
         };
         let recorder = self.recorder.clone();
         // The outputs count against the sandbox's quota by apparent size: whatever a
@@ -52,18 +58,13 @@ impl Run<'_> {
                 message: format!("finishing stopped: {e}"),
             })??;
         self.control.emit(RunEvent::Finished {
-            status: outcome.status,
+            status: outcome.status(),
         });
-        Ok(RunResult {
-            run_id: self.recorder.run_id().to_string(),
-            status: outcome.status,
-            output: outcome.output,
+        Ok(RunResult::new(
+            self.recorder.run_id().to_string(),
+            outcome,
             usage,
-            bundle: self.recorder.bundle_dir().to_path_buf(),
-            deferred: outcome.deferred,
-            error: outcome.error,
-            #[cfg(feature = "otel")]
-            otel_export: None,
-        })
+            self.recorder.bundle_dir().to_path_buf(),
+        ))
     }
 }

@@ -43,7 +43,7 @@ pub const MAX_TOOL_RESULT_BYTES: usize = 1024 * 1024;
 /// let agent = AgentSpec::load("examples/hello/agent.toml")?;
 /// let run = RunSpec::new("Summarise the inputs.", "/tmp/bundle").input("examples/hello/input");
 /// let result = Backend::new().execute(&RunControl::new(), &agent, &run).await?;
-/// println!("{}", result.output);
+/// println!("{}", result.output());
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Default)]

@@ -113,16 +113,18 @@ pub(super) async fn run_one(
             &agent_owned
         }
     };
-    let mut spec = RunSpec::new(job.prompt, &bundle);
-    spec.inputs = job.inputs;
-    spec.host_dir = job.host_dir;
-    spec.durability = durability.into();
+    let mut spec = RunSpec::new(job.prompt, &bundle)
+        .inputs(job.inputs)
+        .durability(durability.into());
+    if let Some(dir) = job.host_dir {
+        spec = spec.host_dir(dir);
+    }
     let control = RunControl::new();
     match backend.execute(&control, agent, &spec).await {
         Ok(result) => {
-            outcome.status = status_word(result.status);
+            outcome.status = status_word(result.status());
             outcome.run_id = Some(result.run_id.clone());
-            outcome.error = result.error.clone();
+            outcome.error = result.error().map(str::to_string);
             // A bundle that does not verify is no result.
             let check = bundle.clone();
             let report =
