@@ -1,29 +1,29 @@
 //! The end of a run: the trace, `response.txt`, `run_end` and the run's result.
 
-use provrun_evidence::{RunEnd, RunStatus};
+use provrun_evidence::RunEnd;
 use serde_json::Value;
 
 use crate::control::RunEvent;
 use crate::error::AgentError;
 use crate::spec::{RunOutcome, RunResult, RunUsage};
 
-use super::{Outcome, Run};
+use super::Run;
 use crate::state::LoopState;
 
 impl Run<'_> {
     pub(super) async fn finish(
         self,
         state: LoopState,
-        outcome: Outcome,
+        outcome: RunOutcome,
     ) -> Result<RunResult, AgentError> {
         self.evidence.trace(&state.messages).await?;
-        if outcome.status == RunStatus::Finished {
+        if let RunOutcome::Finished { output } = &outcome {
             let response = self.recorder.output_dir().join("response.txt");
             if std::fs::symlink_metadata(&response).is_err()
                 && let Err(e) = self
                     .ctx
                     .sandbox()
-                    .write_file("/output/response.txt", outcome.output.as_bytes())
+                    .write_file("/output/response.txt", output.as_bytes())
             {
                 tracing::warn!(error = %e, "could not write /output/response.txt");
             }
@@ -34,12 +34,6 @@ impl Run<'_> {
             requests: state.requests,
             tool_calls: state.tool_calls,
         };
-        let outcome = RunOutcome::from_status(
-            outcome.status,
-            outcome.output,
-            outcome.error,
-            outcome.deferred,
-        );
         let end = RunEnd {
             status: outcome.status(),
             usage: serde_json::to_value(usage).unwrap_or(Value::Null),

@@ -10,7 +10,7 @@ mod turn;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use provrun_evidence::{Recorder, RunStatus};
+use provrun_evidence::Recorder;
 use provrun_model::{Model, ToolCall, ToolDefinition};
 use provrun_tools::{RunContext, Tool, ToolOutput, ToolRegistry};
 
@@ -22,7 +22,7 @@ use crate::output::OutputSchema;
 use crate::recorded::Replaying;
 use crate::remote::{RecordedMcp, Remote};
 use crate::skills::Skill;
-use crate::spec::{AgentSpec, Decision, DeferredCall, RunResult, RunSpec};
+use crate::spec::{AgentSpec, Decision, RunResult, RunSpec};
 
 /// What `run_started.builder` and the statement name as the thing that ran the agent.
 pub const BUILDER: &str = concat!("provrun/", env!("CARGO_PKG_VERSION"));
@@ -92,26 +92,6 @@ struct PendingTurn {
     calls: Vec<ToolCall>,
     completed: HashMap<String, ToolOutput>,
     decisions: HashMap<String, Decision>,
-}
-
-/// How the loop ended.
-#[derive(Debug)]
-struct Outcome {
-    status: RunStatus,
-    output: String,
-    error: Option<String>,
-    deferred: Vec<DeferredCall>,
-}
-
-impl Outcome {
-    fn failed(message: impl Into<String>) -> Self {
-        Self {
-            status: RunStatus::Failed,
-            output: String::new(),
-            error: Some(message.into()),
-            deferred: Vec::new(),
-        }
-    }
 }
 
 /// Everything the loop needs that does not change during a run.

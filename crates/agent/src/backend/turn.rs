@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::join_all;
-use provrun_evidence::{RunStatus, to_canonical_string};
+use provrun_evidence::to_canonical_string;
 use provrun_model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, ModelSettings, ToolCall, ToolChoice,
 };
@@ -12,10 +12,10 @@ use provrun_tools::ToolOutput;
 use crate::capability::{CallFlags, DecidedBy, OUTPUT_ACCEPTED};
 use crate::control::RunEvent;
 use crate::error::AgentError;
-use crate::spec::{DeferReason, DeferredCall, RunResult};
+use crate::spec::{DeferReason, DeferredCall, RunOutcome, RunResult};
 
 use super::dispatch::{CallResult, Ordered};
-use super::{Outcome, PendingTurn, Run};
+use super::{PendingTurn, Run};
 use crate::output::OUTPUT_TOOL;
 use crate::state::{LoopState, call_uid};
 
@@ -26,7 +26,7 @@ pub(super) enum Answer {
     /// The answer does not follow the schema; every call of the turn is answered.
     Rejected,
     /// The run ends with this answer.
-    Accepted(Outcome),
+    Accepted(RunOutcome),
 }
 
 impl Run<'_> {
@@ -51,7 +51,9 @@ impl Run<'_> {
         let outcome = match self.steps(&mut state, pending).await {
             Ok(o) => o,
             Err(AgentError::Evidence(e)) => return Err(AgentError::Evidence(e)),
-            Err(other) => Outcome::failed(other.to_string()),
+            Err(other) => RunOutcome::Failed {
+                error: other.to_string(),
+            },
         };
         self.finish(state, outcome).await
     }
@@ -60,7 +62,7 @@ impl Run<'_> {
         &self,
         state: &mut LoopState,
         mut pending: Option<PendingTurn>,
-    ) -> Result<Outcome, AgentError> {
+    ) -> Result<RunOutcome, AgentError> {
         // One request for the whole run: the tools and settings do not change.
         let mut request = ModelRequest {
             messages: Vec::new(),
@@ -81,16 +83,17 @@ impl Run<'_> {
             let replay_cancels =
                 (self.backend.replaying.as_ref()).is_some_and(|r| r.cancels_at(state.requests));
             if self.control.is_cancelled() || replay_cancels {
-                return Ok(Outcome {
-                    status: RunStatus::Cancelled,
-                    ..Outcome::failed("the run was cancelled")
+                return Ok(RunOutcome::Cancelled {
+                    reason: "the run was cancelled".into(),
                 });
             }
             if state.requests >= u64::from(self.agent.max_steps) {
-                return Ok(Outcome::failed(format!(
-                    "max_steps reached: the agent made {} model requests without a final answer",
-                    state.requests
-                )));
+                return Ok(RunOutcome::Failed {
+                    error: format!(
+                        "max_steps reached: the agent made {} model requests without a final answer",
+                        state.requests
+                    ),
+                });
             }
             self.control.emit(RunEvent::ModelRequest { step });
             // The history moves into the request and back: no copy of it per request.
@@ -101,15 +104,18 @@ impl Run<'_> {
             };
             state.messages = std::mem::take(&mut request.messages);
             let Some(response) = response else {
-                return Ok(Outcome {
-                    status: RunStatus::Cancelled,
-                    ..Outcome::failed("the run was cancelled while waiting for the model")
+                return Ok(RunOutcome::Cancelled {
+                    reason: "the run was cancelled while waiting for the model".into(),
                 });
             };
             state.requests += 1;
             let response = match response {
                 Ok(r) => r,
-                Err(e) => return Ok(Outcome::failed(format!("model request {step} failed: {e}"))),
+                Err(e) => {
+                    return Ok(RunOutcome::Failed {
+                        error: format!("model request {step} failed: {e}"),
+                    });
+                }
             };
             state.usage.add(&response.usage);
             self.control.emit(RunEvent::ModelResponse {
@@ -122,11 +128,8 @@ impl Run<'_> {
             state.messages.push(response.to_message());
 
             if response.tool_calls.is_empty() {
-                return Ok(Outcome {
-                    status: RunStatus::Finished,
+                return Ok(RunOutcome::Finished {
                     output: response.text.unwrap_or_default(),
-                    error: None,
-                    deferred: Vec::new(),
                 });
             }
             match self.output_turn(state, &response).await? {
@@ -256,12 +259,7 @@ impl Run<'_> {
         )
         .await?;
         let output = to_canonical_string(&parsed).unwrap_or_else(|_| parsed.to_string());
-        Ok(Answer::Accepted(Outcome {
-            status: RunStatus::Finished,
-            output,
-            error: None,
-            deferred: Vec::new(),
-        }))
+        Ok(Answer::Accepted(RunOutcome::Finished { output }))
     }
 
     /// Record every call of `response` but the answer `answer_id` as not run, and tell the
@@ -314,7 +312,7 @@ impl Run<'_> {
         &self,
         state: &mut LoopState,
         turn: PendingTurn,
-    ) -> Result<Option<Outcome>, AgentError> {
+    ) -> Result<Option<RunOutcome>, AgentError> {
         let step = state.requests;
         let uids: Vec<String> = (0..turn.calls.len()).map(|i| call_uid(step, i)).collect();
         let todo: Vec<(&str, &ToolCall)> = turn
@@ -360,12 +358,7 @@ impl Run<'_> {
             outputs.push((call, output));
         }
         if !deferred.is_empty() {
-            return Ok(Some(Outcome {
-                status: RunStatus::Paused,
-                output: String::new(),
-                error: None,
-                deferred,
-            }));
+            return Ok(Some(RunOutcome::Paused { deferred }));
         }
         for (call, out) in outputs {
             state.messages.push(Message::tool_result(

@@ -147,26 +147,6 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    /// How the loop's ending reads as an outcome: the part of `output`, `error` and
-    /// `deferred` that `status` has, the rest dropped (a missing error reads as empty).
-    pub(crate) fn from_status(
-        status: RunStatus,
-        output: String,
-        error: Option<String>,
-        deferred: Vec<DeferredCall>,
-    ) -> Self {
-        match status {
-            RunStatus::Finished => RunOutcome::Finished { output },
-            RunStatus::Failed => RunOutcome::Failed {
-                error: error.unwrap_or_default(),
-            },
-            RunStatus::Cancelled => RunOutcome::Cancelled {
-                reason: error.unwrap_or_default(),
-            },
-            RunStatus::Paused => RunOutcome::Paused { deferred },
-        }
-    }
-
     /// The status the bundle's `run_end` records for this outcome.
     pub fn status(&self) -> RunStatus {
         match self {
@@ -312,26 +292,29 @@ mod tests {
         }
     }
 
-    /// The loop's ending for `status`, with every part filled, so each case shows which
-    /// part its outcome keeps.
-    fn outcome(status: RunStatus) -> RunOutcome {
-        RunOutcome::from_status(
-            status,
-            "the answer".into(),
-            Some("what happened".into()),
-            vec![waiting()],
-        )
+    /// One outcome of each kind, each with its own part set.
+    fn outcomes() -> [RunOutcome; 4] {
+        [
+            RunOutcome::Finished {
+                output: "the answer".into(),
+            },
+            RunOutcome::Failed {
+                error: "what failed".into(),
+            },
+            RunOutcome::Cancelled {
+                reason: "where it stopped".into(),
+            },
+            RunOutcome::Paused {
+                deferred: vec![waiting()],
+            },
+        ]
     }
 
     #[test]
-    fn a_finished_run_keeps_its_answer_only() {
-        let o = outcome(RunStatus::Finished);
-        assert_eq!(
-            o,
-            RunOutcome::Finished {
-                output: "the answer".into()
-            }
-        );
+    fn a_finished_run_reads_as_its_answer_only() {
+        let o = RunOutcome::Finished {
+            output: "the answer".into(),
+        };
         assert_eq!(o.status(), RunStatus::Finished);
         assert_eq!(o.output(), "the answer");
         assert_eq!(o.error(), None);
@@ -339,44 +322,32 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_run_keeps_its_error_only() {
-        let o = outcome(RunStatus::Failed);
-        assert_eq!(
-            o,
-            RunOutcome::Failed {
-                error: "what happened".into()
-            }
-        );
+    fn a_failed_run_reads_as_its_error_only() {
+        let o = RunOutcome::Failed {
+            error: "what failed".into(),
+        };
         assert_eq!(o.status(), RunStatus::Failed);
         assert_eq!(o.output(), "");
-        assert_eq!(o.error(), Some("what happened"));
+        assert_eq!(o.error(), Some("what failed"));
         assert!(o.deferred().is_empty());
     }
 
     #[test]
-    fn a_cancelled_run_keeps_its_reason_only() {
-        let o = outcome(RunStatus::Cancelled);
-        assert_eq!(
-            o,
-            RunOutcome::Cancelled {
-                reason: "what happened".into()
-            }
-        );
+    fn a_cancelled_run_reads_as_its_reason_only() {
+        let o = RunOutcome::Cancelled {
+            reason: "where it stopped".into(),
+        };
         assert_eq!(o.status(), RunStatus::Cancelled);
         assert_eq!(o.output(), "");
-        assert_eq!(o.error(), Some("what happened"));
+        assert_eq!(o.error(), Some("where it stopped"));
         assert!(o.deferred().is_empty());
     }
 
     #[test]
-    fn a_paused_run_keeps_its_waiting_calls_only() {
-        let o = outcome(RunStatus::Paused);
-        assert_eq!(
-            o,
-            RunOutcome::Paused {
-                deferred: vec![waiting()]
-            }
-        );
+    fn a_paused_run_reads_as_its_waiting_calls_only() {
+        let o = RunOutcome::Paused {
+            deferred: vec![waiting()],
+        };
         assert_eq!(o.status(), RunStatus::Paused);
         assert_eq!(o.output(), "");
         assert_eq!(o.error(), None);
@@ -384,26 +355,11 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_without_a_message_still_reads_as_an_error() {
-        let o = RunOutcome::from_status(RunStatus::Failed, String::new(), None, Vec::new());
-        assert_eq!(o.error(), Some(""));
-    }
-
-    #[test]
     #[allow(deprecated)] // the copies are what is checked
     fn the_copies_kept_for_old_readers_follow_the_outcome() {
-        for status in [
-            RunStatus::Finished,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-            RunStatus::Paused,
-        ] {
-            let r = RunResult::new(
-                "run".into(),
-                outcome(status),
-                RunUsage::default(),
-                "/b".into(),
-            );
+        for outcome in outcomes() {
+            let status = outcome.status();
+            let r = RunResult::new("run".into(), outcome, RunUsage::default(), "/b".into());
             assert_eq!(r.status, status);
             assert_eq!(r.status(), status);
             assert_eq!(r.output, r.outcome.output());
