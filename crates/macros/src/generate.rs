@@ -44,7 +44,8 @@ fn context_kind(ty: &Type) -> Option<bool> {
     }
 }
 
-/// A valid tool name: what OpenAI-compatible APIs accept (`^[a-zA-Z0-9_.-]{1,64}$`).
+/// A valid tool name: 1 to 64 ASCII letters, digits, `_` or `-` (`^[a-zA-Z0-9_-]{1,64}$`),
+/// which every OpenAI-compatible API accepts; `.` is refused, as `is_valid_tool_name` does.
 fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
