@@ -68,6 +68,25 @@ where
     Ok((service, tools))
 }
 
+/// Marks the server ready (from here on, a line on its stdout that is not JSON is no
+/// banner) and returns the lines it printed before, with a count of those left out.
+fn take_banner(seen: Option<&tap::Shared>) -> Vec<String> {
+    match seen {
+        Some(shared) => match shared.lock() {
+            Ok(mut s) => {
+                s.ready = true;
+                let mut lines = s.banner.clone();
+                if s.banner_dropped > 0 {
+                    lines.push(format!("({} more lines left out)", s.banner_dropped));
+                }
+                lines
+            }
+            Err(_) => Vec::new(),
+        },
+        None => Vec::new(),
+    }
+}
+
 /// Start or reach the server `spec` declares, initialise it and list its tools within its
 /// `timeout_s`.
 pub(crate) async fn connect_one(
@@ -143,21 +162,7 @@ pub(crate) async fn connect_one(
         McpTransportKind::Stdio => spawn::endpoint(spec, options, child.as_ref(), &grants),
         _ => http::endpoint(spec),
     };
-    // From here on, a line that is not JSON is no banner.
-    let banner = match &seen {
-        Some(shared) => match shared.lock() {
-            Ok(mut s) => {
-                s.ready = true;
-                let mut lines = s.banner.clone();
-                if s.banner_dropped > 0 {
-                    lines.push(format!("({} more lines left out)", s.banner_dropped));
-                }
-                lines
-            }
-            Err(_) => Vec::new(),
-        },
-        None => Vec::new(),
-    };
+    let banner = take_banner(seen.as_ref());
     if !banner.is_empty() {
         tracing::warn!(server = %spec.name, lines = banner.len(), "MCP server printed lines that are not JSON before it was ready");
     }

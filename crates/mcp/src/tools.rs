@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use provrun_tools::is_valid_tool_name;
+use provrun_tools::{McpServerSpec, is_valid_tool_name};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -145,59 +145,9 @@ impl McpServers {
                 tool: remote.clone(),
                 message,
             })?;
-            let name = exposed_name(spec.tool_prefix(), &remote).ok_or_else(|| {
-                server_err(
-                    &spec,
-                    format!(
-                        "tool `{remote}` cannot be named for a model: `{}{NAME_SEPARATOR}{remote}` \
-                         is longer than 64 characters (choose a shorter `prefix`)",
-                        spec.tool_prefix()
-                    ),
-                )
-            })?;
-            if let Some((other, _)) = self.tools.get(&name) {
-                return Err(server_err(
-                    &spec,
-                    format!(
-                        "tool `{remote}` would be named `{name}`, which MCP server `{}` already \
-                         uses (give one of them a different `prefix`)",
-                        self.servers[*other].spec.name
-                    ),
-                ));
-            }
-            let annotations = tool
-                .annotations
-                .as_ref()
-                .and_then(|a| serde_json::to_value(a).ok());
-            // MCP's defaults: a tool is destructive unless it says it only reads, or says
-            // it is not destructive. The declaration can only make it more careful.
-            let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-            let not_destructive =
-                tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(false);
-            let destructive = spec.destructive || !(read_only || not_destructive);
-            let description = tool
-                .description
-                .as_deref()
-                .map(str::to_string)
-                .filter(|d| !d.trim().is_empty())
-                .or_else(|| tool.title.clone())
-                .unwrap_or_else(|| format!("Tool `{remote}` of MCP server `{}`.", spec.name));
-            self.tools.insert(
-                name.clone(),
-                (
-                    index,
-                    McpTool {
-                        name,
-                        server: spec.name.clone(),
-                        remote_name: remote,
-                        description,
-                        schema,
-                        annotations,
-                        destructive,
-                        execution,
-                    },
-                ),
-            );
+            let name = self.name_for(&spec, &remote)?;
+            let tool = offered_tool(&spec, &tool, name.clone(), remote, schema, execution);
+            self.tools.insert(name, (index, tool));
         }
         if let Some(wanted) = wanted {
             let missing: Vec<&str> = wanted.into_iter().filter(|w| !seen.contains(*w)).collect();
@@ -213,6 +163,70 @@ impl McpServers {
             }
         }
         Ok(())
+    }
+
+    /// The name `remote` of server `spec` is offered under: `PREFIX_tool`, valid for a
+    /// model and not taken by another server's tool.
+    fn name_for(&self, spec: &McpServerSpec, remote: &str) -> Result<String, McpError> {
+        let name = exposed_name(spec.tool_prefix(), remote).ok_or_else(|| {
+            server_err(
+                spec,
+                format!(
+                    "tool `{remote}` cannot be named for a model: `{}{NAME_SEPARATOR}{remote}` \
+                     is longer than 64 characters (choose a shorter `prefix`)",
+                    spec.tool_prefix()
+                ),
+            )
+        })?;
+        if let Some((other, _)) = self.tools.get(&name) {
+            return Err(server_err(
+                spec,
+                format!(
+                    "tool `{remote}` would be named `{name}`, which MCP server `{}` already \
+                     uses (give one of them a different `prefix`)",
+                    self.servers[*other].spec.name
+                ),
+            ));
+        }
+        Ok(name)
+    }
+}
+
+/// A listed tool as provrun offers it under `name`: its annotations kept, whether it is
+/// destructive, and a description (its own, else its title, else one made up).
+fn offered_tool(
+    spec: &McpServerSpec,
+    tool: &rmcp::model::Tool,
+    name: String,
+    remote: String,
+    schema: Value,
+    execution: Option<Value>,
+) -> McpTool {
+    let annotations = tool
+        .annotations
+        .as_ref()
+        .and_then(|a| serde_json::to_value(a).ok());
+    // MCP's defaults: a tool is destructive unless it says it only reads, or says it is
+    // not destructive. The declaration can only make it more careful.
+    let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+    let not_destructive = tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(false);
+    let destructive = spec.destructive || !(read_only || not_destructive);
+    let description = tool
+        .description
+        .as_deref()
+        .map(str::to_string)
+        .filter(|d| !d.trim().is_empty())
+        .or_else(|| tool.title.clone())
+        .unwrap_or_else(|| format!("Tool `{remote}` of MCP server `{}`.", spec.name));
+    McpTool {
+        name,
+        server: spec.name.clone(),
+        remote_name: remote,
+        description,
+        schema,
+        annotations,
+        destructive,
+        execution,
     }
 }
 

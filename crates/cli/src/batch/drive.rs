@@ -103,40 +103,13 @@ pub(super) async fn drive(
         );
         tokio::spawn(async move {
             let outcome = run_one(job, Arc::clone(&dest), backend, durability).await;
-            tally.running.fetch_sub(1, Ordering::Relaxed);
-            tally.done.fetch_add(1, Ordering::Relaxed);
-            if !outcome.finished() {
-                tally.failed.fetch_add(1, Ordering::Relaxed);
-            }
-            if outcome.skipped {
-                tally.skipped.fetch_add(1, Ordering::Relaxed);
-            }
-            progress.update(&tally);
-            {
-                let mut s = summary.lock().unwrap_or_else(|p| p.into_inner());
-                if outcome.finished() {
-                    s.finished += 1;
-                } else {
-                    s.not_finished += 1;
-                    if s.named.len() < FAILURES_NAMED {
-                        let why = outcome.error.clone().unwrap_or_default();
-                        s.named.push((
-                            outcome.id.clone(),
-                            format!(
-                                "{}{}{why}",
-                                outcome.status,
-                                if why.is_empty() { "" } else { ": " }
-                            ),
-                        ));
-                    }
-                }
-                s.skipped += u64::from(outcome.skipped);
-                if json {
-                    let line = json_line(&outcome, &dest);
-                    // One line per write, under the summary's lock: lines never interleave.
-                    let _ = writeln!(std::io::stdout().lock(), "{line}");
-                }
-            }
+            record(
+                &outcome,
+                &tally,
+                &progress,
+                &summary,
+                json.then_some(&*dest),
+            );
             drop(slot);
         });
     }
@@ -150,23 +123,76 @@ pub(super) async fn drive(
     // the summary out rather than unwrap the Arc.
     let summary = std::mem::take(&mut *summary.lock().unwrap_or_else(|p| p.into_inner()));
     if json {
-        let secs = started.elapsed().as_secs_f64();
-        let ran = summary.finished + summary.not_finished - summary.skipped;
-        let line = json!({
-            "type": "summary",
-            "shard": shard.to_string(),
-            "runs": summary.finished + summary.not_finished,
-            "finished": summary.finished,
-            "not_finished": summary.not_finished,
-            "skipped": summary.skipped,
-            "ran": ran,
-            "seconds": (secs * 1000.0).round() / 1000.0,
-            "runs_per_second": if secs > 0.0 { ((ran as f64 / secs) * 10.0).round() / 10.0 } else { 0.0 },
-            "out": dest.name(),
-        });
+        let line = summary_line(&summary, shard, started, dest);
         let _ = writeln!(std::io::stdout().lock(), "{line}");
     }
     Ok(summary)
+}
+
+/// Counts a run's outcome in the tally (and the progress line) and the summary, and with
+/// `--json` (`json_to`) prints its line.
+fn record(
+    outcome: &Outcome,
+    tally: &Tally,
+    progress: &Progress,
+    summary: &Mutex<Summary>,
+    json_to: Option<&Dest>,
+) {
+    tally.running.fetch_sub(1, Ordering::Relaxed);
+    tally.done.fetch_add(1, Ordering::Relaxed);
+    if !outcome.finished() {
+        tally.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    if outcome.skipped {
+        tally.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+    progress.update(tally);
+    let mut s = summary.lock().unwrap_or_else(|p| p.into_inner());
+    if outcome.finished() {
+        s.finished += 1;
+    } else {
+        s.not_finished += 1;
+        if s.named.len() < FAILURES_NAMED {
+            let why = outcome.error.clone().unwrap_or_default();
+            s.named.push((
+                outcome.id.clone(),
+                format!(
+                    "{}{}{why}",
+                    outcome.status,
+                    if why.is_empty() { "" } else { ": " }
+                ),
+            ));
+        }
+    }
+    s.skipped += u64::from(outcome.skipped);
+    if let Some(dest) = json_to {
+        let line = json_line(outcome, dest);
+        // One line per write, under the summary's lock: lines never interleave.
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+}
+
+/// The `--json` summary line of this shard's runs, started at `started`.
+fn summary_line(
+    summary: &Summary,
+    shard: Shard,
+    started: Instant,
+    dest: &Dest,
+) -> serde_json::Value {
+    let secs = started.elapsed().as_secs_f64();
+    let ran = summary.finished + summary.not_finished - summary.skipped;
+    json!({
+        "type": "summary",
+        "shard": shard.to_string(),
+        "runs": summary.finished + summary.not_finished,
+        "finished": summary.finished,
+        "not_finished": summary.not_finished,
+        "skipped": summary.skipped,
+        "ran": ran,
+        "seconds": (secs * 1000.0).round() / 1000.0,
+        "runs_per_second": if secs > 0.0 { ((ran as f64 / secs) * 10.0).round() / 10.0 } else { 0.0 },
+        "out": dest.name(),
+    })
 }
 
 pub(super) fn print_table(s: &Summary, runs: &Path, dest: &Dest, shard: Shard) {

@@ -101,58 +101,10 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(EXIT_FAILED, format!("cannot start the runtime: {e}")),
     };
-    let out_text = args.out.to_string_lossy().into_owned();
     // Kept until the batch ends: the work folder of a bucket destination.
-    let mut _work = None;
-    let dest = if is_url(&out_text) {
-        let bucket = match Bucket::open(&out_text) {
-            Ok(b) => b,
-            Err(e) => return fail(EXIT_USAGE, format!("--out: {e}")),
-        };
-        if let Err(e) = runtime.block_on(bucket.probe()) {
-            return fail(EXIT_USAGE, format!("--out: {e}"));
-        }
-        let work = match &args.work_dir {
-            Some(dir) => std::fs::create_dir_all(dir)
-                .map(|()| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
-                .map_err(|e| format!("cannot make --work-dir `{}`: {e}", dir.display())),
-            None => tempfile::Builder::new()
-                .prefix("provrun-batch-")
-                .tempdir()
-                .map_err(|e| format!("cannot make a work folder in TMPDIR: {e}"))
-                .map(|t| {
-                    let path = std::path::absolute(t.path()).unwrap_or_else(|_| t.path().into());
-                    _work = Some(t);
-                    path
-                }),
-        };
-        match work {
-            Ok(local) => Dest {
-                local,
-                bucket: Some(bucket),
-            },
-            Err(e) => return fail(EXIT_USAGE, e),
-        }
-    } else {
-        match std::fs::symlink_metadata(&args.out) {
-            Ok(m) if !m.is_dir() => {
-                return fail(
-                    EXIT_USAGE,
-                    format!("--out `{}` exists and is not a folder", args.out.display()),
-                );
-            }
-            _ => {}
-        }
-        if let Err(e) = std::fs::create_dir_all(&args.out) {
-            return fail(
-                EXIT_USAGE,
-                format!("cannot make --out `{}`: {e}", args.out.display()),
-            );
-        }
-        Dest {
-            local: std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone()),
-            bucket: None,
-        }
+    let (dest, _work) = match open_dest(&args, &runtime) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_USAGE, e),
     };
     let dest = Arc::new(dest);
     let mut backend = Backend::new().with_registry(registry.clone());
@@ -185,4 +137,57 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     } else {
         EXIT_FAILED
     }
+}
+
+/// The destination `--out` names, made ready: a bucket (probed) with its local work folder
+/// (`--work-dir`, or a new temporary folder, returned to be kept until the batch ends), or
+/// a local folder (made if missing). The error is a usage error's message.
+fn open_dest(
+    args: &BatchArgs,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(Dest, Option<tempfile::TempDir>), String> {
+    let out_text = args.out.to_string_lossy().into_owned();
+    if is_url(&out_text) {
+        let bucket = Bucket::open(&out_text).map_err(|e| format!("--out: {e}"))?;
+        if let Err(e) = runtime.block_on(bucket.probe()) {
+            return Err(format!("--out: {e}"));
+        }
+        let mut work = None;
+        let local = match &args.work_dir {
+            Some(dir) => std::fs::create_dir_all(dir)
+                .map(|()| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
+                .map_err(|e| format!("cannot make --work-dir `{}`: {e}", dir.display())),
+            None => tempfile::Builder::new()
+                .prefix("provrun-batch-")
+                .tempdir()
+                .map_err(|e| format!("cannot make a work folder in TMPDIR: {e}"))
+                .map(|t| {
+                    let path = std::path::absolute(t.path()).unwrap_or_else(|_| t.path().into());
+                    work = Some(t);
+                    path
+                }),
+        }?;
+        let dest = Dest {
+            local,
+            bucket: Some(bucket),
+        };
+        return Ok((dest, work));
+    }
+    match std::fs::symlink_metadata(&args.out) {
+        Ok(m) if !m.is_dir() => {
+            return Err(format!(
+                "--out `{}` exists and is not a folder",
+                args.out.display()
+            ));
+        }
+        _ => {}
+    }
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        return Err(format!("cannot make --out `{}`: {e}", args.out.display()));
+    }
+    let dest = Dest {
+        local: std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone()),
+        bucket: None,
+    };
+    Ok((dest, None))
 }

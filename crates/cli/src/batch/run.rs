@@ -1,5 +1,7 @@
 //! One line run (or found done by an earlier batch), and its [`Outcome`].
 
+use std::borrow::Cow;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,6 +41,45 @@ fn status_word(status: RunStatus) -> &'static str {
     }
 }
 
+/// What an earlier batch left for this line: with a bucket, only the bucket counts (a
+/// folder left in a reused work folder is removed); else the bundle folder is looked at.
+async fn look_for_earlier(
+    dest: &Dest,
+    id: &str,
+    bundle: &Path,
+) -> Result<Existing, tokio::task::JoinError> {
+    match &dest.bucket {
+        Some(bucket) => match existing_in_bucket(bucket, &dest.local, id).await {
+            Ok(Existing::Redo | Existing::None) => {
+                // A folder a killed batch left in a reused work folder is not evidence of
+                // anything: only the bucket counts.
+                let _ = std::fs::remove_dir_all(bundle);
+                Ok(Existing::None)
+            }
+            Ok(found) => Ok(found),
+            Err(e) => Ok(Existing::Held(e)),
+        },
+        None => {
+            let bundle = bundle.to_path_buf();
+            tokio::task::spawn_blocking(move || existing(&bundle)).await
+        }
+    }
+}
+
+/// The agent spec a line runs: the file's, or with the line's `model` in its place.
+fn agent_for<'a>(agent: &'a AgentSpec, model: Option<&str>) -> Cow<'a, AgentSpec> {
+    match model {
+        None => Cow::Borrowed(agent),
+        Some(model) => {
+            let mut a = agent.clone();
+            a.model = model.to_owned();
+            // Evidence keeps the spec that ran: with the override, not the file's text.
+            a.source = None;
+            Cow::Owned(a)
+        }
+    }
+}
+
 /// Run one line (or find it done), and say how it ended.
 pub(super) async fn run_one(
     job: Job,
@@ -57,22 +98,7 @@ pub(super) async fn run_one(
         error: None,
         seconds: 0.0,
     };
-    let look = match &dest.bucket {
-        Some(bucket) => match existing_in_bucket(bucket, &dest.local, &job.id).await {
-            Ok(Existing::Redo | Existing::None) => {
-                // A folder a killed batch left in a reused work folder is not evidence of
-                // anything: only the bucket counts.
-                let _ = std::fs::remove_dir_all(&bundle);
-                Ok(Existing::None)
-            }
-            Ok(found) => Ok(found),
-            Err(e) => Ok(Existing::Held(e)),
-        },
-        None => {
-            let bundle = bundle.clone();
-            tokio::task::spawn_blocking(move || existing(&bundle)).await
-        }
-    };
+    let look = look_for_earlier(&dest, &job.id, &bundle).await;
     match look {
         Ok(Existing::None) => {}
         Ok(Existing::Done { status, run_id }) => {
@@ -101,18 +127,7 @@ pub(super) async fn run_one(
             return outcome;
         }
     }
-    let agent_owned;
-    let agent: &AgentSpec = match &job.model {
-        None => &job.agent,
-        Some(model) => {
-            let mut a = (*job.agent).clone();
-            a.model = model.clone();
-            // Evidence keeps the spec that ran: with the override, not the file's text.
-            a.source = None;
-            agent_owned = a;
-            &agent_owned
-        }
-    };
+    let agent = agent_for(&job.agent, job.model.as_deref());
     let mut spec = RunSpec::new(job.prompt, &bundle)
         .inputs(job.inputs)
         .durability(durability.into());
@@ -120,7 +135,7 @@ pub(super) async fn run_one(
         spec = spec.host_dir(dir);
     }
     let control = RunControl::new();
-    match backend.execute(&control, agent, &spec).await {
+    match backend.execute(&control, &agent, &spec).await {
         Ok(result) => {
             outcome.status = status_word(result.status());
             outcome.run_id = Some(result.run_id.clone());

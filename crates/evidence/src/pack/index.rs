@@ -105,14 +105,21 @@ fn digest_at(b: &[u8], at: usize) -> [u8; 32] {
     d
 }
 
-/// Read a pack's index: check the header and the framing of every record, and every
-/// reference between records. Chunk *data* is not read here (see [`read_chunk`](super::read_chunk)).
-/// A torn end is reported in [`PackIndex::torn`], not as an error.
-pub fn read_index<S: PackSource + ?Sized>(src: &S) -> Result<PackIndex, PackError> {
-    let io_err =
-        |at: u64, region: Region, e: io::Error| err(at, region, format!("cannot read: {e}"));
-    let mut index = PackIndex::default();
-    let len = src.len();
+fn io_err(at: u64, region: Region, e: io::Error) -> PackError {
+    err(at, region, format!("cannot read: {e}"))
+}
+
+/// What the first bytes of a pack say.
+enum Header {
+    /// The pack header: records follow.
+    Valid,
+    /// No header, or a torn one (all of it zeros, or a true prefix of the header): the
+    /// pack holds nothing, with this torn tail if any bytes are there.
+    Empty(Option<TornTail>),
+}
+
+/// Checks the pack header (the first 16 bytes of a pack `len` bytes long).
+fn read_header<S: PackSource + ?Sized>(src: &S, len: u64) -> Result<Header, PackError> {
     let head_len = len.min(HEADER.len() as u64) as usize;
     let mut head = [0u8; 16];
     src.read_at(0, &mut head[..head_len])
@@ -122,29 +129,38 @@ pub fn read_index<S: PackSource + ?Sized>(src: &S) -> Result<PackIndex, PackErro
         if !zeros && head[..head_len] != HEADER[..head_len] {
             return Err(err(0, Region::Header, "not a provrun pack header"));
         }
-        if head_len > 0 {
-            index.torn = Some(TornTail {
-                offset: 0,
-                len,
-                zeros,
-            });
-        }
-        return Ok(index);
+        return Ok(Header::Empty((head_len > 0).then_some(TornTail {
+            offset: 0,
+            len,
+            zeros,
+        })));
     }
     if head != HEADER {
         if head.iter().all(|b| *b == 0) && all_zero(src, 0) {
-            index.torn = Some(TornTail {
+            return Ok(Header::Empty(Some(TornTail {
                 offset: 0,
                 len,
                 zeros: true,
-            });
-            return Ok(index);
+            })));
         }
         return Err(err(
             0,
             Region::Header,
             "not a provrun pack header (magic or version differs)",
         ));
+    }
+    Ok(Header::Valid)
+}
+
+/// Read a pack's index: check the header and the framing of every record, and every
+/// reference between records. Chunk *data* is not read here (see [`read_chunk`](super::read_chunk)).
+/// A torn end is reported in [`PackIndex::torn`], not as an error.
+pub fn read_index<S: PackSource + ?Sized>(src: &S) -> Result<PackIndex, PackError> {
+    let mut index = PackIndex::default();
+    let len = src.len();
+    if let Header::Empty(torn) = read_header(src, len)? {
+        index.torn = torn;
+        return Ok(index);
     }
     let mut at = HEADER.len() as u64;
     index.good_len = at;
@@ -196,61 +212,86 @@ pub fn read_index<S: PackSource + ?Sized>(src: &S) -> Result<PackIndex, PackErro
             return Ok(index);
         }
         if kind == KIND_CHUNK {
-            let mut fixed = [0u8; CHUNK_FIXED as usize];
-            src.read_at(at + RECORD_HEADER, &mut fixed)
-                .map_err(|e| io_err(at, Region::Chunk, e))?;
-            let digest = digest_at(&fixed, 0);
-            let raw_len = u32_at(&fixed, 32);
-            if raw_len == 0 || raw_len > MAX_CHUNK {
-                return Err(err(
-                    at,
-                    Region::Chunk,
-                    format!("raw length {raw_len} is out of range"),
-                ));
-            }
-            let ordinal = u32::try_from(index.chunks.len())
-                .map_err(|_| err(at, Region::Chunk, "too many chunks"))?;
-            if index.chunk_by_digest.insert(digest, ordinal).is_some() {
-                return Err(err(
-                    at,
-                    Region::Chunk,
-                    "a chunk with this digest is stored twice",
-                ));
-            }
-            index.chunks.push(ChunkEntry {
-                digest,
-                raw_len,
-                offset: at,
-                data_offset: at + RECORD_HEADER + u64::from(CHUNK_FIXED),
-                data_len: body_len - CHUNK_FIXED,
-            });
+            add_chunk(src, &mut index, at, body_len)?;
         } else {
-            if !(body_len - BLOB_FIXED).is_multiple_of(4) {
-                return Err(err(
-                    at,
-                    Region::Index,
-                    "the chunk list is not a whole number of u32",
-                ));
-            }
-            let mut body = vec![0u8; body_len as usize];
-            src.read_at(at + RECORD_HEADER, &mut body)
-                .map_err(|e| io_err(at, Region::Index, e))?;
-            let entry = parse_blob(&index, &body, at, end)?;
-            let ordinal = u32::try_from(index.blobs.len())
-                .map_err(|_| err(at, Region::Index, "too many blobs"))?;
-            if index.blob_by_digest.insert(entry.digest, ordinal).is_some() {
-                return Err(err(
-                    at,
-                    Region::Index,
-                    "a blob with this digest is indexed twice",
-                ));
-            }
-            index.blobs.push(entry);
+            add_blob(src, &mut index, at, body_len, end)?;
         }
         at = end;
         index.good_len = at;
     }
     Ok(index)
+}
+
+/// Indexes the chunk record at `at` (its framing already checked): its digest and raw
+/// length are read and checked, its data is not.
+fn add_chunk<S: PackSource + ?Sized>(
+    src: &S,
+    index: &mut PackIndex,
+    at: u64,
+    body_len: u32,
+) -> Result<(), PackError> {
+    let mut fixed = [0u8; CHUNK_FIXED as usize];
+    src.read_at(at + RECORD_HEADER, &mut fixed)
+        .map_err(|e| io_err(at, Region::Chunk, e))?;
+    let digest = digest_at(&fixed, 0);
+    let raw_len = u32_at(&fixed, 32);
+    if raw_len == 0 || raw_len > MAX_CHUNK {
+        return Err(err(
+            at,
+            Region::Chunk,
+            format!("raw length {raw_len} is out of range"),
+        ));
+    }
+    let ordinal =
+        u32::try_from(index.chunks.len()).map_err(|_| err(at, Region::Chunk, "too many chunks"))?;
+    if index.chunk_by_digest.insert(digest, ordinal).is_some() {
+        return Err(err(
+            at,
+            Region::Chunk,
+            "a chunk with this digest is stored twice",
+        ));
+    }
+    index.chunks.push(ChunkEntry {
+        digest,
+        raw_len,
+        offset: at,
+        data_offset: at + RECORD_HEADER + u64::from(CHUNK_FIXED),
+        data_len: body_len - CHUNK_FIXED,
+    });
+    Ok(())
+}
+
+/// Indexes the blob record at `at` (ending at `end`, its framing already checked): read
+/// whole and its base and chunk references checked (`parse_blob`).
+fn add_blob<S: PackSource + ?Sized>(
+    src: &S,
+    index: &mut PackIndex,
+    at: u64,
+    body_len: u32,
+    end: u64,
+) -> Result<(), PackError> {
+    if !(body_len - BLOB_FIXED).is_multiple_of(4) {
+        return Err(err(
+            at,
+            Region::Index,
+            "the chunk list is not a whole number of u32",
+        ));
+    }
+    let mut body = vec![0u8; body_len as usize];
+    src.read_at(at + RECORD_HEADER, &mut body)
+        .map_err(|e| io_err(at, Region::Index, e))?;
+    let entry = parse_blob(index, &body, at, end)?;
+    let ordinal =
+        u32::try_from(index.blobs.len()).map_err(|_| err(at, Region::Index, "too many blobs"))?;
+    if index.blob_by_digest.insert(entry.digest, ordinal).is_some() {
+        return Err(err(
+            at,
+            Region::Index,
+            "a blob with this digest is indexed twice",
+        ));
+    }
+    index.blobs.push(entry);
+    Ok(())
 }
 
 fn parse_blob(index: &PackIndex, body: &[u8], at: u64, end: u64) -> Result<BlobEntry, PackError> {

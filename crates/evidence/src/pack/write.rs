@@ -181,38 +181,9 @@ impl PackWriter {
         if self.blobs.contains_key(&digest) {
             return Ok((digest, Put::Present));
         }
-        // A base: the latest blob starting with the same chunk, if it shares enough.
-        let (base, shared) = list
-            .first()
-            .and_then(|f| self.by_first.get(f))
-            .map(|&b| {
-                let prev = &self.lists[b as usize];
-                let n = prev.iter().zip(&list).take_while(|(a, b)| a == b).count();
-                (b, n)
-            })
-            .filter(|(_, n)| *n >= MIN_SHARED)
-            .map_or((0u32, 0usize), |(b, n)| (b + 1, n));
-        let own = &list[shared..];
-        let body_len = BLOB_FIXED as usize + 4 * own.len();
-        out.push(KIND_BLOB);
-        out.extend_from_slice(&(body_len as u32).to_le_bytes());
-        out.extend_from_slice(&digest);
-        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        out.extend_from_slice(&base.to_le_bytes());
-        out.extend_from_slice(&(shared as u32).to_le_bytes());
-        out.extend_from_slice(&(own.len() as u32).to_le_bytes());
-        for o in own {
-            out.extend_from_slice(&o.to_le_bytes());
-        }
-        if let Err(e) = (&*self.file).write_all(&out) {
-            // Cut what was appended so the pack stays whole records; if even that fails
-            // the pack's tail is torn, which a reader treats like a torn log line.
-            if let Err(cut) = self.file.set_len(self.len) {
-                self.broken = Some(format!("{e}; cutting the partial record failed: {cut}"));
-            }
-            return Err(e);
-        }
-        self.len += out.len() as u64;
+        let (base, shared) = self.base_for(&list);
+        blob_record(&mut out, digest, bytes.len(), base, shared, &list[shared..]);
+        self.append(&out)?;
         for (d, o) in fresh {
             self.chunks.insert(d, o);
         }
@@ -228,6 +199,35 @@ impl PackWriter {
             });
         }
         Ok((digest, Put::Written))
+    }
+
+    /// The base for a blob of chunks `list`: the latest blob starting with the same
+    /// chunk, if it shares enough, as its ordinal plus one and the count of leading chunks
+    /// shared; `(0, 0)` for none.
+    fn base_for(&self, list: &[u32]) -> (u32, usize) {
+        list.first()
+            .and_then(|f| self.by_first.get(f))
+            .map(|&b| {
+                let prev = &self.lists[b as usize];
+                let n = prev.iter().zip(list).take_while(|(a, b)| a == b).count();
+                (b, n)
+            })
+            .filter(|(_, n)| *n >= MIN_SHARED)
+            .map_or((0u32, 0usize), |(b, n)| (b + 1, n))
+    }
+
+    /// Appends `out` (whole records) to the pack.
+    fn append(&mut self, out: &[u8]) -> io::Result<()> {
+        if let Err(e) = (&*self.file).write_all(out) {
+            // Cut what was appended so the pack stays whole records; if even that fails
+            // the pack's tail is torn, which a reader treats like a torn log line.
+            if let Err(cut) = self.file.set_len(self.len) {
+                self.broken = Some(format!("{e}; cutting the partial record failed: {cut}"));
+            }
+            return Err(e);
+        }
+        self.len += out.len() as u64;
+        Ok(())
     }
 
     /// Fill `list`/`ends` with the leading chunks `bytes` shares with the recent blob it
@@ -311,5 +311,28 @@ pub(crate) fn rewrite<S: PackSource>(
             let _ = std::fs::remove_file(&tmp);
             Err(e)
         }
+    }
+}
+
+/// Writes a blob's index record to `out`: its digest and size, its base (ordinal plus one,
+/// 0 for none) and the chunks taken from it, then its own chunks.
+fn blob_record(
+    out: &mut Vec<u8>,
+    digest: [u8; 32],
+    size: usize,
+    base: u32,
+    shared: usize,
+    own: &[u32],
+) {
+    let body_len = BLOB_FIXED as usize + 4 * own.len();
+    out.push(KIND_BLOB);
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+    out.extend_from_slice(&digest);
+    out.extend_from_slice(&(size as u64).to_le_bytes());
+    out.extend_from_slice(&base.to_le_bytes());
+    out.extend_from_slice(&(shared as u32).to_le_bytes());
+    out.extend_from_slice(&(own.len() as u32).to_le_bytes());
+    for o in own {
+        out.extend_from_slice(&o.to_le_bytes());
     }
 }

@@ -13,10 +13,10 @@ use reqwest::header::HeaderMap;
 use super::body::MAX_EVENT_BYTES;
 use super::http::{error_chain, redact, redact_bytes};
 use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
-use super::{BodyParser, Live, parse_recorded, status_error};
+use super::{BodyParser, Live, LiveEvents, parse_recorded, status_error};
 use crate::error::{ModelError, TimeoutKind};
 use crate::openai::{RetryPolicy, Timeouts};
-use crate::types::{Attempt, RawExchange};
+use crate::types::{Attempt, RawExchange, StreamDelta};
 use crate::wire::JSON_MEDIA_TYPE;
 
 /// Where and how a native backend posts.
@@ -124,111 +124,19 @@ impl Endpoint {
 
     async fn attempt(&self, body: &Bytes, live: Option<&mut Live<'_>>) -> Capture {
         let capture = Arc::new(Mutex::new(Capture::default()));
-        let mut request = self
-            .http
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, JSON_MEDIA_TYPE)
-            .body(body.clone());
-        if live.is_some() {
-            request = request.header(reqwest::header::ACCEPT, crate::SSE_MEDIA_TYPE);
-        }
-        let first_byte = self.timeouts.first_byte;
-        let response = match tokio::time::timeout(first_byte, request.send()).await {
-            Err(_) => {
-                lock(&capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
-                return std::mem::take(&mut *lock(&capture));
-            }
-            Ok(Err(e)) => {
-                let mut c = lock(&capture);
-                if e.is_connect() && e.is_timeout() {
-                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
-                } else {
-                    c.transport = Some(error_chain(&e));
-                }
-                return std::mem::take(&mut *c);
-            }
-            Ok(Ok(r)) => r,
+        let Some(response) = self.send(body, live.is_some(), &capture).await else {
+            return std::mem::take(&mut *lock(&capture));
         };
         let status = response.status();
-        {
-            let mut c = lock(&capture);
-            c.status = Some(status.as_u16());
-            c.media_type = response
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            c.retry_after = retry_after(response.headers(), SystemTime::now());
-        }
-        let idle = self.timeouts.idle;
-        let max_body = self.max_body;
-        let state = Some((response.bytes_stream(), capture.clone()));
-        let chunks = futures_util::stream::unfold(state, move |state| async move {
-            let (mut stream, capture) = state?;
-            match tokio::time::timeout(idle, stream.next()).await {
-                Err(_) => {
-                    lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
-                    Some((Err(std::io::Error::other("idle timeout")), None))
-                }
-                Ok(None) => None,
-                Ok(Some(Ok(chunk))) => {
-                    let mut c = lock(&capture);
-                    if c.body.len() + chunk.len() > max_body {
-                        // Keep what fits, then stop reading: memory stays bounded.
-                        let room = max_body - c.body.len();
-                        c.body.extend_from_slice(&chunk[..room]);
-                        c.too_large = Some(max_body);
-                        drop(c);
-                        return Some((Err(std::io::Error::other("body too large")), None));
-                    }
-                    c.body.extend_from_slice(&chunk);
-                    drop(c);
-                    Some((Ok(chunk), Some((stream, capture))))
-                }
-                Ok(Some(Err(e))) => {
-                    lock(&capture).body_error = Some(error_chain(&e));
-                    Some((Err(std::io::Error::other(e.to_string())), None))
-                }
-            }
-        });
+        let chunks = kept_chunks(
+            response.bytes_stream(),
+            capture.clone(),
+            self.timeouts.idle,
+            self.max_body,
+        );
         match live {
             Some((events, on_delta)) if status.is_success() => {
-                // Fused: it is read again after the SSE parser has seen its end.
-                let mut chunks = Box::pin(chunks.fuse());
-                // Bytes since the last event boundary: an event over the limit ends the
-                // live reading (the rest is still read and kept, and the final parse
-                // reports it), so the SSE parser never buffers a runaway event.
-                let mut pending = 0usize;
-                let bounded = chunks.by_ref().take_while(|item| {
-                    let within = match item {
-                        Ok(chunk) => {
-                            let tail = chunk
-                                .windows(2)
-                                .rposition(|w| w == b"\n\n")
-                                .map(|i| chunk.len() - i - 2);
-                            pending = match tail {
-                                Some(t) => t,
-                                None => pending + chunk.len(),
-                            };
-                            pending <= MAX_EVENT_BYTES
-                        }
-                        Err(_) => true,
-                    };
-                    std::future::ready(within)
-                });
-                let mut stream = bounded.eventsource();
-                let mut healthy = true;
-                while let Some(event) = stream.next().await {
-                    let Ok(event) = event else { break };
-                    if healthy {
-                        healthy = events
-                            .push(&event.event, &event.data, &mut |d| on_delta(d))
-                            .is_ok();
-                    }
-                }
-                drop(stream);
-                while chunks.next().await.is_some() {}
+                feed_live(chunks, events.as_mut(), *on_delta).await;
             }
             _ => {
                 let mut chunks = Box::pin(chunks);
@@ -236,6 +144,53 @@ impl Endpoint {
             }
         }
         std::mem::take(&mut *lock(&capture))
+    }
+
+    /// Posts `body` (asking for SSE when `stream`) and records the response's status,
+    /// media type and `Retry-After` in `capture`. `None` when no response came: the
+    /// first-byte or connect timeout, or the transport error, is recorded instead.
+    async fn send(
+        &self,
+        body: &Bytes,
+        stream: bool,
+        capture: &Mutex<Capture>,
+    ) -> Option<reqwest::Response> {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, JSON_MEDIA_TYPE)
+            .body(body.clone());
+        if stream {
+            request = request.header(reqwest::header::ACCEPT, crate::SSE_MEDIA_TYPE);
+        }
+        let first_byte = self.timeouts.first_byte;
+        let response = match tokio::time::timeout(first_byte, request.send()).await {
+            Err(_) => {
+                lock(capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
+                return None;
+            }
+            Ok(Err(e)) => {
+                let mut c = lock(capture);
+                if e.is_connect() && e.is_timeout() {
+                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
+                } else {
+                    c.transport = Some(error_chain(&e));
+                }
+                return None;
+            }
+            Ok(Ok(r)) => r,
+        };
+        let mut c = lock(capture);
+        c.status = Some(response.status().as_u16());
+        c.media_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        c.retry_after = retry_after(response.headers(), SystemTime::now());
+        drop(c);
+        Some(response)
     }
 
     /// One attempt's capture as a response or a typed error, and whether a retry is worth it.
@@ -301,4 +256,91 @@ impl Endpoint {
         });
         (result, retryable)
     }
+}
+
+/// The response body's chunks, each kept in `capture` as it is read: a wait over `idle`
+/// for the next chunk, a body over `max_body` (what fits is kept) or a read error ends
+/// the stream with an error, recorded in `capture`.
+fn kept_chunks<S>(
+    body: S,
+    capture: Arc<Mutex<Capture>>,
+    idle: Duration,
+    max_body: usize,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>>
+where
+    S: futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    let state = Some((body, capture));
+    futures_util::stream::unfold(state, move |state| async move {
+        let (mut stream, capture) = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) => {
+                lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
+                Some((Err(std::io::Error::other("idle timeout")), None))
+            }
+            Ok(None) => None,
+            Ok(Some(Ok(chunk))) => {
+                let mut c = lock(&capture);
+                if c.body.len() + chunk.len() > max_body {
+                    // Keep what fits, then stop reading: memory stays bounded.
+                    let room = max_body - c.body.len();
+                    c.body.extend_from_slice(&chunk[..room]);
+                    c.too_large = Some(max_body);
+                    drop(c);
+                    return Some((Err(std::io::Error::other("body too large")), None));
+                }
+                c.body.extend_from_slice(&chunk);
+                drop(c);
+                Some((Ok(chunk), Some((stream, capture))))
+            }
+            Ok(Some(Err(e))) => {
+                lock(&capture).body_error = Some(error_chain(&e));
+                Some((Err(std::io::Error::other(e.to_string())), None))
+            }
+        }
+    })
+}
+
+/// Reads `chunks` to their end, feeding their SSE events to `events` (and so the deltas to
+/// `on_delta`) until one is refused or an event grows over `MAX_EVENT_BYTES`.
+async fn feed_live(
+    chunks: impl futures_util::Stream<Item = std::io::Result<Bytes>>,
+    events: &mut dyn LiveEvents,
+    on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+) {
+    // Fused: it is read again after the SSE parser has seen its end.
+    let mut chunks = Box::pin(chunks.fuse());
+    // Bytes since the last event boundary: an event over the limit ends the live reading
+    // (the rest is still read and kept, and the final parse reports it), so the SSE
+    // parser never buffers a runaway event.
+    let mut pending = 0usize;
+    let bounded = chunks.by_ref().take_while(|item| {
+        let within = match item {
+            Ok(chunk) => {
+                let tail = chunk
+                    .windows(2)
+                    .rposition(|w| w == b"\n\n")
+                    .map(|i| chunk.len() - i - 2);
+                pending = match tail {
+                    Some(t) => t,
+                    None => pending + chunk.len(),
+                };
+                pending <= MAX_EVENT_BYTES
+            }
+            Err(_) => true,
+        };
+        std::future::ready(within)
+    });
+    let mut stream = bounded.eventsource();
+    let mut healthy = true;
+    while let Some(event) = stream.next().await {
+        let Ok(event) = event else { break };
+        if healthy {
+            healthy = events
+                .push(&event.event, &event.data, &mut |d| on_delta(d))
+                .is_ok();
+        }
+    }
+    drop(stream);
+    while chunks.next().await.is_some() {}
 }

@@ -81,7 +81,6 @@ pub(super) fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
     let (mut text, mut reasoning, mut refused) = (String::new(), String::new(), false);
     for item in output {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
-        let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         match kind {
             "message" => {
                 text.push_str(&texts(item.get("content"), &["output_text", "refusal"]));
@@ -96,24 +95,7 @@ pub(super) fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
                     item: without_status(item),
                 });
             }
-            "function_call" => {
-                let id = field("call_id");
-                if id.is_empty() {
-                    return Err(BodyProblem::Malformed(
-                        "a function_call item has no call_id".into(),
-                    ));
-                }
-                let arguments = match item.get("arguments") {
-                    Some(Value::String(s)) => s.clone(),
-                    None | Some(Value::Null) => String::new(),
-                    Some(other) => other.to_string(),
-                };
-                p.tool_calls.push(ToolCall {
-                    id,
-                    name: field("name"),
-                    arguments,
-                });
-            }
+            "function_call" => p.tool_calls.push(function_call(item)?),
             "reasoning" => {
                 reasoning.push_str(&texts(item.get("summary"), &["summary_text"]));
                 reasoning.push_str(&texts(item.get("content"), &["reasoning_text"]));
@@ -123,19 +105,7 @@ pub(super) fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
                 });
             }
             // Tools the server ran itself: web search, file search, code interpreter, …
-            k if k.ends_with("_call") => p.provider_tool_calls.push(ProviderToolCall {
-                kind: k.trim_end_matches("_call").to_owned(),
-                arguments: item
-                    .get("action")
-                    .or_else(|| item.get("arguments"))
-                    .map(|a| a.to_string()),
-                output: item
-                    .get("results")
-                    .or_else(|| item.get("output"))
-                    .filter(|o| !o.is_null())
-                    .map(|o| o.to_string()),
-                details: item.clone(),
-            }),
+            k if k.ends_with("_call") => p.provider_tool_calls.push(server_tool_call(k, item)),
             "" => {
                 return Err(BodyProblem::Malformed(format!(
                     "an output item has no type: {}",
@@ -152,12 +122,59 @@ pub(super) fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
     p.text = (!text.is_empty()).then_some(text);
     p.reasoning = (!reasoning.is_empty()).then_some(reasoning);
     p.usage = v.get("usage").and_then(parse_usage);
+    p.finish_reason = Some(response_finish_reason(v, !p.tool_calls.is_empty(), refused));
+    p.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
+    p.id = v.get("id").and_then(Value::as_str).map(str::to_owned);
+    Ok(p)
+}
+
+/// A `function_call` output item as a tool call (it must have a `call_id`).
+fn function_call(item: &Value) -> Result<ToolCall, BodyProblem> {
+    let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let id = field("call_id");
+    if id.is_empty() {
+        return Err(BodyProblem::Malformed(
+            "a function_call item has no call_id".into(),
+        ));
+    }
+    let arguments = match item.get("arguments") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => String::new(),
+        Some(other) => other.to_string(),
+    };
+    Ok(ToolCall {
+        id,
+        name: field("name"),
+        arguments,
+    })
+}
+
+/// A `…_call` output item of a tool the server ran itself (`kind` is the item's type).
+fn server_tool_call(kind: &str, item: &Value) -> ProviderToolCall {
+    ProviderToolCall {
+        kind: kind.trim_end_matches("_call").to_owned(),
+        arguments: item
+            .get("action")
+            .or_else(|| item.get("arguments"))
+            .map(|a| a.to_string()),
+        output: item
+            .get("results")
+            .or_else(|| item.get("output"))
+            .filter(|o| !o.is_null())
+            .map(|o| o.to_string()),
+        details: item.clone(),
+    }
+}
+
+/// Why the response ended, from its `status` (and `incomplete_details`): a completed
+/// response with tool calls ends for them, one with a refusal for the content filter.
+fn response_finish_reason(v: &Value, has_calls: bool, refused: bool) -> FinishReason {
     let status = v
         .get("status")
         .and_then(Value::as_str)
         .unwrap_or("completed");
-    p.finish_reason = Some(match status {
-        "completed" if !p.tool_calls.is_empty() => FinishReason::ToolCalls,
+    match status {
+        "completed" if has_calls => FinishReason::ToolCalls,
         "completed" if refused => FinishReason::ContentFilter,
         "completed" => FinishReason::Stop,
         "incomplete" => match v
@@ -171,10 +188,7 @@ pub(super) fn parse_response_object(v: &Value) -> Result<Parsed, BodyProblem> {
             None => FinishReason::Other("incomplete".into()),
         },
         other => FinishReason::Other(other.to_owned()),
-    });
-    p.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
-    p.id = v.get("id").and_then(Value::as_str).map(str::to_owned);
-    Ok(p)
+    }
 }
 
 /// Parses a successful Responses body, JSON or SSE. Stream deltas go to `on_delta`.

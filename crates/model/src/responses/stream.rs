@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::response::{parse_response_object, provider_problem};
 use crate::native::LiveEvents;
 use crate::types::StreamDelta;
-use crate::wire::{BodyProblem, Parsed, number, snippet};
+use crate::wire::{BodyProblem, Parsed, event_json, number};
 
 /// The state of a Responses stream: which output items are function calls (for delta
 /// indices), and the final response once it arrives.
@@ -39,29 +39,8 @@ impl StreamState {
         if data.trim().is_empty() && event != "error" || self.final_response.is_some() {
             return Ok(());
         }
-        let v: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(_) if event == "error" => {
-                return Err(BodyProblem::Provider {
-                    code: None,
-                    status: None,
-                    message: snippet(data),
-                });
-            }
-            Err(e) => {
-                return Err(BodyProblem::Malformed(format!(
-                    "stream event is not JSON ({e}): {}",
-                    snippet(data)
-                )));
-            }
-        };
+        let v = event_json(event, data)?;
         let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
-        let delta = || {
-            v.get("delta")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
         match kind {
             "error" => return Err(provider_problem(v.get("error").unwrap_or(&v))),
             "response.failed" => {
@@ -72,53 +51,16 @@ impl StreamState {
                     .unwrap_or(&v);
                 return Err(provider_problem(err));
             }
-            "response.output_item.added" => {
-                let item = v.get("item").cloned().unwrap_or(Value::Null);
-                if item["type"] == "function_call" {
-                    let index = number(v.get("output_index")).ok_or_else(|| {
-                        BodyProblem::Malformed("output_item.added without an output_index".into())
-                    })?;
-                    let pos = self.calls.len();
-                    self.calls.push((index, pos));
-                    on_delta(StreamDelta::ToolCall {
-                        index: pos,
-                        id: item["call_id"].as_str().map(str::to_owned),
-                        name: item["name"].as_str().map(str::to_owned),
-                        arguments: String::new(),
-                    });
-                }
-            }
-            "response.function_call_arguments.delta" => {
-                let index = number(v.get("output_index"));
-                let pos = self
-                    .calls
-                    .iter()
-                    .find(|(i, _)| Some(*i) == index)
-                    .map(|(_, p)| *p)
-                    .ok_or_else(|| {
-                        BodyProblem::Malformed(
-                            "function call arguments for an output item that is not a function call"
-                                .into(),
-                        )
-                    })?;
-                let piece = delta();
-                if !piece.is_empty() {
-                    on_delta(StreamDelta::ToolCall {
-                        index: pos,
-                        id: None,
-                        name: None,
-                        arguments: piece,
-                    });
-                }
-            }
+            "response.output_item.added" => self.item_added(&v, on_delta)?,
+            "response.function_call_arguments.delta" => self.arguments_delta(&v, on_delta)?,
             "response.output_text.delta" | "response.refusal.delta" => {
-                let piece = delta();
+                let piece = delta(&v);
                 if !piece.is_empty() {
                     on_delta(StreamDelta::Text(piece));
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                let piece = delta();
+                let piece = delta(&v);
                 if !piece.is_empty() {
                     on_delta(StreamDelta::Reasoning(piece));
                 }
@@ -139,6 +81,59 @@ impl StreamState {
         Ok(())
     }
 
+    /// `response.output_item.added`: a function call's position, id and name, handed out
+    /// at once (other items wait for the final response).
+    fn item_added(
+        &mut self,
+        v: &Value,
+        on_delta: &mut dyn FnMut(StreamDelta),
+    ) -> Result<(), BodyProblem> {
+        let item = v.get("item").cloned().unwrap_or(Value::Null);
+        if item["type"] == "function_call" {
+            let index = number(v.get("output_index")).ok_or_else(|| {
+                BodyProblem::Malformed("output_item.added without an output_index".into())
+            })?;
+            let pos = self.calls.len();
+            self.calls.push((index, pos));
+            on_delta(StreamDelta::ToolCall {
+                index: pos,
+                id: item["call_id"].as_str().map(str::to_owned),
+                name: item["name"].as_str().map(str::to_owned),
+                arguments: String::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `response.function_call_arguments.delta`: a piece of a known call's arguments.
+    fn arguments_delta(
+        &mut self,
+        v: &Value,
+        on_delta: &mut dyn FnMut(StreamDelta),
+    ) -> Result<(), BodyProblem> {
+        let index = number(v.get("output_index"));
+        let pos = self
+            .calls
+            .iter()
+            .find(|(i, _)| Some(*i) == index)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| {
+                BodyProblem::Malformed(
+                    "function call arguments for an output item that is not a function call".into(),
+                )
+            })?;
+        let piece = delta(v);
+        if !piece.is_empty() {
+            on_delta(StreamDelta::ToolCall {
+                index: pos,
+                id: None,
+                name: None,
+                arguments: piece,
+            });
+        }
+        Ok(())
+    }
+
     /// Ends the stream: it must have reached `response.completed` (or
     /// `response.incomplete`), whose response is the result.
     pub(crate) fn finish(self) -> Result<Parsed, BodyProblem> {
@@ -149,4 +144,12 @@ impl StreamState {
             )),
         }
     }
+}
+
+/// An event's `delta` text (empty if none).
+fn delta(v: &Value) -> String {
+    v.get("delta")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
 }

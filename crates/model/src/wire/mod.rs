@@ -171,6 +171,23 @@ pub(crate) fn snippet(s: &str) -> String {
     out
 }
 
+/// A stream event's data as JSON; an `error` event whose data is not JSON is the
+/// provider's message as it stands.
+pub(crate) fn event_json(event: &str, data: &str) -> Result<Value, BodyProblem> {
+    match serde_json::from_str(data) {
+        Ok(v) => Ok(v),
+        Err(_) if event == "error" => Err(BodyProblem::Provider {
+            code: None,
+            status: None,
+            message: snippet(data),
+        }),
+        Err(e) => Err(BodyProblem::Malformed(format!(
+            "stream event is not JSON ({e}): {}",
+            snippet(data)
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,63 +60,19 @@ impl Sandbox {
             ReadAs::Base64 => (budget / 4 * 3).max(3),
         };
         let want = byte_budget.min(total - offset);
-        if offset > 0 {
-            file.seek(SeekFrom::Start(offset))
-                .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
-        }
-        let mut buf = Vec::with_capacity(want.min(fsops::INITIAL_BUFFER) as usize);
-        (&mut file)
-            .take(want)
-            .read_to_end(&mut buf)
-            .map_err(|e| SandboxError::io("reading", shown.clone(), e))?;
+        let buf = read_bytes(&mut file, offset, want, &shown)?;
         let mut notes: Vec<String> = Vec::new();
         let (content, binary, sha256) = match how {
-            ReadAs::Base64 => {
-                use base64::Engine as _;
-                let digest = page_digest(&buf);
-                (
-                    base64::engine::general_purpose::STANDARD.encode(&buf),
-                    false,
-                    digest,
-                )
-            }
+            ReadAs::Base64 => base64_page(buf),
             ReadAs::Text => {
-                if offset + (buf.len() as u64) < total {
-                    trim_partial_char(&mut buf);
-                }
-                if buf.contains(&0) || std::str::from_utf8(&buf).is_err() {
-                    let digest = page_digest(&buf);
-                    (String::new(), true, digest)
-                } else {
-                    let mut text = String::from_utf8(buf).unwrap_or_default();
-                    // What the model receives is the text as a JSON string: cut where
-                    // that would pass the budget.
-                    let mut used = 0u64;
-                    let mut cut = None;
-                    for (i, c) in text.char_indices() {
-                        used += json_len(c);
-                        if used > budget {
-                            cut = Some(i);
-                            break;
-                        }
-                    }
-                    if let Some(i) = cut {
-                        text.truncate(i);
-                        notes.push(format!(
-                            "the page was shortened to {} bytes so that, escaped as JSON, it stays within {budget} characters",
-                            text.len()
-                        ));
-                    }
-                    buf = Vec::new();
-                    (text, false, None)
-                }
+                let more = offset + (buf.len() as u64) < total;
+                text_page(buf, more, budget, &mut notes)
             }
         };
         let bytes = match (how, binary) {
             (ReadAs::Text, false) => content.len() as u64,
             _ => want,
         };
-        drop(buf);
         let end = offset + bytes;
         let truncated = end < total;
         if truncated {
@@ -228,6 +184,69 @@ fn trim_partial_char(buf: &mut Vec<u8>) {
     if len - start < need && start > 0 {
         buf.truncate(start);
     }
+}
+
+/// Reads `want` bytes of `file` from `offset` (`shown` names it in an error).
+fn read_bytes(file: &mut std::fs::File, offset: u64, want: u64, shown: &str) -> Result<Vec<u8>> {
+    if offset > 0 {
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| SandboxError::io("reading", shown.to_owned(), e))?;
+    }
+    let mut buf = Vec::with_capacity(want.min(fsops::INITIAL_BUFFER) as usize);
+    file.take(want)
+        .read_to_end(&mut buf)
+        .map_err(|e| SandboxError::io("reading", shown.to_owned(), e))?;
+    Ok(buf)
+}
+
+/// A page read as base64: its content, never binary, and its SHA-256.
+fn base64_page(buf: Vec<u8>) -> (String, bool, Option<String>) {
+    use base64::Engine as _;
+    let digest = page_digest(&buf);
+    (
+        base64::engine::general_purpose::STANDARD.encode(&buf),
+        false,
+        digest,
+    )
+}
+
+/// A page read as text: its content, whether it is binary, and its SHA-256 (for a binary
+/// page only, whose content is not shown). When `more` follows the page, a character cut
+/// at its end is left for the next page. Text is cut where, escaped as a JSON string, it
+/// would pass `budget` characters, and a note says so.
+fn text_page(
+    mut buf: Vec<u8>,
+    more: bool,
+    budget: u64,
+    notes: &mut Vec<String>,
+) -> (String, bool, Option<String>) {
+    if more {
+        trim_partial_char(&mut buf);
+    }
+    if buf.contains(&0) || std::str::from_utf8(&buf).is_err() {
+        let digest = page_digest(&buf);
+        return (String::new(), true, digest);
+    }
+    let mut text = String::from_utf8(buf).unwrap_or_default();
+    // What the model receives is the text as a JSON string: cut where that would pass
+    // the budget.
+    let mut used = 0u64;
+    let mut cut = None;
+    for (i, c) in text.char_indices() {
+        used += json_len(c);
+        if used > budget {
+            cut = Some(i);
+            break;
+        }
+    }
+    if let Some(i) = cut {
+        text.truncate(i);
+        notes.push(format!(
+            "the page was shortened to {} bytes so that, escaped as JSON, it stays within {budget} characters",
+            text.len()
+        ));
+    }
+    (text, false, None)
 }
 
 /// The SHA-256 of a page's bytes in hex, with the `digest` feature (on in every runtime
