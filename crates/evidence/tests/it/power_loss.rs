@@ -17,7 +17,7 @@
 //! tail are too, while a surviving tail line may name a blob that did not survive, which
 //! `verify` cannot tell from a deleted blob and reports as a `blobs` failure.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! of tampering is caught, interrupted runs are incomplete but not corrupt, hostile
 //! bundles never make `verify` panic.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -1,7 +1,7 @@
 //! A writer process killed with SIGKILL at an arbitrary moment leaves a bundle that
 //! verifies as incomplete, never as corrupt, and that can be reopened and finished.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

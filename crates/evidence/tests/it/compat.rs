@@ -2,7 +2,7 @@
 //! version before the pack existed (`tests/fixtures`), still verify, read back and
 //! reopen; a reopened one goes on storing loose blobs.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

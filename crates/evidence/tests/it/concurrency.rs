@@ -1,6 +1,6 @@
 //! Many threads and many async tasks appending to one recorder get one valid chain.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::future::Future;

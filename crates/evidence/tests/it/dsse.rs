@@ -1,7 +1,7 @@
 //! Ed25519 DSSE signing of the statement (feature `dsse`).
 #![cfg(feature = "dsse")]
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -3,7 +3,7 @@
 //! output quota are removed and recorded by `output_skipped`; a 1 TiB sparse file is
 //! never read; `verify` checks the new event.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

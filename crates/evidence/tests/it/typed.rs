@@ -2,7 +2,7 @@
 //! the same as through the JSON, an event type this version does not know still reads,
 //! and a payload that does not fit its type is an error naming the event and the field.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `verify` on hostile bundles: never panics, never follows symlinks, reports failures.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::symlink;

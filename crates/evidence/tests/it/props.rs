@@ -1,7 +1,7 @@
 //! Property tests: any single-byte change anywhere in a finished bundle fails `verify`;
 //! any byte prefix of a valid log verifies as incomplete, never as corrupt.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
