@@ -11,6 +11,13 @@ use serde_json::json;
 
 const CHILD_ENV: &str = "PROVRUN_EVIDENCE_CRASH_CHILD_DIR";
 
+/// `crash_child_writer` as the test harness names it, for `--exact`: its path below the
+/// crate root (`crash::crash_child_writer` while this file is a module of `tests/it`).
+fn child_test() -> &'static str {
+    let path = concat!(module_path!(), "::crash_child_writer");
+    path.split_once("::").map_or(path, |(_krate, below)| below)
+}
+
 /// Not a test on its own: the body of the child process that the crash test kills.
 #[test]
 fn crash_child_writer() {
@@ -41,7 +48,7 @@ fn sigkill_at_any_moment_leaves_an_incomplete_valid_bundle() {
     for (round, delay_ms) in [30u64, 75, 120, 200, 333].into_iter().enumerate() {
         let dir = scratch("crash");
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child_writer", "--nocapture"])
+            .args(["--exact", child_test(), "--nocapture"])
             .env(CHILD_ENV, &dir)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
