@@ -20,6 +20,13 @@ use provrun::evidence::{EventType, read_events, verify};
 use serde_json::{Value, json};
 
 const CHILD_ENV: &str = "PROVRUN_CRASH_CHILD";
+
+/// `crash_child_run` as the test harness names it, for `--exact`: its path below the
+/// crate root (`crash::crash_child_run` while this file is a module of `tests/it`).
+fn child_test() -> &'static str {
+    let path = concat!(module_path!(), "::crash_child_run");
+    path.split_once("::").map_or(path, |(_krate, below)| below)
+}
 const STEPS: usize = 8;
 const BIG: usize = 16 * 1024;
 /// The last step also writes one file this large.
@@ -154,7 +161,7 @@ impl Runner {
                 let mut c = Command::new(std::env::current_exe().unwrap());
                 c.args([
                     "--exact",
-                    "crash_child_run",
+                    child_test(),
                     "--nocapture",
                     "--test-threads=1",
                 ])
