@@ -159,21 +159,16 @@ impl Runner {
             }
             Runner::SelfExec => {
                 let mut c = Command::new(std::env::current_exe().unwrap());
-                c.args([
-                    "--exact",
-                    child_test(),
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(
-                    CHILD_ENV,
-                    format!(
-                        "{}\n{}\n{}",
-                        spec.display(),
-                        bundle.display(),
-                        input.display()
-                    ),
-                );
+                c.args(["--exact", child_test(), "--nocapture", "--test-threads=1"])
+                    .env(
+                        CHILD_ENV,
+                        format!(
+                            "{}\n{}\n{}\n{policy}",
+                            spec.display(),
+                            bundle.display(),
+                            input.display()
+                        ),
+                    );
                 c
             }
         };
