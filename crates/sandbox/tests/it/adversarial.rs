@@ -6,7 +6,7 @@
 //! the staged inputs are byte-identical to the user's files. Every call runs under a
 //! watchdog, so a FIFO that blocked would fail the case instead of hanging the suite.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::mpsc;

@@ -1,7 +1,7 @@
 //! Behaviour of the sandbox operations when used as intended: reads and paging, writes,
 //! edits, listings, host copies, staging, quotas, parallel writes and isolation.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
