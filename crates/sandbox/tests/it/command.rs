@@ -28,6 +28,16 @@ struct Fixture {
 
 const SECRET: &str = "outside-secret-7f3a9c";
 
+/// A test of this file as the test harness names it, for `--exact` when the test binary
+/// runs itself: its path below the crate root (`command::NAME` while this file is a
+/// module of `tests/it`).
+fn own_test(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_krate, below)) => format!("{below}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 fn confinement_ready() -> bool {
     let support = Sandbox::command_support();
     if support.is_complete() {
@@ -360,7 +370,7 @@ fn the_parent_environment_never_reaches_the_command() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "env_probe_inner",
+            own_test("env_probe_inner").as_str(),
             "--include-ignored",
             "--nocapture",
         ])
@@ -812,7 +822,7 @@ fn missing_layers_refuse_unless_degraded_is_allowed() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "degraded_inner",
+            own_test("degraded_inner").as_str(),
             "--include-ignored",
             "--nocapture",
         ])
