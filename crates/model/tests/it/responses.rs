@@ -3,7 +3,7 @@
 //! content, reasoning items and their round trip, usage, the request sent, typed errors,
 //! retries, streams cut at every event boundary, and hostile bodies.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

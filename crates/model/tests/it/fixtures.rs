@@ -1,7 +1,7 @@
 //! `OpenAiModel` against the real recorded traffic in `tests/fixtures/openai`, served from
 //! a loopback HTTP server: parsed content, kept bytes, typed errors, and the request sent.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

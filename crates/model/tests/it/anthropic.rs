@@ -3,7 +3,7 @@
 //! (tool results by id, thinking sent back unchanged), typed errors, retries, streams cut
 //! at every event boundary, and hostile bodies.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! `OpenAiModel` under faults: retries, servers that stay down, stalls, timeouts, broken and
 //! malformed bodies, lenient variants, and keeping the API key secret. All on loopback.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
