@@ -16,9 +16,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 const FIXTURES: [&[u8]; 3] = [
-    include_bytes!("fixtures/13_seq_tool_call_1_bytes.response.json"),
-    include_bytes!("fixtures/14_seq_tool_call_2_bytes.response.json"),
-    include_bytes!("fixtures/15_seq_final_text_bytes.response.json"),
+    include_bytes!("../fixtures/13_seq_tool_call_1_bytes.response.json"),
+    include_bytes!("../fixtures/14_seq_tool_call_2_bytes.response.json"),
+    include_bytes!("../fixtures/15_seq_final_text_bytes.response.json"),
 ];
 
 /// Read one HTTP/1.1 request; its body, or `None` at end of stream.
@@ -49,7 +49,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
     Some(body)
 }
 
-const ERROR_400: &[u8] = include_bytes!("fixtures/08_error_400_unsupported_value.response.json");
+const ERROR_400: &[u8] = include_bytes!("../fixtures/08_error_400_unsupported_value.response.json");
 
 /// Serve `answers` (status line, body) in order, over as many connections as the client
 /// opens; hand back the request bodies received.
