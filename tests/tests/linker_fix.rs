@@ -1,5 +1,9 @@
 //! The fix for the linker pitfall: one `use my_tools_crate as _;` links the crate, and
 //! with it its `#[tool]` registrations (compare `linker_pitfall.rs`, which omits it).
+//!
+//! A test binary of its own, not a module of `tests/it`: it checks that its binary links
+//! the built-in tools and the probe's alone, and the `#[tool]`s of the other test files
+//! would add to them.
 
 use provrun::tools::{BUILTIN_TOOLS, ToolRegistry};
 use provrun_linker_probe as _; // the fix: keep the crate, and with it its #[tool]s

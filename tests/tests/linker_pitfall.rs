@@ -5,6 +5,10 @@
 //!
 //! Do not add any reference to `provrun_linker_probe` here: that would turn this test
 //! into the fix and hide the pitfall it documents.
+//!
+//! A test binary of its own, not a module of `tests/it`: it checks that its binary links
+//! the built-in tools and nothing else, and the other test files name the probe crate
+//! (`linker_fix.rs`) or define `#[tool]`s of their own.
 
 use provrun::tools::{BUILTIN_TOOLS, ToolRegistry};
 

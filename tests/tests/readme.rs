@@ -9,7 +9,8 @@
 //! it. The second set-up command, `cargo xtask ci`, is the command running this test:
 //! the test checks it is exactly what `.ci/run` calls, instead of recursing into it.
 //!
-//! This test has its own `main` (`harness = false` in tests/Cargo.toml).
+//! This test has its own `main` (`harness = false` in tests/Cargo.toml), so it stays a
+//! test binary of its own, not a module of `tests/it`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

@@ -330,24 +330,25 @@ pub fn soak(args: &[String]) -> Result<(), String> {
             "-p",
             "provrun-tests",
             "--test",
-            "crash",
+            "it",
             "--",
+            "crash::",
             "--nocapture",
         ])
         .env("PROVRUN_CRASH_KILLS", kills.to_string());
     run(&format!("crash consistency, {kills} kills"), crash)?;
     let mut concurrency = cargo();
+    // One test binary, tests/it; the filters pick its modules (`faults::` also matches
+    // `tool_faults::`).
     concurrency.args([
         "test",
         "-p",
         "provrun-tests",
         "--test",
-        "concurrency",
-        "--test",
-        "faults",
-        "--test",
-        "tool_faults",
+        "it",
         "--",
+        "concurrency::",
+        "faults::",
         "--nocapture",
     ]);
     run("faults and concurrency", concurrency)?;

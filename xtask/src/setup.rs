@@ -6,7 +6,7 @@
 //! crates/cli/tests/it/import_pydantic_ai.rs, and the published PyPI MCP server of
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
 //! MCP server of that test, and Debian's `chromium` for the `provrun view` browser tests
-//! (tests/tests/view_browser.rs).
+//! (tests/tests/it/view_browser.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.

@@ -1,5 +1,9 @@
 //! Behaviour of `ToolRegistry`: the linked tools, `new`, `add`, `register`, `get`, and
 //! loading tools folders of TOML manifests.
+//!
+//! A test binary of its own, not a module of `tests/it`: the first test checks that the
+//! binary links exactly the built-in tools and this file's two, and the `#[tool]` fns of
+//! the other test files would add theirs.
 
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,9 @@
 //! user then sees must lead to the fix. (`linked.rs` is the same run with the fix.)
 //!
 //! Do not name `provrun_downstream` here: that would hide the pitfall this test shows.
+//!
+//! A test binary of its own, not a module of `tests/it`: the modules there name
+//! `provrun_downstream`, which would link its tools into this test too.
 
 use provrun::agent::{AgentSpec, RunControl, RunSpec, execute};
 
