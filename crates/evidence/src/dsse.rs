@@ -9,7 +9,7 @@
 //! Keys: a private key is read from a PKCS#8 PEM file (`-----BEGIN PRIVATE KEY-----`, what
 //! `provrun keygen` and `openssl genpkey -algorithm ed25519` write) or as a raw 32-byte
 //! seed (binary or 64 hex digits); a public key from an SPKI PEM file
-//! (`-----BEGIN PUBLIC KEY-----`) or as 32 raw bytes / hex. A key's id ([`key_id`]) is the
+//! (`-----BEGIN PUBLIC KEY-----`) or as 32 raw bytes / hex. A key's id (`key_id`, with the `dsse` feature) is the
 //! hex SHA-256 of its 32 raw public key bytes.
 
 /// Name of the envelope file in a bundle.
