@@ -442,6 +442,7 @@ impl Goal {
     }
 }
 
+// One table of goals, each beside the figures it reads; split, the table would scatter.
 fn goals(results: &[Line]) -> Vec<Goal> {
     // A skipped scenario measured nothing: its goal is "not measured", never met.
     let get = |name: &str, key: &str| {

@@ -321,6 +321,7 @@ fn check(prefix: &str, served: &Served, e: &Expect) -> ModelResponse {
 const RETRIEVE: (&str, &str) = ("retrieve_entity_info", "");
 const DICE: (&str, &str) = ("dice_roll", "{}");
 
+// One table: each recorded response beside what it must parse to, then one loop over it.
 #[tokio::test]
 async fn every_recorded_response_parses_into_messages_calls_thinking_and_usage() {
     let cases: Vec<(&str, Expect)> = vec![

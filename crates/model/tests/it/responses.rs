@@ -202,6 +202,7 @@ struct Expect {
     reasoning_items: usize,
 }
 
+// One table: each recorded response beside what it must parse to, then one loop over it.
 #[tokio::test]
 async fn every_recorded_response_parses_into_messages_calls_reasoning_and_usage() {
     const MULTIPLY: (&str, &str) = ("multiply", r#"{"a":1231,"b":2331}"#);

@@ -237,6 +237,7 @@ fn bundle_with(blobs: &[(&[u8], &str)]) -> (tempfile::TempDir, Vec<Value>) {
 /// requests, both usage namings, a failed request, a provrun model, deferred, blobbed,
 /// MCP and failed calls, and events that make no span: the spans it maps to, with and
 /// without content, are pinned field by field.
+// Long by design: the expected spans are written out whole, so any change shows.
 #[test]
 fn a_representative_log_maps_to_exactly_these_spans() {
     let request_1 = br#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Review a.txt"}],"stream":true}"#;

@@ -103,6 +103,7 @@ impl Tool for WriteNote {
     }
 }
 
+// One scenario: a rig agent runs once and its one bundle is read back event by event.
 #[tokio::test(flavor = "current_thread")]
 async fn prompt_leaves_a_verifying_bundle_with_parsed_model_events() {
     let dir = tempfile::tempdir().unwrap();
