@@ -431,6 +431,7 @@ async fn after_hooks_rewrite_results_and_replay_runs_the_tool_but_keeps_the_rewr
     );
 }
 
+// One scenario: the run pauses, a fresh backend resumes it, and the bundle is read back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_pauses_and_a_fresh_backend_resumes_from_the_bundle_alone() {
     let fx = fixture();

@@ -333,6 +333,7 @@ fn files_under(dir: &Path) -> Vec<String> {
 /// policy `k % 5`.
 const POLICIES: [&str; 5] = ["flush", "per-event", "per-step", "at-end", "group-commit"];
 
+// One loop over kills: each kill's bundle is checked before the next kill is chosen.
 #[test]
 fn sigkill_at_random_instants_never_leaves_a_corrupt_bundle() {
     if std::env::var_os(CHILD_ENV).is_some() {

@@ -283,6 +283,7 @@ fn streamed(mut f: Fault) -> Fault {
     f
 }
 
+// One table: each fault beside what the client must do with it.
 fn faults() -> Vec<Fault> {
     use Expect::{Fails, Recovers};
     let ok = || Reply::json(200, completion());
@@ -407,6 +408,7 @@ fn faults() -> Vec<Fault> {
 }
 
 /// Runs one fault; `Err` says how it was not survived.
+// One fault's whole check, run to verify, as a list of promises each with its own `Err`.
 async fn try_fault(f: Fault, root: &Path, index: usize) -> Result<(), String> {
     let server = serve(f.replies);
     let base_url = if f.refused {

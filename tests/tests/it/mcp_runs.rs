@@ -38,6 +38,7 @@ fn tool_calls(events: &[Event]) -> Vec<&Value> {
 
 /// `examples/mcp` as a user runs it, with the server program copied next to the spec
 /// (so it can be taken away before the replay).
+// One scenario, as a user runs it: run, verify, take the server away, replay.
 #[test]
 fn the_mcp_example_runs_verifies_and_replays_from_the_recording_without_the_server() {
     let tmp = tempfile::tempdir().unwrap();

@@ -89,6 +89,7 @@ fn calls(bundle: &Path) -> Vec<Call> {
         .collect()
 }
 
+// One run holds every fault, so its one bundle is read back fault by fault.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_every_tool_fault_and_records_each() {
     let dir = tempfile::tempdir().unwrap();
