@@ -2,7 +2,7 @@
 //! of the response kept, first-byte and idle timeouts, the body bounded, live events fed
 //! for deltas), in a retry loop, each attempt's failure classified.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -10,13 +10,14 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 
+use super::attempt::{Capture, Reading, classify, lock};
 use super::body::MAX_EVENT_BYTES;
-use super::http::{error_chain, redact, redact_bytes};
+use super::http::error_chain;
 use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
-use super::{BodyParser, Live, LiveEvents, parse_recorded, status_error};
+use super::{BodyParser, Live, LiveEvents, status_error};
 use crate::error::{ModelError, TimeoutKind};
 use crate::openai::{RetryPolicy, Timeouts};
-use crate::types::{Attempt, RawExchange, StreamDelta};
+use crate::types::{Attempt, StreamDelta};
 use crate::wire::JSON_MEDIA_TYPE;
 
 /// Where and how a native backend posts.
@@ -31,22 +32,6 @@ pub(crate) struct Endpoint {
     pub max_body: usize,
     pub http: reqwest::Client,
     pub parse: BodyParser,
-}
-
-#[derive(Debug, Default)]
-struct Capture {
-    status: Option<u16>,
-    media_type: Option<String>,
-    retry_after: Option<Duration>,
-    body: Vec<u8>,
-    timeout: Option<(TimeoutKind, Duration)>,
-    transport: Option<String>,
-    body_error: Option<String>,
-    too_large: Option<usize>,
-}
-
-fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
-    c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Endpoint {
@@ -65,7 +50,7 @@ impl Endpoint {
             let cap = self.attempt(&body, live.as_mut()).await;
             let duration = t0.elapsed();
             let server_wait = cap.retry_after;
-            let (result, retryable) = self.classify(&body, cap);
+            let (result, retryable) = classify(cap, Ok(()), &self.reading());
             let mut attempt = Attempt {
                 duration,
                 ..Attempt::default()
@@ -123,7 +108,10 @@ impl Endpoint {
     }
 
     async fn attempt(&self, body: &Bytes, live: Option<&mut Live<'_>>) -> Capture {
-        let capture = Arc::new(Mutex::new(Capture::default()));
+        let capture = Arc::new(Mutex::new(Capture {
+            request_body: body.clone(),
+            ..Capture::default()
+        }));
         let Some(response) = self.send(body, live.is_some(), &capture).await else {
             return std::mem::take(&mut *lock(&capture));
         };
@@ -193,68 +181,13 @@ impl Endpoint {
         Some(response)
     }
 
-    /// One attempt's capture as a response or a typed error, and whether a retry is worth it.
-    fn classify(
-        &self,
-        request_body: &Bytes,
-        cap: Capture,
-    ) -> (Result<crate::ModelResponse, ModelError>, bool) {
-        let raw = RawExchange {
-            request_body: request_body.clone(),
-            request_media_type: JSON_MEDIA_TYPE.into(),
-            response_body: redact_bytes(&self.secrets, Bytes::from(cap.body)),
-            response_media_type: cap.media_type,
-            status: cap.status,
-            attempts: Vec::new(),
-        };
-        let (result, retryable) = if let Some((kind, after)) = cap.timeout {
-            let err = ModelError::Timeout {
-                kind,
-                after,
-                exchange: Box::new(raw),
-            };
-            (Err(err), kind == TimeoutKind::Connect)
-        } else if let Some(message) = cap.transport {
-            let err = ModelError::Connection {
-                message,
-                exchange: Box::new(raw),
-            };
-            (Err(err), true)
-        } else if let Some(status) = cap.status.filter(|s| !(200..300).contains(s)) {
-            let body = raw.response_body.clone();
-            let err = status_error(status, &body, cap.retry_after, raw);
-            let retryable = match &err {
-                ModelError::RateLimited { code, .. } => {
-                    code.as_deref() != Some("insufficient_quota")
-                }
-                ModelError::ServerError { .. } => true,
-                _ => false,
-            };
-            (Err(err), retryable)
-        } else if let Some(limit) = cap.too_large {
-            let err = ModelError::MalformedResponse {
-                message: format!(
-                    "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
-                ),
-                exchange: Box::new(raw),
-            };
-            (Err(err), false)
-        } else if let Some(message) = cap.body_error {
-            let err = ModelError::StreamIncomplete {
-                message: format!("the connection broke while reading the body: {message}"),
-                exchange: Box::new(raw),
-            };
-            (Err(err), false)
-        } else {
-            (parse_recorded(self.parse, raw, &mut |_| {}), false)
-        };
-        let result = result.map_err(|mut e| {
-            for t in e.texts_mut() {
-                *t = redact(&self.secrets, t);
-            }
-            e
-        });
-        (result, retryable)
+    /// How this endpoint reads a captured attempt.
+    fn reading(&self) -> Reading<'_> {
+        Reading {
+            status_error,
+            parse: self.parse,
+            secrets: &self.secrets,
+        }
     }
 }
 

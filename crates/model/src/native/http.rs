@@ -49,7 +49,8 @@ pub(crate) fn header(
     Ok(())
 }
 
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
+/// The error text with its causes ("error sending request: … : connection refused").
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -63,6 +64,7 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// `text` with every secret replaced by `[REDACTED]`.
 pub(super) fn redact(secrets: &[String], text: &str) -> String {
     let mut t = text.to_owned();
     for s in secrets {
@@ -71,6 +73,7 @@ pub(super) fn redact(secrets: &[String], text: &str) -> String {
     t
 }
 
+/// `bytes` with every secret replaced by `[REDACTED]` (a warning logged when one is found).
 pub(super) fn redact_bytes(secrets: &[String], bytes: Bytes) -> Bytes {
     let hit = secrets
         .iter()

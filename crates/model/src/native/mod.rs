@@ -7,8 +7,11 @@
 //! The code: `wire_api` (which wire format a model or a recorded body speaks), `body`
 //! (reading bodies: parsers, SSE events, status errors, recorded exchanges), and behind
 //! the `http` feature `http` (the client, headers, redaction), `retry` (waits between
-//! attempts) and `endpoint` (one backend's attempts and their retry loop).
+//! attempts), `attempt` (what one attempt saw, and its classification, shared with the
+//! OpenAI-compatible client) and `endpoint` (one backend's attempts and their retry loop).
 
+#[cfg(feature = "http")]
+mod attempt;
 mod body;
 #[cfg(feature = "http")]
 mod endpoint;
@@ -18,11 +21,13 @@ mod http;
 mod retry;
 mod wire_api;
 
+#[cfg(feature = "http")]
+pub(crate) use attempt::{Capture, Reading, classify, lock};
 pub(crate) use body::{BodyParser, Live, LiveEvents, parse_recorded, sse_events, status_error};
 #[cfg(feature = "http")]
 pub(crate) use endpoint::Endpoint;
 #[cfg(feature = "http")]
-pub(crate) use http::{header, http_client};
+pub(crate) use http::{error_chain, header, http_client};
 #[cfg(feature = "http")]
 pub(crate) use retry::{jittered_backoff, jittered_server_wait, retry_after};
 pub use wire_api::WireApi;

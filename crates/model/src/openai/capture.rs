@@ -1,10 +1,10 @@
 //! The HTTP service async-openai sends through ([`CaptureService`]): each attempt's
-//! request and response bytes kept in a [`Capture`], the first-byte and idle timeouts
+//! request and response bytes kept in a `Capture`, the first-byte and idle timeouts
 //! applied, the body bounded, and an error status read here, not by async-openai.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -15,40 +15,7 @@ use futures_util::StreamExt;
 
 use super::Timeouts;
 use crate::error::TimeoutKind;
-
-/// What one attempt sent and received, filled in by [`CaptureService`].
-#[derive(Debug, Default)]
-pub(super) struct Capture {
-    pub(super) request_body: Bytes,
-    pub(super) status: Option<u16>,
-    pub(super) media_type: Option<String>,
-    pub(super) retry_after: Option<Duration>,
-    pub(super) body: Vec<u8>,
-    pub(super) timeout: Option<(TimeoutKind, Duration)>,
-    pub(super) transport: Option<String>,
-    pub(super) body_error: Option<String>,
-    /// The body passed the size limit (which it was).
-    pub(super) too_large: Option<usize>,
-}
-
-pub(super) fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
-    c.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The error text with its causes ("error sending request: … : connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
+use crate::native::{Capture, error_chain, lock};
 
 /// The wait a response asks for, read as the native backends read it: `retry-after-ms`,
 /// `retry-after` in seconds, or `retry-after` as an HTTP date.

@@ -1,0 +1,121 @@
+//! One attempt of a live backend as it was seen on the wire ([`Capture`]), and its
+//! classification: the response, or the typed error, and whether a retry is worth it.
+//! The OpenAI-compatible client and the native [`Endpoint`](super::Endpoint) both fill a
+//! `Capture` and both read it with [`classify`].
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::BodyParser;
+use super::http::{redact, redact_bytes};
+use crate::error::{ModelError, TimeoutKind};
+use crate::types::{ModelResponse, RawExchange};
+use crate::wire::JSON_MEDIA_TYPE;
+
+/// What one attempt sent and received, filled in while it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Capture {
+    pub request_body: Bytes,
+    pub status: Option<u16>,
+    pub media_type: Option<String>,
+    pub retry_after: Option<Duration>,
+    pub body: Vec<u8>,
+    pub timeout: Option<(TimeoutKind, Duration)>,
+    pub transport: Option<String>,
+    pub body_error: Option<String>,
+    /// The body passed the size limit (which it was).
+    pub too_large: Option<usize>,
+}
+
+/// The capture behind `c`, even when a holder panicked.
+pub(crate) fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
+    c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Maps an error status, its body and `Retry-After` to a typed error.
+pub(crate) type StatusError = fn(u16, &[u8], Option<Duration>, RawExchange) -> ModelError;
+
+/// How a backend reads a captured attempt: its error statuses, its successful bodies,
+/// and the values redacted from what is kept.
+pub(crate) struct Reading<'a> {
+    pub status_error: StatusError,
+    pub parse: BodyParser,
+    pub secrets: &'a [String],
+}
+
+/// Turns one attempt's capture into a response or a typed error, and says whether the
+/// error is worth a retry. `outcome` is what the client said of the attempt; it is used
+/// only when no response came and nothing else explains why.
+pub(crate) fn classify(
+    cap: Capture,
+    outcome: Result<(), String>,
+    how: &Reading<'_>,
+) -> (Result<ModelResponse, ModelError>, bool) {
+    let raw = RawExchange {
+        request_body: cap.request_body,
+        request_media_type: JSON_MEDIA_TYPE.into(),
+        response_body: redact_bytes(how.secrets, Bytes::from(cap.body)),
+        response_media_type: cap.media_type,
+        status: cap.status,
+        attempts: Vec::new(),
+    };
+    let (result, retryable) = if let Some((kind, after)) = cap.timeout {
+        let err = ModelError::Timeout {
+            kind,
+            after,
+            exchange: Box::new(raw),
+        };
+        (Err(err), kind == TimeoutKind::Connect)
+    } else if let Some(message) = cap.transport {
+        let err = ModelError::Connection {
+            message,
+            exchange: Box::new(raw),
+        };
+        (Err(err), true)
+    } else if let Some(status) = cap.status.filter(|s| !(200..300).contains(s)) {
+        let body = raw.response_body.clone();
+        let err = (how.status_error)(status, &body, cap.retry_after, raw);
+        let retryable = match &err {
+            ModelError::RateLimited { code, .. } => code.as_deref() != Some("insufficient_quota"),
+            ModelError::ServerError { .. } => true,
+            _ => false,
+        };
+        (Err(err), retryable)
+    } else if let Some(limit) = cap.too_large {
+        let err = ModelError::MalformedResponse {
+            message: format!(
+                "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
+            ),
+            exchange: Box::new(raw),
+        };
+        (Err(err), false)
+    } else if cap.status.is_none() {
+        let message = outcome.err().unwrap_or_else(|| "no response".into());
+        (Err(ModelError::InvalidRequest(message)), false)
+    } else if let Some(message) = cap.body_error {
+        let err = ModelError::StreamIncomplete {
+            message: format!("the connection broke while reading the body: {message}"),
+            exchange: Box::new(raw),
+        };
+        (Err(err), false)
+    } else {
+        let parsed = (how.parse)(
+            &raw.response_body,
+            raw.response_media_type.as_deref(),
+            &mut |_| {},
+        );
+        match parsed {
+            Ok(p) => (Ok(p.into_response(raw)), false),
+            Err(p) => (Err(p.into_error(raw)), false),
+        }
+    };
+    let result = result.map_err(|mut e| {
+        for t in e.texts_mut() {
+            *t = redact(how.secrets, t);
+        }
+        e
+    });
+    (result, retryable)
+}
