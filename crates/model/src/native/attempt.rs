@@ -1,17 +1,20 @@
-//! One attempt of a live backend as it was seen on the wire ([`Capture`]), and its
-//! classification: the response, or the typed error, and whether a retry is worth it.
-//! The OpenAI-compatible client and the native [`Endpoint`](super::Endpoint) both fill a
-//! `Capture` and both read it with [`classify`].
+//! One attempt of a live backend as it was seen on the wire ([`Capture`]), its
+//! classification (the response, or the typed error, and whether a retry is worth it),
+//! and the retry loop's bookkeeping ([`Attempts`]). The OpenAI-compatible client and the
+//! native [`Endpoint`](super::Endpoint) both fill a `Capture` per attempt and hand it to
+//! [`Attempts::finish`].
 
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use super::BodyParser;
 use super::http::{redact, redact_bytes};
+use super::retry::{jittered_backoff, jittered_server_wait};
 use crate::error::{ModelError, TimeoutKind};
-use crate::types::{ModelResponse, RawExchange};
+use crate::openai::RetryPolicy;
+use crate::types::{Attempt, ModelResponse, RawExchange};
 use crate::wire::JSON_MEDIA_TYPE;
 
 /// What one attempt sent and received, filled in while it runs.
@@ -48,7 +51,7 @@ pub(crate) struct Reading<'a> {
 /// Turns one attempt's capture into a response or a typed error, and says whether the
 /// error is worth a retry. `outcome` is what the client said of the attempt; it is used
 /// only when no response came and nothing else explains why.
-pub(crate) fn classify(
+fn classify(
     cap: Capture,
     outcome: Result<(), String>,
     how: &Reading<'_>,
@@ -118,4 +121,92 @@ pub(crate) fn classify(
         e
     });
     (result, retryable)
+}
+
+/// One request's attempts so far, and the retry policy that decides whether another comes.
+pub(crate) struct Attempts {
+    policy: RetryPolicy,
+    started: Instant,
+    done: Vec<Attempt>,
+    retries: u32,
+}
+
+impl Attempts {
+    /// No attempt yet; the time budget starts now.
+    pub(crate) fn new(policy: RetryPolicy) -> Self {
+        Attempts {
+            policy,
+            started: Instant::now(),
+            done: Vec::new(),
+            retries: 0,
+        }
+    }
+
+    /// Classifies one attempt that took `duration` and keeps it. Returns the request's
+    /// result (every attempt attached to its exchange), or `None` once the wait before
+    /// the next attempt is over, when a retry is worth it and fits the policy.
+    pub(crate) async fn finish(
+        &mut self,
+        duration: Duration,
+        cap: Capture,
+        outcome: Result<(), String>,
+        how: &Reading<'_>,
+    ) -> Option<Result<ModelResponse, ModelError>> {
+        let server_wait = cap.retry_after;
+        let (result, retryable) = classify(cap, outcome, how);
+        let mut attempt = Attempt {
+            duration,
+            ..Attempt::default()
+        };
+        let exchange = match &result {
+            Ok(r) => Some(&r.raw),
+            Err(e) => e.exchange(),
+        };
+        if let Some(x) = exchange {
+            attempt.status = x.status;
+            attempt.response_body = x.response_body.clone();
+            attempt.response_media_type = x.response_media_type.clone();
+        }
+        if let Err(e) = &result {
+            attempt.error = Some(e.to_string());
+            attempt.retry_after = server_wait;
+        }
+        tracing::debug!(
+            status = ?attempt.status,
+            duration_ms = duration.as_millis() as u64,
+            error = attempt.error.as_deref().unwrap_or(""),
+            "model attempt finished"
+        );
+        self.done.push(attempt);
+        let policy = &self.policy;
+        match result {
+            Ok(mut response) => {
+                response.raw.attempts = std::mem::take(&mut self.done);
+                Some(Ok(response))
+            }
+            Err(mut err) => {
+                if retryable && self.retries < policy.max_retries {
+                    let wait = server_wait.map_or_else(
+                        || jittered_backoff(policy, self.retries),
+                        jittered_server_wait,
+                    );
+                    if self.started.elapsed() + wait <= policy.max_elapsed {
+                        self.retries += 1;
+                        tracing::warn!(
+                            retry = self.retries,
+                            wait_ms = wait.as_millis() as u64,
+                            "model request failed ({err}); retrying"
+                        );
+                        tokio::time::sleep(wait).await;
+                        return None;
+                    }
+                    tracing::warn!("retry budget exhausted after {} attempts", self.done.len());
+                }
+                if let Some(x) = err.exchange_mut() {
+                    x.attempts = std::mem::take(&mut self.done);
+                }
+                Some(Err(err))
+            }
+        }
+    }
 }

@@ -10,14 +10,14 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 
-use super::attempt::{Capture, Reading, classify, lock};
+use super::attempt::{Attempts, Capture, Reading, lock};
 use super::body::MAX_EVENT_BYTES;
 use super::http::error_chain;
-use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
+use super::retry::retry_after;
 use super::{BodyParser, Live, LiveEvents, status_error};
 use crate::error::{ModelError, TimeoutKind};
 use crate::openai::{RetryPolicy, Timeouts};
-use crate::types::{Attempt, StreamDelta};
+use crate::types::StreamDelta;
 use crate::wire::JSON_MEDIA_TYPE;
 
 /// Where and how a native backend posts.
@@ -41,68 +41,15 @@ impl Endpoint {
         body: Bytes,
         mut live: Option<Live<'_>>,
     ) -> Result<crate::ModelResponse, ModelError> {
-        let policy = self.retry;
-        let started = Instant::now();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut retries = 0u32;
+        let mut attempts = Attempts::new(self.retry);
         loop {
             let t0 = Instant::now();
             let cap = self.attempt(&body, live.as_mut()).await;
-            let duration = t0.elapsed();
-            let server_wait = cap.retry_after;
-            let (result, retryable) = classify(cap, Ok(()), &self.reading());
-            let mut attempt = Attempt {
-                duration,
-                ..Attempt::default()
-            };
-            let exchange = match &result {
-                Ok(r) => Some(&r.raw),
-                Err(e) => e.exchange(),
-            };
-            if let Some(x) = exchange {
-                attempt.status = x.status;
-                attempt.response_body = x.response_body.clone();
-                attempt.response_media_type = x.response_media_type.clone();
-            }
-            if let Err(e) = &result {
-                attempt.error = Some(e.to_string());
-                attempt.retry_after = server_wait;
-            }
-            tracing::debug!(
-                status = ?attempt.status,
-                duration_ms = duration.as_millis() as u64,
-                error = attempt.error.as_deref().unwrap_or(""),
-                "model attempt finished"
-            );
-            attempts.push(attempt);
-            match result {
-                Ok(mut response) => {
-                    response.raw.attempts = attempts;
-                    return Ok(response);
-                }
-                Err(mut err) => {
-                    if retryable && retries < policy.max_retries {
-                        let wait = server_wait.map_or_else(
-                            || jittered_backoff(&policy, retries),
-                            jittered_server_wait,
-                        );
-                        if started.elapsed() + wait <= policy.max_elapsed {
-                            retries += 1;
-                            tracing::warn!(
-                                retry = retries,
-                                wait_ms = wait.as_millis() as u64,
-                                "model request failed ({err}); retrying"
-                            );
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        tracing::warn!("retry budget exhausted after {} attempts", attempts.len());
-                    }
-                    if let Some(x) = err.exchange_mut() {
-                        x.attempts = attempts;
-                    }
-                    return Err(err);
-                }
+            let done = attempts
+                .finish(t0.elapsed(), cap, Ok(()), &self.reading())
+                .await;
+            if let Some(result) = done {
+                return result;
             }
         }
     }

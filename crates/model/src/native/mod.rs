@@ -7,8 +7,9 @@
 //! The code: `wire_api` (which wire format a model or a recorded body speaks), `body`
 //! (reading bodies: parsers, SSE events, status errors, recorded exchanges), and behind
 //! the `http` feature `http` (the client, headers, redaction), `retry` (waits between
-//! attempts), `attempt` (what one attempt saw, and its classification, shared with the
-//! OpenAI-compatible client) and `endpoint` (one backend's attempts and their retry loop).
+//! attempts), `attempt` (what one attempt saw, its classification and the retry loop's
+//! bookkeeping, shared with the OpenAI-compatible client) and `endpoint` (one backend's
+//! attempts on the wire).
 
 #[cfg(feature = "http")]
 mod attempt;
@@ -22,12 +23,12 @@ mod retry;
 mod wire_api;
 
 #[cfg(feature = "http")]
-pub(crate) use attempt::{Capture, Reading, classify, lock};
+pub(crate) use attempt::{Attempts, Capture, Reading, lock};
 pub(crate) use body::{BodyParser, Live, LiveEvents, parse_recorded, sse_events, status_error};
 #[cfg(feature = "http")]
 pub(crate) use endpoint::Endpoint;
 #[cfg(feature = "http")]
 pub(crate) use http::{error_chain, header, http_client};
 #[cfg(feature = "http")]
-pub(crate) use retry::{jittered_backoff, jittered_server_wait, retry_after};
+pub(crate) use retry::retry_after;
 pub use wire_api::WireApi;

@@ -17,8 +17,8 @@ use super::capture::CaptureService;
 use super::{ApiKey, OpenAiConfig};
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::{Capture, Reading, classify, lock};
-use crate::types::{Attempt, ModelRequest, ModelResponse, StreamDelta};
+use crate::native::{Attempts, Capture, Reading, lock};
+use crate::types::{ModelRequest, ModelResponse, StreamDelta};
 use crate::wire::{StreamAccumulator, build_request_body, http_status_error, parse_body};
 
 /// A model served by an OpenAI-compatible chat-completions API.
@@ -127,10 +127,12 @@ impl OpenAiModel {
         on_delta: Option<&(dyn Fn(StreamDelta) + Send + Sync)>,
     ) -> Result<ModelResponse, ModelError> {
         let body = build_request_body(&self.config.model, request, on_delta.is_some());
-        let policy = self.config.retry;
-        let started = Instant::now();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut retries = 0u32;
+        let reading = Reading {
+            status_error: http_status_error,
+            parse: parse_body,
+            secrets: &self.secrets,
+        };
+        let mut attempts = Attempts::new(self.config.retry);
         loop {
             let capture = Arc::new(Mutex::new(Capture::default()));
             let client = self.client(&capture);
@@ -146,67 +148,9 @@ impl OpenAiModel {
             };
             drop(client);
             let cap = std::mem::take(&mut *lock(&capture));
-            let duration = t0.elapsed();
-            let server_wait = cap.retry_after;
-            let reading = Reading {
-                status_error: http_status_error,
-                parse: parse_body,
-                secrets: &self.secrets,
-            };
-            let (result, retryable) = classify(cap, outcome, &reading);
-            let mut attempt = Attempt {
-                duration,
-                ..Attempt::default()
-            };
-            let exchange = match &result {
-                Ok(r) => Some(&r.raw),
-                Err(e) => e.exchange(),
-            };
-            if let Some(x) = exchange {
-                attempt.status = x.status;
-                attempt.response_body = x.response_body.clone();
-                attempt.response_media_type = x.response_media_type.clone();
-            }
-            if let Err(e) = &result {
-                attempt.error = Some(e.to_string());
-                attempt.retry_after = server_wait;
-            }
-            tracing::debug!(
-                status = ?attempt.status,
-                duration_ms = duration.as_millis() as u64,
-                error = attempt.error.as_deref().unwrap_or(""),
-                "model attempt finished"
-            );
-            let retry_after = attempt.retry_after;
-            attempts.push(attempt);
-            match result {
-                Ok(mut response) => {
-                    response.raw.attempts = attempts;
-                    return Ok(response);
-                }
-                Err(mut err) => {
-                    if retryable && retries < policy.max_retries {
-                        let wait = retry_after.map_or_else(
-                            || crate::native::jittered_backoff(&policy, retries),
-                            crate::native::jittered_server_wait,
-                        );
-                        if started.elapsed() + wait <= policy.max_elapsed {
-                            retries += 1;
-                            tracing::warn!(
-                                retry = retries,
-                                wait_ms = wait.as_millis() as u64,
-                                "model request failed ({err}); retrying"
-                            );
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        tracing::warn!("retry budget exhausted after {} attempts", attempts.len());
-                    }
-                    if let Some(x) = err.exchange_mut() {
-                        x.attempts = attempts;
-                    }
-                    return Err(err);
-                }
+            let done = attempts.finish(t0.elapsed(), cap, outcome, &reading).await;
+            if let Some(result) = done {
+                return result;
             }
         }
     }
