@@ -9,14 +9,15 @@ use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
+use tracing::Instrument;
 
 use super::attempt::{Attempts, Capture, Reading, lock};
 use super::body::MAX_EVENT_BYTES;
-use super::http::error_chain;
+use super::http::{error_chain, header, http_client};
 use super::retry::retry_after;
 use super::{BodyParser, Live, LiveEvents, status_error};
 use crate::error::{ModelError, TimeoutKind};
-use crate::openai::{RetryPolicy, Timeouts};
+use crate::openai::{ApiKey, RetryPolicy, Timeouts};
 use crate::types::StreamDelta;
 use crate::wire::JSON_MEDIA_TYPE;
 
@@ -34,9 +35,88 @@ pub(crate) struct Endpoint {
     pub parse: BodyParser,
 }
 
+/// What a native backend's configuration says about reaching its server, borrowed.
+pub(crate) struct Settings<'a> {
+    pub model: &'a str,
+    pub base_url: &'a str,
+    pub api_key: Option<&'a ApiKey>,
+    /// The extra headers; their values are secrets.
+    pub headers: &'a [(String, String)],
+    pub timeouts: Timeouts,
+    pub retry: RetryPolicy,
+    pub max_response_bytes: usize,
+}
+
 impl Endpoint {
+    /// The endpoint at `path` under the base URL: the key sent as `key_header` (its value
+    /// `key_prefix` and the key), then the `fixed` headers, then the configured ones. Fails
+    /// on an empty model name, a base URL that is not http(s), or a key or header that
+    /// cannot be sent in an HTTP header.
+    pub(crate) fn new(
+        s: Settings<'_>,
+        path: &str,
+        (key_header, key_prefix): (&str, &str),
+        fixed: &[(&str, &str)],
+        parse: BodyParser,
+    ) -> Result<Self, ModelError> {
+        let base = s.base_url.trim_end_matches('/');
+        if s.model.trim().is_empty() {
+            return Err(ModelError::Config("the model name is empty".into()));
+        }
+        let http = http_client(base, &s.timeouts)?;
+        let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
+        if let Some(key) = s.api_key {
+            let value = format!("{key_prefix}{}", key.expose());
+            header(&mut headers, key_header, &value, true)?;
+            secrets.push(key.expose().to_owned());
+        }
+        for (name, value) in fixed {
+            header(&mut headers, name, value, false)?;
+        }
+        for (name, value) in s.headers {
+            header(&mut headers, name, value, true)?;
+            secrets.push(value.clone());
+        }
+        secrets.retain(|v| v.len() >= 4);
+        Ok(Endpoint {
+            url: format!("{base}{path}"),
+            headers,
+            secrets,
+            timeouts: s.timeouts,
+            retry: s.retry,
+            max_body: s.max_response_bytes,
+            http,
+            parse,
+        })
+    }
+
+    /// A whole response to `body`, for `model`'s span.
+    pub(crate) async fn request(
+        &self,
+        model: &str,
+        body: Bytes,
+    ) -> Result<crate::ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %model, stream = false);
+        self.run(body, None).instrument(span).await
+    }
+
+    /// A streamed response to `body`, its SSE events read by `events` for the deltas.
+    pub(crate) async fn request_stream(
+        &self,
+        model: &str,
+        body: Bytes,
+        events: Box<dyn LiveEvents>,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<crate::ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %model, stream = true);
+        self.run(body, Some((events, on_delta)))
+            .instrument(span)
+            .await
+    }
+
     /// Sends `body` with retries; with `live`, the SSE events drive `on_delta` as they come.
-    pub(crate) async fn run(
+    async fn run(
         &self,
         body: Bytes,
         mut live: Option<Live<'_>>,

@@ -26,9 +26,9 @@ mod wire_api;
 pub(crate) use attempt::{Attempts, Capture, Reading, lock};
 pub(crate) use body::{BodyParser, Live, LiveEvents, parse_recorded, sse_events, status_error};
 #[cfg(feature = "http")]
-pub(crate) use endpoint::Endpoint;
+pub(crate) use endpoint::{Endpoint, Settings};
 #[cfg(feature = "http")]
-pub(crate) use http::{error_chain, header, http_client};
+pub(crate) use http::error_chain;
 #[cfg(feature = "http")]
 pub(crate) use retry::retry_after;
 pub use wire_api::WireApi;
