@@ -24,7 +24,9 @@ mod wire_api;
 
 #[cfg(feature = "http")]
 pub(crate) use attempt::{Attempts, Capture, Reading, lock};
-pub(crate) use body::{BodyParser, Live, LiveEvents, parse_recorded, sse_events, status_error};
+pub(crate) use body::{
+    BodyParser, Live, LiveEvents, parse_recorded, parse_sse_or_json, status_error,
+};
 #[cfg(feature = "http")]
 pub(crate) use endpoint::{Endpoint, Settings};
 #[cfg(feature = "http")]
