@@ -1,4 +1,4 @@
-//! The HTTP client of the native backends (rustls, the connect timeout, no redirects),
+//! The HTTP client of the live backends (rustls, the connect timeout, no redirects),
 //! request headers checked, an error's chain of causes, and secrets redacted from
 //! what is kept.
 
@@ -18,6 +18,8 @@ pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Cl
         )));
     }
     let mut builder = reqwest::Client::builder().connect_timeout(timeouts.connect);
+    // A server on this machine (Ollama, vLLM, a test server) is never reached through
+    // a proxy from the environment.
     if matches!(
         url.host_str(),
         Some("localhost" | "127.0.0.1" | "[::1]" | "::1")

@@ -30,7 +30,7 @@ pub(crate) use body::{
 #[cfg(feature = "http")]
 pub(crate) use endpoint::{Endpoint, Settings};
 #[cfg(feature = "http")]
-pub(crate) use http::error_chain;
+pub(crate) use http::{error_chain, http_client};
 #[cfg(feature = "http")]
 pub(crate) use retry::retry_after;
 pub use wire_api::WireApi;

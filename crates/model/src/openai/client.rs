@@ -74,20 +74,7 @@ impl OpenAiModel {
                 .with_header(header, value.as_str())
                 .map_err(|_| ModelError::Config(format!("invalid value for header {name:?}")))?;
         }
-        let url = reqwest::Url::parse(&base)
-            .map_err(|e| ModelError::Config(format!("the base URL {base:?} is not a URL: {e}")))?;
-        let mut builder = reqwest::Client::builder().connect_timeout(config.timeouts.connect);
-        // A server on this machine (Ollama, vLLM, a test server) is never reached through
-        // a proxy from the environment.
-        if matches!(
-            url.host_str(),
-            Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
-        ) {
-            builder = builder.no_proxy();
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let http = crate::native::http_client(&base, &config.timeouts)?;
         let mut secrets: Vec<String> = config.headers.iter().map(|(_, v)| v.clone()).collect();
         secrets.extend(config.api_key.as_ref().map(|k| k.expose().to_owned()));
         secrets.retain(|v| v.len() >= 4);
