@@ -17,7 +17,7 @@ use super::http::{error_chain, header, http_client};
 use super::retry::retry_after;
 use super::{BodyParser, Live, LiveEvents, status_error};
 use crate::error::{ModelError, TimeoutKind};
-use crate::openai::{ApiKey, RetryPolicy, Timeouts};
+use crate::openai::{RetryPolicy, Settings, Timeouts};
 use crate::types::StreamDelta;
 use crate::wire::JSON_MEDIA_TYPE;
 
@@ -33,18 +33,6 @@ pub(crate) struct Endpoint {
     pub max_body: usize,
     pub http: reqwest::Client,
     pub parse: BodyParser,
-}
-
-/// What a native backend's configuration says about reaching its server, borrowed.
-pub(crate) struct Settings<'a> {
-    pub model: &'a str,
-    pub base_url: &'a str,
-    pub api_key: Option<&'a ApiKey>,
-    /// The extra headers; their values are secrets.
-    pub headers: &'a [(String, String)],
-    pub timeouts: Timeouts,
-    pub retry: RetryPolicy,
-    pub max_response_bytes: usize,
 }
 
 impl Endpoint {

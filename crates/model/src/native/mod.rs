@@ -28,7 +28,7 @@ pub(crate) use body::{
     BodyParser, Live, LiveEvents, parse_recorded, parse_sse_or_json, status_error,
 };
 #[cfg(feature = "http")]
-pub(crate) use endpoint::{Endpoint, Settings};
+pub(crate) use endpoint::Endpoint;
 #[cfg(feature = "http")]
 pub(crate) use http::{error_chain, http_client};
 #[cfg(feature = "http")]
