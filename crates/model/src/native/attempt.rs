@@ -1,16 +1,18 @@
-//! One attempt of a live backend as it was seen on the wire ([`Capture`]), its
+//! One attempt of a live backend as it was seen on the wire ([`Capture`], its body kept
+//! by [`kept_chunks`]), its
 //! classification (the response, or the typed error, and whether a retry is worth it),
 //! and the retry loop's bookkeeping ([`Attempts`]). The OpenAI-compatible client and the
 //! native [`Endpoint`](super::Endpoint) both fill a `Capture` per attempt and hand it to
 //! [`Attempts::finish`].
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 
 use super::BodyParser;
-use super::http::{redact, redact_bytes};
+use super::http::{error_chain, redact, redact_bytes};
 use super::retry::{jittered_backoff, jittered_server_wait};
 use crate::error::{ModelError, TimeoutKind};
 use crate::openai::RetryPolicy;
@@ -35,6 +37,56 @@ pub(crate) struct Capture {
 /// The capture behind `c`, even when a holder panicked.
 pub(crate) fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
     c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The response body's chunks, each kept in `capture` as it is read: a wait over `idle`
+/// for the next chunk, a body over `max_body` (what fits is kept) or a read error ends
+/// the stream with an error, recorded in `capture`.
+pub(crate) fn kept_chunks<S>(
+    body: S,
+    capture: Arc<Mutex<Capture>>,
+    idle: Duration,
+    max_body: usize,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>>
+where
+    S: futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    let state = Some((body, capture));
+    futures_util::stream::unfold(state, move |state| async move {
+        let (mut stream, capture) = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) => {
+                lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the body went quiet for longer than the idle timeout",
+                );
+                Some((Err(e), None))
+            }
+            Ok(None) => None,
+            Ok(Some(Ok(chunk))) => {
+                let mut c = lock(&capture);
+                if c.body.len() + chunk.len() > max_body {
+                    // Keep what fits, then stop reading: memory stays bounded.
+                    let room = max_body - c.body.len();
+                    c.body.extend_from_slice(&chunk[..room]);
+                    c.too_large = Some(max_body);
+                    drop(c);
+                    let e = std::io::Error::other(format!(
+                        "the response body is larger than the limit of {max_body} bytes"
+                    ));
+                    return Some((Err(e), None));
+                }
+                c.body.extend_from_slice(&chunk);
+                drop(c);
+                Some((Ok(chunk), Some((stream, capture))))
+            }
+            Ok(Some(Err(e))) => {
+                lock(&capture).body_error = Some(error_chain(&e));
+                Some((Err(std::io::Error::other(e.to_string())), None))
+            }
+        }
+    })
 }
 
 /// Maps an error status, its body and `Retry-After` to a typed error.

@@ -3,7 +3,7 @@
 //! for deltas), in a retry loop, each attempt's failure classified.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use eventsource_stream::Eventsource;
@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use tracing::Instrument;
 
-use super::attempt::{Attempts, Capture, Reading, lock};
+use super::attempt::{Attempts, Capture, Reading, kept_chunks, lock};
 use super::body::MAX_EVENT_BYTES;
 use super::http::{error_chain, header, http_client};
 use super::retry::retry_after;
@@ -204,49 +204,6 @@ impl Endpoint {
             secrets: &self.secrets,
         }
     }
-}
-
-/// The response body's chunks, each kept in `capture` as it is read: a wait over `idle`
-/// for the next chunk, a body over `max_body` (what fits is kept) or a read error ends
-/// the stream with an error, recorded in `capture`.
-fn kept_chunks<S>(
-    body: S,
-    capture: Arc<Mutex<Capture>>,
-    idle: Duration,
-    max_body: usize,
-) -> impl futures_util::Stream<Item = std::io::Result<Bytes>>
-where
-    S: futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin,
-{
-    let state = Some((body, capture));
-    futures_util::stream::unfold(state, move |state| async move {
-        let (mut stream, capture) = state?;
-        match tokio::time::timeout(idle, stream.next()).await {
-            Err(_) => {
-                lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
-                Some((Err(std::io::Error::other("idle timeout")), None))
-            }
-            Ok(None) => None,
-            Ok(Some(Ok(chunk))) => {
-                let mut c = lock(&capture);
-                if c.body.len() + chunk.len() > max_body {
-                    // Keep what fits, then stop reading: memory stays bounded.
-                    let room = max_body - c.body.len();
-                    c.body.extend_from_slice(&chunk[..room]);
-                    c.too_large = Some(max_body);
-                    drop(c);
-                    return Some((Err(std::io::Error::other("body too large")), None));
-                }
-                c.body.extend_from_slice(&chunk);
-                drop(c);
-                Some((Ok(chunk), Some((stream, capture))))
-            }
-            Ok(Some(Err(e))) => {
-                lock(&capture).body_error = Some(error_chain(&e));
-                Some((Err(std::io::Error::other(e.to_string())), None))
-            }
-        }
-    })
 }
 
 /// Reads `chunks` to their end, feeding their SSE events to `events` (and so the deltas to

@@ -23,7 +23,7 @@ mod retry;
 mod wire_api;
 
 #[cfg(feature = "http")]
-pub(crate) use attempt::{Attempts, Capture, Reading, lock};
+pub(crate) use attempt::{Attempts, Capture, Reading, kept_chunks, lock};
 pub(crate) use body::{
     BodyParser, Live, LiveEvents, parse_recorded, parse_sse_or_json, status_error,
 };

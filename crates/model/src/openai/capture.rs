@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 
 use super::Timeouts;
 use crate::error::TimeoutKind;
-use crate::native::{Capture, error_chain, lock};
+use crate::native::{Capture, error_chain, kept_chunks, lock};
 
 /// The wait a response asks for, read as the native backends read it: `retry-after-ms`,
 /// `retry-after` in seconds, or `retry-after` as an HTTP date.
@@ -97,44 +97,12 @@ impl CaptureService {
                 .map(str::to_owned);
             c.retry_after = parse_retry_after(&headers);
         }
-        let idle = self.timeouts.idle;
-        let max_body = self.max_body;
-        let state = Some((response.bytes_stream(), self.capture.clone()));
-        let body = futures_util::stream::unfold(state, move |state| async move {
-            let (mut stream, capture) = state?;
-            match tokio::time::timeout(idle, stream.next()).await {
-                Err(_) => {
-                    lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
-                    let e = std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the body went quiet for longer than the idle timeout",
-                    );
-                    Some((Err(e), None))
-                }
-                Ok(None) => None,
-                Ok(Some(Ok(chunk))) => {
-                    let mut c = lock(&capture);
-                    if c.body.len() + chunk.len() > max_body {
-                        // Keep what fits, then stop reading: memory stays bounded.
-                        let room = max_body - c.body.len();
-                        c.body.extend_from_slice(&chunk[..room]);
-                        c.too_large = Some(max_body);
-                        drop(c);
-                        let e = std::io::Error::other(format!(
-                            "the response body is larger than the limit of {max_body} bytes"
-                        ));
-                        return Some((Err(e), None));
-                    }
-                    c.body.extend_from_slice(&chunk);
-                    drop(c);
-                    Some((Ok(chunk), Some((stream, capture))))
-                }
-                Ok(Some(Err(e))) => {
-                    lock(&capture).body_error = Some(error_chain(&e));
-                    Some((Err(std::io::Error::other(e.to_string())), None))
-                }
-            }
-        });
+        let body = kept_chunks(
+            response.bytes_stream(),
+            self.capture.clone(),
+            self.timeouts.idle,
+            self.max_body,
+        );
         if !status.is_success() {
             // Read the error body here, so async-openai neither parses nor logs it: the
             // caller maps it from the captured bytes.
