@@ -1,21 +1,22 @@
-//! One attempt of a live backend as it was seen on the wire ([`Capture`], its body kept
-//! by [`kept_chunks`]), its
+//! One attempt of a live backend as it was seen on the wire ([`Capture`], filled by
+//! [`send_kept`] and [`kept_chunks`]), its
 //! classification (the response, or the typed error, and whether a retry is worth it),
 //! and the retry loop's bookkeeping ([`Attempts`]). The OpenAI-compatible client and the
 //! native [`Endpoint`](super::Endpoint) both fill a `Capture` per attempt and hand it to
 //! [`Attempts::finish`].
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::BodyParser;
 use super::http::{error_chain, redact, redact_bytes};
-use super::retry::{jittered_backoff, jittered_server_wait};
+use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
 use crate::error::{ModelError, TimeoutKind};
-use crate::openai::RetryPolicy;
+use crate::openai::{RetryPolicy, Timeouts};
 use crate::types::{Attempt, ModelResponse, RawExchange};
 use crate::wire::JSON_MEDIA_TYPE;
 
@@ -37,6 +38,43 @@ pub(crate) struct Capture {
 /// The capture behind `c`, even when a holder panicked.
 pub(crate) fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
     c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Awaits `sending` (a request on its way) within the first-byte timeout and records in
+/// `capture` the response's status, media type and `Retry-After`, or why no response
+/// came: the first-byte or connect timeout, or the transport error. The error is `None`
+/// for the first-byte timeout, else reqwest's.
+pub(crate) async fn send_kept(
+    sending: impl Future<Output = reqwest::Result<reqwest::Response>>,
+    capture: &Mutex<Capture>,
+    timeouts: &Timeouts,
+) -> Result<reqwest::Response, Option<reqwest::Error>> {
+    let response = match tokio::time::timeout(timeouts.first_byte, sending).await {
+        Err(_) => {
+            lock(capture).timeout = Some((TimeoutKind::FirstByte, timeouts.first_byte));
+            return Err(None);
+        }
+        Ok(Err(e)) => {
+            let mut c = lock(capture);
+            if e.is_connect() && e.is_timeout() {
+                c.timeout = Some((TimeoutKind::Connect, timeouts.connect));
+            } else {
+                c.transport = Some(error_chain(&e));
+            }
+            return Err(Some(e));
+        }
+        Ok(Ok(r)) => r,
+    };
+    let mut c = lock(capture);
+    c.status = Some(response.status().as_u16());
+    c.media_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    c.retry_after = retry_after(response.headers(), SystemTime::now());
+    drop(c);
+    Ok(response)
 }
 
 /// The response body's chunks, each kept in `capture` as it is read: a wait over `idle`

@@ -3,7 +3,7 @@
 //! for deltas), in a retry loop, each attempt's failure classified.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use bytes::Bytes;
 use eventsource_stream::Eventsource;
@@ -11,12 +11,11 @@ use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use tracing::Instrument;
 
-use super::attempt::{Attempts, Capture, Reading, kept_chunks, lock};
+use super::attempt::{Attempts, Capture, Reading, kept_chunks, lock, send_kept};
 use super::body::MAX_EVENT_BYTES;
-use super::http::{error_chain, header, http_client};
-use super::retry::retry_after;
+use super::http::{header, http_client};
 use super::{BodyParser, Live, LiveEvents, status_error};
-use crate::error::{ModelError, TimeoutKind};
+use crate::error::ModelError;
 use crate::openai::{RetryPolicy, Settings, Timeouts};
 use crate::types::StreamDelta;
 use crate::wire::JSON_MEDIA_TYPE;
@@ -167,33 +166,9 @@ impl Endpoint {
         if stream {
             request = request.header(reqwest::header::ACCEPT, crate::SSE_MEDIA_TYPE);
         }
-        let first_byte = self.timeouts.first_byte;
-        let response = match tokio::time::timeout(first_byte, request.send()).await {
-            Err(_) => {
-                lock(capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
-                return None;
-            }
-            Ok(Err(e)) => {
-                let mut c = lock(capture);
-                if e.is_connect() && e.is_timeout() {
-                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
-                } else {
-                    c.transport = Some(error_chain(&e));
-                }
-                return None;
-            }
-            Ok(Ok(r)) => r,
-        };
-        let mut c = lock(capture);
-        c.status = Some(response.status().as_u16());
-        c.media_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        c.retry_after = retry_after(response.headers(), SystemTime::now());
-        drop(c);
-        Some(response)
+        send_kept(request.send(), capture, &self.timeouts)
+            .await
+            .ok()
     }
 
     /// How this endpoint reads a captured attempt.

@@ -23,14 +23,12 @@ mod retry;
 mod wire_api;
 
 #[cfg(feature = "http")]
-pub(crate) use attempt::{Attempts, Capture, Reading, kept_chunks, lock};
+pub(crate) use attempt::{Attempts, Capture, Reading, kept_chunks, lock, send_kept};
 pub(crate) use body::{
     BodyParser, Live, LiveEvents, parse_recorded, parse_sse_or_json, status_error,
 };
 #[cfg(feature = "http")]
 pub(crate) use endpoint::Endpoint;
 #[cfg(feature = "http")]
-pub(crate) use http::{error_chain, http_client};
-#[cfg(feature = "http")]
-pub(crate) use retry::retry_after;
+pub(crate) use http::http_client;
 pub use wire_api::WireApi;

@@ -6,7 +6,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
@@ -14,14 +13,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::Timeouts;
-use crate::error::TimeoutKind;
-use crate::native::{Capture, error_chain, kept_chunks, lock};
-
-/// The wait a response asks for, read as the native backends read it: `retry-after-ms`,
-/// `retry-after` in seconds, or `retry-after` as an HTTP date.
-fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    crate::native::retry_after(headers, std::time::SystemTime::now())
-}
+use crate::native::{Capture, kept_chunks, lock, send_kept};
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -65,38 +57,20 @@ impl CaptureService {
             .map(Bytes::copy_from_slice)
             .unwrap_or_default();
         lock(&self.capture).request_body = body;
-        let first_byte = self.timeouts.first_byte;
-        let response = match tokio::time::timeout(first_byte, self.http.execute(request)).await {
-            Err(_) => {
-                lock(&self.capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
+        let sending = self.http.execute(request);
+        let response = match send_kept(sending, &self.capture, &self.timeouts).await {
+            Ok(r) => r,
+            Err(None) => {
                 return Err(boxed(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     "no response headers within the first-byte timeout",
                 )));
             }
-            Ok(Err(e)) => {
-                let mut c = lock(&self.capture);
-                if e.is_connect() && e.is_timeout() {
-                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
-                } else {
-                    c.transport = Some(error_chain(&e));
-                }
-                return Err(OpenAIError::Reqwest(e));
-            }
-            Ok(Ok(r)) => r,
+            Err(Some(e)) => return Err(OpenAIError::Reqwest(e)),
         };
         let status = response.status();
         let version = response.version();
         let headers = response.headers().clone();
-        {
-            let mut c = lock(&self.capture);
-            c.status = Some(status.as_u16());
-            c.media_type = headers
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            c.retry_after = parse_retry_after(&headers);
-        }
         let body = kept_chunks(
             response.bytes_stream(),
             self.capture.clone(),
