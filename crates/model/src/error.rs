@@ -204,47 +204,40 @@ pub enum ModelError {
     Function(String),
 }
 
+/// The exchange an error holds, by reference or mutably as `$error` is borrowed: one list
+/// of the variants that carry one, for [`ModelError::exchange`] and `exchange_mut`.
+macro_rules! exchange_of {
+    ($error:expr) => {
+        match $error {
+            ModelError::RateLimited { exchange, .. }
+            | ModelError::ServerError { exchange, .. }
+            | ModelError::Unauthorized { exchange, .. }
+            | ModelError::BadRequest { exchange, .. }
+            | ModelError::Connection { exchange, .. }
+            | ModelError::Timeout { exchange, .. }
+            | ModelError::MalformedResponse { exchange, .. }
+            | ModelError::ProviderError { exchange, .. }
+            | ModelError::StreamIncomplete { exchange, .. }
+            | ModelError::ScriptExhausted { exchange, .. }
+            | ModelError::ReplayDiverged { exchange, .. } => Some(exchange),
+            ModelError::Config(_)
+            | ModelError::InvalidRequest(_)
+            | ModelError::InvalidScript { .. }
+            | ModelError::Function(_) => None,
+        }
+    };
+}
+
 impl ModelError {
     /// The exchange this error carries, when it involved one.
     pub fn exchange(&self) -> Option<&RawExchange> {
-        match self {
-            ModelError::RateLimited { exchange, .. }
-            | ModelError::ServerError { exchange, .. }
-            | ModelError::Unauthorized { exchange, .. }
-            | ModelError::BadRequest { exchange, .. }
-            | ModelError::Connection { exchange, .. }
-            | ModelError::Timeout { exchange, .. }
-            | ModelError::MalformedResponse { exchange, .. }
-            | ModelError::ProviderError { exchange, .. }
-            | ModelError::StreamIncomplete { exchange, .. }
-            | ModelError::ScriptExhausted { exchange, .. }
-            | ModelError::ReplayDiverged { exchange, .. } => Some(exchange),
-            ModelError::Config(_)
-            | ModelError::InvalidRequest(_)
-            | ModelError::InvalidScript { .. }
-            | ModelError::Function(_) => None,
-        }
+        exchange_of!(self)
     }
 
+    /// The exchange this error carries, to attach the attempts to.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn exchange_mut(&mut self) -> Option<&mut RawExchange> {
-        match self {
-            ModelError::RateLimited { exchange, .. }
-            | ModelError::ServerError { exchange, .. }
-            | ModelError::Unauthorized { exchange, .. }
-            | ModelError::BadRequest { exchange, .. }
-            | ModelError::Connection { exchange, .. }
-            | ModelError::Timeout { exchange, .. }
-            | ModelError::MalformedResponse { exchange, .. }
-            | ModelError::ProviderError { exchange, .. }
-            | ModelError::StreamIncomplete { exchange, .. }
-            | ModelError::ScriptExhausted { exchange, .. }
-            | ModelError::ReplayDiverged { exchange, .. } => Some(exchange),
-            ModelError::Config(_)
-            | ModelError::InvalidRequest(_)
-            | ModelError::InvalidScript { .. }
-            | ModelError::Function(_) => None,
-        }
+        exchange_of!(self)
     }
 
     /// Every message text this error holds, for redaction.

@@ -6,13 +6,11 @@ use std::fmt;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use reqwest::header::HeaderMap;
-use tracing::Instrument;
 
 use super::{AnthropicConfig, StreamState, build_request_body, parse_body};
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::{self, Endpoint, LiveEvents};
+use crate::native::Endpoint;
 use crate::types::{ModelRequest, ModelResponse, StreamDelta};
 
 /// A model served by Anthropic's Messages API.
@@ -35,33 +33,13 @@ impl AnthropicModel {
     /// A model for `config`. Fails on a base URL that is not http(s), an empty model
     /// name, or a key or header that cannot be sent in an HTTP header.
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let base = config.base_url.trim_end_matches('/').to_owned();
-        if config.model.trim().is_empty() {
-            return Err(ModelError::Config("the model name is empty".into()));
-        }
-        let http = native::http_client(&base, &config.timeouts)?;
-        let mut headers = HeaderMap::new();
-        let mut secrets = Vec::new();
-        if let Some(key) = &config.api_key {
-            native::header(&mut headers, "x-api-key", key.expose(), true)?;
-            secrets.push(key.expose().to_owned());
-        }
-        native::header(&mut headers, "anthropic-version", &config.version, false)?;
-        for (name, value) in &config.headers {
-            native::header(&mut headers, name, value, true)?;
-            secrets.push(value.clone());
-        }
-        secrets.retain(|s| s.len() >= 4);
-        let endpoint = Endpoint {
-            url: format!("{base}/v1/messages"),
-            headers,
-            secrets,
-            timeouts: config.timeouts,
-            retry: config.retry,
-            max_body: config.max_response_bytes,
-            http,
-            parse: parse_body,
-        };
+        let endpoint = Endpoint::new(
+            config.settings(),
+            "/v1/messages",
+            ("x-api-key", ""),
+            &[("anthropic-version", &config.version)],
+            parse_body,
+        )?;
         Ok(AnthropicModel {
             name: format!("anthropic:{}", config.model),
             config,
@@ -98,9 +76,8 @@ impl Model for AnthropicModel {
     }
 
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!("model_request", model = %self.config.model, stream = false);
         let body = self.body(request, false);
-        self.endpoint.run(body, None).instrument(span).await
+        self.endpoint.request(&self.config.model, body).await
     }
 
     async fn request_stream(
@@ -108,12 +85,10 @@ impl Model for AnthropicModel {
         request: &ModelRequest,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!("model_request", model = %self.config.model, stream = true);
         let body = self.body(request, true);
-        let live: Box<dyn LiveEvents> = Box::new(StreamState::default());
+        let events = Box::new(StreamState::default());
         self.endpoint
-            .run(body, Some((live, on_delta)))
-            .instrument(span)
+            .request_stream(&self.config.model, body, events, on_delta)
             .await
     }
 }

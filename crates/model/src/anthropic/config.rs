@@ -6,7 +6,15 @@ use std::fmt;
 use super::{ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION};
 use crate::error::ModelError;
 use crate::openai::{
-    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key, env_value,
+    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, Provider, RetryPolicy, Settings, Timeouts,
+};
+
+/// Anthropic's public API and its environment variables.
+const ANTHROPIC: Provider = Provider {
+    name: "Anthropic",
+    default_base_url: ANTHROPIC_DEFAULT_BASE_URL,
+    base_var: "ANTHROPIC_BASE_URL",
+    key_var: "ANTHROPIC_API_KEY",
 };
 
 /// Where and how [`AnthropicModel`](super::AnthropicModel) connects.
@@ -34,18 +42,14 @@ pub struct AnthropicConfig {
 
 impl fmt::Debug for AnthropicConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let header_names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
-        f.debug_struct("AnthropicConfig")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key)
-            .field("version", &self.version)
-            .field("default_max_tokens", &self.default_max_tokens)
-            .field("headers", &header_names)
-            .field("timeouts", &self.timeouts)
-            .field("retry", &self.retry)
-            .field("max_response_bytes", &self.max_response_bytes)
-            .finish()
+        self.settings().debug(
+            f,
+            "AnthropicConfig",
+            &[
+                ("version", &self.version),
+                ("default_max_tokens", &self.default_max_tokens),
+            ],
+        )
     }
 }
 
@@ -72,11 +76,8 @@ impl AnthropicConfig {
     /// A configuration from `ANTHROPIC_BASE_URL` (default [`ANTHROPIC_DEFAULT_BASE_URL`])
     /// and `ANTHROPIC_API_KEY`, required for the default base URL.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        Self::from_values(
-            model,
-            env_value("ANTHROPIC_BASE_URL"),
-            env_value("ANTHROPIC_API_KEY"),
-        )
+        let (base_url, api_key) = ANTHROPIC.env_values();
+        Self::from_values(model, base_url, api_key)
     }
 
     /// [`AnthropicConfig::from_env`] with the two values given.
@@ -85,13 +86,20 @@ impl AnthropicConfig {
         base_url: Option<String>,
         api_key: Option<String>,
     ) -> Result<Self, ModelError> {
-        let (base_url, api_key) = base_and_key(
-            base_url,
-            api_key,
-            ANTHROPIC_DEFAULT_BASE_URL,
-            "ANTHROPIC_API_KEY",
-            "Anthropic",
-        )?;
+        let (base_url, api_key) = ANTHROPIC.base_and_key(base_url, api_key)?;
         Ok(Self::new(model, base_url, api_key))
+    }
+
+    /// The settings every live backend shares, borrowed.
+    pub(crate) fn settings(&self) -> Settings<'_> {
+        Settings {
+            model: &self.model,
+            base_url: &self.base_url,
+            api_key: self.api_key.as_ref(),
+            headers: &self.headers,
+            timeouts: self.timeouts,
+            retry: self.retry,
+            max_response_bytes: self.max_response_bytes,
+        }
     }
 }

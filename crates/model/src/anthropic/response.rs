@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{API_TAG, StreamState};
 use crate::native;
 use crate::types::{FinishReason, ProviderItem, ProviderToolCall, StreamDelta, ToolCall, Usage};
-use crate::wire::{BodyProblem, Parsed, error_info_from_value, is_sse, number, snippet};
+use crate::wire::{BodyProblem, Parsed, error_info_from_value, number, snippet};
 
 /// Maps a `stop_reason`: `end_turn` and `stop_sequence` are a stop, `tool_use` tool calls,
 /// `max_tokens` the length limit, `refusal` a content filter; anything else (such as
@@ -221,15 +221,7 @@ pub(crate) fn parse_body(
     media_type: Option<&str>,
     on_delta: &mut dyn FnMut(StreamDelta),
 ) -> Result<Parsed, BodyProblem> {
-    if is_sse(media_type, body) {
-        let mut state = StreamState::default();
-        for (event, data) in native::sse_events(body)? {
-            state.event(&event, &data, on_delta)?;
-        }
-        state.finish()
-    } else {
-        parse_json(body)
-    }
+    native::parse_sse_or_json(body, media_type, on_delta, StreamState::finish, parse_json)
 }
 
 fn parse_json(body: &[u8]) -> Result<Parsed, BodyProblem> {

@@ -25,29 +25,8 @@ pub(crate) struct StreamState {
 }
 
 impl LiveEvents for StreamState {
-    fn push(
-        &mut self,
-        event: &str,
-        data: &str,
-        on_delta: &mut dyn FnMut(StreamDelta),
-    ) -> Result<(), BodyProblem> {
-        self.event(event, data, on_delta)
-    }
-}
-
-impl StreamState {
-    fn block_mut(&mut self, index: u64) -> Result<&mut Block, BodyProblem> {
-        self.blocks
-            .iter_mut()
-            .find(|(i, _)| *i == index)
-            .map(|(_, b)| b)
-            .ok_or_else(|| {
-                BodyProblem::Malformed(format!("a delta for content block {index}, never started"))
-            })
-    }
-
     /// Reads one SSE event.
-    pub(crate) fn event(
+    fn push(
         &mut self,
         event: &str,
         data: &str,
@@ -82,6 +61,18 @@ impl StreamState {
             other => tracing::debug!(event = other, "unknown Messages stream event ignored"),
         }
         Ok(())
+    }
+}
+
+impl StreamState {
+    fn block_mut(&mut self, index: u64) -> Result<&mut Block, BodyProblem> {
+        self.blocks
+            .iter_mut()
+            .find(|(i, _)| *i == index)
+            .map(|(_, b)| b)
+            .ok_or_else(|| {
+                BodyProblem::Malformed(format!("a delta for content block {index}, never started"))
+            })
     }
 
     /// `message_start`: the model, the response id and the first usage.

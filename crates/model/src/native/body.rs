@@ -1,6 +1,6 @@
 //! Reading a native API's bodies: the parser and live-event types the backends provide,
-//! a whole SSE body split into events (each bounded), an error status mapped to a typed
-//! error, and a recorded exchange parsed as the live request was.
+//! a whole body parsed (an SSE body split into events, each bounded), an error status
+//! mapped to a typed error, and a recorded exchange parsed as the live request was.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use futures_util::{FutureExt, StreamExt};
 
 use crate::error::ModelError;
 use crate::types::{RawExchange, StreamDelta};
-use crate::wire::{BodyProblem, Parsed, error_info};
+use crate::wire::{BodyProblem, Parsed, error_info, is_sse};
 
 /// Parses a successful body of a native API (JSON or SSE).
 pub(crate) type BodyParser =
@@ -90,6 +90,26 @@ pub(crate) fn parse_recorded(
     ) {
         Ok(p) => Ok(p.into_response(raw)),
         Err(p) => Err(p.into_error(raw)),
+    }
+}
+
+/// Parses a whole successful body of a native API: an SSE body event by event through a
+/// fresh `S`, ended by `finish`; any other body as JSON by `json`.
+pub(crate) fn parse_sse_or_json<S: LiveEvents + Default>(
+    body: &[u8],
+    media_type: Option<&str>,
+    on_delta: &mut dyn FnMut(StreamDelta),
+    finish: fn(S) -> Result<Parsed, BodyProblem>,
+    json: fn(&[u8]) -> Result<Parsed, BodyProblem>,
+) -> Result<Parsed, BodyProblem> {
+    if is_sse(media_type, body) {
+        let mut state = S::default();
+        for (event, data) in sse_events(body)? {
+            state.push(&event, &data, on_delta)?;
+        }
+        finish(state)
+    } else {
+        json(body)
     }
 }
 

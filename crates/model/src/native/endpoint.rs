@@ -2,21 +2,22 @@
 //! of the response kept, first-byte and idle timeouts, the body bounded, live events fed
 //! for deltas), in a retry loop, each attempt's failure classified.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
+use tracing::Instrument;
 
+use super::attempt::{Attempts, Capture, Reading, kept_chunks, lock, send_kept};
 use super::body::MAX_EVENT_BYTES;
-use super::http::{error_chain, redact, redact_bytes};
-use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
-use super::{BodyParser, Live, LiveEvents, parse_recorded, status_error};
-use crate::error::{ModelError, TimeoutKind};
-use crate::openai::{RetryPolicy, Timeouts};
-use crate::types::{Attempt, RawExchange, StreamDelta};
+use super::http::{header, http_client};
+use super::{BodyParser, Live, LiveEvents, status_error};
+use crate::error::ModelError;
+use crate::openai::{RetryPolicy, Settings, Timeouts};
+use crate::types::StreamDelta;
 use crate::wire::JSON_MEDIA_TYPE;
 
 /// Where and how a native backend posts.
@@ -33,97 +34,98 @@ pub(crate) struct Endpoint {
     pub parse: BodyParser,
 }
 
-#[derive(Debug, Default)]
-struct Capture {
-    status: Option<u16>,
-    media_type: Option<String>,
-    retry_after: Option<Duration>,
-    body: Vec<u8>,
-    timeout: Option<(TimeoutKind, Duration)>,
-    transport: Option<String>,
-    body_error: Option<String>,
-    too_large: Option<usize>,
-}
-
-fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
-    c.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Endpoint {
+    /// The endpoint at `path` under the base URL: the key sent as `key_header` (its value
+    /// `key_prefix` and the key), then the `fixed` headers, then the configured ones. Fails
+    /// on an empty model name, a base URL that is not http(s), or a key or header that
+    /// cannot be sent in an HTTP header.
+    pub(crate) fn new(
+        s: Settings<'_>,
+        path: &str,
+        (key_header, key_prefix): (&str, &str),
+        fixed: &[(&str, &str)],
+        parse: BodyParser,
+    ) -> Result<Self, ModelError> {
+        let base = s.base_url.trim_end_matches('/');
+        if s.model.trim().is_empty() {
+            return Err(ModelError::Config("the model name is empty".into()));
+        }
+        let http = http_client(base, &s.timeouts)?;
+        let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
+        if let Some(key) = s.api_key {
+            let value = format!("{key_prefix}{}", key.expose());
+            header(&mut headers, key_header, &value, true)?;
+            secrets.push(key.expose().to_owned());
+        }
+        for (name, value) in fixed {
+            header(&mut headers, name, value, false)?;
+        }
+        for (name, value) in s.headers {
+            header(&mut headers, name, value, true)?;
+            secrets.push(value.clone());
+        }
+        secrets.retain(|v| v.len() >= 4);
+        Ok(Endpoint {
+            url: format!("{base}{path}"),
+            headers,
+            secrets,
+            timeouts: s.timeouts,
+            retry: s.retry,
+            max_body: s.max_response_bytes,
+            http,
+            parse,
+        })
+    }
+
+    /// A whole response to `body`, for `model`'s span.
+    pub(crate) async fn request(
+        &self,
+        model: &str,
+        body: Bytes,
+    ) -> Result<crate::ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %model, stream = false);
+        self.run(body, None).instrument(span).await
+    }
+
+    /// A streamed response to `body`, its SSE events read by `events` for the deltas.
+    pub(crate) async fn request_stream(
+        &self,
+        model: &str,
+        body: Bytes,
+        events: Box<dyn LiveEvents>,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<crate::ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_request", model = %model, stream = true);
+        self.run(body, Some((events, on_delta)))
+            .instrument(span)
+            .await
+    }
+
     /// Sends `body` with retries; with `live`, the SSE events drive `on_delta` as they come.
-    pub(crate) async fn run(
+    async fn run(
         &self,
         body: Bytes,
         mut live: Option<Live<'_>>,
     ) -> Result<crate::ModelResponse, ModelError> {
-        let policy = self.retry;
-        let started = Instant::now();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut retries = 0u32;
+        let mut attempts = Attempts::new(self.retry);
         loop {
             let t0 = Instant::now();
             let cap = self.attempt(&body, live.as_mut()).await;
-            let duration = t0.elapsed();
-            let server_wait = cap.retry_after;
-            let (result, retryable) = self.classify(&body, cap);
-            let mut attempt = Attempt {
-                duration,
-                ..Attempt::default()
-            };
-            let exchange = match &result {
-                Ok(r) => Some(&r.raw),
-                Err(e) => e.exchange(),
-            };
-            if let Some(x) = exchange {
-                attempt.status = x.status;
-                attempt.response_body = x.response_body.clone();
-                attempt.response_media_type = x.response_media_type.clone();
-            }
-            if let Err(e) = &result {
-                attempt.error = Some(e.to_string());
-                attempt.retry_after = server_wait;
-            }
-            tracing::debug!(
-                status = ?attempt.status,
-                duration_ms = duration.as_millis() as u64,
-                error = attempt.error.as_deref().unwrap_or(""),
-                "model attempt finished"
-            );
-            attempts.push(attempt);
-            match result {
-                Ok(mut response) => {
-                    response.raw.attempts = attempts;
-                    return Ok(response);
-                }
-                Err(mut err) => {
-                    if retryable && retries < policy.max_retries {
-                        let wait = server_wait.map_or_else(
-                            || jittered_backoff(&policy, retries),
-                            jittered_server_wait,
-                        );
-                        if started.elapsed() + wait <= policy.max_elapsed {
-                            retries += 1;
-                            tracing::warn!(
-                                retry = retries,
-                                wait_ms = wait.as_millis() as u64,
-                                "model request failed ({err}); retrying"
-                            );
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        tracing::warn!("retry budget exhausted after {} attempts", attempts.len());
-                    }
-                    if let Some(x) = err.exchange_mut() {
-                        x.attempts = attempts;
-                    }
-                    return Err(err);
-                }
+            let done = attempts
+                .finish(t0.elapsed(), cap, Ok(()), &self.reading())
+                .await;
+            if let Some(result) = done {
+                return result;
             }
         }
     }
 
     async fn attempt(&self, body: &Bytes, live: Option<&mut Live<'_>>) -> Capture {
-        let capture = Arc::new(Mutex::new(Capture::default()));
+        let capture = Arc::new(Mutex::new(Capture {
+            request_body: body.clone(),
+            ..Capture::default()
+        }));
         let Some(response) = self.send(body, live.is_some(), &capture).await else {
             return std::mem::take(&mut *lock(&capture));
         };
@@ -164,141 +166,19 @@ impl Endpoint {
         if stream {
             request = request.header(reqwest::header::ACCEPT, crate::SSE_MEDIA_TYPE);
         }
-        let first_byte = self.timeouts.first_byte;
-        let response = match tokio::time::timeout(first_byte, request.send()).await {
-            Err(_) => {
-                lock(capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
-                return None;
-            }
-            Ok(Err(e)) => {
-                let mut c = lock(capture);
-                if e.is_connect() && e.is_timeout() {
-                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
-                } else {
-                    c.transport = Some(error_chain(&e));
-                }
-                return None;
-            }
-            Ok(Ok(r)) => r,
-        };
-        let mut c = lock(capture);
-        c.status = Some(response.status().as_u16());
-        c.media_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        c.retry_after = retry_after(response.headers(), SystemTime::now());
-        drop(c);
-        Some(response)
+        send_kept(request.send(), capture, &self.timeouts)
+            .await
+            .ok()
     }
 
-    /// One attempt's capture as a response or a typed error, and whether a retry is worth it.
-    fn classify(
-        &self,
-        request_body: &Bytes,
-        cap: Capture,
-    ) -> (Result<crate::ModelResponse, ModelError>, bool) {
-        let raw = RawExchange {
-            request_body: request_body.clone(),
-            request_media_type: JSON_MEDIA_TYPE.into(),
-            response_body: redact_bytes(&self.secrets, Bytes::from(cap.body)),
-            response_media_type: cap.media_type,
-            status: cap.status,
-            attempts: Vec::new(),
-        };
-        let (result, retryable) = if let Some((kind, after)) = cap.timeout {
-            let err = ModelError::Timeout {
-                kind,
-                after,
-                exchange: Box::new(raw),
-            };
-            (Err(err), kind == TimeoutKind::Connect)
-        } else if let Some(message) = cap.transport {
-            let err = ModelError::Connection {
-                message,
-                exchange: Box::new(raw),
-            };
-            (Err(err), true)
-        } else if let Some(status) = cap.status.filter(|s| !(200..300).contains(s)) {
-            let body = raw.response_body.clone();
-            let err = status_error(status, &body, cap.retry_after, raw);
-            let retryable = match &err {
-                ModelError::RateLimited { code, .. } => {
-                    code.as_deref() != Some("insufficient_quota")
-                }
-                ModelError::ServerError { .. } => true,
-                _ => false,
-            };
-            (Err(err), retryable)
-        } else if let Some(limit) = cap.too_large {
-            let err = ModelError::MalformedResponse {
-                message: format!(
-                    "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
-                ),
-                exchange: Box::new(raw),
-            };
-            (Err(err), false)
-        } else if let Some(message) = cap.body_error {
-            let err = ModelError::StreamIncomplete {
-                message: format!("the connection broke while reading the body: {message}"),
-                exchange: Box::new(raw),
-            };
-            (Err(err), false)
-        } else {
-            (parse_recorded(self.parse, raw, &mut |_| {}), false)
-        };
-        let result = result.map_err(|mut e| {
-            for t in e.texts_mut() {
-                *t = redact(&self.secrets, t);
-            }
-            e
-        });
-        (result, retryable)
-    }
-}
-
-/// The response body's chunks, each kept in `capture` as it is read: a wait over `idle`
-/// for the next chunk, a body over `max_body` (what fits is kept) or a read error ends
-/// the stream with an error, recorded in `capture`.
-fn kept_chunks<S>(
-    body: S,
-    capture: Arc<Mutex<Capture>>,
-    idle: Duration,
-    max_body: usize,
-) -> impl futures_util::Stream<Item = std::io::Result<Bytes>>
-where
-    S: futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin,
-{
-    let state = Some((body, capture));
-    futures_util::stream::unfold(state, move |state| async move {
-        let (mut stream, capture) = state?;
-        match tokio::time::timeout(idle, stream.next()).await {
-            Err(_) => {
-                lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
-                Some((Err(std::io::Error::other("idle timeout")), None))
-            }
-            Ok(None) => None,
-            Ok(Some(Ok(chunk))) => {
-                let mut c = lock(&capture);
-                if c.body.len() + chunk.len() > max_body {
-                    // Keep what fits, then stop reading: memory stays bounded.
-                    let room = max_body - c.body.len();
-                    c.body.extend_from_slice(&chunk[..room]);
-                    c.too_large = Some(max_body);
-                    drop(c);
-                    return Some((Err(std::io::Error::other("body too large")), None));
-                }
-                c.body.extend_from_slice(&chunk);
-                drop(c);
-                Some((Ok(chunk), Some((stream, capture))))
-            }
-            Ok(Some(Err(e))) => {
-                lock(&capture).body_error = Some(error_chain(&e));
-                Some((Err(std::io::Error::other(e.to_string())), None))
-            }
+    /// How this endpoint reads a captured attempt.
+    fn reading(&self) -> Reading<'_> {
+        Reading {
+            status_error,
+            parse: self.parse,
+            secrets: &self.secrets,
         }
-    })
+    }
 }
 
 /// Reads `chunks` to their end, feeding their SSE events to `events` (and so the deltas to

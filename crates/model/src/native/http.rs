@@ -1,4 +1,4 @@
-//! The HTTP client of the native backends (rustls, the connect timeout, no redirects),
+//! The HTTP client of the live backends (rustls, the connect timeout, no redirects),
 //! request headers checked, an error's chain of causes, and secrets redacted from
 //! what is kept.
 
@@ -18,6 +18,8 @@ pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Cl
         )));
     }
     let mut builder = reqwest::Client::builder().connect_timeout(timeouts.connect);
+    // A server on this machine (Ollama, vLLM, a test server) is never reached through
+    // a proxy from the environment.
     if matches!(
         url.host_str(),
         Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
@@ -49,7 +51,8 @@ pub(crate) fn header(
     Ok(())
 }
 
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
+/// The error text with its causes ("error sending request: … : connection refused").
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -63,6 +66,7 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// `text` with every secret replaced by `[REDACTED]`.
 pub(super) fn redact(secrets: &[String], text: &str) -> String {
     let mut t = text.to_owned();
     for s in secrets {
@@ -71,6 +75,7 @@ pub(super) fn redact(secrets: &[String], text: &str) -> String {
     t
 }
 
+/// `bytes` with every secret replaced by `[REDACTED]` (a warning logged when one is found).
 pub(super) fn redact_bytes(secrets: &[String], bytes: Bytes) -> Bytes {
     let hit = secrets
         .iter()

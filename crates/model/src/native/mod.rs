@@ -7,8 +7,12 @@
 //! The code: `wire_api` (which wire format a model or a recorded body speaks), `body`
 //! (reading bodies: parsers, SSE events, status errors, recorded exchanges), and behind
 //! the `http` feature `http` (the client, headers, redaction), `retry` (waits between
-//! attempts) and `endpoint` (one backend's attempts and their retry loop).
+//! attempts), `attempt` (what one attempt saw, its classification and the retry loop's
+//! bookkeeping, shared with the OpenAI-compatible client) and `endpoint` (one backend's
+//! attempts on the wire).
 
+#[cfg(feature = "http")]
+mod attempt;
 mod body;
 #[cfg(feature = "http")]
 mod endpoint;
@@ -18,11 +22,13 @@ mod http;
 mod retry;
 mod wire_api;
 
-pub(crate) use body::{BodyParser, Live, LiveEvents, parse_recorded, sse_events, status_error};
+#[cfg(feature = "http")]
+pub(crate) use attempt::{Attempts, Capture, Reading, kept_chunks, lock, send_kept};
+pub(crate) use body::{
+    BodyParser, Live, LiveEvents, parse_recorded, parse_sse_or_json, status_error,
+};
 #[cfg(feature = "http")]
 pub(crate) use endpoint::Endpoint;
 #[cfg(feature = "http")]
-pub(crate) use http::{header, http_client};
-#[cfg(feature = "http")]
-pub(crate) use retry::{jittered_backoff, jittered_server_wait, retry_after};
+pub(crate) use http::http_client;
 pub use wire_api::WireApi;

@@ -1,12 +1,11 @@
 //! The HTTP service async-openai sends through ([`CaptureService`]): each attempt's
-//! request and response bytes kept in a [`Capture`], the first-byte and idle timeouts
+//! request and response bytes kept in a `Capture`, the first-byte and idle timeouts
 //! applied, the body bounded, and an error status read here, not by async-openai.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
@@ -14,47 +13,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::Timeouts;
-use crate::error::TimeoutKind;
-
-/// What one attempt sent and received, filled in by [`CaptureService`].
-#[derive(Debug, Default)]
-pub(super) struct Capture {
-    pub(super) request_body: Bytes,
-    pub(super) status: Option<u16>,
-    pub(super) media_type: Option<String>,
-    pub(super) retry_after: Option<Duration>,
-    pub(super) body: Vec<u8>,
-    pub(super) timeout: Option<(TimeoutKind, Duration)>,
-    pub(super) transport: Option<String>,
-    pub(super) body_error: Option<String>,
-    /// The body passed the size limit (which it was).
-    pub(super) too_large: Option<usize>,
-}
-
-pub(super) fn lock(c: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
-    c.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The error text with its causes ("error sending request: … : connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
-
-/// The wait a response asks for, read as the native backends read it: `retry-after-ms`,
-/// `retry-after` in seconds, or `retry-after` as an HTTP date.
-fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    crate::native::retry_after(headers, std::time::SystemTime::now())
-}
+use crate::native::{Capture, kept_chunks, lock, send_kept};
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -98,76 +57,26 @@ impl CaptureService {
             .map(Bytes::copy_from_slice)
             .unwrap_or_default();
         lock(&self.capture).request_body = body;
-        let first_byte = self.timeouts.first_byte;
-        let response = match tokio::time::timeout(first_byte, self.http.execute(request)).await {
-            Err(_) => {
-                lock(&self.capture).timeout = Some((TimeoutKind::FirstByte, first_byte));
+        let sending = self.http.execute(request);
+        let response = match send_kept(sending, &self.capture, &self.timeouts).await {
+            Ok(r) => r,
+            Err(None) => {
                 return Err(boxed(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     "no response headers within the first-byte timeout",
                 )));
             }
-            Ok(Err(e)) => {
-                let mut c = lock(&self.capture);
-                if e.is_connect() && e.is_timeout() {
-                    c.timeout = Some((TimeoutKind::Connect, self.timeouts.connect));
-                } else {
-                    c.transport = Some(error_chain(&e));
-                }
-                return Err(OpenAIError::Reqwest(e));
-            }
-            Ok(Ok(r)) => r,
+            Err(Some(e)) => return Err(OpenAIError::Reqwest(e)),
         };
         let status = response.status();
         let version = response.version();
         let headers = response.headers().clone();
-        {
-            let mut c = lock(&self.capture);
-            c.status = Some(status.as_u16());
-            c.media_type = headers
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            c.retry_after = parse_retry_after(&headers);
-        }
-        let idle = self.timeouts.idle;
-        let max_body = self.max_body;
-        let state = Some((response.bytes_stream(), self.capture.clone()));
-        let body = futures_util::stream::unfold(state, move |state| async move {
-            let (mut stream, capture) = state?;
-            match tokio::time::timeout(idle, stream.next()).await {
-                Err(_) => {
-                    lock(&capture).timeout = Some((TimeoutKind::Idle, idle));
-                    let e = std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the body went quiet for longer than the idle timeout",
-                    );
-                    Some((Err(e), None))
-                }
-                Ok(None) => None,
-                Ok(Some(Ok(chunk))) => {
-                    let mut c = lock(&capture);
-                    if c.body.len() + chunk.len() > max_body {
-                        // Keep what fits, then stop reading: memory stays bounded.
-                        let room = max_body - c.body.len();
-                        c.body.extend_from_slice(&chunk[..room]);
-                        c.too_large = Some(max_body);
-                        drop(c);
-                        let e = std::io::Error::other(format!(
-                            "the response body is larger than the limit of {max_body} bytes"
-                        ));
-                        return Some((Err(e), None));
-                    }
-                    c.body.extend_from_slice(&chunk);
-                    drop(c);
-                    Some((Ok(chunk), Some((stream, capture))))
-                }
-                Ok(Some(Err(e))) => {
-                    lock(&capture).body_error = Some(error_chain(&e));
-                    Some((Err(std::io::Error::other(e.to_string())), None))
-                }
-            }
-        });
+        let body = kept_chunks(
+            response.bytes_stream(),
+            self.capture.clone(),
+            self.timeouts.idle,
+            self.max_body,
+        );
         if !status.is_success() {
             // Read the error body here, so async-openai neither parses nor logs it: the
             // caller maps it from the captured bytes.

@@ -9,24 +9,24 @@ use std::time::Instant;
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::capture::{Capture, CaptureService, lock};
+use super::capture::CaptureService;
 use super::{ApiKey, OpenAiConfig};
 use crate::Model;
-use crate::error::{ModelError, TimeoutKind};
-use crate::types::{Attempt, ModelRequest, ModelResponse, RawExchange, StreamDelta};
-use crate::wire::{
-    JSON_MEDIA_TYPE, StreamAccumulator, build_request_body, http_status_error, parse_body,
-};
+use crate::error::ModelError;
+use crate::native::{Attempts, Capture, Reading, lock};
+use crate::types::{ModelRequest, ModelResponse, StreamDelta};
+use crate::wire::{StreamAccumulator, build_request_body, http_status_error, parse_body};
 
 /// A model served by an OpenAI-compatible chat-completions API.
 pub struct OpenAiModel {
     name: String,
     config: OpenAiConfig,
+    /// The header values and key redacted from what is kept (those of 4 bytes or more).
+    secrets: Vec<String>,
     http: reqwest::Client,
     client_config: OpenAIConfig,
 }
@@ -74,23 +74,14 @@ impl OpenAiModel {
                 .with_header(header, value.as_str())
                 .map_err(|_| ModelError::Config(format!("invalid value for header {name:?}")))?;
         }
-        let url = reqwest::Url::parse(&base)
-            .map_err(|e| ModelError::Config(format!("the base URL {base:?} is not a URL: {e}")))?;
-        let mut builder = reqwest::Client::builder().connect_timeout(config.timeouts.connect);
-        // A server on this machine (Ollama, vLLM, a test server) is never reached through
-        // a proxy from the environment.
-        if matches!(
-            url.host_str(),
-            Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
-        ) {
-            builder = builder.no_proxy();
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let http = crate::native::http_client(&base, &config.timeouts)?;
+        let mut secrets: Vec<String> = config.headers.iter().map(|(_, v)| v.clone()).collect();
+        secrets.extend(config.api_key.as_ref().map(|k| k.expose().to_owned()));
+        secrets.retain(|v| v.len() >= 4);
         Ok(OpenAiModel {
             name: format!("openai:{}", config.model),
             config,
+            secrets,
             http,
             client_config,
         })
@@ -104,54 +95,6 @@ impl OpenAiModel {
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
-    }
-
-    fn secrets(&self) -> Vec<&str> {
-        let mut s: Vec<&str> = self
-            .config
-            .headers
-            .iter()
-            .map(|(_, v)| v.as_str())
-            .collect();
-        s.extend(self.config.api_key.as_ref().map(ApiKey::expose));
-        s.retain(|v| v.len() >= 4);
-        s
-    }
-
-    fn redact(&self, text: &str) -> String {
-        let mut t = text.to_owned();
-        for s in self.secrets() {
-            t = t.replace(s, "[REDACTED]");
-        }
-        t
-    }
-
-    fn redact_bytes(&self, bytes: Bytes) -> Bytes {
-        let secrets = self.secrets();
-        let hit = secrets
-            .iter()
-            .any(|s| bytes.windows(s.len()).any(|w| w == s.as_bytes()));
-        if !hit {
-            return bytes;
-        }
-        tracing::warn!("the response echoed a secret; it is redacted in the kept bytes");
-        let mut out = bytes.to_vec();
-        for s in secrets {
-            let needle = s.as_bytes();
-            let mut i = 0;
-            let mut next = Vec::with_capacity(out.len());
-            while i < out.len() {
-                if out[i..].starts_with(needle) {
-                    next.extend_from_slice(b"[REDACTED]");
-                    i += needle.len();
-                } else {
-                    next.push(out[i]);
-                    i += 1;
-                }
-            }
-            out = next;
-        }
-        Bytes::from(out)
     }
 
     fn client(&self, capture: &Arc<Mutex<Capture>>) -> Client<OpenAIConfig> {
@@ -171,10 +114,12 @@ impl OpenAiModel {
         on_delta: Option<&(dyn Fn(StreamDelta) + Send + Sync)>,
     ) -> Result<ModelResponse, ModelError> {
         let body = build_request_body(&self.config.model, request, on_delta.is_some());
-        let policy = self.config.retry;
-        let started = Instant::now();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut retries = 0u32;
+        let reading = Reading {
+            status_error: http_status_error,
+            parse: parse_body,
+            secrets: &self.secrets,
+        };
+        let mut attempts = Attempts::new(self.config.retry);
         loop {
             let capture = Arc::new(Mutex::new(Capture::default()));
             let client = self.client(&capture);
@@ -190,140 +135,11 @@ impl OpenAiModel {
             };
             drop(client);
             let cap = std::mem::take(&mut *lock(&capture));
-            let duration = t0.elapsed();
-            let server_wait = cap.retry_after;
-            let (result, retryable) = self.classify(cap, outcome);
-            let mut attempt = Attempt {
-                duration,
-                ..Attempt::default()
-            };
-            let exchange = match &result {
-                Ok(r) => Some(&r.raw),
-                Err(e) => e.exchange(),
-            };
-            if let Some(x) = exchange {
-                attempt.status = x.status;
-                attempt.response_body = x.response_body.clone();
-                attempt.response_media_type = x.response_media_type.clone();
-            }
-            if let Err(e) = &result {
-                attempt.error = Some(e.to_string());
-                attempt.retry_after = server_wait;
-            }
-            tracing::debug!(
-                status = ?attempt.status,
-                duration_ms = duration.as_millis() as u64,
-                error = attempt.error.as_deref().unwrap_or(""),
-                "model attempt finished"
-            );
-            let retry_after = attempt.retry_after;
-            attempts.push(attempt);
-            match result {
-                Ok(mut response) => {
-                    response.raw.attempts = attempts;
-                    return Ok(response);
-                }
-                Err(mut err) => {
-                    if retryable && retries < policy.max_retries {
-                        let wait = retry_after.map_or_else(
-                            || crate::native::jittered_backoff(&policy, retries),
-                            crate::native::jittered_server_wait,
-                        );
-                        if started.elapsed() + wait <= policy.max_elapsed {
-                            retries += 1;
-                            tracing::warn!(
-                                retry = retries,
-                                wait_ms = wait.as_millis() as u64,
-                                "model request failed ({err}); retrying"
-                            );
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        tracing::warn!("retry budget exhausted after {} attempts", attempts.len());
-                    }
-                    if let Some(x) = err.exchange_mut() {
-                        x.attempts = attempts;
-                    }
-                    return Err(err);
-                }
+            let done = attempts.finish(t0.elapsed(), cap, outcome, &reading).await;
+            if let Some(result) = done {
+                return result;
             }
         }
-    }
-
-    /// Turns one attempt's capture into a response or a typed error, and says whether the
-    /// error is worth a retry.
-    fn classify(
-        &self,
-        cap: Capture,
-        outcome: Result<(), String>,
-    ) -> (Result<ModelResponse, ModelError>, bool) {
-        let raw = RawExchange {
-            request_body: cap.request_body,
-            request_media_type: JSON_MEDIA_TYPE.into(),
-            response_body: self.redact_bytes(Bytes::from(cap.body)),
-            response_media_type: cap.media_type,
-            status: cap.status,
-            attempts: Vec::new(),
-        };
-        let (result, retryable) = if let Some((kind, after)) = cap.timeout {
-            let err = ModelError::Timeout {
-                kind,
-                after,
-                exchange: Box::new(raw),
-            };
-            (Err(err), kind == TimeoutKind::Connect)
-        } else if let Some(message) = cap.transport {
-            let err = ModelError::Connection {
-                message,
-                exchange: Box::new(raw),
-            };
-            (Err(err), true)
-        } else if let Some(status) = cap.status.filter(|s| !(200..300).contains(s)) {
-            let body = raw.response_body.clone();
-            let err = http_status_error(status, &body, cap.retry_after, raw);
-            let retryable = match &err {
-                ModelError::RateLimited { code, .. } => {
-                    code.as_deref() != Some("insufficient_quota")
-                }
-                ModelError::ServerError { .. } => true,
-                _ => false,
-            };
-            (Err(err), retryable)
-        } else if let Some(limit) = cap.too_large {
-            let err = ModelError::MalformedResponse {
-                message: format!(
-                    "the response body is larger than the limit of {limit} bytes (max_response_bytes); reading stopped there"
-                ),
-                exchange: Box::new(raw),
-            };
-            (Err(err), false)
-        } else if cap.status.is_none() {
-            let message = outcome.err().unwrap_or_else(|| "no response".into());
-            (Err(ModelError::InvalidRequest(message)), false)
-        } else if let Some(message) = cap.body_error {
-            let err = ModelError::StreamIncomplete {
-                message: format!("the connection broke while reading the body: {message}"),
-                exchange: Box::new(raw),
-            };
-            (Err(err), false)
-        } else {
-            let parsed = parse_body(
-                &raw.response_body,
-                raw.response_media_type.as_deref(),
-                &mut |_| {},
-            );
-            match parsed {
-                Ok(p) => (Ok(p.into_response(raw)), false),
-                Err(p) => (Err(p.into_error(raw)), false),
-            }
-        };
-        let result = result.map_err(|mut e| {
-            for t in e.texts_mut() {
-                *t = self.redact(t);
-            }
-            e
-        });
-        (result, retryable)
     }
 }
 

@@ -23,4 +23,4 @@ mod settings;
 pub use client::OpenAiModel;
 pub use config::{DEFAULT_BASE_URL, OpenAiConfig};
 pub use settings::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts};
-pub(crate) use settings::{base_and_key, env_value};
+pub(crate) use settings::{OPENAI, Provider, Settings};

@@ -1,6 +1,7 @@
 //! What every live backend is configured with: an [`ApiKey`] that never shows, the
-//! [`Timeouts`], the [`RetryPolicy`] and the largest response body read, and the
-//! environment and base URL helpers the configurations share.
+//! [`Timeouts`], the [`RetryPolicy`] and the largest response body read; the provider's
+//! environment variables and public base URL; and those settings borrowed together, as
+//! the endpoint and a configuration's `Debug` read them.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,27 +9,91 @@ use std::time::Duration;
 use crate::error::ModelError;
 
 /// The value of the environment variable `name`, or `None` when it is unset or blank.
-pub(crate) fn env_value(name: &str) -> Option<String> {
+fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The base URL a configuration uses (`default` when none is given) and its key. A
-/// missing key is refused for the provider's public `default` URL only, naming the
-/// variable `key_var` that should hold it.
-pub(crate) fn base_and_key(
-    base_url: Option<String>,
-    api_key: Option<String>,
-    default: &str,
-    key_var: &str,
-    provider: &str,
-) -> Result<(String, Option<ApiKey>), ModelError> {
-    let base_url = base_url.unwrap_or_else(|| default.to_owned());
-    if api_key.is_none() && base_url.trim_end_matches('/') == default {
-        return Err(ModelError::Config(format!(
-            "{key_var} is not set (needed for the public {provider} API)"
-        )));
+/// Where a provider's public API is, and which environment variables configure it.
+pub(crate) struct Provider {
+    /// Its name in messages ("OpenAI").
+    pub name: &'static str,
+    /// Its public API, used when no base URL is given.
+    pub default_base_url: &'static str,
+    /// The variable that holds the base URL.
+    pub base_var: &'static str,
+    /// The variable that holds the key.
+    pub key_var: &'static str,
+}
+
+/// OpenAI's public API, shared by the chat-completions and Responses backends.
+pub(crate) const OPENAI: Provider = Provider {
+    name: "OpenAI",
+    default_base_url: super::DEFAULT_BASE_URL,
+    base_var: "OPENAI_BASE_URL",
+    key_var: "OPENAI_API_KEY",
+};
+
+impl Provider {
+    /// The base URL and key from the environment, each `None` when unset or blank.
+    pub(crate) fn env_values(&self) -> (Option<String>, Option<String>) {
+        (env_value(self.base_var), env_value(self.key_var))
     }
-    Ok((base_url, api_key.map(ApiKey::new)))
+
+    /// The base URL a configuration uses (the public one when none is given) and its
+    /// key. A missing key is refused for the public URL only, naming the variable that
+    /// should hold it.
+    pub(crate) fn base_and_key(
+        &self,
+        base_url: Option<String>,
+        api_key: Option<String>,
+    ) -> Result<(String, Option<ApiKey>), ModelError> {
+        let base_url = base_url.unwrap_or_else(|| self.default_base_url.to_owned());
+        if api_key.is_none() && base_url.trim_end_matches('/') == self.default_base_url {
+            return Err(ModelError::Config(format!(
+                "{} is not set (needed for the public {} API)",
+                self.key_var, self.name
+            )));
+        }
+        Ok((base_url, api_key.map(ApiKey::new)))
+    }
+}
+
+/// What every live backend's configuration holds, borrowed from it.
+pub(crate) struct Settings<'a> {
+    pub model: &'a str,
+    pub base_url: &'a str,
+    pub api_key: Option<&'a ApiKey>,
+    /// The extra headers; their values are secrets.
+    pub headers: &'a [(String, String)],
+    pub timeouts: Timeouts,
+    pub retry: RetryPolicy,
+    pub max_response_bytes: usize,
+}
+
+impl Settings<'_> {
+    /// A configuration's `Debug`, as the struct `name`: the model, the base URL and the
+    /// key (which never shows), the backend's `own` fields, then the header names (their
+    /// values are secrets), the timeouts, the retries and the body limit.
+    pub(crate) fn debug(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        name: &str,
+        own: &[(&str, &dyn fmt::Debug)],
+    ) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        let mut d = f.debug_struct(name);
+        d.field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key);
+        for (field, value) in own {
+            d.field(field, value);
+        }
+        d.field("headers", &header_names)
+            .field("timeouts", &self.timeouts)
+            .field("retry", &self.retry)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .finish()
+    }
 }
 
 /// An API key. Its `Debug` output never shows it, and nothing in this crate logs it.

@@ -6,13 +6,11 @@ use std::fmt;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use reqwest::header::HeaderMap;
-use tracing::Instrument;
 
 use super::{OpenAiResponsesConfig, StreamState, build_request_body, parse_body};
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::{self, Endpoint, LiveEvents};
+use crate::native::Endpoint;
 use crate::types::{ModelRequest, ModelResponse, StreamDelta};
 
 /// A model served by OpenAI's Responses API.
@@ -35,37 +33,13 @@ impl OpenAiResponsesModel {
     /// A model for `config`. Fails on a base URL that is not http(s), an empty model
     /// name, or a key or header that cannot be sent in an HTTP header.
     pub fn new(config: OpenAiResponsesConfig) -> Result<Self, ModelError> {
-        let base = config.base_url.trim_end_matches('/').to_owned();
-        if config.model.trim().is_empty() {
-            return Err(ModelError::Config("the model name is empty".into()));
-        }
-        let http = native::http_client(&base, &config.timeouts)?;
-        let mut headers = HeaderMap::new();
-        let mut secrets = Vec::new();
-        if let Some(key) = &config.api_key {
-            native::header(
-                &mut headers,
-                "authorization",
-                &format!("Bearer {}", key.expose()),
-                true,
-            )?;
-            secrets.push(key.expose().to_owned());
-        }
-        for (name, value) in &config.headers {
-            native::header(&mut headers, name, value, true)?;
-            secrets.push(value.clone());
-        }
-        secrets.retain(|s| s.len() >= 4);
-        let endpoint = Endpoint {
-            url: format!("{base}/responses"),
-            headers,
-            secrets,
-            timeouts: config.timeouts,
-            retry: config.retry,
-            max_body: config.max_response_bytes,
-            http,
-            parse: parse_body,
-        };
+        let endpoint = Endpoint::new(
+            config.settings(),
+            "/responses",
+            ("authorization", "Bearer "),
+            &[],
+            parse_body,
+        )?;
         Ok(OpenAiResponsesModel {
             name: format!("openai-responses:{}", config.model),
             config,
@@ -97,9 +71,8 @@ impl Model for OpenAiResponsesModel {
     }
 
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!("model_request", model = %self.config.model, stream = false);
         let body = self.body(request, false);
-        self.endpoint.run(body, None).instrument(span).await
+        self.endpoint.request(&self.config.model, body).await
     }
 
     async fn request_stream(
@@ -107,12 +80,10 @@ impl Model for OpenAiResponsesModel {
         request: &ModelRequest,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!("model_request", model = %self.config.model, stream = true);
         let body = self.body(request, true);
-        let live: Box<dyn LiveEvents> = Box::new(StreamState::default());
+        let events = Box::new(StreamState::default());
         self.endpoint
-            .run(body, Some((live, on_delta)))
-            .instrument(span)
+            .request_stream(&self.config.model, body, events, on_delta)
             .await
     }
 }

@@ -4,10 +4,7 @@
 use std::fmt;
 
 use crate::error::ModelError;
-use crate::openai::{
-    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts, base_and_key,
-    env_value,
-};
+use crate::openai::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, OPENAI, RetryPolicy, Settings, Timeouts};
 
 /// Where and how [`OpenAiResponsesModel`](super::OpenAiResponsesModel) connects.
 #[derive(Clone)]
@@ -34,17 +31,8 @@ pub struct OpenAiResponsesConfig {
 
 impl fmt::Debug for OpenAiResponsesConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let header_names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
-        f.debug_struct("OpenAiResponsesConfig")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key)
-            .field("store", &self.store)
-            .field("headers", &header_names)
-            .field("timeouts", &self.timeouts)
-            .field("retry", &self.retry)
-            .field("max_response_bytes", &self.max_response_bytes)
-            .finish()
+        self.settings()
+            .debug(f, "OpenAiResponsesConfig", &[("store", &self.store)])
     }
 }
 
@@ -67,14 +55,12 @@ impl OpenAiResponsesConfig {
         }
     }
 
-    /// A configuration from `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and
+    /// A configuration from `OPENAI_BASE_URL` (default
+    /// [`DEFAULT_BASE_URL`](crate::openai::DEFAULT_BASE_URL)) and
     /// `OPENAI_API_KEY`, required for the default base URL.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        Self::from_values(
-            model,
-            env_value("OPENAI_BASE_URL"),
-            env_value("OPENAI_API_KEY"),
-        )
+        let (base_url, api_key) = OPENAI.env_values();
+        Self::from_values(model, base_url, api_key)
     }
 
     /// [`OpenAiResponsesConfig::from_env`] with the two values given.
@@ -83,13 +69,20 @@ impl OpenAiResponsesConfig {
         base_url: Option<String>,
         api_key: Option<String>,
     ) -> Result<Self, ModelError> {
-        let (base_url, api_key) = base_and_key(
-            base_url,
-            api_key,
-            DEFAULT_BASE_URL,
-            "OPENAI_API_KEY",
-            "OpenAI",
-        )?;
+        let (base_url, api_key) = OPENAI.base_and_key(base_url, api_key)?;
         Ok(Self::new(model, base_url, api_key))
+    }
+
+    /// The settings every live backend shares, borrowed.
+    pub(crate) fn settings(&self) -> Settings<'_> {
+        Settings {
+            model: &self.model,
+            base_url: &self.base_url,
+            api_key: self.api_key.as_ref(),
+            headers: &self.headers,
+            timeouts: self.timeouts,
+            retry: self.retry,
+            max_response_bytes: self.max_response_bytes,
+        }
     }
 }

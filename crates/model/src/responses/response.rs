@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::{API_TAG, StreamState};
 use crate::native;
 use crate::types::{FinishReason, ProviderItem, ProviderToolCall, StreamDelta, ToolCall, Usage};
-use crate::wire::{BodyProblem, Parsed, error_info_from_value, is_sse, number, snippet};
+use crate::wire::{BodyProblem, Parsed, error_info_from_value, number, snippet};
 
 fn parse_usage(v: &Value) -> Option<Usage> {
     let input = number(v.get("input_tokens"));
@@ -197,19 +197,16 @@ pub(crate) fn parse_body(
     media_type: Option<&str>,
     on_delta: &mut dyn FnMut(StreamDelta),
 ) -> Result<Parsed, BodyProblem> {
-    if is_sse(media_type, body) {
-        let mut state = StreamState::default();
-        for (event, data) in native::sse_events(body)? {
-            state.event(&event, &data, on_delta)?;
-        }
-        state.finish()
-    } else {
-        let v: Value = serde_json::from_slice(body).map_err(|e| {
-            BodyProblem::Malformed(format!(
-                "body is not JSON ({e}): {}",
-                snippet(&String::from_utf8_lossy(body))
-            ))
-        })?;
-        parse_response_object(&v)
-    }
+    native::parse_sse_or_json(body, media_type, on_delta, StreamState::finish, parse_json)
+}
+
+/// Parses a whole (not streamed) Responses body.
+fn parse_json(body: &[u8]) -> Result<Parsed, BodyProblem> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        BodyProblem::Malformed(format!(
+            "body is not JSON ({e}): {}",
+            snippet(&String::from_utf8_lossy(body))
+        ))
+    })?;
+    parse_response_object(&v)
 }

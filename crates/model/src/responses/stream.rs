@@ -18,19 +18,8 @@ pub(crate) struct StreamState {
 }
 
 impl LiveEvents for StreamState {
-    fn push(
-        &mut self,
-        event: &str,
-        data: &str,
-        on_delta: &mut dyn FnMut(StreamDelta),
-    ) -> Result<(), BodyProblem> {
-        self.event(event, data, on_delta)
-    }
-}
-
-impl StreamState {
     /// Reads one SSE event.
-    pub(crate) fn event(
+    fn push(
         &mut self,
         event: &str,
         data: &str,
@@ -80,7 +69,9 @@ impl StreamState {
         }
         Ok(())
     }
+}
 
+impl StreamState {
     /// `response.output_item.added`: a function call's position, id and name, handed out
     /// at once (other items wait for the final response).
     fn item_added(
