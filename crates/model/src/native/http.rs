@@ -17,7 +17,12 @@ pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Cl
             "the base URL must start with http:// or https://, not {base:?}"
         )));
     }
-    let mut builder = reqwest::Client::builder().connect_timeout(timeouts.connect);
+    // No redirects: a redirect would carry the request body, and headers reqwest does not
+    // know are secret (`x-api-key`), to wherever the server points; a 3xx is an error
+    // that names the status instead.
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(timeouts.connect)
+        .redirect(reqwest::redirect::Policy::none());
     // A server on this machine (Ollama, vLLM, a test server) is never reached through
     // a proxy from the environment.
     if matches!(

@@ -882,3 +882,20 @@ async fn prompt_caching_marks_the_system_prompt_and_the_last_tool() {
         (3010, Some(2000), Some(1000), 3015)
     );
 }
+
+/// A redirect is not followed: the `x-api-key` header, which reqwest does not know is
+/// secret, never reaches the server the redirect names.
+#[tokio::test]
+async fn a_redirect_is_not_followed_so_the_key_stays_put() {
+    let elsewhere = serve(vec![Canned::json(200, "{}")]).await;
+    let target = format!("{}/messages", elsewhere.base_url);
+    let server = serve(vec![Canned::json(308, "{}").header("location", &target)]).await;
+    let request = ModelRequest {
+        messages: vec![Message::user("hello")],
+        ..Default::default()
+    };
+    let e = model(&server.base_url).request(&request).await.unwrap_err();
+    assert!(e.to_string().contains("308"), "{e}");
+    assert_eq!(server.received().len(), 1);
+    assert!(elsewhere.received().is_empty(), "the redirect was followed");
+}

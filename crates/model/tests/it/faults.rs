@@ -563,3 +563,17 @@ async fn an_enormous_body_stops_at_the_size_limit() {
         OpenAiConfig::new("m", "http://127.0.0.1:1/v1", None).max_response_bytes
     );
 }
+
+/// A server that answers with a redirect to another server is not followed: the request
+/// (its body and key) goes nowhere else, and the run gets an error naming the status.
+#[tokio::test]
+async fn a_redirect_is_not_followed() {
+    let elsewhere = serve(vec![Canned::json(200, fixture(TEXT_JSON))]).await;
+    let target = format!("{}/chat/completions", elsewhere.base_url);
+    let server = serve(vec![Canned::json(307, "{}").header("location", &target)]).await;
+    let model = model_for(&server.base_url, "m");
+    let e = model.request(&hello()).await.unwrap_err();
+    assert!(e.to_string().contains("307"), "{e}");
+    assert_eq!(server.received().len(), 1);
+    assert!(elsewhere.received().is_empty(), "the redirect was followed");
+}
