@@ -2,7 +2,7 @@
 //! reads a file from outside the repository (a fixture left in a sibling folder on the
 //! developer's machine, say) fails here rather than on a user's plain clone.
 //!
-//! The copy is a `git clone` of the checkout's `HEAD` at `target/standalone/provrun`, with
+//! The copy is a `git clone` of the checkout's `HEAD` at `target-standalone/provrun`, with
 //! the working tree's uncommitted changes and untracked (not ignored) files laid over it,
 //! so `cargo xtask ci` tests what is on disk, committed or not. Builds share the checkout's
 //! target folder (`CARGO_TARGET_DIR`), so dependencies are not compiled twice.
@@ -10,8 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The folder the copy goes in; the copy is `provrun` inside it, with no sibling.
-const COPY_PARENT: &str = "target/standalone";
+/// The folder the copy goes in; the copy is `provrun` inside it, with no sibling. Not
+/// under `target/`: the shared target folder must not hold the sources, or trybuild takes
+/// the test files' paths for build outputs and cannot make them relative. (`.gitignore`
+/// leaves out `/target-*`.)
+const COPY_PARENT: &str = "target-standalone";
 
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     let out = Command::new("git")
