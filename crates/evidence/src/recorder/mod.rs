@@ -84,6 +84,17 @@ struct Inner {
     sync: Option<Arc<SyncShared>>,
 }
 
+impl Drop for Inner {
+    /// The last clone of a recorder is gone, finished or not: the writer is done, so its
+    /// lock goes now. Closing the descriptor alone would not do: a child process forked
+    /// by another thread holds a copy of it until it execs, and the lock lives as long as
+    /// any copy, so a `reopen` right after would be refused as if another writer held it.
+    fn drop(&mut self) {
+        let log = self.log.get_mut().unwrap_or_else(|e| e.into_inner());
+        crate::lock::release(&log.file);
+    }
+}
+
 /// Appends evidence to one bundle. Cheap to clone (an `Arc`); clones share one log, and
 /// concurrent appends from any number of threads or tasks get one total order.
 ///
@@ -203,5 +214,44 @@ impl Recorder {
     /// Number of events written so far (the next event's seq).
     pub fn event_count(&self) -> u64 {
         lock(&self.inner.log).next_seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BundleLock, RunStarted};
+
+    /// A copy of the log's descriptor that outlives the recorder (what a child forked by
+    /// another thread holds until it execs) does not keep the bundle locked.
+    #[test]
+    fn the_last_recorder_gone_frees_the_bundle_whoever_holds_a_copy_of_its_log() {
+        let parent = std::env::temp_dir().join(format!(
+            "provrun-recorder-drop-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        let dir = parent.join("bundle");
+        let started = RunStarted {
+            builder: "provrun/test".into(),
+            agent_spec_digest: "a".repeat(64),
+            agent: "a".into(),
+            model: "test".into(),
+            tools: Vec::new(),
+            limits: serde_json::json!({}),
+            details: Value::Null,
+        };
+        let rec = Recorder::create(&dir, "r", Durability::PerEvent, &started).unwrap();
+        let copy = lock(&rec.inner.log).file.try_clone().unwrap();
+        let again = rec.clone();
+        drop(rec);
+        // A clone still writes: the bundle is still held.
+        assert!(BundleLock::acquire(&dir).is_err());
+        drop(again);
+        let held = BundleLock::acquire(&dir).expect("the writer is gone");
+        drop((held, copy));
+        std::fs::remove_dir_all(&parent).unwrap();
     }
 }
