@@ -23,8 +23,9 @@ use crate::error::{EvidenceError, Result};
 /// [`crate::Recorder::reopen_locked`].
 #[derive(Debug)]
 pub struct BundleLock {
-    /// The bundle's log, open for appending: the locked descriptor.
-    log: File,
+    /// The bundle's log, open for appending: the locked descriptor. `None` only once
+    /// [`BundleLock::into_log`] has taken it (which consumes the lock).
+    log: Option<File>,
     path: PathBuf,
 }
 
@@ -46,7 +47,10 @@ impl BundleLock {
     /// Lock `log`, the open log of the bundle at `path`.
     pub(crate) fn lock(log: File, path: PathBuf) -> Result<BundleLock> {
         match flock(&log, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(BundleLock { log, path }),
+            Ok(()) => Ok(BundleLock {
+                log: Some(log),
+                path,
+            }),
             Err(rustix::io::Errno::WOULDBLOCK) => Err(EvidenceError::BundleLocked {
                 holder: holder_pid(&log),
                 path,
@@ -65,16 +69,31 @@ impl BundleLock {
     pub(crate) fn is_current(&self) -> bool {
         use std::os::unix::fs::MetadataExt;
         let log_path = self.path.join(crate::recorder::EVENTS_FILE);
-        match (self.log.metadata(), std::fs::symlink_metadata(log_path)) {
+        let Some(log) = &self.log else {
+            return false;
+        };
+        match (log.metadata(), std::fs::symlink_metadata(log_path)) {
             (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
             _ => false,
         }
     }
 
-    /// The locked log, for the recorder to append with: the lock lasts as long as this
-    /// descriptor (and its duplicates) stays open.
-    pub(crate) fn into_log(self) -> File {
+    /// The locked log, for the recorder to append with: the recorder releases the lock
+    /// when its last clone goes.
+    pub(crate) fn into_log(mut self) -> File {
         self.log
+            .take()
+            .expect("a BundleLock holds its log until into_log consumes it")
+    }
+}
+
+impl Drop for BundleLock {
+    /// Released explicitly, not by closing the descriptor: a child process forked by
+    /// another thread holds a copy until it execs, and the lock would live as long.
+    fn drop(&mut self) {
+        if let Some(log) = &self.log {
+            release(log);
+        }
     }
 }
 
@@ -143,8 +162,12 @@ mod tests {
             err.to_string().contains(&dir.display().to_string()),
             "{err}"
         );
+        // A copy of the descriptor (a forked child's, until it execs) does not keep the
+        // bundle held once the lock is dropped.
+        let copy = first.log.as_ref().unwrap().try_clone().unwrap();
         drop(first);
         BundleLock::acquire(&dir).expect("free again once the holder is dropped");
+        drop(copy);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
