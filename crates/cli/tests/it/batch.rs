@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::s;
 use serde_json::Value;
 
 fn command(args: &[&str]) -> Command {
@@ -37,10 +38,6 @@ fn assert_exit(out: &Output, code: i32) {
         text(&out.stdout),
         text(&out.stderr)
     );
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 /// A folder with `agent.toml` (a script model answering after `delay_ms`, then again:

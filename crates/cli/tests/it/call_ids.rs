@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::cli::{events, s};
 use serde_json::Value;
 
 fn command(args: &[&str]) -> Command {
@@ -33,18 +34,6 @@ fn assert_exit(out: &Output, code: i32) {
         text(&out.stdout),
         text(&out.stderr)
     );
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn tool_events(bundle: &Path) -> Vec<Value> {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::{events, s};
 use serde_json::Value;
 
 fn command(args: &[&str]) -> Command {
@@ -35,18 +36,6 @@ fn assert_exit(out: &Output, code: i32) {
         text(&out.stdout),
         text(&out.stderr)
     );
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// The completed tool calls of a bundle: their payloads.

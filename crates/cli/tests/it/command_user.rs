@@ -12,6 +12,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::cli::events;
 use serde_json::{Value, json};
 
 fn bwrap_ready() -> bool {
@@ -78,14 +79,6 @@ fn run(dir: &Path, command: &str, limits: &str, wrapper: &[&str]) -> (Output, Pa
         .output()
         .unwrap();
     (out, bundle)
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn command_call(events: &[Value]) -> Value {

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::support::cli::{events, s};
 use serde_json::Value;
 
 fn examples() -> PathBuf {
@@ -47,10 +48,6 @@ fn assert_exit(out: &Output, code: i32) {
     );
 }
 
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
 /// A fresh temporary folder and a bundle path inside it that does not exist yet.
 fn scratch() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -74,14 +71,6 @@ fn verify_json(bundle: &Path) -> (i32, Value) {
     let out = provrun(&["verify", &s(bundle), "--json"]);
     let report: Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
     (out.status.code().unwrap(), report)
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn last_status(bundle: &Path) -> String {

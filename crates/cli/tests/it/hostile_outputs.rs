@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::cli::events;
 use serde_json::Value;
 
 fn provrun(args: &[&str]) -> Output {
@@ -41,14 +42,6 @@ fn run(dir: &Path, command: &str, limits: &str) -> (Output, PathBuf) {
         &bundle.display().to_string(),
     ]);
     (out, bundle)
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn skipped(bundle: &Path) -> Vec<Value> {

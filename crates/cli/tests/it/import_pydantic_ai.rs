@@ -13,6 +13,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::cli::{events, s};
 use crate::support::venv;
 
 fn root() -> PathBuf {
@@ -28,18 +29,6 @@ fn provrun(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("the provrun binary runs")
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {

@@ -29,5 +29,6 @@ mod view;
 
 /// Helpers more than one module uses.
 mod support {
+    pub mod cli;
     pub mod venv;
 }

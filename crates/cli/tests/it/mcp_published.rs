@@ -14,6 +14,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::cli::events;
 use crate::support::venv;
 
 /// The pinned npm package (and its version) of the Node server.
@@ -41,14 +42,6 @@ fn provrun(args: &[&str]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn tool_calls(events: &[Value]) -> Vec<&Value> {

@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::events;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
@@ -170,14 +171,6 @@ fn attrs(attributes: &[KeyValue]) -> BTreeMap<String, Value> {
     attributes
         .iter()
         .map(|kv| (kv.key.clone(), value(&kv.value)))
-        .collect()
-}
-
-fn events(bundle: &Path) -> Vec<Value> {
-    std::fs::read_to_string(bundle.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 

@@ -9,6 +9,7 @@
 //! made in `TMPDIR`), so "X inside the bundle" is tried on `resume` (the bundle exists
 //! then, with its `/output`) and "X inside /scratch" reduces to "TMPDIR inside X".
 
+use crate::support::cli::s;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -76,10 +77,6 @@ impl Layout {
     fn p(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 fn provrun(args: &[String], tmpdir: &Path) -> Output {

@@ -2,6 +2,7 @@
 //! category and tool name, the tools' confirmation and summary texts in the pause message
 //! and `provrun show`, the sandbox tool set.
 
+use crate::support::cli::s;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -31,10 +32,6 @@ fn assert_exit(out: &Output, code: i32) {
         stdout(out),
         stderr(out)
     );
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 /// A folder with `agent.toml` (the given text), `script.json` and an input `a.txt`.

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::cli::s;
 use provrun_evidence::{BlobRef, EventType, read_blob, read_events};
 
 fn provrun(args: &[&str]) -> Output {
@@ -30,10 +31,6 @@ fn assert_exit(out: &Output, code: i32) {
         text(&out.stdout),
         text(&out.stderr)
     );
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 const BEFORE: &str = "Be brief.";

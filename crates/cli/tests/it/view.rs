@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::cli::s;
 use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 
@@ -38,10 +39,6 @@ fn assert_exit(out: &Output, code: i32) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 /// A finished run of the hostile agent: its answer, a call's arguments, an output and an
