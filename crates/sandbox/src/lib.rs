@@ -42,6 +42,7 @@ mod command;
 pub mod confine;
 mod dispatch;
 mod error;
+pub mod forward;
 mod fsops;
 mod limits;
 mod path;
@@ -51,8 +52,10 @@ mod stage;
 mod user;
 
 pub use command::{
-    CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
-    HELPER_NAME, LandlockRecord, Layer, SeccompRecord, system_dirs,
+    CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement,
+    FORWARD_DIR_INSIDE, HELPER_ENV, HELPER_NAME, HOME_INSIDE, LandlockRecord, Layer, PortForwards,
+    ProgramChild, ProgramExit, ProgramSignal, ProgramSpec, SeccompRecord, WORKSPACE_INSIDE,
+    system_dirs,
 };
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};

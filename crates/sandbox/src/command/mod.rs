@@ -20,8 +20,10 @@
 //!
 //! The parts: [`outcome`] (what a command reports), [`probe`] (finding the tools, probing
 //! the machine), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of bubblewrap
-//! and the helper), [`child`] (capturing output, killing the tree, [`ConfinedChild`]) and
-//! [`run`] (`run_command`, `run_program`, `spawn_program`).
+//! and the helper), [`launch`] (the confined command for one program: binds, environment,
+//! user), [`child`] (capturing output, killing the tree, [`ConfinedChild`]), [`run`]
+//! (`run_command`, `run_program`, `spawn_program`) and [`program`] (`start_program`: a
+//! program with a workspace, a private home and forwarded ports, for `provrun wrap`).
 
 use std::time::Duration;
 
@@ -75,8 +77,10 @@ const SANDBOX_OWN_PROCESSES: u64 = 3;
 mod bwrap;
 mod cgroup;
 mod child;
+mod launch;
 mod outcome;
 mod probe;
+mod program;
 mod run;
 
 pub(crate) use bwrap::bwrap_args;
@@ -84,4 +88,8 @@ pub use child::ConfinedChild;
 pub use outcome::{
     CommandConfinement, CommandLimits, CommandOutcome, Confinement, LandlockRecord, Layer,
     SeccompRecord,
+};
+pub use program::{
+    FORWARD_DIR_INSIDE, HOME_INSIDE, PortForwards, ProgramChild, ProgramExit, ProgramSignal,
+    ProgramSpec, WORKSPACE_INSIDE,
 };
