@@ -450,6 +450,7 @@ impl Capture {
                 trace,
                 format: format.to_string(),
                 messages,
+                source: None,
             })
             .await?)
     }
