@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`. Their flags, exit codes and output formats are a contract
+//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -14,6 +14,10 @@
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
 //! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
+//!
+//! `wrap` exits with the wrapped program's own code (the bundle's status says how it
+//! ended), 2 for a usage or set-up error (nothing written), 1 when the bundle could not be
+//! written.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -46,6 +50,7 @@ mod store;
 mod style;
 mod verify;
 mod view;
+mod wrap;
 
 /// Exit code: the run finished, every check passed, the replay matched.
 pub const EXIT_OK: u8 = 0;
@@ -67,6 +72,12 @@ const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies
                          2 usage or spec error, or the bundle is held by another writer, nothing \
                          written · 4 paused (stderr names the waiting \
                          calls and the resume command) · 130 cancelled by Ctrl-C";
+
+const WRAP_EXITS: &str = "Exit codes: the program's own (the bundle records it and finishes \
+                          finished for 0, failed otherwise, cancelled when Ctrl-C, SIGTERM \
+                          or SIGHUP was passed on) · 2 usage or set-up error (a missing \
+                          program, overlapping folders, a missing confinement layer): \
+                          nothing written · 1 the bundle could not be written";
 
 const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
                            cancelled, paused, could not start, or its bundle does not verify; \
@@ -153,6 +164,10 @@ enum Command {
     /// BUNDLE` (every model and tool event `parsed`; `verify` accepts it).
     #[command(subcommand)]
     Import(import::ImportSource),
+    /// Run a program provrun did not write (the Codex CLI, Claude Code, any program that
+    /// calls a model API) confined, behind a recording proxy, and write its bundle.
+    #[command(after_help = WRAP_EXITS)]
+    Wrap(wrap::WrapArgs),
     /// Print a shell completion script: `provrun completions bash > ~/.local/share/bash-completion/completions/provrun`.
     Completions {
         /// The shell to complete for.
@@ -232,6 +247,7 @@ where
         Command::Sign(args) => sign::sign(&args),
         Command::Export(target) => otel::export(target),
         Command::Import(source) => import::import(source),
+        Command::Wrap(args) => wrap::wrap(args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "provrun", &mut std::io::stdout());
