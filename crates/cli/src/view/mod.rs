@@ -20,6 +20,7 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 mod data;
 mod serve;
 pub(crate) mod source;
+mod wrapped;
 
 use source::BundleSource;
 
