@@ -26,9 +26,12 @@ mod steer_file;
 mod terminal;
 mod tools_json;
 mod view;
+mod wrap;
 
 /// Helpers more than one module uses.
 mod support {
     pub mod cli;
+    pub mod upstream;
     pub mod venv;
+    pub mod wrap;
 }
