@@ -27,6 +27,7 @@ mod terminal;
 mod tools_json;
 mod view;
 mod wrap;
+mod wrap_programs;
 
 /// Helpers more than one module uses.
 mod support {

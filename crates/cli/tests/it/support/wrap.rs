@@ -193,8 +193,7 @@ pub fn npm_package(test: &str, folder: &str, bin: &str) -> Option<PathBuf> {
         prefix.display()
     );
     eprintln!(
-        "\n** WARNING: {test} SKIPPED: {} is missing (`cargo xtask setup-wrapped` or \
-         `cargo xtask ci` installs it) **\n",
+        "\n** WARNING: {test} SKIPPED: {} is missing (`cargo xtask ci` installs it) **\n",
         prefix.display()
     );
     None
