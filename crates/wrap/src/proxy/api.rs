@@ -37,14 +37,16 @@ struct Pending {
 }
 
 impl Pending {
+    /// The exchange to record, and the guard that keeps it counted in flight until it
+    /// has been recorded.
     fn exchange(
         self,
         status: Option<u16>,
         response: Bytes,
         response_type: Option<String>,
         error: Option<String>,
-    ) -> Exchange {
-        Exchange {
+    ) -> (Exchange, InFlightGuard) {
+        let ex = Exchange {
             api: self.api,
             route: self.route,
             request: self.request,
@@ -55,12 +57,14 @@ impl Pending {
             http: self.http,
             duration_ms: millis(self.started),
             error,
-        }
+        };
+        (ex, self._guard)
     }
 }
 
-/// Records `ex`, logging (not failing the program's exchange) when the bundle refuses it.
-async fn record(shared: &Shared, ex: Exchange) {
+/// Records `ex`, logging (not failing the program's exchange) when the bundle refuses it;
+/// the exchange counts as in flight until then.
+async fn record(shared: &Shared, (ex, _guard): (Exchange, InFlightGuard)) {
     if let Err(e) = shared.recording.exchange(ex).await {
         tracing::error!("an exchange could not be recorded: {e}");
     }
@@ -240,8 +244,11 @@ async fn pump(
             format!("the response is longer than {MAX_RECORDED_RESPONSE_BYTES} bytes: passed on, not kept")
         });
     }
-    let ex = pending.exchange(Some(status), Bytes::from(kept), response_type, error);
-    record(&shared, ex).await;
+    record(
+        &shared,
+        pending.exchange(Some(status), Bytes::from(kept), response_type, error),
+    )
+    .await;
 }
 
 /// Keeps `bytes` (unless the response grew too long to keep) and hands them back to be

@@ -56,6 +56,7 @@ pub(super) async fn handle(req: Request<Incoming>, shared: &Arc<Shared>) -> Resp
     if req.method() == Method::CONNECT {
         return tunnel(req, shared).await;
     }
+    let _guard = shared.in_flight.enter();
     let started = Instant::now();
     let uri = req.uri().clone();
     let Some(host) = uri.host().map(str::to_owned) else {
