@@ -132,8 +132,10 @@ pub(crate) fn start(forwards: &[Forward]) -> Result<(), String> {
     }
 }
 
-/// Accepts connections on `listener` for ever, each relayed to `socket` on a thread.
-fn serve(listener: &TcpListener, socket: &Path) {
+/// Accepts connections on `listener` for ever, each relayed to `socket` on a thread:
+/// what the forwarder does for each port (public so that a benchmark can measure the
+/// relay outside a sandbox).
+pub fn serve(listener: &TcpListener, socket: &Path) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let socket = socket.to_path_buf();
