@@ -221,7 +221,8 @@ fn open(options: &WrapOptions, p: &Prepared) -> Result<Capture, WrapError> {
     let details = details(options, p);
     let spec = provrun_evidence::to_canonical_string(&details["wrap"])
         .map_err(|e| WrapError::SetUp(format!("cannot describe the run: {e}")))?;
-    let name = p.program.host.file_name().map_or_else(
+    // The program as the caller named it (`sh`, `codex`), not the file a link leads to.
+    let name = Path::new(&options.argv[0]).file_name().map_or_else(
         || "program".to_owned(),
         |n| n.to_string_lossy().into_owned(),
     );

@@ -243,6 +243,16 @@ fn a_python_script_is_recorded_byte_for_byte_with_its_tunnels_and_never_holds_th
     assert_eq!(finished["status"], "finished");
     assert_eq!(finished["usage"]["requests"], 2);
     assert_eq!(finished["usage"]["refused_connections"], 1);
+
+    // `export otlp` maps it: the run, and a chat span per generation.
+    let log = provrun_evidence::read_events(&bundle).unwrap();
+    let spans = provrun_otel::spans_from_events(&bundle, &log, false).unwrap();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        ["invoke_agent python3", "chat gpt-test", "chat gpt-test"],
+        "{names:?}"
+    );
 }
 
 /// Runs `provrun wrap --out BUNDLE ARGS…`; its exit code and stderr.

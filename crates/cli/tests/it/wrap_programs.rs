@@ -214,6 +214,11 @@ fn codex_answers_and_runs_a_tool_wrapped() {
         .expect("a response asked for the call");
     let calls = imported_calls(&ran.bundle, "codex-rollout/1");
     assert_eq!(calls.len(), 1, "{calls:?}");
+    let source = of_kind(&ran.bundle, "trace_imported")[0]["payload"]["source"].clone();
+    assert!(
+        source.as_str().unwrap().starts_with(".codex/sessions/"),
+        "{source}"
+    );
     let call = &calls[0];
     assert_eq!(call["name"], "exec_command");
     assert_eq!(call["call_id"], "call_task_1");
@@ -361,6 +366,14 @@ fn claude_code_answers_and_runs_tools_wrapped() {
             .map(|i| format!("{}.1", i + 1))
     };
     let calls = imported_calls(&ran.bundle, "claude-code-session/1");
+    let source = of_kind(&ran.bundle, "trace_imported")[0]["payload"]["source"].clone();
+    assert!(
+        source
+            .as_str()
+            .unwrap()
+            .starts_with(".claude/projects/-workspace/"),
+        "{source}"
+    );
     let names: Vec<&str> = calls.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["Read", "Write", "Bash"], "{calls:?}");
     for c in &calls {
