@@ -77,8 +77,8 @@ impl Secrets {
         }
     }
 
-    /// Every secret value, and every placeholder: what must never reach the bundle from
-    /// the proxy's side (a secret) or be taken for a credential (a placeholder).
+    /// Every secret value (of four bytes or more): what must never reach the program or,
+    /// from the proxy's side, the bundle.
     pub fn values(&self) -> Vec<String> {
         [&self.openai_key, &self.anthropic_key, &self.anthropic_token]
             .into_iter()
