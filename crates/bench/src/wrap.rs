@@ -254,6 +254,38 @@ fn record_cost(
         .collect()
 }
 
+/// The p50/p99 (or p50 only) of `values` rounded, as extra figures named `name_p50`, …
+fn push_percentiles(fig: &mut Figure, name: &'static [&'static str], values: &[f64]) {
+    for (key, p) in name.iter().zip([0.5, 0.99]) {
+        fig.extra
+            .push((key, json!(round(percentile(values.to_vec(), p), 3))));
+    }
+}
+
+/// The small exchanges, each sent directly and then through the proxy.
+fn small_exchanges(direct: &mut Client, wrapped: &mut Client, exchanges: usize) -> Figure {
+    let small = json!({"model": "m", "messages": [{"role": "user", "content": "z".repeat(2000)}]})
+        .to_string()
+        .into_bytes();
+    let mut added = Vec::with_capacity(exchanges);
+    let mut through = Vec::with_capacity(exchanges);
+    let started = Instant::now();
+    for _ in 0..exchanges {
+        let (_, d) = direct.exchange(&small);
+        let (_, w) = wrapped.exchange(&small);
+        added.push(ms(w) - ms(d));
+        through.push(ms(w));
+    }
+    let mut fig = Figure::new(
+        "wrap_proxy_exchange",
+        exchanges as u64,
+        started.elapsed().as_secs_f64(),
+    );
+    fig.latencies_ms = through;
+    push_percentiles(&mut fig, &["added_ms_p50", "added_ms_p99"], &added);
+    fig
+}
+
 /// `wrap_proxy`: both figures.
 pub(crate) fn wrap_proxy(exchanges: usize, streams: usize, stream_mb: usize) -> Vec<Figure> {
     let dir = work_dir();
@@ -271,34 +303,11 @@ pub(crate) fn wrap_proxy(exchanges: usize, streams: usize, stream_mb: usize) -> 
     };
     let mut direct = Client::connect(up);
     let mut wrapped = Client::connect(relay);
-    let small = json!({"model": "m", "messages": [{"role": "user", "content": "z".repeat(2000)}]})
-        .to_string()
-        .into_bytes();
     // Warm both paths (connections, the pack's first chunk).
-    direct.exchange(&small);
-    wrapped.exchange(&small);
-
-    let mut added = Vec::with_capacity(exchanges);
-    let mut through = Vec::with_capacity(exchanges);
-    let started = Instant::now();
-    for _ in 0..exchanges {
-        let (_, d) = direct.exchange(&small);
-        let (_, w) = wrapped.exchange(&small);
-        added.push(ms(w) - ms(d));
-        through.push(ms(w));
-    }
-    let mut fig = Figure::new(
-        "wrap_proxy_exchange",
-        exchanges as u64,
-        started.elapsed().as_secs_f64(),
-    );
-    fig.latencies_ms = through;
-    fig.extra.push((
-        "added_ms_p50",
-        json!(round(percentile(added.clone(), 0.5), 3)),
-    ));
-    fig.extra
-        .push(("added_ms_p99", json!(round(percentile(added, 0.99), 3))));
+    let warm = br#"{"model":"m","messages":[]}"#;
+    direct.exchange(warm);
+    wrapped.exchange(warm);
+    let mut fig = small_exchanges(&mut direct, &mut wrapped, exchanges);
 
     let big = json!({"model": "m", "stream": true, "stream_mb": stream_mb, "messages": []})
         .to_string()
@@ -321,22 +330,13 @@ pub(crate) fn wrap_proxy(exchanges: usize, streams: usize, stream_mb: usize) -> 
         started.elapsed().as_secs_f64(),
     );
     stream_fig.extra.push(("stream_mb", json!(stream_mb)));
-    stream_fig.extra.push((
-        "added_ms_per_mb_p50",
-        json!(round(percentile(per_mb, 0.5), 3)),
-    ));
-    stream_fig.extra.push((
-        "added_ttfb_ms_p50",
-        json!(round(percentile(ttfb_added.clone(), 0.5), 3)),
-    ));
-    stream_fig.extra.push((
-        "added_ttfb_ms_p99",
-        json!(round(percentile(ttfb_added, 0.99), 3)),
-    ));
-    stream_fig.extra.push((
-        "record_ms_per_mb_p50",
-        json!(round(percentile(record_per_mb, 0.5), 3)),
-    ));
+    push_percentiles(&mut stream_fig, &["added_ms_per_mb_p50"], &per_mb);
+    push_percentiles(
+        &mut stream_fig,
+        &["added_ttfb_ms_p50", "added_ttfb_ms_p99"],
+        &ttfb_added,
+    );
+    push_percentiles(&mut stream_fig, &["record_ms_per_mb_p50"], &record_per_mb);
 
     // Every exchange through the proxy was recorded (its warm-up too).
     rt.block_on(proxy.stop(Duration::from_secs(60)));

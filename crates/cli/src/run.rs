@@ -279,17 +279,6 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     )
 }
 
-/// The program a bundle written by `provrun wrap` records (its `run_started.agent`), or
-/// `None` for any other bundle.
-fn wrapped_program(bundle: &Path) -> Option<String> {
-    let events = provrun_evidence::read_events(bundle).ok()?;
-    let first = events.first()?;
-    let builder = first.payload["builder"].as_str()?;
-    builder
-        .starts_with("provrun-wrap/")
-        .then(|| first.payload["agent"].as_str().unwrap_or("?").to_owned())
-}
-
 /// The `--sign-key` seed, read before the run starts so a bad key writes nothing.
 fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
     path.map(|p| {
@@ -370,17 +359,8 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
     if let Err(code) = check_new_bundle(&args.out) {
         return code;
     }
-    if let Some(program) = wrapped_program(&args.bundle) {
-        return fail(
-            EXIT_USAGE,
-            format!(
-                "`{}` records `{program}`, a program `provrun wrap` ran: replay re-executes \
-                 provrun's own agent loop from a bundle and cannot run another program \
-                 again. Its exchanges are in the bundle byte for byte (`provrun show`, \
-                 `provrun view`, `provrun cat`), and `provrun verify` checks it",
-                args.bundle.display()
-            ),
-        );
+    if let Some(code) = crate::wrap::refuse_replay(&args.bundle) {
+        return code;
     }
     let registry = match registry(&args.tools_dirs) {
         Ok(r) => r,

@@ -3,7 +3,7 @@
 //! [--sign-key FILE] -- PROGRAM [ARGS…]`: a program provrun did not write, run confined
 //! behind the recording proxy (crates/wrap, docs/wrap.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use provrun_wrap::{AllowedHost, Upstreams, WrapOptions};
 
@@ -132,6 +132,28 @@ pub(crate) fn wrap(args: WrapArgs) -> u8 {
         return fail(EXIT_FAILED, e);
     }
     code
+}
+
+/// `replay` of a bundle `wrap` wrote: refused with exit 2 and a message saying why (the
+/// code to exit with); `None` for any other bundle.
+pub(crate) fn refuse_replay(bundle: &Path) -> Option<u8> {
+    let events = provrun_evidence::read_events(bundle).ok()?;
+    let first = events.first()?;
+    let builder = first.payload["builder"].as_str()?;
+    if !builder.starts_with("provrun-wrap/") {
+        return None;
+    }
+    let program = first.payload["agent"].as_str().unwrap_or("?");
+    Some(fail(
+        EXIT_USAGE,
+        format!(
+            "`{}` records `{program}`, a program `provrun wrap` ran: replay re-executes \
+             provrun's own agent loop from a bundle and cannot run another program again. \
+             Its exchanges are in the bundle byte for byte (`provrun show`, `provrun \
+             view`, `provrun cat`), and `provrun verify` checks it",
+            bundle.display()
+        ),
+    ))
 }
 
 /// The options of a run, from the flags and the caller's environment.

@@ -106,26 +106,7 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
     for input in &options.inputs {
         canonical(input, "an input (--input)")?;
     }
-    let tmp = std::env::temp_dir();
-    let mut roots = vec![
-        HostRoot::new("the bundle (--out)", &options.out, 0),
-        HostRoot::fresh_in("the private HOME (TMPDIR)", &tmp, 2),
-    ];
-    if let Some(w) = &workspace {
-        roots.push(HostRoot::new("the workspace (--workspace)", w, 1));
-    }
-    roots.extend(
-        options
-            .inputs
-            .iter()
-            .map(|p| HostRoot::new("an input (--input)", p, 1)),
-    );
-    roots.extend(
-        read_only
-            .iter()
-            .map(|p| HostRoot::new("a --read-only path", p, 1)),
-    );
-    check_disjoint(&roots).map_err(|e| WrapError::SetUp(e.to_string()))?;
+    check_roots(options, workspace.as_deref(), &read_only)?;
 
     let mut same_path: Vec<PathBuf> = system_dirs()
         .iter()
@@ -170,6 +151,37 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         home,
         sockets: temp("provrun-wrap-sockets-")?,
     })
+}
+
+/// The bundle, the folder the private home is made in (`TMPDIR`), and the workspace,
+/// inputs and read-only grants together must not overlap: one equal to or inside another
+/// (the workspace, inputs and grants may overlap one another: the inputs are copied first).
+fn check_roots(
+    options: &WrapOptions,
+    workspace: Option<&Path>,
+    read_only: &[PathBuf],
+) -> Result<(), WrapError> {
+    let tmp = std::env::temp_dir();
+    let mut roots = vec![
+        HostRoot::new("the bundle (--out)", &options.out, 0),
+        HostRoot::fresh_in("the private HOME (TMPDIR)", &tmp, 2),
+    ];
+    if let Some(w) = workspace {
+        roots.push(HostRoot::new("the workspace (--workspace)", w, 1));
+    }
+    roots.extend(
+        options
+            .inputs
+            .iter()
+            .map(|p| HostRoot::new("an input (--input)", p, 1)),
+    );
+    roots.extend(
+        read_only
+            .iter()
+            .map(|p| HostRoot::new("a --read-only path", p, 1)),
+    );
+    check_disjoint(&roots).map_err(|e| WrapError::SetUp(e.to_string()))?;
+    Ok(())
 }
 
 /// `run_started.details.wrap`: what was run, how, and where its traffic went.

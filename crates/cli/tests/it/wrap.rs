@@ -112,6 +112,73 @@ fn echo_service() -> u16 {
     port
 }
 
+/// The Python program's exchanges: every upstream exchange is one event with the very
+/// bytes, and the real key went upstream on each.
+fn check_exchanges(bundle: &Path, logged: &[crate::support::upstream::Logged]) {
+    assert_eq!(logged.len(), 3, "{logged:?}");
+    for l in logged {
+        assert_eq!(
+            l.request.header("authorization"),
+            Some(&*format!("Bearer {REAL_KEY}"))
+        );
+        assert_eq!(l.request.header("accept-encoding"), Some("identity"));
+    }
+    let exchanges = assert_exchanges_match(bundle, logged);
+    let (first, second, listing) = (&exchanges[0], &exchanges[1], &exchanges[2]);
+    assert_eq!(first["type"], "model_called");
+    assert_eq!(first["payload"]["model"], "openai:gpt-test");
+    assert_eq!(first["payload"]["finish_reason"], "tool_calls");
+    assert_eq!(first["payload"]["usage"]["input_tokens"], 42);
+    assert_eq!(
+        first["payload"]["tool_calls"],
+        json!([{"call_id": "call_up_1", "name": "uppercase_file"}])
+    );
+    assert_eq!(
+        first["payload"]["http"]["removed_headers"],
+        json!(["authorization"])
+    );
+    assert_eq!(second["payload"]["stream"], true);
+    assert_eq!(second["payload"]["finish_reason"], "stop");
+    assert_eq!(listing["type"], "http_exchanged");
+    assert_eq!(listing["payload"]["kind"], "models");
+}
+
+/// The Python program's connections: the tunnel to the allowed host with its bytes, and
+/// the refusal.
+fn check_connections(bundle: &Path) {
+    let connections = of_kind(bundle, "connection_handled");
+    assert_eq!(connections.len(), 2, "{connections:?}");
+    // A tunnel is recorded when it closes, a refusal at once: either may come first.
+    let with = |outcome: &str| {
+        connections
+            .iter()
+            .map(|c| &c["payload"])
+            .find(|p| p["outcome"] == outcome)
+            .unwrap_or_else(|| panic!("no {outcome} connection: {connections:?}"))
+    };
+    let tunnel = with("tunneled");
+    assert_eq!(
+        (tunnel["host"].as_str(), tunnel["outcome"].as_str()),
+        (Some("127.0.0.2"), Some("tunneled"))
+    );
+    assert_eq!(
+        (
+            tunnel["bytes_sent"].as_u64(),
+            tunnel["bytes_received"].as_u64()
+        ),
+        (Some(5), Some(5))
+    );
+    let refused = with("refused");
+    assert_eq!(
+        (
+            refused["host"].as_str(),
+            refused["port"].as_u64(),
+            refused["outcome"].as_str()
+        ),
+        (Some("example.com"), Some(443), Some("refused"))
+    );
+}
+
 #[test]
 fn a_python_script_is_recorded_byte_for_byte_with_its_tunnels_and_never_holds_the_key() {
     if !wrap_ready(
@@ -161,60 +228,8 @@ fn a_python_script_is_recorded_byte_for_byte_with_its_tunnels_and_never_holds_th
     assert!(stdout.contains("direct: no way out"), "{stdout}");
     assert_verifies(&bundle);
 
-    // Every upstream exchange is one event with the very bytes, and the real key went
-    // upstream on each.
-    let logged = upstream.log();
-    assert_eq!(logged.len(), 3, "{logged:?}");
-    for l in &logged {
-        assert_eq!(
-            l.request.header("authorization"),
-            Some(&*format!("Bearer {REAL_KEY}"))
-        );
-        assert_eq!(l.request.header("accept-encoding"), Some("identity"));
-    }
-    let exchanges = assert_exchanges_match(&bundle, &logged);
-    let (first, second, listing) = (&exchanges[0], &exchanges[1], &exchanges[2]);
-    assert_eq!(first["type"], "model_called");
-    assert_eq!(first["payload"]["model"], "openai:gpt-test");
-    assert_eq!(first["payload"]["finish_reason"], "tool_calls");
-    assert_eq!(first["payload"]["usage"]["input_tokens"], 42);
-    assert_eq!(
-        first["payload"]["tool_calls"],
-        json!([{"call_id": "call_up_1", "name": "uppercase_file"}])
-    );
-    assert_eq!(
-        first["payload"]["http"]["removed_headers"],
-        json!(["authorization"])
-    );
-    assert_eq!(second["payload"]["stream"], true);
-    assert_eq!(second["payload"]["finish_reason"], "stop");
-    assert_eq!(listing["type"], "http_exchanged");
-    assert_eq!(listing["payload"]["kind"], "models");
-
-    let connections = of_kind(&bundle, "connection_handled");
-    assert_eq!(connections.len(), 2, "{connections:?}");
-    let tunnel = &connections[0]["payload"];
-    assert_eq!(
-        (tunnel["host"].as_str(), tunnel["outcome"].as_str()),
-        (Some("127.0.0.2"), Some("tunneled"))
-    );
-    assert_eq!(
-        (
-            tunnel["bytes_sent"].as_u64(),
-            tunnel["bytes_received"].as_u64()
-        ),
-        (Some(5), Some(5))
-    );
-    let refused = &connections[1]["payload"];
-    assert_eq!(
-        (
-            refused["host"].as_str(),
-            refused["port"].as_u64(),
-            refused["outcome"].as_str()
-        ),
-        (Some("example.com"), Some(443), Some("refused"))
-    );
-
+    check_exchanges(&bundle, &upstream.log());
+    check_connections(&bundle);
     // The program's exit and output streams.
     let exited = &of_kind(&bundle, "program_exited")[0]["payload"];
     assert_eq!(exited["exit_code"], 0);

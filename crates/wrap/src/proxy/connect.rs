@@ -111,6 +111,57 @@ pub(super) async fn handle(req: Request<Incoming>, shared: &Arc<Shared>) -> Resp
     plain(403, format!("provrun wrap: {reason}\n"))
 }
 
+/// A TCP connection to an allowed `host:port`, within [`CONNECT_TIMEOUT`]; or the status
+/// to answer and why.
+async fn reach(host: &str, port: u16) -> Result<tokio::net::TcpStream, (u16, String)> {
+    let target = (host.trim_start_matches('[').trim_end_matches(']'), port);
+    match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+        Ok(Err(e)) => Err((502, format!("{host}:{port} cannot be reached: {e}"))),
+        Err(_) => Err((
+            504,
+            format!(
+                "{host}:{port} did not answer within {}s",
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+/// Runs a tunnel between the program's upgraded connection and `stream` until either side
+/// closes it; its record.
+async fn run_tunnel(
+    upgrade: hyper::upgrade::OnUpgrade,
+    mut stream: tokio::net::TcpStream,
+    host: String,
+    port: u16,
+    started: Instant,
+) -> ConnectionHandled {
+    let (sent, received, reason) = match upgrade.await {
+        Ok(upgraded) => {
+            let mut upgraded = TokioIo::new(upgraded);
+            match tokio::io::copy_bidirectional(&mut upgraded, &mut stream).await {
+                Ok((sent, received)) => (sent, received, None),
+                Err(e) => (0, 0, Some(format!("the tunnel broke: {e}"))),
+            }
+        }
+        Err(e) => (0, 0, Some(format!("the tunnel was never opened: {e}"))),
+    };
+    ConnectionHandled {
+        host,
+        port,
+        via: "connect".to_owned(),
+        outcome: "tunneled".to_owned(),
+        reason,
+        bytes_sent: sent,
+        bytes_received: received,
+        duration_ms: millis(started),
+    }
+}
+
 /// `CONNECT host:port`: a tunnel to an allowed host, or a refusal.
 async fn tunnel(mut req: Request<Incoming>, shared: &Arc<Shared>) -> Response<ProxyBody> {
     let started = Instant::now();
@@ -142,67 +193,23 @@ async fn tunnel(mut req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Pr
         .await;
         return plain(403, format!("provrun wrap: {reason}\n"));
     }
-    let target = (
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned(),
-        port,
-    );
-    let stream =
-        match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                let reason = format!("{host}:{port} cannot be reached: {e}");
-                record(
-                    shared,
-                    refusal(&host, port, "connect", "failed", reason.clone(), started),
-                )
-                .await;
-                return plain(502, format!("provrun wrap: {reason}\n"));
-            }
-            Err(_) => {
-                let reason = format!(
-                    "{host}:{port} did not answer within {}s",
-                    CONNECT_TIMEOUT.as_secs()
-                );
-                record(
-                    shared,
-                    refusal(&host, port, "connect", "failed", reason.clone(), started),
-                )
-                .await;
-                return plain(504, format!("provrun wrap: {reason}\n"));
-            }
-        };
-    let _ = stream.set_nodelay(true);
+    let stream = match reach(&host, port).await {
+        Ok(s) => s,
+        Err((status, reason)) => {
+            record(
+                shared,
+                refusal(&host, port, "connect", "failed", reason.clone(), started),
+            )
+            .await;
+            return plain(status, format!("provrun wrap: {reason}\n"));
+        }
+    };
     let upgrade = hyper::upgrade::on(&mut req);
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         let _guard = guard;
-        let mut stream = stream;
-        let (sent, received, reason) = match upgrade.await {
-            Ok(upgraded) => {
-                let mut upgraded = TokioIo::new(upgraded);
-                match tokio::io::copy_bidirectional(&mut upgraded, &mut stream).await {
-                    Ok((sent, received)) => (sent, received, None),
-                    Err(e) => (0, 0, Some(format!("the tunnel broke: {e}"))),
-                }
-            }
-            Err(e) => (0, 0, Some(format!("the tunnel was never opened: {e}"))),
-        };
-        record(
-            &shared,
-            ConnectionHandled {
-                host,
-                port,
-                via: "connect".to_owned(),
-                outcome: "tunneled".to_owned(),
-                reason,
-                bytes_sent: sent,
-                bytes_received: received,
-                duration_ms: millis(started),
-            },
-        )
-        .await;
+        let record_of = run_tunnel(upgrade, stream, host, port, started).await;
+        record(&shared, record_of).await;
     });
     let mut ok = Response::new(
         http_body_util::Empty::new()
