@@ -15,7 +15,7 @@
 //! linked to the exchange that asked for each call, and its workspace's files become the
 //! outputs ([`workspace`]).
 //!
-//! The modules: [`options`] (what a run is asked), [`env`] (the program's environment),
+//! The modules: [`options`] (what a run is asked), [`env`](mod@env) (the program's environment),
 //! [`program`] (finding the program), [`proxy`], [`record`], [`session`], [`tee`] (its
 //! stdout and stderr), [`signals`], [`workspace`], and `run` (the driver).
 
