@@ -360,8 +360,37 @@ fn the_programs_exit_code_is_wraps_and_a_run_without_exchanges_is_warned_about()
     }
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("bundle");
-    let (code, stderr) = wrap_run(&bundle, &["--", "sh", "-c", "echo out; exit 7"]);
+    let key = tmp.path().join("key.pem");
+    let made = provrun().args(["keygen", &s(&key)]).output().unwrap();
+    assert!(made.status.success());
+    let (code, stderr) = wrap_run(
+        &bundle,
+        &["--sign-key", &s(&key), "--", "sh", "-c", "echo out; exit 7"],
+    );
     assert_eq!(code, Some(7), "{stderr}");
+    // Signed as asked: verify with the public key passes.
+    let pubkey = tmp.path().join("key.pem.pub");
+    let checked = provrun()
+        .args(["verify", &s(&bundle), "--key", &s(&pubkey)])
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+    // view writes its page, with the program's exit among the entries.
+    let page = tmp.path().join("page.html");
+    let viewed = provrun()
+        .args(["view", &s(&bundle), "-o", &s(&page)])
+        .output()
+        .unwrap();
+    assert!(viewed.status.success());
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(r#""kind":"program""#),
+        "the page has no program entry"
+    );
     assert!(stderr.contains("no request through the proxy"), "{stderr}");
     assert_verifies(&bundle);
     let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
