@@ -108,7 +108,7 @@ pub(super) async fn serve(
     };
     let url = upstream_url(api, base, &path);
     let (parts, body) = req.into_parts();
-    let (request_headers, mut removed) = headers::recorded(&parts.headers, &shared.secret_values);
+    let (request_headers, removed) = headers::recorded(&parts.headers, &shared.secret_values);
     let mut pending = Pending {
         api,
         route,
@@ -144,10 +144,43 @@ pub(super) async fn serve(
         }
     }
     let upstream_headers = headers::upstream_request(&parts.headers, api, &shared.config.secrets);
+    pending.http["removed_headers"] = json!(removed);
+    // The exchange goes on in a task of its own: a program that goes away meanwhile does
+    // not stop the upstream's answer from being read and recorded.
+    let (reply, replied) = tokio::sync::oneshot::channel();
+    let upstream = Upstream {
+        method,
+        url,
+        headers: upstream_headers,
+    };
+    tokio::spawn(forward(upstream, pending, reply, Arc::clone(shared)));
+    replied.await.unwrap_or_else(|_| {
+        json_error(
+            502,
+            "provrun wrap: the exchange ended without an answer (the proxy is stopping)",
+        )
+    })
+}
+
+/// Where and how a request goes upstream.
+struct Upstream {
+    method: hyper::Method,
+    url: String,
+    headers: hyper::HeaderMap,
+}
+
+/// Sends the request upstream, gives the program the response's head through `reply` (or
+/// an error body when the upstream cannot be reached), then passes the body on.
+async fn forward(
+    upstream: Upstream,
+    mut pending: Pending,
+    reply: tokio::sync::oneshot::Sender<Response<ProxyBody>>,
+    shared: Arc<Shared>,
+) {
     let sent = shared
-        .client_for(&url)
-        .request(method, &url)
-        .headers(upstream_headers)
+        .client_for(&upstream.url)
+        .request(upstream.method, &upstream.url)
+        .headers(upstream.headers)
         .body(pending.request.clone())
         .send()
         .await;
@@ -155,39 +188,39 @@ pub(super) async fn serve(
         Ok(r) => r,
         Err(e) => {
             let message = format!(
-                "provrun wrap: the upstream {url} could not be reached: {}",
+                "provrun wrap: the upstream {} could not be reached: {}",
+                upstream.url,
                 error_chain(&e)
             );
-            pending.http["removed_headers"] = json!(removed);
+            let _ = reply.send(json_error(502, &message));
             record(
-                shared,
-                pending.exchange(None, Bytes::new(), None, Some(message.clone())),
+                &shared,
+                pending.exchange(None, Bytes::new(), None, Some(message)),
             )
             .await;
-            return json_error(502, &message);
+            return;
         }
     };
     let status = response.status();
     let (response_headers, removed_back) =
         headers::recorded(response.headers(), &shared.secret_values);
-    removed.extend(removed_back.into_iter().map(|h| format!("response:{h}")));
+    if let Some(removed) = pending.http["removed_headers"].as_array_mut() {
+        removed.extend(
+            removed_back
+                .into_iter()
+                .map(|h| json!(format!("response:{h}"))),
+        );
+    }
     pending.http["status"] = json!(status.as_u16());
-    pending.http["first_byte_ms"] = json!(millis(started));
+    pending.http["first_byte_ms"] = json!(millis(pending.started));
     pending.http["response_headers"] = json!(response_headers);
-    pending.http["removed_headers"] = json!(removed);
     let response_type = content_type(response.headers());
     let (sender, body) = Channel::<Bytes, std::io::Error>::new(16);
     let mut out = Response::new(body.boxed());
     *out.status_mut() = status;
     *out.headers_mut() = headers::to_program(response.headers());
-    tokio::spawn(pump(
-        response,
-        sender,
-        pending,
-        response_type,
-        Arc::clone(shared),
-    ));
-    out
+    let _ = reply.send(out);
+    pump(response, sender, pending, response_type, shared).await;
 }
 
 /// Passes the upstream's body to the program chunk by chunk as it arrives (secrets
@@ -217,13 +250,19 @@ async fn pump(
                 break;
             }
         };
+        // A program that went away gets nothing more, but the upstream's answer is
+        // still read to its end and recorded whole.
         if let Some(b) = pass(redactor.push(&chunk), &mut kept, &mut too_long)
+            && !program_gone
             && to_program.send_data(b).await.is_err()
         {
             program_gone = true;
-            error = Some("the program closed the connection before the response ended".into());
-            break;
         }
+    }
+    if program_gone {
+        error.get_or_insert_with(|| {
+            "the program closed the connection before the response ended".into()
+        });
     }
     if let Some(b) = pass(redactor.finish(), &mut kept, &mut too_long)
         && !program_gone

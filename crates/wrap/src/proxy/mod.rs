@@ -207,8 +207,14 @@ enum Side {
 
 async fn accept(listener: UnixListener, side: Side, shared: Arc<Shared>) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, say: wait rather than spin.
+                tracing::warn!("the proxy cannot accept a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {

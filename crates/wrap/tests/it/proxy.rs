@@ -77,13 +77,14 @@ async fn read_until(
     true
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_passes_through_as_it_arrives_and_an_echoed_key_is_masked_everywhere() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (gate_tx, gate_rx) = mpsc::channel();
-    let port = gated_upstream(gate_rx);
-    let capture = Capture::builder(tmp.path().join("bundle")).open().unwrap();
-    let sockets = tmp.path().join("sockets");
+/// A proxy recording into a fresh bundle under `dir`, for the upstream on `port`, and a
+/// connection to its OpenAI socket that has sent a streamed Chat Completions request.
+async fn proxy_and_request(
+    dir: &std::path::Path,
+    port: u16,
+) -> (Proxy, Capture, tokio::net::UnixStream) {
+    let capture = Capture::builder(dir.join("bundle")).open().unwrap();
+    let sockets = dir.join("sockets");
     std::fs::create_dir(&sockets).unwrap();
     let config = ProxyConfig {
         upstreams: Upstreams {
@@ -108,6 +109,41 @@ async fn a_stream_passes_through_as_it_arrives_and_an_echoed_key_is_masked_every
     );
     s.write_all(head.as_bytes()).await.unwrap();
     s.write_all(body).await.unwrap();
+    (proxy, capture, s)
+}
+
+/// The one `model_called` of the finished bundle under `dir`.
+fn the_exchange(
+    dir: &std::path::Path,
+    capture: Capture,
+) -> (std::path::PathBuf, provrun_evidence::ModelCalled) {
+    capture
+        .recorder()
+        .finish(RunEnd::new(RunStatus::Finished))
+        .unwrap();
+    let bundle = dir.join("bundle");
+    assert!(verify(&bundle).ok);
+    let events = read_events(&bundle).unwrap();
+    let called: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventType::ModelCalled)
+        .collect();
+    assert_eq!(called.len(), 1);
+    let m = called[0]
+        .typed()
+        .unwrap()
+        .as_model_called()
+        .unwrap()
+        .clone();
+    (bundle, m)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_passes_through_as_it_arrives_and_an_echoed_key_is_masked_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (gate_tx, gate_rx) = mpsc::channel();
+    let port = gated_upstream(gate_rx);
+    let (proxy, capture, mut s) = proxy_and_request(tmp.path(), port).await;
     let mut got = Vec::new();
     // The first event arrives while the upstream still holds the rest back.
     assert!(
@@ -127,26 +163,43 @@ async fn a_stream_passes_through_as_it_arrives_and_an_echoed_key_is_masked_every
     let received = got[body_start..].to_vec();
 
     proxy.stop(Duration::from_secs(10)).await;
-    capture
-        .recorder()
-        .finish(RunEnd::new(RunStatus::Finished))
-        .unwrap();
-    let bundle = tmp.path().join("bundle");
-    assert!(verify(&bundle).ok);
-    let events = read_events(&bundle).unwrap();
-    let called: Vec<_> = events
-        .iter()
-        .filter(|e| e.kind == EventType::ModelCalled)
-        .collect();
-    assert_eq!(called.len(), 1);
-    let p = called[0].typed().unwrap();
-    let m = p.as_model_called().unwrap();
+    let (bundle, m) = the_exchange(tmp.path(), capture);
     assert_eq!(
         read_blob(&bundle, m.response.as_ref().unwrap()).unwrap(),
         received
     );
     assert_eq!(m.http.as_ref().unwrap()["redacted"], true);
     assert_eq!(m.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(m.error, None);
     let log = std::fs::read_to_string(bundle.join("events.jsonl")).unwrap();
     assert!(!log.contains(KEY));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_leaves_mid_stream_still_gets_the_upstreams_answer_recorded_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (gate_tx, gate_rx) = mpsc::channel();
+    let port = gated_upstream(gate_rx);
+    let (proxy, capture, mut s) = proxy_and_request(tmp.path(), port).await;
+    let mut got = Vec::new();
+    assert!(read_until(&mut s, &mut got, b"first", Duration::from_secs(10)).await);
+    drop(s);
+    gate_tx.send(()).unwrap();
+    proxy.stop(Duration::from_secs(10)).await;
+    let (bundle, m) = the_exchange(tmp.path(), capture);
+    let recorded = read_blob(&bundle, m.response.as_ref().unwrap()).unwrap();
+    assert!(
+        recorded.ends_with(b"data: [DONE]\n\n"),
+        "{}",
+        String::from_utf8_lossy(&recorded)
+    );
+    assert!(
+        m.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("closed the connection"),
+        "{:?}",
+        m.error
+    );
+    assert_eq!(m.finish_reason.as_deref(), Some("stop"));
 }
