@@ -251,12 +251,41 @@ fn open(options: &WrapOptions, p: &Prepared) -> Result<Capture, WrapError> {
     builder.open().map_err(|e| WrapError::SetUp(e.to_string()))
 }
 
-/// The run once the bundle exists: it is finished whatever happens to the program.
+/// The run once the bundle exists: it is finished whatever happens to the program, and
+/// finished `failed` when something of wrap's own goes wrong on the way.
 async fn run_opened(
     options: &WrapOptions,
     p: Prepared,
     capture: Capture,
 ) -> Result<WrapOutcome, WrapError> {
+    let result = supervise(options, &p, &capture).await;
+    result.map_err(|e| {
+        // The bundle exists now: nothing here is a set-up error any more.
+        let e = match e {
+            WrapError::SetUp(m) => WrapError::Program(m),
+            other => other,
+        };
+        let end = RunEnd {
+            status: RunStatus::Failed,
+            usage: json!({"requests": 0}),
+            error: Some(e.to_string()),
+        };
+        // The bundle may already be finished (the error came after), or refuse: the
+        // first error is the one to report.
+        let _ = capture.recorder().finish_with(end, &policy(options));
+        e
+    })
+}
+
+/// Proxy, program, exit, session log, outputs, finish.
+async fn supervise(
+    options: &WrapOptions,
+    p: &Prepared,
+    capture: &Capture,
+) -> Result<WrapOutcome, WrapError> {
+    // Caught before the program starts, so that none can end wrap with the program running.
+    let mut signals =
+        Signals::catch().map_err(|e| WrapError::Program(format!("catching signals: {e}")))?;
     let recording = Recording::new(capture.clone());
     let config = ProxyConfig {
         upstreams: options.upstreams.clone(),
@@ -264,38 +293,23 @@ async fn run_opened(
         allow_hosts: options.allow_hosts.clone(),
     };
     let started = Instant::now();
-    let launched = Proxy::start(p.sockets.path(), config, recording.clone()).and_then(|proxy| {
-        let child = launch(options, &p, &capture)?;
-        Ok((proxy, child))
-    });
-    let (proxy, mut child) = match launched {
-        Ok(l) => l,
-        Err(e) => {
-            let end = RunEnd {
-                status: RunStatus::Failed,
-                usage: json!({"requests": 0}),
-                error: Some(format!("the program could not be started: {e}")),
-            };
-            capture.recorder().finish_with(end, &policy(options))?;
-            return Err(WrapError::Program(e.to_string()));
-        }
-    };
+    let proxy = Proxy::start(p.sockets.path(), config, recording.clone())?;
+    let mut child = launch(options, p, capture)
+        .map_err(|e| WrapError::Program(format!("it could not be started: {e}")))?;
     let out = child.take_stdout().map(|s| tee(s, Sink::Stdout));
     let err = child.take_stderr().map(|s| tee(s, Sink::Stderr));
-    let (exit, forwarded) = watch(&mut child).await?;
+    let (exit, forwarded) = watch(&mut child, &mut signals).await?;
     let duration = started.elapsed();
     let (out, err) = (joined(out).await, joined(err).await);
     proxy.stop(RECORD_GRACE).await;
-    record_exit(
-        &capture,
-        options,
-        &child,
+    let exited = Exited {
         exit,
         forwarded,
-        (&out, &err),
+        out,
+        err,
         duration,
-    )
-    .await?;
+    };
+    record_exit(capture, options, &child, &exited).await?;
     drop(child);
 
     let (imported, mut warnings) = crate::session::import(&recording, p.home.path()).await?;
@@ -318,9 +332,16 @@ async fn run_opened(
                 .into(),
         );
     }
-    finish(
-        options, &capture, exit, forwarded, totals, imported, warnings,
-    )
+    finish(options, capture, &exited, totals, imported, warnings)
+}
+
+/// How the program ended, and what its output streams carried.
+struct Exited {
+    exit: ProgramExit,
+    forwarded: Option<ProgramSignal>,
+    out: Teed,
+    err: Teed,
+    duration: Duration,
 }
 
 /// Starts the confined program (after the proxy listens).
@@ -362,9 +383,8 @@ fn launch(
 /// still running [`SIGNAL_GRACE`] after the first, has its tree killed.
 async fn watch(
     child: &mut ProgramChild,
+    signals: &mut Signals,
 ) -> Result<(ProgramExit, Option<ProgramSignal>), WrapError> {
-    let mut signals =
-        Signals::catch().map_err(|e| WrapError::Program(format!("catching signals: {e}")))?;
     let mut forwarded: Option<ProgramSignal> = None;
     let mut deadline: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(20));
@@ -420,23 +440,20 @@ async fn record_exit(
     capture: &Capture,
     options: &WrapOptions,
     child: &ProgramChild,
-    exit: ProgramExit,
-    forwarded: Option<ProgramSignal>,
-    (out, err): (&Teed, &Teed),
-    duration: Duration,
+    e: &Exited,
 ) -> Result<(), WrapError> {
     let recorder = capture.recorder();
-    let stdout = stream_record(recorder, out).await?;
-    let stderr = stream_record(recorder, err).await?;
+    let stdout = stream_record(recorder, &e.out).await?;
+    let stderr = stream_record(recorder, &e.err).await?;
     recorder
         .record_async(&ProgramExited {
             argv: options.argv.clone(),
-            exit_code: exit.code,
-            signal: exit.signal,
-            forwarded_signal: forwarded.map(|s| name(s).to_owned()),
+            exit_code: e.exit.code,
+            signal: e.exit.signal,
+            forwarded_signal: e.forwarded.map(|s| name(s).to_owned()),
             stdout,
             stderr,
-            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
             confinement: serde_json::to_value(child.confinement()).ok(),
         })
         .await?;
@@ -473,12 +490,12 @@ fn policy(options: &WrapOptions) -> OutputPolicy {
 fn finish(
     options: &WrapOptions,
     capture: &Capture,
-    exit: ProgramExit,
-    forwarded: Option<ProgramSignal>,
+    exited: &Exited,
     totals: Totals,
     imported: Imported,
     warnings: Vec<String>,
 ) -> Result<WrapOutcome, WrapError> {
+    let (exit, forwarded) = (exited.exit, exited.forwarded);
     let exit_code = exit.code.unwrap_or_else(|| 128 + exit.signal.unwrap_or(0));
     let (status, error) = match (forwarded, exit_code) {
         (Some(s), _) => (
