@@ -76,6 +76,30 @@ fn canonical(path: &Path, what: &str) -> Result<PathBuf, WrapError> {
         .map_err(|e| WrapError::SetUp(format!("{what} `{}`: {e}", path.display())))
 }
 
+/// Where each `--read-only` path is shown: at its canonical path, and also at the path
+/// as given (made absolute) when a link made them differ — a program named by the given
+/// path (`~/tools/bin/x` through a link) is found, and so is one named by the real one.
+fn read_only_paths(given: &[PathBuf]) -> Result<Vec<PathBuf>, WrapError> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in given {
+        let real = canonical(p, "a --read-only path")?;
+        let as_given = std::path::absolute(p)
+            .map_err(|e| WrapError::SetUp(format!("a --read-only path `{}`: {e}", p.display())))?;
+        for path in [real, as_given] {
+            let plain = path.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            });
+            if plain && !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Every check that can refuse the run, in the order a user would fix them.
 fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
     if options.argv.is_empty() {
@@ -98,11 +122,7 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         }
         None => None,
     };
-    let read_only = options
-        .read_only
-        .iter()
-        .map(|p| canonical(p, "a --read-only path"))
-        .collect::<Result<Vec<_>, _>>()?;
+    let read_only = read_only_paths(&options.read_only)?;
     for input in &options.inputs {
         canonical(input, "an input (--input)")?;
     }

@@ -41,19 +41,22 @@ fn folder((package, version): (&str, &str)) -> String {
     format!("{name}-{version}")
 }
 
-/// The Codex CLI's recipe: a provider whose base URL is `$OPENAI_BASE_URL` (Codex takes
-/// its endpoint from its configuration, not from the variable), run through a shell so
-/// the variable is read inside the sandbox. `codex exec` with its own sandbox off:
-/// provrun confines it.
+/// The Codex CLI's recipe (docs/wrap.md): a provider whose base URL is `$OPENAI_BASE_URL`
+/// (Codex takes its endpoint from its configuration, not from the variable), run through
+/// a shell so the variable is read inside the sandbox, the program's path as the shell's
+/// `$0`. `codex exec` with its own sandbox off: provrun confines it.
 fn codex_command(prefix: &Path, prompt: &str) -> Vec<String> {
-    let codex = prefix.join("node_modules/.bin/codex");
     let script = format!(
-        "exec {} exec --skip-git-repo-check --sandbox danger-full-access \
+        "exec \"$0\" exec --skip-git-repo-check --sandbox danger-full-access \
          -c \"model_providers.wrap={{name=\\\"wrap\\\",base_url=\\\"$OPENAI_BASE_URL\\\",env_key=\\\"OPENAI_API_KEY\\\",wire_api=\\\"responses\\\"}}\" \
-         -c model_provider=wrap -m gpt-test '{prompt}'",
-        codex.display()
+         -c model_provider=wrap -m gpt-test '{prompt}'"
     );
-    vec!["sh".into(), "-c".into(), script]
+    vec![
+        "sh".into(),
+        "-c".into(),
+        script,
+        s(&prefix.join("node_modules/.bin/codex")),
+    ]
 }
 
 /// The upstream's script for Codex: the task's prompt gets one `exec_command` call, then
@@ -159,9 +162,13 @@ fn codex_answers_and_runs_a_tool_wrapped() {
     if !wrap_ready(TEST) {
         return;
     }
-    let Some(prefix) = npm_package(TEST, &folder(CODEX), "codex") else {
+    let Some(installed) = npm_package(TEST, &folder(CODEX), "codex") else {
         return;
     };
+    // Named through a link, as `~/codex` often is: the sandbox shows both paths.
+    let links = tempfile::tempdir().unwrap();
+    let prefix = links.path().join("codex");
+    std::os::unix::fs::symlink(&installed, &prefix).unwrap();
     // A plain answer.
     let upstream = Upstream::start(codex_upstream);
     let flag = ("--upstream-openai", format!("{}/v1", upstream.origin));
