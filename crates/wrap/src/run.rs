@@ -105,13 +105,6 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
     if options.argv.is_empty() {
         return Err(WrapError::SetUp("no program given after `--`".into()));
     }
-    let support = Sandbox::command_support();
-    if !support.is_complete() {
-        return Err(WrapError::SetUp(format!(
-            "wrap runs the program fully confined, and this machine lacks: {}",
-            support.missing_summary()
-        )));
-    }
     let workspace = match &options.workspace {
         Some(w) if w.is_dir() => Some(canonical(w, "the workspace (--workspace)")?),
         Some(w) => {
@@ -149,6 +142,13 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
     let program = resolve(&options.argv[0], &cwd, var("PATH"), &visible)?;
     let mut argv = options.argv.clone();
     argv[0] = program.inside.display().to_string();
+    let support = Sandbox::command_support();
+    if !support.is_complete() {
+        return Err(WrapError::SetUp(format!(
+            "wrap runs the program fully confined, and this machine lacks: {}",
+            support.missing_summary()
+        )));
+    }
     let secrets = Secrets::from_env(&options.env);
     let env = program_env(&options.env, &secrets);
     let temp = |prefix: &str| {
