@@ -13,6 +13,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-sandbox", 0),
     ("provrun-model", 0),
     ("provrun-macros", 0),
+    // Where bundles live (folders, tars, buckets): knows nothing of events or runs.
+    ("provrun-store", 0),
     ("provrun-tools", 1),
     ("provrun-otel", 1),
     // Evidence for foreign loops: the bundle writer plus input staging, nothing more.
