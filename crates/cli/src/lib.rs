@@ -38,11 +38,12 @@ mod import;
 pub mod inert;
 mod otel;
 mod progress;
+mod open;
+mod replay;
 mod run;
 mod show;
 mod sign;
 mod steer_file;
-mod store;
 mod style;
 mod verify;
 mod view;
@@ -94,7 +95,7 @@ enum Command {
     /// Check a bundle offline: exit 0 all checks pass, 1 a check fails, 3 never finished.
     Verify(verify::VerifyArgs),
     /// Re-execute a bundle's run from the bundle alone and compare it with the recording.
-    Replay(run::ReplayArgs),
+    Replay(replay::ReplayArgs),
     /// Print a bundle's run as a readable timeline.
     Show(show::ShowArgs),
     /// Show a bundle as one self-contained web page: written to a file with --out, else
@@ -220,7 +221,7 @@ where
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Verify(args) => verify::verify(&args),
-        Command::Replay(args) => run::replay(args),
+        Command::Replay(args) => replay::replay(args),
         Command::Show(args) => show::show(&args),
         Command::View(args) => view::view(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),

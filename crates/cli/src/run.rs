@@ -102,7 +102,8 @@ pub(crate) struct RunArgs {
 /// Arguments of `provrun resume`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ResumeArgs {
-    /// The paused bundle.
+    /// The paused bundle folder (a .tar or a bucket object is refused: a run is resumed
+    /// in place).
     bundle: PathBuf,
     /// Run this waiting call (repeatable). ID is the call's run id (`STEP.N`, as the
     /// paused run and `show` print it), or the model's id while one waiting call has it.
@@ -137,19 +138,6 @@ pub(crate) struct ResumeArgs {
     sign_key: Option<PathBuf>,
 }
 
-/// Arguments of `provrun replay`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct ReplayArgs {
-    /// The recorded bundle; it must verify and be finished.
-    bundle: PathBuf,
-    /// The new bundle folder; it must not exist or be empty.
-    #[arg(long, value_name = "NEW")]
-    out: PathBuf,
-    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
-    #[arg(long = "tools-dir", value_name = "DIR")]
-    tools_dirs: Vec<PathBuf>,
-}
-
 fn parse_result(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((id, content)) if !id.is_empty() => Ok((id.to_string(), content.to_string())),
@@ -159,7 +147,7 @@ fn parse_result(text: &str) -> Result<(String, String), String> {
 
 /// Run `fut` on a fresh runtime, cancelling `control` on Ctrl-C, with progress on a
 /// terminal.
-fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8> {
+pub(crate) fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -288,11 +276,9 @@ fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
+    // A run is resumed in its own bundle: a .tar or a bucket object is refused (exit 2).
+    if let Err(code) = crate::open::in_place(&args.bundle, "resume") {
+        return code;
     }
     let sign_key = match signing_key(args.sign_key.as_deref()) {
         Ok(k) => k,
@@ -347,75 +333,6 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         args.host_dir.as_deref(),
         sign_key.as_ref(),
     )
-}
-
-pub(crate) fn replay(args: ReplayArgs) -> u8 {
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
-    }
-    if let Err(code) = check_new_bundle(&args.out) {
-        return code;
-    }
-    let registry = match registry(&args.tools_dirs) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let backend = Backend::new().with_registry(registry);
-    let control = RunControl::new();
-    let report = match drive(
-        &control,
-        provrun_agent::replay(&backend, &control, &args.bundle, &args.out),
-    ) {
-        Ok(Ok(r)) => r,
-        Ok(Err(e @ (AgentError::Bundle { .. } | AgentError::Evidence(_)))) => {
-            return fail(EXIT_FAILED, e);
-        }
-        Ok(Err(e)) => return fail(EXIT_USAGE, format!("cannot replay: {e}")),
-        Err(code) => return code,
-    };
-    let paint = Painter::stdout();
-    if report.answered_from_recording > 0 {
-        // Said on stderr so that stdout's one line stays the verdict scripts read.
-        eprintln!(
-            "provrun: {} tool call{} stopped in the recording (timed out, or the run was \
-             cancelled) {} answered from the recording, not run again",
-            report.answered_from_recording,
-            if report.answered_from_recording == 1 {
-                ""
-            } else {
-                "s"
-            },
-            if report.answered_from_recording == 1 {
-                "was"
-            } else {
-                "were"
-            },
-        );
-    }
-    match &report.difference {
-        None => {
-            out!(
-                "{}: {} tool calls and {} output files are the same as recorded (new bundle: {})",
-                paint.good("replay matches"),
-                report.tool_calls,
-                report.outputs,
-                inert(&args.out.display().to_string())
-            );
-            EXIT_OK
-        }
-        Some(difference) => {
-            out!(
-                "{}: {} (new bundle: {})",
-                paint.bad("replay differs"),
-                inert(&difference.to_string()),
-                inert(&args.out.display().to_string())
-            );
-            EXIT_FAILED
-        }
-    }
 }
 
 /// The length of a bundle's evidence log, if it has one.

@@ -23,17 +23,11 @@ pub(crate) struct ShowArgs {
 }
 
 pub(crate) fn show(args: &ShowArgs) -> u8 {
-    let loaded = match crate::store::load_bundle(&args.bundle) {
+    let loaded = match crate::open::for_reading(&args.bundle, "", EXIT_USAGE) {
         Ok(l) => l,
-        Err(e) => return fail(EXIT_USAGE, e),
+        Err(code) => return code,
     };
-    let bundle = &loaded.path;
-    if !bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
-    }
+    let bundle = loaded.dir();
     let events = match read_events(bundle) {
         Ok(e) => e,
         Err(e) => {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use provrun_agent::Backend;
 
 use crate::run::DurabilityArg;
-use crate::store::{Bucket, is_url};
+use provrun_store::{Store, is_url};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
 
 mod check;
@@ -148,7 +148,7 @@ fn open_dest(
 ) -> Result<(Dest, Option<tempfile::TempDir>), String> {
     let out_text = args.out.to_string_lossy().into_owned();
     if is_url(&out_text) {
-        let bucket = Bucket::open(&out_text).map_err(|e| format!("--out: {e}"))?;
+        let bucket = Store::open(&out_text).map_err(|e| format!("--out: {e}"))?;
         if let Err(e) = runtime.block_on(bucket.probe()) {
             return Err(format!("--out: {e}"));
         }
@@ -168,8 +168,8 @@ fn open_dest(
                 }),
         }?;
         let dest = Dest {
+            bucket: Some(bucket.with_scratch(&local)),
             local,
-            bucket: Some(bucket),
         };
         return Ok((dest, work));
     }
