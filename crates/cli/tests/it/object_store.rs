@@ -213,8 +213,9 @@ fn a_batch_into_s3_uploads_verifying_bundles_and_resumes_from_the_bucket() {
         "{}",
         text(&out.stdout)
     );
+    // Nothing there is a usage error, as for a missing folder (issue 37; it was exit 1).
     let out = provrun(&["verify", "s3://bundles/nightly/nope.tar"]);
-    assert_exit(&out, 1);
+    assert_exit(&out, 2);
     assert!(
         text(&out.stderr).contains("no bundle at"),
         "{}",
