@@ -22,6 +22,7 @@ mod object_store;
 mod otel;
 mod roots;
 mod seeds;
+mod sources;
 mod steer_file;
 mod terminal;
 mod tools_json;
