@@ -15,7 +15,9 @@ use crate::{EXIT_USAGE, fail};
 pub(crate) fn for_reading(arg: &Path, what: &str, code: u8) -> Result<OpenBundle, u8> {
     let opened = Location::parse(arg).and_then(|location| provrun_store::open_blocking(&location));
     opened.map_err(|e| match e {
-        StoreError::NotFound(_) | StoreError::BadUrl { .. } => fail(EXIT_USAGE, format!("{what}{e}")),
+        StoreError::NotFound(_) | StoreError::BadUrl { .. } => {
+            fail(EXIT_USAGE, format!("{what}{e}"))
+        }
         e => fail(code, format!("{what}{e}")),
     })
 }

@@ -70,7 +70,11 @@ pub enum StoreError {
 
 impl StoreError {
     /// An I/O error while doing `action` on `name`.
-    pub(crate) fn io(action: &'static str, name: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        name: impl Into<String>,
+        source: std::io::Error,
+    ) -> Self {
         StoreError::Io {
             action,
             name: name.into(),

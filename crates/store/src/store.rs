@@ -326,7 +326,9 @@ fn list_folder(dir: &Path) -> Result<Vec<Listed>> {
 fn listed_entry(dir: &Path, id: &str, is_tar: bool) -> Option<Listed> {
     if is_tar {
         let path = dir.join(format!("{id}.tar"));
-        let meta = std::fs::symlink_metadata(&path).ok().filter(|m| m.is_file())?;
+        let meta = std::fs::symlink_metadata(&path)
+            .ok()
+            .filter(|m| m.is_file())?;
         return Some(Listed {
             id: id.to_owned(),
             location: Location::TarFile(path),
@@ -335,7 +337,9 @@ fn listed_entry(dir: &Path, id: &str, is_tar: bool) -> Option<Listed> {
         });
     }
     let path = dir.join(id);
-    std::fs::symlink_metadata(&path).ok().filter(|m| m.is_dir())?;
+    std::fs::symlink_metadata(&path)
+        .ok()
+        .filter(|m| m.is_dir())?;
     let log = std::fs::symlink_metadata(path.join(EVENTS_FILE))
         .ok()
         .filter(|m| m.is_file())?;

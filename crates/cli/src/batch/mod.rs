@@ -16,8 +16,8 @@ use std::sync::Arc;
 use provrun_agent::Backend;
 
 use crate::run::DurabilityArg;
-use provrun_store::{Store, is_url};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
+use provrun_store::{Store, is_url};
 
 mod check;
 mod dest;

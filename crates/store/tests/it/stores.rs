@@ -9,7 +9,11 @@ use provrun_store::{Location, Store, StoreError, open, open_blocking, tar_folder
 fn bundle(at: &Path, marker: &str) -> PathBuf {
     std::fs::create_dir_all(at.join("output")).unwrap();
     std::fs::create_dir_all(at.join("blobs")).unwrap();
-    std::fs::write(at.join("events.jsonl"), format!("{{\"marker\":\"{marker}\"}}\n")).unwrap();
+    std::fs::write(
+        at.join("events.jsonl"),
+        format!("{{\"marker\":\"{marker}\"}}\n"),
+    )
+    .unwrap();
     std::fs::write(at.join("blobs/pack"), [0u8, 1, 2, 3, 255]).unwrap();
     std::fs::write(at.join("output/answer.txt"), marker).unwrap();
     at.to_path_buf()
@@ -71,7 +75,10 @@ async fn a_folder_store_lists_opens_and_streams_its_bundles_folders_and_tars_ali
 
     // A folder is packed as it is read, to the same bytes as tar_folder; a tar is sent
     // as stored.
-    assert_eq!(collect(&store, "a").await, tar_folder(&root.join("a")).unwrap());
+    assert_eq!(
+        collect(&store, "a").await,
+        tar_folder(&root.join("a")).unwrap()
+    );
     assert_eq!(
         collect(&store, "b").await,
         std::fs::read(root.join("b.tar")).unwrap()
@@ -86,7 +93,10 @@ async fn a_folder_store_lists_opens_and_streams_its_bundles_folders_and_tars_ali
     store.put("c", &root.join("c")).await.unwrap();
     let d = bundle(&dir.path().join("work/d"), "d");
     let taken = store.put("a", &d).await.unwrap_err();
-    assert!(taken.to_string().contains("cannot put a bundle at"), "{taken}");
+    assert!(
+        taken.to_string().contains("cannot put a bundle at"),
+        "{taken}"
+    );
 }
 
 #[tokio::test]
@@ -109,21 +119,30 @@ async fn a_file_bucket_keeps_one_tar_per_bundle_and_reads_them_back() {
     let listed = store.list().await.unwrap();
     let ids: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
     assert_eq!(ids, ["r1", "r2"]);
-    assert_eq!(listed[0].location, Location::Object(format!("{url}/r1.tar")));
+    assert_eq!(
+        listed[0].location,
+        Location::Object(format!("{url}/r1.tar"))
+    );
     assert_eq!(store.bundle_name("r1"), format!("{url}/r1.tar"));
 
     let tar = std::fs::read(dir.path().join("bucket/runs/r1.tar")).unwrap();
     assert_eq!(listed[0].size, tar.len() as u64);
     assert_eq!(collect(&store, "r1").await, tar);
     let opened = store.open_bundle("r2").await.unwrap().unwrap();
-    assert_eq!(std::fs::read(opened.dir().join("output/answer.txt")).unwrap(), b"r2");
+    assert_eq!(
+        std::fs::read(opened.dir().join("output/answer.txt")).unwrap(),
+        b"r2"
+    );
     assert!(store.open_bundle("r3").await.unwrap().is_none());
     assert!(store.tar("r3").await.unwrap().is_none());
 
     // The same object by URL, as a user names it.
     let location = Location::parse(format!("{url}/r1.tar")).unwrap();
     let by_url = open(&location).await.unwrap();
-    assert_eq!(std::fs::read(by_url.dir().join("output/answer.txt")).unwrap(), b"r1");
+    assert_eq!(
+        std::fs::read(by_url.dir().join("output/answer.txt")).unwrap(),
+        b"r1"
+    );
     let err = by_url.write_back().unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
     let missing = open(&Location::parse(format!("{url}/nope.tar")).unwrap())
