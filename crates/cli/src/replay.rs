@@ -23,6 +23,11 @@ pub(crate) struct ReplayArgs {
     /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
+    /// Print one JSON object on stdout instead of the verdict line: {"matches",
+    /// "difference", "tool_calls", "outputs", "answered_from_recording", "bundle",
+    /// "run_id", "status"}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn replay(args: ReplayArgs) -> u8 {
@@ -76,6 +81,25 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
                 "were"
             },
         );
+    }
+    let code = if report.matches() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    };
+    if args.json {
+        let value = serde_json::json!({
+            "matches": report.matches(),
+            "difference": report.difference,
+            "tool_calls": report.tool_calls,
+            "outputs": report.outputs,
+            "answered_from_recording": report.answered_from_recording,
+            "bundle": args.out.display().to_string(),
+            "run_id": report.result.run_id,
+            "status": report.result.status().as_str(),
+        });
+        out!("{}", crate::inert::inert_json(&value.to_string()));
+        return code;
     }
     match &report.difference {
         None => {

@@ -16,6 +16,7 @@ mod conventions;
 mod dsse_interop;
 mod hostile_outputs;
 mod import_pydantic_ai;
+mod json_output;
 mod kubernetes;
 mod mcp_published;
 mod object_store;

@@ -10,7 +10,9 @@ use provrun_evidence::{
 };
 use serde_json::Value;
 
-use crate::inert::inert;
+mod json;
+
+use crate::inert::{self, inert};
 use crate::style::Painter;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
@@ -20,6 +22,10 @@ pub(crate) struct ShowArgs {
     /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
     /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     bundle: PathBuf,
+    /// Print one JSON object instead of the timeline: the run's header, status, usage,
+    /// inputs, outputs, steps with their tool calls, and the verify report.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn show(args: &ShowArgs) -> u8 {
@@ -56,8 +62,14 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             );
         }
     };
-    let paint = Painter::stdout();
     let report = provrun_evidence::verify(bundle);
+    if args.json {
+        let name = args.bundle.display().to_string();
+        let value = json::show_json(&name, &events, &log, &report);
+        out!("{}", inert::inert_json(&value.to_string()));
+        return EXIT_OK;
+    }
+    let paint = Painter::stdout();
     for line in timeline(bundle, &events, &log, paint) {
         out!("{line}");
     }
