@@ -242,7 +242,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         spec = spec.host_dir(dir);
     }
 
-    let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
+    let backend = match with_builder_id(Backend::new().with_registry(registry)) {
+        Ok(b) => crate::otel::with_live_export(b),
+        Err(code) => return code,
+    };
     let control = RunControl::new();
     if let Some(path) = &args.steer_file {
         if path.exists() && !path.is_file() {
@@ -270,6 +273,17 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         json: args.json,
     }
     .report(result)
+}
+
+/// `backend` naming the organisation's builder in new bundles when `PROVRUN_BUILDER_ID`
+/// sets one (docs/evidence.md §5); a value that is not an absolute URI is exit 2, before
+/// anything is written.
+pub(crate) fn with_builder_id(backend: Backend) -> Result<Backend, u8> {
+    match provrun_evidence::builder_id_from_env() {
+        Ok(Some(id)) => Ok(backend.with_builder(id)),
+        Ok(None) => Ok(backend),
+        Err(e) => Err(fail(EXIT_USAGE, e)),
+    }
 }
 
 /// The `--sign-key` seed, read before the run starts so a bad key writes nothing.

@@ -81,6 +81,12 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    // A bad PROVRUN_BUILDER_ID is a usage error before anything is written.
+    let backend = match crate::run::with_builder_id(Backend::new().with_registry(registry.clone()))
+    {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
     let runs = std::path::absolute(&args.runs).unwrap_or_else(|_| args.runs.clone());
     let base = runs
         .parent()
@@ -107,7 +113,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Err(e) => return fail(EXIT_USAGE, e),
     };
     let dest = Arc::new(dest);
-    let mut backend = Backend::new().with_registry(registry.clone());
+    let mut backend = backend;
     if let Some(m) = args.max_model_requests {
         backend = backend.with_model_limit(Arc::new(tokio::sync::Semaphore::new(m as usize)));
     }

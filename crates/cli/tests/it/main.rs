@@ -15,6 +15,7 @@ mod confinement;
 mod conventions;
 mod dsse_interop;
 mod hostile_outputs;
+mod identities;
 mod import_pydantic_ai;
 mod json_output;
 mod kubernetes;

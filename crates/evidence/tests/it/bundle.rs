@@ -107,8 +107,13 @@ fn log_layout_and_statement_are_as_documented() {
         serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
     assert_eq!(st["_type"], STATEMENT_TYPE);
     assert_eq!(st["predicateType"], PREDICATE_TYPE);
-    // Statement format 2: the outputs under `output/`, then the log, always.
-    assert_eq!(started["payload"]["statement"], 2);
+    // Statement format 3 (format 2's subjects: the outputs under `output/`, then the log,
+    // always; the project's own build type and builder URIs).
+    assert_eq!(started["payload"]["statement"], 3);
+    assert_eq!(
+        st["predicate"]["buildDefinition"]["buildType"],
+        "https://github.com/provrun/provrun/blob/main/docs/evidence.md#build-type-agent-run-v1"
+    );
     assert_eq!(st["subject"][0]["name"], "output/d/x.md");
     assert_eq!(st["subject"][1]["name"], "output/response.txt");
     assert_eq!(st["subject"][1]["digest"]["sha256"], sha256_hex(b"done\n"));
@@ -126,7 +131,7 @@ fn log_layout_and_statement_are_as_documented() {
     assert_eq!(pred["runDetails"]["metadata"]["invocationId"], "run-1");
     assert_eq!(
         pred["runDetails"]["builder"]["id"],
-        "https://provrun.invalid/builder/provrun/test"
+        "https://github.com/provrun/provrun/builder/provrun/test"
     );
     let log = &pred["runDetails"]["byproducts"][0];
     assert_eq!(
@@ -970,11 +975,33 @@ fn every_statement_names_the_log_and_an_empty_subject_list_fails_verify() {
 fn builder_ids_become_uris_and_uris_stay_as_given() {
     assert_eq!(
         builder_uri("provrun/0.1.0"),
-        "https://provrun.invalid/builder/provrun/0.1.0"
+        "https://github.com/provrun/provrun/builder/provrun/0.1.0"
     );
     assert_eq!(
         builder_uri("my tool 1"),
-        "https://provrun.invalid/builder/my%20tool%201"
+        "https://github.com/provrun/provrun/builder/my%20tool%201"
+    );
+    // Each format's builder id and build type, as its bundles were written: format 2's
+    // placeholder URIs stay, so its statements are rebuilt byte for byte.
+    assert_eq!(
+        provrun_evidence::builder_id(1, "provrun/0.1.0"),
+        "provrun/0.1.0"
+    );
+    assert_eq!(
+        provrun_evidence::builder_id(2, "provrun/0.1.0"),
+        "https://provrun.invalid/builder/provrun/0.1.0"
+    );
+    assert_eq!(
+        provrun_evidence::builder_id(3, "provrun/0.1.0"),
+        builder_uri("provrun/0.1.0")
+    );
+    assert_eq!(
+        provrun_evidence::build_type(2),
+        provrun_evidence::LEGACY_BUILD_TYPE
+    );
+    assert_eq!(
+        provrun_evidence::build_type(3),
+        provrun_evidence::BUILD_TYPE
     );
     assert_eq!(
         builder_uri("https://example.com/ci/runner@v2"),
