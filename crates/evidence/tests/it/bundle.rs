@@ -1011,3 +1011,48 @@ fn builder_ids_become_uris_and_uris_stay_as_given() {
     assert!(builder_uri("://x").starts_with(BUILDER_URI_BASE));
     assert!(builder_uri("https://a b").starts_with(BUILDER_URI_BASE));
 }
+
+#[test]
+fn an_importer_stamps_events_with_the_times_its_record_gives() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let dir = scratch("clock");
+    let start = UNIX_EPOCH + Duration::from_millis(1_765_000_000_123);
+    let options = CreateOptions::default().clock(start);
+    let rec =
+        Recorder::create_with(&dir, "run-1", Durability::Flush, &run_started(), &options).unwrap();
+    rec.set_clock(Some(start + Duration::from_millis(2_500)));
+    rec.record(&tool_call("c1", false)).unwrap();
+    rec.set_clock(None);
+    let before = SystemTime::now();
+    rec.record(&tool_call("c1", false)).unwrap();
+    rec.set_clock(Some(start + Duration::from_secs(60)));
+    rec.finish(RunEnd {
+        status: RunStatus::Finished,
+        usage: json!({}),
+        error: None,
+    })
+    .unwrap();
+    let lines = read_lines(&dir);
+    let ts: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["ts"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ts[0], "2025-12-06T05:46:40.123Z");
+    assert_eq!(ts[1], "2025-12-06T05:46:42.623Z");
+    // Back on the clock: now, not the importer's time.
+    let now = humantime::parse_rfc3339(&ts[2]).unwrap();
+    assert!(now + Duration::from_secs(1) >= before, "{}", ts[2]);
+    assert_eq!(ts.last().unwrap(), "2025-12-06T05:47:40.123Z");
+    // The statement's times are those of run_started and run_finished.
+    let st: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
+    let metadata = &st["predicate"]["runDetails"]["metadata"];
+    assert_eq!(metadata["startedOn"], ts[0].as_str());
+    assert_eq!(metadata["finishedOn"], ts.last().unwrap().as_str());
+    assert!(verify(&dir).ok);
+}
