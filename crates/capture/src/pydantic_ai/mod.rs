@@ -17,7 +17,7 @@
 //!   (format [`PYDANTIC_AI_FORMAT`]);
 //! - `output/response.txt` with the text of the last response, when it has text.
 //!
-//! Times come from the history ([`times`]), not from the import: `run_started` is stamped
+//! Times come from the history (its `timestamp` fields), not from the import: `run_started` is stamped
 //! with the first message's `timestamp`; each `model_called` with its response's, and its
 //! `duration_ms` is the time from the request message before it to the response; each
 //! `tool_called` with the `timestamp` of the part that answered it, and its `duration_ms`
