@@ -202,8 +202,9 @@ impl Store {
 
     /// Put the finished bundle folder `bundle` into the store as `id`: into a bucket as
     /// one `<id>.tar` (one PUT: it appears whole or not at all, replacing an object of
-    /// that id); into a folder by renaming it to `DEST/<id>` (nothing to do when it is
-    /// there already), which must not exist.
+    /// that id; `bundle` is left for the caller to remove); into a folder by renaming it
+    /// to `DEST/<id>` (nothing to do when it is there already), which must not exist and
+    /// must be on the same file system (build it under [`Store::folder_path`]).
     pub async fn put(&self, id: &str, bundle: &Path) -> Result<()> {
         check_id(id)?;
         match &self.place {
