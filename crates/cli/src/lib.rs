@@ -34,15 +34,17 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod ending;
 mod import;
 pub mod inert;
+mod open;
 mod otel;
 mod progress;
+mod replay;
 mod run;
 mod show;
 mod sign;
 mod steer_file;
-mod store;
 mod style;
 mod verify;
 mod view;
@@ -82,6 +84,16 @@ const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did no
                   (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
 )]
 struct Cli {
+    /// When to colour output for a person (show, verify, replay, the run's progress
+    /// line): auto (on a terminal, unless NO_COLOR is set), always, or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: style::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -94,7 +106,7 @@ enum Command {
     /// Check a bundle offline: exit 0 all checks pass, 1 a check fails, 3 never finished.
     Verify(verify::VerifyArgs),
     /// Re-execute a bundle's run from the bundle alone and compare it with the recording.
-    Replay(run::ReplayArgs),
+    Replay(replay::ReplayArgs),
     /// Print a bundle's run as a readable timeline.
     Show(show::ShowArgs),
     /// Show a bundle as one self-contained web page: written to a file with --out, else
@@ -133,8 +145,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Extension: print one blob's exact bytes (a model request or response, a large tool
-    /// value) by its SHA-256, from either blob layout, checked against the digest.
+    /// Print one blob's exact bytes (a model request or response, a large tool value) by
+    /// its SHA-256, from either blob layout, checked against the digest.
     #[command(
         after_help = "Exit codes: 0 printed · 1 no such blob in the bundle, or its stored bytes are corrupt · 2 usage (not a digest, not a folder)"
     )]
@@ -217,10 +229,11 @@ where
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
+    style::set_choice(cli.color);
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Verify(args) => verify::verify(&args),
-        Command::Replay(args) => run::replay(args),
+        Command::Replay(args) => replay::replay(args),
         Command::Show(args) => show::show(&args),
         Command::View(args) => view::view(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),

@@ -73,6 +73,15 @@ impl Backend {
         self
     }
 
+    /// Name `builder` as what ran the agent in new bundles (`run_started.builder`, and so
+    /// the statement's `builder.id`) instead of [`BUILDER`](crate::consts::BUILDER): an
+    /// organisation's own builder URI, e.g. from
+    /// [`provrun_evidence::builder_id_from_env`]. A resumed run keeps its bundle's.
+    pub fn with_builder(mut self, builder: impl Into<String>) -> Self {
+        self.builder = Some(builder.into());
+        self
+    }
+
     /// Run these hooks around every tool call.
     pub fn with_hooks(mut self, hooks: ToolHooks) -> Self {
         self.hooks = hooks;

@@ -271,7 +271,7 @@ impl Backend {
             details["otel"] = json!({ "trace_id": provrun_otel::trace_id_for_run(run_id) });
         }
         Ok(RunStarted {
-            builder: BUILDER.to_string(),
+            builder: self.builder.clone().unwrap_or_else(|| BUILDER.to_string()),
             agent_spec_digest: agent.digest(),
             agent: agent.name.clone(),
             model: prepared.model.name().to_string(),

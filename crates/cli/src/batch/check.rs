@@ -43,23 +43,10 @@ pub(super) struct Job {
     pub(super) host_dir: Option<PathBuf>,
 }
 
-/// An id must be usable as a file name everywhere: 1 to 128 of `A-Z a-z 0-9 . _ -`, not
-/// starting with `.` or `-`.
+/// An id must be usable as a file name everywhere (the store crate's rule: 1 to 128 of
+/// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`).
 fn check_id(id: &str) -> Result<(), String> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        && !id.starts_with(['.', '-']);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "id `{id}` is not a safe name: use 1 to 128 of A-Z a-z 0-9 . _ - (not starting with \
-             . or -)"
-        ))
-    }
+    provrun_store::check_id(id).map_err(|e| e.to_string())
 }
 
 /// The agent specs met so far, by resolved path: loaded once each.
@@ -197,31 +184,5 @@ pub(super) fn check_file(
         Ok(Checked { agents, ours })
     } else {
         Err(errors)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_must_be_plain_names() {
-        for good in ["a", "run-001", "A.b_c", "x".repeat(128).as_str()] {
-            assert!(check_id(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../x",
-            "a/b",
-            "-a",
-            ".hidden",
-            "a b",
-            "é",
-            &"x".repeat(129),
-        ] {
-            assert!(check_id(bad).is_err(), "{bad:?}");
-        }
     }
 }

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use provrun_agent::Backend;
 
 use crate::run::DurabilityArg;
-use crate::store::{Bucket, is_url};
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
+use provrun_store::{Store, is_url};
 
 mod check;
 mod dest;
@@ -81,6 +81,12 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    // A bad PROVRUN_BUILDER_ID is a usage error before anything is written.
+    let backend = match crate::run::with_builder_id(Backend::new().with_registry(registry.clone()))
+    {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
     let runs = std::path::absolute(&args.runs).unwrap_or_else(|_| args.runs.clone());
     let base = runs
         .parent()
@@ -107,7 +113,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Err(e) => return fail(EXIT_USAGE, e),
     };
     let dest = Arc::new(dest);
-    let mut backend = Backend::new().with_registry(registry.clone());
+    let mut backend = backend;
     if let Some(m) = args.max_model_requests {
         backend = backend.with_model_limit(Arc::new(tokio::sync::Semaphore::new(m as usize)));
     }
@@ -148,7 +154,7 @@ fn open_dest(
 ) -> Result<(Dest, Option<tempfile::TempDir>), String> {
     let out_text = args.out.to_string_lossy().into_owned();
     if is_url(&out_text) {
-        let bucket = Bucket::open(&out_text).map_err(|e| format!("--out: {e}"))?;
+        let bucket = Store::open(&out_text).map_err(|e| format!("--out: {e}"))?;
         if let Err(e) = runtime.block_on(bucket.probe()) {
             return Err(format!("--out: {e}"));
         }
@@ -168,8 +174,8 @@ fn open_dest(
                 }),
         }?;
         let dest = Dest {
+            bucket: Some(bucket.with_scratch(&local)),
             local,
-            bucket: Some(bucket),
         };
         return Ok((dest, work));
     }

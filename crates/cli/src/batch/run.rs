@@ -49,7 +49,7 @@ async fn look_for_earlier(
     bundle: &Path,
 ) -> Result<Existing, tokio::task::JoinError> {
     match &dest.bucket {
-        Some(bucket) => match existing_in_bucket(bucket, &dest.local, id).await {
+        Some(bucket) => match existing_in_bucket(bucket, id).await {
             Ok(Existing::Redo | Existing::None) => {
                 // A folder a killed batch left in a reused work folder is not evidence of
                 // anything: only the bucket counts.
@@ -148,10 +148,10 @@ pub(super) async fn run_one(
                 outcome.status = "error";
                 outcome.error = Some("the bundle does not verify".to_string());
             } else if let Some(bucket) = &dest.bucket
-                && let Err(e) = bucket.upload(&job.id, &bundle).await
+                && let Err(e) = bucket.put(&job.id, &bundle).await
             {
                 outcome.status = "error";
-                outcome.error = Some(e);
+                outcome.error = Some(e.to_string());
             }
         }
         Err(e) => outcome.error = Some(e.to_string()),

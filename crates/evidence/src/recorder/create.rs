@@ -75,6 +75,33 @@ pub(super) fn clear_staging(root: &Path, staging: &Path) -> Result<()> {
     }
 }
 
+/// How [`Recorder::create_with`] makes a bundle. Build it with [`CreateOptions::default`]
+/// and its setters; fields are added with defaults that keep today's behaviour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CreateOptions {
+    /// How blobs are stored (default: the pack).
+    pub layout: BlobLayout,
+    /// Stamp events with this time instead of the system clock, from `run_started` on,
+    /// until [`Recorder::set_clock`] changes it (default: the clock).
+    pub clock: Option<std::time::SystemTime>,
+}
+
+impl CreateOptions {
+    /// The blob layout.
+    pub fn layout(mut self, layout: BlobLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The time `run_started` (and what follows, until [`Recorder::set_clock`]) is
+    /// stamped with: for an importer of a run that happened earlier.
+    pub fn clock(mut self, at: std::time::SystemTime) -> Self {
+        self.clock = Some(at);
+        self
+    }
+}
+
 impl Recorder {
     /// Create a new bundle at `dir` (refusing an existing non-empty directory) with
     /// `input/`, `output/`, `blobs/sha256/` and `events.jsonl`, and record `started` as
@@ -109,6 +136,19 @@ impl Recorder {
         started: &RunStarted,
         layout: BlobLayout,
     ) -> Result<Recorder> {
+        let options = CreateOptions::default().layout(layout);
+        Recorder::create_with(dir, run_id, durability, started, &options)
+    }
+
+    /// [`Recorder::create`] with its [`CreateOptions`]: the blob layout, and the time
+    /// events are stamped with.
+    pub fn create_with(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        started: &RunStarted,
+        options: &CreateOptions,
+    ) -> Result<Recorder> {
         let root = dir.as_ref().to_path_buf();
         let run_id = run_id.into();
         let existed = match fs::symlink_metadata(&root) {
@@ -124,7 +164,7 @@ impl Recorder {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(EvidenceError::io("stat", &root, e)),
         };
-        let rec = match Self::create_aside(&root, run_id.clone(), durability, started, layout) {
+        let rec = match Self::create_aside(&root, run_id.clone(), durability, started, options) {
             Ok(rec) => rec,
             Err(e @ (EvidenceError::BundleNotEmpty(_) | EvidenceError::BundleLocked { .. })) => {
                 return Err(e);
@@ -134,7 +174,7 @@ impl Recorder {
             // there can a kill during creation leave the empty folders without a log.
             Err(e) if existed => {
                 tracing::debug!(root = %root.display(), error = %e, "building the bundle in place");
-                Self::build_staged(&root, root.clone(), run_id, durability, started, layout)?
+                Self::build_staged(&root, root.clone(), run_id, durability, started, options)?
             }
             Err(e) => return Err(e),
         };
@@ -170,7 +210,7 @@ impl Recorder {
         run_id: String,
         durability: Durability,
         started: &RunStarted,
-        layout: BlobLayout,
+        options: &CreateOptions,
     ) -> Result<Recorder> {
         let (parent, name) = staging_place(root)?;
         fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
@@ -190,7 +230,7 @@ impl Recorder {
             run_id,
             durability,
             started,
-            layout,
+            options,
         );
         let rec = match built {
             Ok(done) => done,
@@ -222,8 +262,9 @@ impl Recorder {
         run_id: String,
         durability: Durability,
         started: &RunStarted,
-        layout: BlobLayout,
+        options: &CreateOptions,
     ) -> Result<Recorder> {
+        let layout = options.layout;
         // The log first: locked at once, it is the lock of the bundle being built (and
         // then of the bundle) for as long as the recorder appends to it.
         let log_path = staging.join(EVENTS_FILE);
@@ -265,6 +306,7 @@ impl Recorder {
             layout,
             pack,
         )?;
+        rec.set_clock(options.clock);
         let mut payload = payload_value(started)?;
         if let Some(obj) = payload.as_object_mut() {
             if layout == BlobLayout::Pack {
