@@ -13,7 +13,7 @@
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
-//! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
+//! | 130, 143, 129 | `run`/`resume`: cancelled by SIGINT (Ctrl-C), SIGTERM or SIGHUP: 128 + the signal (the bundle is finished as `cancelled`) · `batch`: stopped by that signal (no more lines taken; the running runs finished `cancelled`; a restart redoes them) |
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -42,6 +42,7 @@ mod progress;
 mod run;
 mod show;
 mod sign;
+pub mod signals;
 mod steer_file;
 mod store;
 mod style;
@@ -58,7 +59,8 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INCOMPLETE: u8 = 3;
 /// Exit code of `run` and `resume` for a run that paused, waiting for decisions.
 pub const EXIT_PAUSED: u8 = 4;
-/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT).
+/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT); SIGTERM
+/// and SIGHUP give 143 and 129 ([`signals::StopSignal::exit_code`]).
 pub const EXIT_CANCELLED: u8 = 130;
 
 /// The prompt `provrun run` sends when `--prompt` is absent.
@@ -67,12 +69,16 @@ pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies, status failed) · \
                          2 usage or spec error, or the bundle is held by another writer, nothing \
                          written · 4 paused (stderr names the waiting \
-                         calls and the resume command) · 130 cancelled by Ctrl-C";
+                         calls and the resume command) · 130, 143, 129 cancelled by SIGINT \
+                         (Ctrl-C), SIGTERM or SIGHUP (the bundle is finished as cancelled; a \
+                         second signal stops at once)";
 
 const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
                            cancelled, paused, could not start, or its bundle does not verify; \
                            the others' bundles are written) · 2 bad input (a bad line, named \
-                           by its number, or a bad flag): nothing ran";
+                           by its number, or a bad flag): nothing ran · 130, 143, 129 stopped \
+                           by SIGINT, SIGTERM or SIGHUP: no more lines taken, the running runs \
+                           finished as cancelled; the same command again runs what did not end";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -80,7 +86,8 @@ const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did no
     version = env!("PROVRUN_LONG_VERSION"),
     about = "Run LLM agents with provenance",
     after_help = "Exit codes: 0 ok · 1 run failed / check failed / replay differs · 2 usage or spec error \
-                  (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
+                  (nothing written) · 3 verify: run never finished · 4 run paused · 130/143/129 cancelled by \
+                  SIGINT/SIGTERM/SIGHUP"
 )]
 struct Cli {
     #[command(flatten)]

@@ -157,9 +157,19 @@ fn parse_result(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Run `fut` on a fresh runtime, cancelling `control` on Ctrl-C, with progress on a
-/// terminal.
-fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8> {
+/// What [`drive`] hands back: the work's result, and the exit code of a cancelled run —
+/// 128 + the first stop signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+pub(crate) struct Driven<T> {
+    pub(crate) out: T,
+    pub(crate) cancelled_code: u8,
+}
+
+/// Run `fut` on a fresh runtime, cancelling `control` on SIGINT, SIGTERM or SIGHUP (a
+/// second one stops at once), with progress on a terminal.
+pub(crate) fn drive<T>(
+    control: &RunControl,
+    fut: impl Future<Output = T>,
+) -> Result<Driven<T>, u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -167,23 +177,22 @@ fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8>
     let out = runtime.block_on(async {
         let progress = Progress::start(control);
         let watcher = control.clone();
-        // The first Ctrl-C cancels the run cleanly; a second one stops at once. The
-        // handler is registered here, before the run starts, not when the task first runs.
-        let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-        let ctrl_c = tokio::spawn(async move {
-            let Ok(mut sigint) = sigint else { return };
-            while sigint.recv().await.is_some() {
-                if watcher.is_cancelled() {
-                    eprintln!("\nprovrun: stopped; the bundle may be unfinished");
-                    std::process::exit(i32::from(EXIT_CANCELLED));
-                }
-                watcher.cancel();
-            }
-        });
+        // The first stop signal cancels the run cleanly; a second one stops at once. The
+        // handlers are registered here, before the run starts.
+        let signals = crate::signals::StopSignals::watch(
+            move |_| watcher.cancel(),
+            "the bundle may be unfinished",
+        );
         let out = fut.await;
-        ctrl_c.abort();
         progress.stop();
-        out
+        let cancelled_code = signals.as_ref().map_or(
+            EXIT_CANCELLED,
+            crate::signals::StopSignals::cancelled_exit_code,
+        );
+        Driven {
+            out,
+            cancelled_code,
+        }
     });
     // The bundle is finished by now. A sync tool that timed out may still be running on
     // the blocking pool; do not let it keep the process alive (dropping the runtime
@@ -262,7 +271,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         let mut file = crate::steer_file::SteerFile::new(path.clone());
         control.steer_from(move || file.new_lines());
     }
-    let result = match drive(&control, backend.execute(&control, &agent, &spec)) {
+    let Driven {
+        out: result,
+        cancelled_code,
+    } = match drive(&control, backend.execute(&control, &agent, &spec)) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -273,7 +285,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         result,
         &args.out,
         None,
-        args.verify,
+        (args.verify, cancelled_code),
         args.host_dir.as_deref(),
         sign_key.as_ref(),
     )
@@ -332,7 +344,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     let before = log_len(&args.bundle);
     let resumed = backend.resume_locked(&control, bundle_lock, &decisions, &options);
-    let result = match drive(&control, resumed) {
+    let Driven {
+        out: result,
+        cancelled_code,
+    } = match drive(&control, resumed) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -343,7 +358,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         result,
         &args.bundle,
         before,
-        args.verify,
+        (args.verify, cancelled_code),
         args.host_dir.as_deref(),
         sign_key.as_ref(),
     )
@@ -368,7 +383,9 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
     let report = match drive(
         &control,
         provrun_agent::replay(&backend, &control, &args.bundle, &args.out),
-    ) {
+    )
+    .map(|d| d.out)
+    {
         Ok(Ok(r)) => r,
         Ok(Err(e @ (AgentError::Bundle { .. } | AgentError::Evidence(_)))) => {
             return fail(EXIT_FAILED, e);
@@ -426,14 +443,15 @@ fn log_len(bundle: &Path) -> Option<u64> {
 }
 
 /// Report a run's end and choose the exit code. `log_before` is the evidence log's length
-/// before the run (for a resume).
+/// before the run (for a resume); `verify` is `--verify`, and `cancelled_code` the exit
+/// code of a cancelled run (see [`Driven`]).
 /// `host_dir` is the folder the run was granted, for the resume command printed when it
 /// pauses.
 fn finish(
     result: Result<RunResult, AgentError>,
     bundle: &Path,
     log_before: Option<u64>,
-    verify: bool,
+    (verify, cancelled_code): (bool, u8),
     host_dir: Option<&Path>,
     sign_key: Option<&[u8; 32]>,
 ) -> u8 {
@@ -482,9 +500,14 @@ fn finish(
             ),
         ),
         RunStatus::Cancelled => fail(
-            EXIT_CANCELLED,
+            cancelled_code,
             format!(
-                "the run was cancelled; the bundle `{}` is finished as cancelled",
+                "the run was cancelled{}; the bundle `{}` is finished as cancelled",
+                crate::signals::StopSignal::ALL
+                    .into_iter()
+                    .find(|s| s.exit_code() == cancelled_code)
+                    .map(|s| format!(" ({})", s.name()))
+                    .unwrap_or_default(),
                 bundle.display()
             ),
         ),
