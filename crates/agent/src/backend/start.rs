@@ -105,6 +105,10 @@ impl Backend {
             run.host_dir.as_deref(),
         );
         self.connect_remote(agent, &mut prepared, roots).await?;
+        if let Err(e) = check_tool_choice(agent, &prepared) {
+            prepared.remote.shutdown().await;
+            return Err(e);
+        }
         let result = self.execute_prepared(control, agent, &prepared, run).await;
         prepared.remote.shutdown().await;
         self.export_otel(result).await
@@ -258,6 +262,9 @@ impl Backend {
             // searches these, not the defaults of the folder it runs in.
             "default_skill_folders": default_skill_folders(agent),
             "sandbox": sandbox_details(agent, prepared, !mcp.is_null()),
+            // The `[settings]` the run's requests carry (after `--set`), by their names in
+            // the spec; a resume or a replay uses these.
+            "model_settings": agent.settings,
         });
         if !mcp.is_null() {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
@@ -286,6 +293,22 @@ impl Backend {
             details,
         })
     }
+}
+
+/// A `tool_choice` that names one tool must name one the model is offered.
+fn check_tool_choice(agent: &AgentSpec, prepared: &Prepared) -> Result<(), AgentError> {
+    let Some(crate::spec::ToolChoiceSpec::Tool { tool }) = &agent.settings.tool_choice else {
+        return Ok(());
+    };
+    if prepared.definitions.iter().any(|d| &d.name == tool) {
+        return Ok(());
+    }
+    Err(AgentError::InvalidSpec {
+        origin: format!("agent spec `{}`", agent.name),
+        message: format!(
+            "`[settings]`: `tool_choice` names `{tool}`, which is not one of the agent's tools"
+        ),
+    })
 }
 
 /// `run_started.tools`: each tool offered to the model, with the digest of its schema.
