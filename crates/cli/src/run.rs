@@ -83,6 +83,11 @@ pub(crate) struct RunArgs {
     /// at-end, or group-commit.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
+    /// Change one of the spec's `[settings]` for this run (repeatable): KEY=VALUE with
+    /// VALUE read as TOML (`--set temperature=0.2 --set stop='["END"]'`; text that is no
+    /// TOML value is a string), `extra.NAME=VALUE` for a field of `extra`.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    set: Vec<(String, String)>,
     /// Verify the bundle when the run ends and print the verdict on stderr; exit 1 if it
     /// does not verify.
     #[arg(long)]
@@ -148,6 +153,37 @@ pub(crate) struct ReplayArgs {
     /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
+}
+
+pub(crate) fn parse_setting(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err("expected KEY=VALUE (e.g. temperature=0.2)".to_string()),
+    }
+}
+
+/// Applies `--set KEY=VALUE` overrides to `agent`'s `[settings]` (the evidence then keeps
+/// the spec as it ran, not the file's text) and checks them for its model. The error is a
+/// usage error's message.
+pub(crate) fn apply_settings(
+    agent: &mut AgentSpec,
+    set: &[(String, String)],
+) -> Result<(), String> {
+    if set.is_empty() {
+        return Ok(());
+    }
+    for (key, value) in set {
+        agent
+            .settings
+            .set(key, value)
+            .map_err(|e| format!("--set {e}"))?;
+    }
+    agent.source = None;
+    agent
+        .check_settings_for(&agent.model)
+        .map_err(|e| format!("--set: {e}"))
 }
 
 fn parse_result(text: &str) -> Result<(String, String), String> {
@@ -236,6 +272,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         }
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
+    }
+    if let Err(e) = apply_settings(&mut agent, &args.set) {
+        return fail(EXIT_USAGE, e);
     }
     if let Some(max) = args.max_input_bytes {
         agent.limits.max_input_bytes = max;

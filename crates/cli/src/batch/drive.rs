@@ -98,7 +98,7 @@ pub(super) async fn drive(
         // Checked in the first pass; a file changed since is refused here, line named.
         let job = serde_json::from_str::<Line>(&text)
             .map_err(|e| e.to_string())
-            .and_then(|line| resolve(line, number, base, &mut agents, registry))
+            .and_then(|line| resolve(line, number, (base, &args.set), &mut agents, registry))
             .map_err(|e| {
                 format!(
                     "{}: line {number} changed while the batch ran: {e}",

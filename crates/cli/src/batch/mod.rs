@@ -70,6 +70,10 @@ pub(crate) struct BatchArgs {
     /// When each run's evidence log is synced to disk (as for `run`).
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
+    /// Change one of the `[settings]` of every line's agent spec (repeatable), as
+    /// `run --set KEY=VALUE` does.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::run::parse_setting)]
+    set: Vec<(String, String)>,
 }
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
@@ -86,7 +90,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     let base = runs
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let checked = match check_file(&runs, &base, shard, &registry) {
+    let checked = match check_file(&runs, &base, (shard, &args.set), &registry) {
         Ok(c) => c,
         Err(errors) => {
             for e in &errors {

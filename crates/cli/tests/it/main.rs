@@ -23,6 +23,7 @@ mod object_store;
 mod otel;
 mod roots;
 mod seeds;
+mod settings;
 mod signals;
 mod steer_file;
 mod terminal;
