@@ -100,8 +100,10 @@ fn echoing_replies() -> Vec<(u16, String)> {
             &format!("\"Provider returned error for {KEY}\""),
         )
         .replace("\"REDACTED\"", &format!("\"{KEY}\""));
-    let answer = fixture("openai/15_seq_final_text_bytes.response.json")
-        .replace("\"content\": \"YES\"", &format!("\"content\": \"YES {KEY}\""));
+    let answer = fixture("openai/15_seq_final_text_bytes.response.json").replace(
+        "\"content\": \"YES\"",
+        &format!("\"content\": \"YES {KEY}\""),
+    );
     assert!(limited.contains(KEY) && answer.contains(KEY));
     vec![(429, limited), (200, answer)]
 }
@@ -116,7 +118,10 @@ fn warnings_reach_stderr_at_every_level_and_format_without_the_key() {
         let out = run(&agent, &dir.path().join(format!("b{n}")), flags, rust_log);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(0), "{flags:?}: {stderr}");
-        assert!(!stderr.contains(KEY), "{flags:?}: the key is on stderr:\n{stderr}");
+        assert!(
+            !stderr.contains(KEY),
+            "{flags:?}: the key is on stderr:\n{stderr}"
+        );
         assert!(!stdout.contains(KEY), "{flags:?}: the key is on stdout");
         // stdout is the answer alone, whatever the log says.
         assert_eq!(stdout, "YES [REDACTED]\n", "{flags:?}");
@@ -133,10 +138,15 @@ fn warnings_reach_stderr_at_every_level_and_format_without_the_key() {
         "{err}"
     );
     assert!(
-        lines.iter().any(|l| l.contains("the response echoed a secret")),
+        lines
+            .iter()
+            .any(|l| l.contains("the response echoed a secret")),
         "{err}"
     );
-    assert!(lines.iter().all(|l| l.starts_with("provrun: WARN")), "{err}");
+    assert!(
+        lines.iter().all(|l| l.starts_with("provrun: WARN")),
+        "{err}"
+    );
 
     // -vv: debug lines of provrun's crates too (each attempt, the bundle's creation).
     let err = run_with(&["-vv"], None);
@@ -155,14 +165,20 @@ fn warnings_reach_stderr_at_every_level_and_format_without_the_key() {
     assert!(err.contains("model attempt finished"), "{err}");
 
     // --log-format json: every line one JSON object with the level, target and fields.
-    for flags in [&["--log-format", "json"][..], &["-vv", "--log-format", "json"]] {
+    for flags in [
+        &["--log-format", "json"][..],
+        &["-vv", "--log-format", "json"],
+    ] {
         let err = run_with(flags, None);
         let mut levels = std::collections::BTreeSet::new();
         for line in err.lines() {
             let v: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("{flags:?}: not one JSON object ({e}): {line}"));
             levels.insert(v["level"].as_str().unwrap().to_string());
-            assert!(v["target"].as_str().unwrap().starts_with("provrun"), "{line}");
+            assert!(
+                v["target"].as_str().unwrap().starts_with("provrun"),
+                "{line}"
+            );
             assert!(v["fields"]["message"].is_string(), "{line}");
         }
         assert!(levels.contains("WARN"), "{flags:?}: {err}");
@@ -182,7 +198,10 @@ fn a_failed_request_that_echoes_the_key_keeps_it_out_of_every_line() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains("not authorised (HTTP 401"), "{err}");
-        assert!(!err.contains(KEY), "{flags:?}: the key is on stderr:\n{err}");
+        assert!(
+            !err.contains(KEY),
+            "{flags:?}: the key is on stderr:\n{err}"
+        );
         let kept = std::fs::read_to_string(bundle.join("events.jsonl")).unwrap();
         assert!(!kept.contains(KEY));
     }
@@ -200,6 +219,9 @@ fn an_unparsable_rust_log_is_said_and_the_flags_are_used() {
     );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.starts_with("provrun: RUST_LOG is not a filter"), "{err}");
+    assert!(
+        err.starts_with("provrun: RUST_LOG is not a filter"),
+        "{err}"
+    );
     assert!(err.contains("echoed a secret"), "{err}");
 }
