@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`. Their flags, exit codes and output formats are a contract
+//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -34,6 +34,7 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod doctor;
 mod import;
 pub mod inert;
 pub mod logging;
@@ -170,6 +171,13 @@ enum Command {
         after_help = "Exit codes: 0 printed · 1 no such blob in the bundle, or its stored bytes are corrupt · 2 usage (not a digest, not a folder)"
     )]
     Cat(cat::CatArgs),
+    /// Check what this machine gives the sandbox: bubblewrap, user namespaces, Landlock,
+    /// seccomp, the process limit, the command user and the open-files limit, each ok or
+    /// missing with the fix.
+    #[command(
+        after_help = "Exit codes: 0 commands run fully confined (every layer the evidence records is here) · 1 something a command needs is missing (commands are refused, or run degraded where allowed) · 2 usage"
+    )]
+    Doctor(doctor::DoctorArgs),
     /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
     /// FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
@@ -264,6 +272,7 @@ where
         Command::Batch(args) => batch::batch(args),
         Command::Skills { spec, json } => skills(spec.as_deref(), json),
         Command::Cat(args) => cat::cat(&args),
+        Command::Doctor(args) => doctor::doctor(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Export(target) => otel::export(target),
