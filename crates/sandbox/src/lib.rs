@@ -39,6 +39,7 @@
 //! # }
 //! ```
 
+mod access;
 mod command;
 pub mod confine;
 mod dispatch;

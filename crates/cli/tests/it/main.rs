@@ -17,6 +17,7 @@ mod dsse_interop;
 mod hostile_outputs;
 mod import_pydantic_ai;
 mod kubernetes;
+mod locked_folders;
 mod logging;
 mod mcp_published;
 mod object_store;

@@ -91,7 +91,13 @@ impl Sandbox {
         let duration = started.elapsed();
         let (out, out_total) = collected(out_rx);
         let (err, err_total) = collected(err_rx);
-        let usage = self.recount()?;
+        // The command ran: its outcome is kept even when what it left cannot be measured,
+        // which then counts as over the quota (writes that add bytes are refused until a
+        // later measurement succeeds).
+        let usage = self.recount().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "/output and /scratch cannot be measured after a command; counted as over the quota");
+            self.count_as_full()
+        });
         let quota_exceeded =
             over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
         let (exit_code, signal) = exit_parts(status);
@@ -379,6 +385,18 @@ impl Sandbox {
             }
         }
         Ok((user, portal))
+    }
+
+    /// Sets the quota's usage to just over its limit and returns that usage: what could
+    /// not be measured might hold anything.
+    fn count_as_full(&self) -> crate::fsops::Usage {
+        let limits = self.limits();
+        let full = crate::fsops::Usage {
+            bytes: limits.max_total_bytes.saturating_add(1),
+            files: limits.max_files.saturating_add(1),
+        };
+        self.set_usage(full);
+        full
     }
 
     /// Measures /output and /scratch and says whether they are over quota.

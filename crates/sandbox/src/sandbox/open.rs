@@ -186,6 +186,11 @@ impl Sandbox {
         Ok(total)
     }
 
+    /// Sets the quota's usage without measuring (see `count_as_full`).
+    pub(crate) fn set_usage(&self, usage: Usage) {
+        self.inner.quota.set(usage);
+    }
+
     /// Parses `path` with this sandbox's limits.
     pub fn parse_path(&self, path: &str) -> Result<VirtualPath> {
         VirtualPath::parse(path, &self.inner.limits)
