@@ -95,7 +95,8 @@ pub use log::MAX_LINE_BYTES;
 pub use outputs::OutputPolicy;
 pub use read::{read_blob, read_blob_by_digest, read_events, read_typed_events};
 pub use recorder::{
-    BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,
+    BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, PendingBundle, Recorder,
+    RunEnd,
 };
 pub use statement::{
     BUILD_TYPE, BUILDER_URI_BASE, PREDICATE_TYPE, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY,
