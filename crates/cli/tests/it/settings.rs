@@ -348,6 +348,51 @@ fn a_setting_the_api_does_not_take_is_refused_before_anything_is_written() {
 }
 
 #[test]
+fn a_tool_choice_must_name_a_tool_the_agent_has_and_suit_an_output_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.toml");
+    for (spec, set, says) in [
+        (
+            "tools = [\"list_dir\"]\n",
+            "tool_choice={ tool = \"write_file\" }",
+            "`tool_choice` names `write_file`, which is not one of the agent's tools",
+        ),
+        (
+            "output_schema = { type = \"object\" }\n",
+            "tool_choice=\"auto\"",
+            "can only be \"required\"",
+        ),
+    ] {
+        std::fs::write(&agent, format!("name = \"t\"\nmodel = \"test\"\n{spec}")).unwrap();
+        let bundle = dir.path().join("bundle");
+        let out = provrun(&["run", &s(&agent), "--out", &s(&bundle), "--set", set]);
+        assert_exit(&out, 2);
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+        assert!(!bundle.exists());
+    }
+    // Naming one of its tools is fine, and it goes out.
+    std::fs::write(
+        &agent,
+        "name = \"t\"\nmodel = \"test\"\ntools = [\"list_dir\"]\n",
+    )
+    .unwrap();
+    let bundle = dir.path().join("named");
+    let out = provrun(&[
+        "run",
+        &s(&agent),
+        "--out",
+        &s(&bundle),
+        "--set",
+        "tool_choice={ tool = \"list_dir\" }",
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        events(&bundle)[0]["payload"]["details"]["model_settings"]["tool_choice"],
+        json!({"tool": "list_dir"})
+    );
+}
+
+#[test]
 fn offline_models_take_and_record_every_setting_and_batch_set_checks_each_lines_model() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
