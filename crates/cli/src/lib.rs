@@ -35,12 +35,14 @@ macro_rules! out {
 mod batch;
 mod cat;
 mod doctor;
+mod drive;
 mod import;
 pub mod inert;
 pub mod logging;
 mod otel;
 mod progress;
 mod run;
+mod settings;
 mod show;
 mod sign;
 pub mod signals;
@@ -92,30 +94,9 @@ const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did no
 )]
 struct Cli {
     #[command(flatten)]
-    log: LogArgs,
+    log: logging::LogArgs,
     #[command(subcommand)]
     command: Command,
-}
-
-/// The global flags that choose what reaches stderr (see [`logging`]).
-#[derive(Debug, clap::Args)]
-struct LogArgs {
-    /// Say more on stderr: -v info, -vv debug, -vvv trace (provrun's own log lines;
-    /// RUST_LOG, when set, wins over -v and -q).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
-    /// Say nothing on stderr but errors: no warnings and no progress display.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
-    quiet: bool,
-    /// How log lines on stderr are written: text (for people) or json (one object a line).
-    #[arg(
-        long = "log-format",
-        value_enum,
-        value_name = "FORMAT",
-        default_value = "text",
-        global = true
-    )]
-    log_format: logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -256,11 +237,7 @@ where
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
-    logging::init_logging(&logging::LogSettings {
-        verbose: cli.log.verbose,
-        quiet: cli.log.quiet,
-        format: cli.log.log_format,
-    });
+    logging::init_logging(&cli.log.settings());
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Verify(args) => verify::verify(&args),

@@ -57,6 +57,40 @@ impl LogSettings {
     }
 }
 
+/// The global flags that choose what reaches stderr: `-v`, `-q`, `--log-format`; flatten
+/// it into a command line (`provrun` does) and pass [`LogArgs::settings`] to
+/// [`init_logging`].
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Say more on stderr: -v info, -vv debug, -vvv trace (provrun's own log lines;
+    /// RUST_LOG, when set, wins over -v and -q).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Say nothing on stderr but errors: no warnings and no progress display.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// How log lines on stderr are written: text (for people) or json (one object a line).
+    #[arg(
+        long = "log-format",
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
+}
+
+impl LogArgs {
+    /// What these flags ask for.
+    pub fn settings(&self) -> LogSettings {
+        LogSettings {
+            verbose: self.verbose,
+            quiet: self.quiet,
+            format: self.log_format,
+        }
+    }
+}
+
 /// Set when `-q` was given: progress displays stay silent too.
 static QUIET: AtomicBool = AtomicBool::new(false);
 

@@ -1,6 +1,5 @@
 //! `provrun run`, `provrun resume` and `provrun replay`: everything that executes a run.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use provrun_agent::{
@@ -10,12 +9,12 @@ use provrun_agent::{
 
 use provrun_evidence::{BundleLock, EvidenceError};
 
+use crate::drive::{Driven, drive};
 use crate::inert::inert;
-use crate::progress::Progress;
 use crate::style::Painter;
 use crate::{
-    DEFAULT_PROMPT, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE,
-    check_new_bundle, fail, registry, shell_word,
+    DEFAULT_PROMPT, EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE, check_new_bundle, fail,
+    registry, shell_word,
 };
 
 /// When evidence reaches stable storage (`--durability`).
@@ -86,7 +85,7 @@ pub(crate) struct RunArgs {
     /// Change one of the spec's `[settings]` for this run (repeatable): KEY=VALUE with
     /// VALUE read as TOML (`--set temperature=0.2 --set stop='["END"]'`; text that is no
     /// TOML value is a string), `extra.NAME=VALUE` for a field of `extra`.
-    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
     set: Vec<(String, String)>,
     /// Verify the bundle when the run ends and print the verdict on stderr; exit 1 if it
     /// does not verify.
@@ -155,86 +154,11 @@ pub(crate) struct ReplayArgs {
     tools_dirs: Vec<PathBuf>,
 }
 
-pub(crate) fn parse_setting(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((key, value)) if !key.trim().is_empty() => {
-            Ok((key.trim().to_string(), value.to_string()))
-        }
-        _ => Err("expected KEY=VALUE (e.g. temperature=0.2)".to_string()),
-    }
-}
-
-/// Applies `--set KEY=VALUE` overrides to `agent`'s `[settings]` (the evidence then keeps
-/// the spec as it ran, not the file's text) and checks them for its model. The error is a
-/// usage error's message.
-pub(crate) fn apply_settings(
-    agent: &mut AgentSpec,
-    set: &[(String, String)],
-) -> Result<(), String> {
-    if set.is_empty() {
-        return Ok(());
-    }
-    for (key, value) in set {
-        agent
-            .settings
-            .set(key, value)
-            .map_err(|e| format!("--set {e}"))?;
-    }
-    agent.source = None;
-    agent
-        .check_settings_for(&agent.model)
-        .map_err(|e| format!("--set: {e}"))
-}
-
 fn parse_result(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((id, content)) if !id.is_empty() => Ok((id.to_string(), content.to_string())),
         _ => Err("expected ID=TEXT".to_string()),
     }
-}
-
-/// What [`drive`] hands back: the work's result, and the exit code of a cancelled run —
-/// 128 + the first stop signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
-pub(crate) struct Driven<T> {
-    pub(crate) out: T,
-    pub(crate) cancelled_code: u8,
-}
-
-/// Run `fut` on a fresh runtime, cancelling `control` on SIGINT, SIGTERM or SIGHUP (a
-/// second one stops at once), with progress on a terminal.
-pub(crate) fn drive<T>(
-    control: &RunControl,
-    fut: impl Future<Output = T>,
-) -> Result<Driven<T>, u8> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| fail(EXIT_FAILED, format!("cannot start the runtime: {e}")))?;
-    let out = runtime.block_on(async {
-        let progress = Progress::start(control);
-        let watcher = control.clone();
-        // The first stop signal cancels the run cleanly; a second one stops at once. The
-        // handlers are registered here, before the run starts.
-        let signals = crate::signals::StopSignals::watch(
-            move |_| watcher.cancel(),
-            "the bundle may be unfinished",
-        );
-        let out = fut.await;
-        progress.stop();
-        let cancelled_code = signals.as_ref().map_or(
-            EXIT_CANCELLED,
-            crate::signals::StopSignals::cancelled_exit_code,
-        );
-        Driven {
-            out,
-            cancelled_code,
-        }
-    });
-    // The bundle is finished by now. A sync tool that timed out may still be running on
-    // the blocking pool; do not let it keep the process alive (dropping the runtime
-    // would wait for it).
-    runtime.shutdown_background();
-    Ok(out)
 }
 
 /// A `--model` as given on the command line: relative file paths resolve against the
@@ -273,7 +197,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
     }
-    if let Err(e) = apply_settings(&mut agent, &args.set) {
+    if let Err(e) = crate::settings::apply_settings(&mut agent, &args.set) {
         return fail(EXIT_USAGE, e);
     }
     if let Some(max) = args.max_input_bytes {

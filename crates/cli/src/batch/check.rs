@@ -87,7 +87,7 @@ pub(super) fn resolve(
         Some(a) => Arc::clone(a),
         None => {
             let mut spec = AgentSpec::load(&agent_path).map_err(|e| e.to_string())?;
-            crate::run::apply_settings(&mut spec, set)?;
+            crate::settings::apply_settings(&mut spec, set)?;
             spec.validate(&format!("agent spec `{}`", agent_path.display()))
                 .map_err(|e| e.to_string())?;
             registry

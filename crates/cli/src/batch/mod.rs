@@ -72,7 +72,7 @@ pub(crate) struct BatchArgs {
     durability: DurabilityArg,
     /// Change one of the `[settings]` of every line's agent spec (repeatable), as
     /// `run --set KEY=VALUE` does.
-    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::run::parse_setting)]
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
     set: Vec<(String, String)>,
 }
 

@@ -9,7 +9,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, SandboxError};
-use crate::fsops::Usage;
 use crate::limits::Limits;
 use crate::sandbox::{RootPaths, Sandbox};
 use crate::user::{CommandUser, Portal};
@@ -385,31 +384,6 @@ impl Sandbox {
             }
         }
         Ok((user, portal))
-    }
-
-    /// Sets the quota's usage to just over its limit and returns that usage: what could
-    /// not be measured might hold anything.
-    fn count_as_full(&self) -> crate::fsops::Usage {
-        let limits = self.limits();
-        let full = crate::fsops::Usage {
-            bytes: limits.max_total_bytes.saturating_add(1),
-            files: limits.max_files.saturating_add(1),
-        };
-        self.set_usage(full);
-        full
-    }
-
-    /// Measures /output and /scratch and says whether they are over quota.
-    fn over_quota(&self) -> bool {
-        let limits = self.limits();
-        let mut total = Usage::default();
-        for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
-            if let Ok(u) = self.measure(root) {
-                total.bytes = total.bytes.saturating_add(u.bytes);
-                total.files = total.files.saturating_add(u.files);
-            }
-        }
-        total.bytes > limits.max_total_bytes || total.files > limits.max_files
     }
 }
 
