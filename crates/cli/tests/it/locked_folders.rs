@@ -22,6 +22,12 @@ fn my_uid() -> u32 {
 /// user then owns).
 fn provrun_unprivileged(dir: &Path, args: &[&str]) -> Output {
     let mut cmd = if my_uid() == 0 {
+        // A copy of the binary in `dir`: the checkout may sit where that user cannot go.
+        let binary = dir.join("provrun");
+        if !binary.exists() {
+            std::fs::copy(env!("CARGO_BIN_EXE_provrun"), &binary).unwrap();
+            std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         let owner = format!("{NOBODY}:{NOBODY}");
         let chowned = Command::new("chown")
             .args(["-R", &owner, &s(dir)])
@@ -33,8 +39,8 @@ fn provrun_unprivileged(dir: &Path, args: &[&str]) -> Output {
             &format!("--reuid={NOBODY}"),
             &format!("--regid={NOBODY}"),
             "--clear-groups",
-            env!("CARGO_BIN_EXE_provrun"),
         ]);
+        c.arg(&binary);
         c
     } else {
         Command::new(env!("CARGO_BIN_EXE_provrun"))
