@@ -1,11 +1,11 @@
 //! [`Capture`]: one bundle for one run of a loop provrun does not drive.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use provrun_evidence::{
-    BlobLayout, Declarer, Durability, Finished, Recorder, RunEnd, RunStarted, RunStatus,
-    ToolCalled, ToolInfo, TraceImported,
+    BlobLayout, CreateOptions, Declarer, Durability, Finished, Recorder, RunEnd, RunStarted,
+    RunStatus, ToolCalled, ToolInfo, TraceImported,
 };
 use provrun_sandbox::{Limits, Sandbox};
 use serde_json::{Value, json};
@@ -41,6 +41,7 @@ pub struct CaptureBuilder {
     layout: BlobLayout,
     spec: Option<Vec<u8>>,
     details: Value,
+    started_at: Option<SystemTime>,
 }
 
 impl CaptureBuilder {
@@ -129,6 +130,14 @@ impl CaptureBuilder {
         self
     }
 
+    /// When the run started, for a run recorded after the fact (an imported trace):
+    /// `run_started` and what follows are stamped with this time instead of the clock,
+    /// until [`Capture::set_clock`] says otherwise.
+    pub fn started_at(mut self, at: SystemTime) -> Self {
+        self.started_at = Some(at);
+        self
+    }
+
     /// Create the bundle (it must not exist, or be an empty folder), write `run_started`,
     /// stage the inputs and record them. When staging fails, the half-made bundle is
     /// removed and nothing is left behind.
@@ -170,13 +179,10 @@ impl CaptureBuilder {
             details,
         };
         let existed = self.bundle.exists();
-        let recorder = Recorder::create_with_layout(
-            &self.bundle,
-            &run_id,
-            self.durability,
-            &started,
-            self.layout,
-        )?;
+        let mut options = CreateOptions::default().layout(self.layout);
+        options.clock = self.started_at;
+        let recorder =
+            Recorder::create_with(&self.bundle, &run_id, self.durability, &started, &options)?;
         let staged =
             provrun_sandbox::stage_inputs(&recorder.input_dir(), &self.inputs, &self.limits)
                 .map_err(|e| CaptureError::Input {
@@ -338,12 +344,20 @@ impl Capture {
             layout: BlobLayout::default(),
             spec: None,
             details: Value::Null,
+            started_at: None,
         }
     }
 
     /// The recorder underneath, for events this API does not cover.
     pub fn recorder(&self) -> &Recorder {
         &self.recorder
+    }
+
+    /// Stamp the events recorded from now on with `at` instead of the clock (`None`: the
+    /// clock again), for a run recorded after the fact whose record says when each step
+    /// happened ([`Recorder::set_clock`]).
+    pub fn set_clock(&self, at: Option<SystemTime>) {
+        self.recorder.set_clock(at);
     }
 
     /// The bundle's folder.

@@ -10,7 +10,8 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 /// Arguments of `provrun cat`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct CatArgs {
-    /// The bundle folder.
+    /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
+    /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     bundle: PathBuf,
     /// The blob's SHA-256: 64 lower-case hex digits, as in a blob ref's `digest.sha256`
     /// (a `sha256:` prefix is accepted).
@@ -32,13 +33,11 @@ pub(crate) fn cat(args: &CatArgs) -> u8 {
             ),
         );
     }
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("cat: {} is not a bundle folder", args.bundle.display()),
-        );
-    }
-    let bytes = match provrun_evidence::read_blob_by_digest(&args.bundle, hex) {
+    let loaded = match crate::open::for_reading(&args.bundle, "cat: ", EXIT_FAILED) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let bytes = match provrun_evidence::read_blob_by_digest(loaded.dir(), hex) {
         Ok(b) => b,
         Err(e @ EvidenceError::BlobMissing { .. }) => {
             return fail(EXIT_FAILED, format!("cat: {e}"));

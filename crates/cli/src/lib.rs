@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `wrap`. Their flags, exit codes and output formats are a contract
+//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -13,11 +13,11 @@
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
-//! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
+//! | 130, 143, 129 | `run`/`resume`: cancelled by SIGINT (Ctrl-C), SIGTERM or SIGHUP: 128 + the signal (the bundle is finished as `cancelled`) · `batch`: stopped by that signal (no more lines taken; the running runs finished `cancelled`; a restart redoes them) · `wrap`: that signal was passed on to the program (the bundle is finished as `cancelled`) |
 //!
-//! `wrap` exits with the wrapped program's own code (the bundle's status says how it
-//! ended), 2 for a usage or set-up error (nothing written), 1 when the bundle could not be
-//! written.
+//! `wrap` otherwise exits with the wrapped program's own code (the bundle's status says how
+//! it ended), 2 for a usage or set-up error (nothing written), 1 when the bundle could not
+//! be written.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -38,15 +38,22 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod doctor;
+mod drive;
+mod ending;
 mod import;
 pub mod inert;
+pub mod logging;
+mod open;
 mod otel;
 mod progress;
+mod replay;
 mod run;
+mod settings;
 mod show;
 mod sign;
+pub mod signals;
 mod steer_file;
-mod store;
 mod style;
 mod verify;
 mod view;
@@ -62,7 +69,8 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INCOMPLETE: u8 = 3;
 /// Exit code of `run` and `resume` for a run that paused, waiting for decisions.
 pub const EXIT_PAUSED: u8 = 4;
-/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT).
+/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT); SIGTERM
+/// and SIGHUP give 143 and 129 ([`signals::StopSignal::exit_code`]).
 pub const EXIT_CANCELLED: u8 = 130;
 
 /// The prompt `provrun run` sends when `--prompt` is absent.
@@ -71,18 +79,24 @@ pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies, status failed) · \
                          2 usage or spec error, or the bundle is held by another writer, nothing \
                          written · 4 paused (stderr names the waiting \
-                         calls and the resume command) · 130 cancelled by Ctrl-C";
+                         calls and the resume command) · 130, 143, 129 cancelled by SIGINT \
+                         (Ctrl-C), SIGTERM or SIGHUP (the bundle is finished as cancelled; a \
+                         second signal stops at once)";
 
 const WRAP_EXITS: &str = "Exit codes: the program's own (the bundle records it and finishes \
-                          finished for 0, failed otherwise, cancelled when Ctrl-C, SIGTERM \
-                          or SIGHUP was passed on) · 2 usage or set-up error (a missing \
-                          program, overlapping folders, a missing confinement layer): \
-                          nothing written · 1 the bundle could not be written";
+                          finished for 0, failed otherwise) · 130, 143, 129 SIGINT (Ctrl-C), \
+                          SIGTERM or SIGHUP was passed on to the program (the bundle is \
+                          finished as cancelled; a second signal kills the program's tree) · \
+                          2 usage or set-up error (a missing program, overlapping folders, a \
+                          missing confinement layer): nothing written · 1 the bundle could \
+                          not be written";
 
 const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
                            cancelled, paused, could not start, or its bundle does not verify; \
                            the others' bundles are written) · 2 bad input (a bad line, named \
-                           by its number, or a bad flag): nothing ran";
+                           by its number, or a bad flag): nothing ran · 130, 143, 129 stopped \
+                           by SIGINT, SIGTERM or SIGHUP: no more lines taken, the running runs \
+                           finished as cancelled; the same command again runs what did not end";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -90,9 +104,22 @@ const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did no
     version = env!("PROVRUN_LONG_VERSION"),
     about = "Run LLM agents with provenance",
     after_help = "Exit codes: 0 ok · 1 run failed / check failed / replay differs · 2 usage or spec error \
-                  (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
+                  (nothing written) · 3 verify: run never finished · 4 run paused · 130/143/129 cancelled by \
+                  SIGINT/SIGTERM/SIGHUP"
 )]
 struct Cli {
+    /// When to colour output for a person (show, verify, replay, the run's progress
+    /// line): auto (on a terminal, unless NO_COLOR is set), always, or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: style::ColorChoice,
+    #[command(flatten)]
+    log: logging::LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -105,7 +132,7 @@ enum Command {
     /// Check a bundle offline: exit 0 all checks pass, 1 a check fails, 3 never finished.
     Verify(verify::VerifyArgs),
     /// Re-execute a bundle's run from the bundle alone and compare it with the recording.
-    Replay(run::ReplayArgs),
+    Replay(replay::ReplayArgs),
     /// Print a bundle's run as a readable timeline.
     Show(show::ShowArgs),
     /// Show a bundle as one self-contained web page: written to a file with --out, else
@@ -144,12 +171,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Extension: print one blob's exact bytes (a model request or response, a large tool
-    /// value) by its SHA-256, from either blob layout, checked against the digest.
+    /// Print one blob's exact bytes (a model request or response, a large tool value) by
+    /// its SHA-256, from either blob layout, checked against the digest.
     #[command(
         after_help = "Exit codes: 0 printed · 1 no such blob in the bundle, or its stored bytes are corrupt · 2 usage (not a digest, not a folder)"
     )]
     Cat(cat::CatArgs),
+    /// Check what this machine gives the sandbox: bubblewrap, user namespaces, Landlock,
+    /// seccomp, the process limit, the command user and the open-files limit, each ok or
+    /// missing with the fix.
+    #[command(
+        after_help = "Exit codes: 0 commands run fully confined (every layer the evidence records is here) · 1 something a command needs is missing (commands are refused, or run degraded where allowed) · 2 usage"
+    )]
+    Doctor(doctor::DoctorArgs),
     /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
     /// FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
@@ -232,10 +266,12 @@ where
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
+    style::set_choice(cli.color);
+    logging::init_logging(&cli.log.settings());
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Verify(args) => verify::verify(&args),
-        Command::Replay(args) => run::replay(args),
+        Command::Replay(args) => replay::replay(args),
         Command::Show(args) => show::show(&args),
         Command::View(args) => view::view(&args),
         Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
@@ -243,6 +279,7 @@ where
         Command::Batch(args) => batch::batch(args),
         Command::Skills { spec, json } => skills(spec.as_deref(), json),
         Command::Cat(args) => cat::cat(&args),
+        Command::Doctor(args) => doctor::doctor(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Export(target) => otel::export(target),

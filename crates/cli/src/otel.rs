@@ -22,7 +22,8 @@ pub(crate) enum ExportTarget {
 /// `provrun export otlp`'s arguments.
 #[derive(Debug, Args)]
 pub(crate) struct OtlpArgs {
-    /// The bundle folder whose spans to send.
+    /// The bundle whose spans to send: a folder, a .tar of one, or its URL
+    /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     #[arg(value_name = "BUNDLE")]
     bundle: PathBuf,
     /// The collector's base URL (as OTEL_EXPORTER_OTLP_ENDPOINT; `/v1/traces` is added for
@@ -37,12 +38,10 @@ pub(crate) struct OtlpArgs {
 /// `provrun export otlp BUNDLE`.
 pub(crate) fn export(target: ExportTarget) -> u8 {
     let ExportTarget::Otlp(args) = target;
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
-    }
+    let loaded = match crate::open::for_reading(&args.bundle, "", EXIT_FAILED) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
     let config = match (&args.endpoint, OtlpConfig::from_env()) {
         (_, Err(e)) => return fail(EXIT_USAGE, e),
         (Some(url), Ok(found)) => found
@@ -70,7 +69,7 @@ pub(crate) fn export(target: ExportTarget) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(EXIT_FAILED, format!("cannot start the runtime: {e}")),
     };
-    let sent = runtime.block_on(provrun_otel::export_bundle(&args.bundle, &config));
+    let sent = runtime.block_on(provrun_otel::export_bundle(loaded.dir(), &config));
     runtime.shutdown_background();
     match sent {
         Ok(s) => {

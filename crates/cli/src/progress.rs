@@ -30,7 +30,7 @@ pub(crate) struct Progress {
 impl Progress {
     /// Start showing `control`'s run on stderr, if stderr is a terminal.
     pub(crate) fn start(control: &RunControl) -> Self {
-        if !std::io::stderr().is_terminal() {
+        if !std::io::stderr().is_terminal() || crate::logging::quiet() {
             return Self { task: None };
         }
         let mut events = control.subscribe();
@@ -106,15 +106,17 @@ impl State {
 }
 
 fn draw(state: &State, frame: char, elapsed: Duration) {
+    // Coloured as `--color` says for stderr (failed calls red, what it does dimmed).
+    let paint = crate::style::Painter::stderr();
     let failed = if state.failed > 0 {
-        format!(" ({} failed)", state.failed)
+        format!(" ({})", paint.bad(&format!("{} failed", state.failed)))
     } else {
         String::new()
     };
     let doing = if state.doing.is_empty() {
         String::new()
     } else {
-        format!(" · {}", crate::inert::inert(&state.doing))
+        format!(" · {}", paint.dim(&crate::inert::inert(&state.doing)))
     };
     let mut err = std::io::stderr().lock();
     let _ = write!(

@@ -1,22 +1,16 @@
 //! `provrun run`, `provrun resume` and `provrun replay`: everything that executes a run.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use provrun_agent::{
-    AgentError, AgentSpec, Backend, Decision, DeferReason, Durability, ModelRef, ResumeSpec,
-    RunControl, RunResult, RunSpec, RunStatus,
+    AgentSpec, Backend, Decision, Durability, ModelRef, ResumeSpec, RunControl, RunSpec,
 };
 
-use provrun_evidence::{BundleLock, EvidenceError};
+use provrun_evidence::BundleLock;
 
-use crate::inert::inert;
-use crate::progress::Progress;
-use crate::style::Painter;
-use crate::{
-    DEFAULT_PROMPT, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE,
-    check_new_bundle, fail, registry, shell_word,
-};
+use crate::drive::{Driven, drive};
+use crate::ending::Ending;
+use crate::{DEFAULT_PROMPT, EXIT_USAGE, check_new_bundle, fail, registry};
 
 /// When evidence reaches stable storage (`--durability`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,6 +77,11 @@ pub(crate) struct RunArgs {
     /// at-end, or group-commit.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
+    /// Change one of the spec's `[settings]` for this run (repeatable): KEY=VALUE with
+    /// VALUE read as TOML (`--set temperature=0.2 --set stop='["END"]'`; text that is no
+    /// TOML value is a string), `extra.NAME=VALUE` for a field of `extra`.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
+    set: Vec<(String, String)>,
     /// Verify the bundle when the run ends and print the verdict on stderr; exit 1 if it
     /// does not verify.
     #[arg(long)]
@@ -91,6 +90,10 @@ pub(crate) struct RunArgs {
     /// the run ends: writes statement.dsse.json.
     #[arg(long = "sign-key", value_name = "FILE")]
     sign_key: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the answer: {"status", "run_id",
+    /// "bundle", "output", "error", "usage", "waiting", "verify"} (see docs/cli.md).
+    #[arg(long)]
+    json: bool,
     /// Steer the running agent from this file: each line appended to it (those already
     /// there when the run starts included) is sent to the agent as a new user message
     /// before its next model request, and recorded (`steered`). Empty lines are ignored;
@@ -102,7 +105,8 @@ pub(crate) struct RunArgs {
 /// Arguments of `provrun resume`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ResumeArgs {
-    /// The paused bundle.
+    /// The paused bundle folder (a .tar or a bucket object is refused: a run is resumed
+    /// in place).
     bundle: PathBuf,
     /// Run this waiting call (repeatable). ID is the call's run id (`STEP.N`, as the
     /// paused run and `show` print it), or the model's id while one waiting call has it.
@@ -135,19 +139,9 @@ pub(crate) struct ResumeArgs {
     /// Sign the statement with this private key when the run ends (see `run --sign-key`).
     #[arg(long = "sign-key", value_name = "FILE")]
     sign_key: Option<PathBuf>,
-}
-
-/// Arguments of `provrun replay`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct ReplayArgs {
-    /// The recorded bundle; it must verify and be finished.
-    bundle: PathBuf,
-    /// The new bundle folder; it must not exist or be empty.
-    #[arg(long, value_name = "NEW")]
-    out: PathBuf,
-    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
-    #[arg(long = "tools-dir", value_name = "DIR")]
-    tools_dirs: Vec<PathBuf>,
+    /// Print one JSON object on stdout instead of the answer, as `run --json` does.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_result(text: &str) -> Result<(String, String), String> {
@@ -155,41 +149,6 @@ fn parse_result(text: &str) -> Result<(String, String), String> {
         Some((id, content)) if !id.is_empty() => Ok((id.to_string(), content.to_string())),
         _ => Err("expected ID=TEXT".to_string()),
     }
-}
-
-/// Run `fut` on a fresh runtime, cancelling `control` on Ctrl-C, with progress on a
-/// terminal.
-fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| fail(EXIT_FAILED, format!("cannot start the runtime: {e}")))?;
-    let out = runtime.block_on(async {
-        let progress = Progress::start(control);
-        let watcher = control.clone();
-        // The first Ctrl-C cancels the run cleanly; a second one stops at once. The
-        // handler is registered here, before the run starts, not when the task first runs.
-        let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-        let ctrl_c = tokio::spawn(async move {
-            let Ok(mut sigint) = sigint else { return };
-            while sigint.recv().await.is_some() {
-                if watcher.is_cancelled() {
-                    eprintln!("\nprovrun: stopped; the bundle may be unfinished");
-                    std::process::exit(i32::from(EXIT_CANCELLED));
-                }
-                watcher.cancel();
-            }
-        });
-        let out = fut.await;
-        ctrl_c.abort();
-        progress.stop();
-        out
-    });
-    // The bundle is finished by now. A sync tool that timed out may still be running on
-    // the blocking pool; do not let it keep the process alive (dropping the runtime
-    // would wait for it).
-    runtime.shutdown_background();
-    Ok(out)
 }
 
 /// A `--model` as given on the command line: relative file paths resolve against the
@@ -228,6 +187,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
     }
+    if let Err(e) = crate::settings::apply_settings(&mut agent, &args.set) {
+        return fail(EXIT_USAGE, e);
+    }
     if let Some(max) = args.max_input_bytes {
         agent.limits.max_input_bytes = max;
         // Evidence keeps the spec that ran: with the override, not the file's text.
@@ -250,7 +212,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         spec = spec.host_dir(dir);
     }
 
-    let backend = crate::otel::with_live_export(Backend::new().with_registry(registry));
+    let backend = match with_builder_id(Backend::new().with_registry(registry)) {
+        Ok(b) => crate::otel::with_live_export(b),
+        Err(code) => return code,
+    };
     let control = RunControl::new();
     if let Some(path) = &args.steer_file {
         if path.exists() && !path.is_file() {
@@ -262,21 +227,37 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         let mut file = crate::steer_file::SteerFile::new(path.clone());
         control.steer_from(move || file.new_lines());
     }
-    let result = match drive(&control, backend.execute(&control, &agent, &spec)) {
+    let Driven {
+        out: result,
+        cancelled_code,
+    } = match drive(&control, backend.execute(&control, &agent, &spec)) {
         Ok(r) => r,
         Err(code) => return code,
     };
     if let Ok(r) = &result {
         crate::otel::report_live_export(r);
     }
-    finish(
-        result,
-        &args.out,
-        None,
-        args.verify,
-        args.host_dir.as_deref(),
-        sign_key.as_ref(),
-    )
+    Ending {
+        bundle: &args.out,
+        log_before: None,
+        verify: args.verify,
+        host_dir: args.host_dir.as_deref(),
+        sign_key: sign_key.as_ref(),
+        json: args.json,
+        cancelled_code,
+    }
+    .report(result)
+}
+
+/// `backend` naming the organisation's builder in new bundles when `PROVRUN_BUILDER_ID`
+/// sets one (docs/evidence.md §5); a value that is not an absolute URI is exit 2, before
+/// anything is written.
+pub(crate) fn with_builder_id(backend: Backend) -> Result<Backend, u8> {
+    match provrun_evidence::builder_id_from_env() {
+        Ok(Some(id)) => Ok(backend.with_builder(id)),
+        Ok(None) => Ok(backend),
+        Err(e) => Err(fail(EXIT_USAGE, e)),
+    }
 }
 
 /// The `--sign-key` seed, read before the run starts so a bad key writes nothing.
@@ -288,11 +269,9 @@ fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
+    // A run is resumed in its own bundle: a .tar or a bucket object is refused (exit 2).
+    if let Err(code) = crate::open::in_place(&args.bundle, "resume") {
+        return code;
     }
     let sign_key = match signing_key(args.sign_key.as_deref()) {
         Ok(k) => k,
@@ -332,254 +311,33 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     let before = log_len(&args.bundle);
     let resumed = backend.resume_locked(&control, bundle_lock, &decisions, &options);
-    let result = match drive(&control, resumed) {
+    let Driven {
+        out: result,
+        cancelled_code,
+    } = match drive(&control, resumed) {
         Ok(r) => r,
         Err(code) => return code,
     };
     if let Ok(r) = &result {
         crate::otel::report_live_export(r);
     }
-    finish(
-        result,
-        &args.bundle,
-        before,
-        args.verify,
-        args.host_dir.as_deref(),
-        sign_key.as_ref(),
-    )
-}
-
-pub(crate) fn replay(args: ReplayArgs) -> u8 {
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
+    Ending {
+        bundle: &args.bundle,
+        log_before: before,
+        verify: args.verify,
+        host_dir: args.host_dir.as_deref(),
+        sign_key: sign_key.as_ref(),
+        json: args.json,
+        cancelled_code,
     }
-    if let Err(code) = check_new_bundle(&args.out) {
-        return code;
-    }
-    if let Some(code) = crate::wrap::refuse_replay(&args.bundle) {
-        return code;
-    }
-    let registry = match registry(&args.tools_dirs) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let backend = Backend::new().with_registry(registry);
-    let control = RunControl::new();
-    let report = match drive(
-        &control,
-        provrun_agent::replay(&backend, &control, &args.bundle, &args.out),
-    ) {
-        Ok(Ok(r)) => r,
-        Ok(Err(e @ (AgentError::Bundle { .. } | AgentError::Evidence(_)))) => {
-            return fail(EXIT_FAILED, e);
-        }
-        Ok(Err(e)) => return fail(EXIT_USAGE, format!("cannot replay: {e}")),
-        Err(code) => return code,
-    };
-    let paint = Painter::stdout();
-    if report.answered_from_recording > 0 {
-        // Said on stderr so that stdout's one line stays the verdict scripts read.
-        eprintln!(
-            "provrun: {} tool call{} stopped in the recording (timed out, or the run was \
-             cancelled) {} answered from the recording, not run again",
-            report.answered_from_recording,
-            if report.answered_from_recording == 1 {
-                ""
-            } else {
-                "s"
-            },
-            if report.answered_from_recording == 1 {
-                "was"
-            } else {
-                "were"
-            },
-        );
-    }
-    match &report.difference {
-        None => {
-            out!(
-                "{}: {} tool calls and {} output files are the same as recorded (new bundle: {})",
-                paint.good("replay matches"),
-                report.tool_calls,
-                report.outputs,
-                inert(&args.out.display().to_string())
-            );
-            EXIT_OK
-        }
-        Some(difference) => {
-            out!(
-                "{}: {} (new bundle: {})",
-                paint.bad("replay differs"),
-                inert(&difference.to_string()),
-                inert(&args.out.display().to_string())
-            );
-            EXIT_FAILED
-        }
-    }
+    .report(result)
 }
 
 /// The length of a bundle's evidence log, if it has one.
-fn log_len(bundle: &Path) -> Option<u64> {
+pub(crate) fn log_len(bundle: &Path) -> Option<u64> {
     std::fs::metadata(bundle.join("events.jsonl"))
         .ok()
         .map(|m| m.len())
-}
-
-/// Report a run's end and choose the exit code. `log_before` is the evidence log's length
-/// before the run (for a resume).
-/// `host_dir` is the folder the run was granted, for the resume command printed when it
-/// pauses.
-fn finish(
-    result: Result<RunResult, AgentError>,
-    bundle: &Path,
-    log_before: Option<u64>,
-    verify: bool,
-    host_dir: Option<&Path>,
-    sign_key: Option<&[u8; 32]>,
-) -> u8 {
-    let result = match result {
-        Ok(r) => r,
-        Err(e) => {
-            // "Could not start" leaves nothing behind (exit 2); evidence that failed
-            // mid-run does (exit 1). A bundle another writer holds (or has just created)
-            // was not touched: exit 2, whatever that writer has written since.
-            if let AgentError::Evidence(
-                EvidenceError::BundleLocked { .. } | EvidenceError::BundleNotEmpty(_),
-            ) = &e
-            {
-                return fail(EXIT_USAGE, e);
-            }
-            let written = log_len(bundle) != log_before;
-            return fail(if written { EXIT_FAILED } else { EXIT_USAGE }, e);
-        }
-    };
-    let mut code = match result.status() {
-        RunStatus::Finished => {
-            if !result.output().is_empty() {
-                use std::io::{IsTerminal as _, Write as _};
-                let stdout = std::io::stdout();
-                // The answer is the product's output: raw into a pipe or a file. On a
-                // terminal it is shown inert (controls and invisible characters escaped,
-                // its own line ends kept); redirect stdout for the exact bytes.
-                let mut text = if stdout.is_terminal() {
-                    crate::inert::inert_block(result.output()).into_owned()
-                } else {
-                    result.output().to_string()
-                };
-                if !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                let _ = stdout.lock().write_all(text.as_bytes());
-            }
-            EXIT_OK
-        }
-        RunStatus::Failed => fail(
-            EXIT_FAILED,
-            format!(
-                "the run failed: {}; the bundle `{}` records it",
-                result.error().unwrap_or("no reason given"),
-                bundle.display()
-            ),
-        ),
-        RunStatus::Cancelled => fail(
-            EXIT_CANCELLED,
-            format!(
-                "the run was cancelled; the bundle `{}` is finished as cancelled",
-                bundle.display()
-            ),
-        ),
-        RunStatus::Paused => {
-            paused(&result, bundle, host_dir);
-            EXIT_PAUSED
-        }
-    };
-    if let Some(seed) = sign_key
-        && let Err(e) = crate::sign::sign_bundle(bundle, seed)
-    {
-        code = fail(EXIT_FAILED, e);
-    }
-    if verify {
-        let report = match sign_key {
-            Some(seed) => provrun_evidence::verify_with(
-                bundle,
-                &provrun_evidence::VerifyOptions {
-                    public_key: Some(provrun_evidence::dsse::public_key(seed)),
-                },
-            ),
-            None => provrun_evidence::verify(bundle),
-        };
-        let paint = Painter::stderr();
-        if !report.ok {
-            for line in crate::verify::report_lines(&report, paint) {
-                eprintln!("{line}");
-            }
-        }
-        eprintln!("{}", crate::verify::summary(&report, paint));
-        if !report.ok {
-            code = EXIT_FAILED;
-        }
-    }
-    code
-}
-
-/// Tell the user what a paused run waits on, and the command that continues it.
-fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
-    let n = result.deferred().len();
-    eprintln!(
-        "provrun: the run paused: {n} call{} wait{} for a decision",
-        if n == 1 { "" } else { "s" },
-        if n == 1 { "s" } else { "" }
-    );
-    let mut flags = Vec::new();
-    for call in result.deferred() {
-        // The tool's own question, its arguments filled in, where it has one.
-        let why = match (&call.confirm, call.reason) {
-            (Some(confirm), _) => confirm.as_str(),
-            (None, DeferReason::Approval) => "needs approval",
-            (None, DeferReason::ClientRoundTrip) => "the caller runs it",
-        };
-        let mut args = call.arguments.clone();
-        if args.chars().count() > 120 {
-            args = args.chars().take(117).collect::<String>() + "...";
-        }
-        // The run-unique id names the call; the model's own id is shown when it differs.
-        let model_id = if call.call_id == call.run_call_id {
-            String::new()
-        } else {
-            format!(" (model id {:?})", inert(&call.call_id))
-        };
-        eprintln!(
-            "  {}{model_id}  {} {}  ({})",
-            inert(&call.run_call_id),
-            inert(&call.name),
-            inert(&args),
-            inert(why)
-        );
-        flags.push(match call.reason {
-            DeferReason::Approval => format!("--approve {}", shell_word(&call.run_call_id)),
-            DeferReason::ClientRoundTrip => {
-                format!(
-                    "--result {}",
-                    shell_word(&format!("{}=RESULT", call.run_call_id))
-                )
-            }
-        });
-    }
-    if let Some(host) = host_dir {
-        flags.push(format!(
-            "--host-dir {}",
-            shell_word(&host.display().to_string())
-        ));
-    }
-    eprintln!("continue it with (--deny ID refuses a call):");
-    eprintln!(
-        "  provrun resume {} {}",
-        inert(&shell_word(&bundle.display().to_string())),
-        inert(&flags.join(" "))
-    );
 }
 
 /// `--host-dir` must name an existing folder (a usage error otherwise).

@@ -9,6 +9,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use provrun_evidence::dsse;
+use provrun_store::Location;
 
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
@@ -24,7 +25,9 @@ pub(crate) struct KeygenArgs {
 /// Arguments of `provrun sign`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SignArgs {
-    /// The bundle to sign; it must verify. An existing signature is replaced.
+    /// The bundle to sign; it must verify. An existing signature is replaced. A folder is
+    /// signed in place, a .tar is packed again with the signature; a bucket object is
+    /// refused (download it first).
     bundle: PathBuf,
     /// The private key (PKCS#8 PEM, as `provrun keygen` writes it).
     #[arg(long, value_name = "FILE")]
@@ -127,15 +130,22 @@ pub(crate) fn sign(args: &SignArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, e),
     };
-    if !args.bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
+    // A folder is signed in place and a .tar packed again; a bucket object is refused.
+    let location = match Location::parse(&args.bundle) {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    if let Err(e) = location.check_write_back() {
+        return fail(EXIT_USAGE, format!("sign: {e}"));
     }
+    let opened = match provrun_store::open_blocking(&location) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let bundle = opened.dir();
     // Sign only what checks out: a signature vouches for the bundle as it is. The old
     // signature, which this one replaces, is the one check that may fail.
-    let report = provrun_evidence::verify(&args.bundle);
+    let report = provrun_evidence::verify(bundle);
     let why: Vec<String> = report
         .failures()
         .filter(|c| c.code != provrun_evidence::CheckCode::Signature)
@@ -155,8 +165,25 @@ pub(crate) fn sign(args: &SignArgs) -> u8 {
             ),
         );
     }
-    match sign_bundle(&args.bundle, &seed) {
-        Ok(()) => EXIT_OK,
+    if !opened.is_copy() {
+        return match sign_bundle(bundle, &seed) {
+            Ok(()) => EXIT_OK,
+            Err(e) => fail(EXIT_FAILED, e),
+        };
+    }
+    // A tar: sign the unpacked copy, then pack it again over the file.
+    let signed = dsse::sign_bundle(bundle, &seed)
+        .map_err(|e| format!("cannot sign: {e}"))
+        .and_then(|_| opened.write_back().map_err(|e| e.to_string()));
+    match signed {
+        Ok(()) => {
+            eprintln!(
+                "provrun: signed {} with key {}",
+                args.bundle.display(),
+                dsse::key_id(&dsse::public_key(&seed))
+            );
+            EXIT_OK
+        }
         Err(e) => fail(EXIT_FAILED, e),
     }
 }

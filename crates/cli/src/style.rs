@@ -1,13 +1,43 @@
 //! Colour on a terminal, plain text when piped: the one decision and the few styles the
 //! CLI uses.
 //!
-//! Colour is on when the stream is a terminal, `TERM` is not `dumb` and `NO_COLOR` is
-//! unset or empty; `CLICOLOR_FORCE` (non-empty, not `0`) turns it on for a pipe too.
-//! `NO_COLOR` always wins.
+//! `--color always` and `--color never` decide alone. Under `--color auto` (the default)
+//! colour is on when the stream is a terminal, `TERM` is not `dumb` and `NO_COLOR` is
+//! unset or empty; `CLICOLOR_FORCE` (non-empty, not `0`) turns it on for a pipe too, and
+//! `NO_COLOR` wins over it.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use anstyle::{AnsiColor, Style};
+
+/// `--color`: when to colour what the CLI writes for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set (CLICOLOR_FORCE=1: on a pipe too).
+    #[default]
+    Auto,
+    /// Always, on a terminal or not.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The `--color` of this invocation (set once per `main_with_args`).
+static CHOICE: AtomicU8 = AtomicU8::new(0);
+
+/// Use `choice` for every painter made from now on.
+pub(crate) fn set_choice(choice: ColorChoice) {
+    CHOICE.store(choice as u8, Ordering::Relaxed);
+}
+
+fn choice() -> ColorChoice {
+    match CHOICE.load(Ordering::Relaxed) {
+        1 => ColorChoice::Always,
+        2 => ColorChoice::Never,
+        _ => ColorChoice::Auto,
+    }
+}
 
 fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
@@ -15,6 +45,11 @@ fn env_set(name: &str) -> bool {
 
 /// Whether to colour a stream that is (or is not) a terminal.
 fn colour_for(is_terminal: bool) -> bool {
+    match choice() {
+        ColorChoice::Always => return true,
+        ColorChoice::Never => return false,
+        ColorChoice::Auto => {}
+    }
     if env_set("NO_COLOR") {
         return false;
     }

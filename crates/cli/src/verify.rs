@@ -33,12 +33,12 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         }
     }
     // A .tar or a bucket URL is unpacked to a temporary folder first; one that cannot be
-    // read or unpacked does not verify.
-    let loaded = match crate::store::load_bundle(&args.bundle) {
+    // read or unpacked does not verify (exit 1). Nothing there at all is exit 2.
+    let loaded = match crate::open::for_reading(&args.bundle, "", EXIT_FAILED) {
         Ok(l) => l,
-        Err(e) => return fail(EXIT_FAILED, e),
+        Err(code) => return code,
     };
-    let report = provrun_evidence::verify_with(&loaded.path, &options);
+    let report = provrun_evidence::verify_with(loaded.dir(), &options);
     if args.json {
         match serde_json::to_string(&report) {
             Ok(text) => out!("{}", crate::inert::inert_json(&text)),

@@ -3,11 +3,13 @@
 //! [--sign-key FILE] -- PROGRAM [ARGS…]`: a program provrun did not write, run confined
 //! behind the recording proxy (crates/wrap, docs/wrap.md).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use provrun_wrap::{AllowedHost, Upstreams, WrapOptions};
+use provrun_sandbox::ProgramSignal;
+use provrun_wrap::{AllowedHost, Upstreams, WrapError, WrapOptions, WrapOutcome};
 
 use crate::inert::inert;
+use crate::signals::{StopSignal, StopSignals};
 use crate::{EXIT_FAILED, EXIT_USAGE, check_new_bundle, fail};
 
 /// `provrun wrap`'s flags.
@@ -67,8 +69,9 @@ fn caller_env() -> Vec<(String, String)> {
     env
 }
 
-/// Runs `provrun wrap`: the program's exit code, or 2 for a usage or set-up error
-/// (nothing written), or 1 when the bundle could not be written.
+/// Runs `provrun wrap`: the program's exit code, or 128 + the signal passed on to it
+/// (130, 143, 129), or 2 for a usage or set-up error (nothing written), or 1 when the
+/// bundle could not be written.
 pub(crate) fn wrap(args: WrapArgs) -> u8 {
     if let Err(code) = check_new_bundle(&args.out) {
         return code;
@@ -94,10 +97,40 @@ pub(crate) fn wrap(args: WrapArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(EXIT_USAGE, format!("cannot start the runtime: {e}")),
     };
-    let outcome = match runtime.block_on(provrun_wrap::wrap(options)) {
-        Ok(o) => o,
-        Err(e) if e.nothing_written() => return fail(EXIT_USAGE, e),
-        Err(e) => {
+    let result = runtime.block_on(async {
+        // Listening before anything is checked or written, so that no stop signal can end
+        // wrap with the program running: each one goes to the run, which passes the first
+        // on to the program.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let _signals = match StopSignals::forward(move |signal, first| {
+            if first && !crate::logging::quiet() {
+                eprintln!(
+                    "\nprovrun: wrap: {} passed on to the program (again to kill it)",
+                    signal.name()
+                );
+            }
+            let _ = tx.send(program_signal(signal));
+        }) {
+            Ok(s) => s,
+            Err(e) => return Err(fail(EXIT_USAGE, format!("cannot listen for signals: {e}"))),
+        };
+        Ok(provrun_wrap::wrap(options, rx).await)
+    });
+    let outcome = match result {
+        Err(code) => return code,
+        Ok(Ok(o)) => o,
+        Ok(Err(WrapError::Stopped(signal))) => {
+            let signal = stop_signal(signal);
+            return fail(
+                signal.exit_code(),
+                format!(
+                    "stopped by {} before the program started; nothing was written",
+                    signal.name()
+                ),
+            );
+        }
+        Ok(Err(e)) if e.nothing_written() => return fail(EXIT_USAGE, e),
+        Ok(Err(e)) => {
             return fail(
                 EXIT_FAILED,
                 format!(
@@ -107,15 +140,34 @@ pub(crate) fn wrap(args: WrapArgs) -> u8 {
             );
         }
     };
+    report(&args, &outcome);
+    let code = match outcome.forwarded_signal {
+        Some(signal) => stop_signal(signal).exit_code(),
+        None => u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(EXIT_FAILED),
+    };
+    if let Some(seed) = sign_key
+        && let Err(e) = crate::sign::sign_bundle(&args.out, &seed)
+    {
+        return fail(EXIT_FAILED, e);
+    }
+    code
+}
+
+/// The warnings (as log lines: `-q` silences them) and the one line that ends stderr.
+fn report(args: &WrapArgs, outcome: &WrapOutcome) {
     for w in &outcome.warnings {
-        eprintln!("provrun: warning: {}", inert(w));
+        tracing::warn!("{w}");
     }
     eprintln!(
         "provrun: wrapped `{}`: {}, {} model request(s) and {} other exchange(s) recorded, \
          {} tool call(s) imported from {} session log(s), {} connection(s) refused; bundle: {}",
         inert(&args.program[0]),
         match outcome.forwarded_signal {
-            Some(s) => format!("{s} passed on, exit {}", outcome.exit_code),
+            Some(s) => format!(
+                "{} passed on, the program's exit {}",
+                s.name(),
+                outcome.exit_code
+            ),
             None => format!("exit {}", outcome.exit_code),
         },
         outcome.totals.requests,
@@ -125,39 +177,30 @@ pub(crate) fn wrap(args: WrapArgs) -> u8 {
         outcome.totals.refused,
         inert(&args.out.display().to_string()),
     );
-    let code = u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(EXIT_FAILED);
-    if let Some(seed) = sign_key
-        && let Err(e) = crate::sign::sign_bundle(&args.out, &seed)
-    {
-        return fail(EXIT_FAILED, e);
-    }
-    code
 }
 
-/// `replay` of a bundle `wrap` wrote: refused with exit 2 and a message saying why (the
-/// code to exit with); `None` for any other bundle.
-pub(crate) fn refuse_replay(bundle: &Path) -> Option<u8> {
-    let events = provrun_evidence::read_events(bundle).ok()?;
-    let first = events.first()?;
-    let builder = first.payload["builder"].as_str()?;
-    if !builder.starts_with("provrun-wrap/") {
-        return None;
+/// The sandbox's name for a stop signal the CLI received.
+fn program_signal(signal: StopSignal) -> ProgramSignal {
+    match signal {
+        StopSignal::Interrupt => ProgramSignal::Interrupt,
+        StopSignal::Terminate => ProgramSignal::Terminate,
+        StopSignal::Hangup => ProgramSignal::Hangup,
     }
-    let program = first.payload["agent"].as_str().unwrap_or("?");
-    Some(fail(
-        EXIT_USAGE,
-        format!(
-            "`{}` records `{program}`, a program `provrun wrap` ran: replay re-executes \
-             provrun's own agent loop from a bundle and cannot run another program again. \
-             Its exchanges are in the bundle byte for byte (`provrun show`, `provrun \
-             view`, `provrun cat`), and `provrun verify` checks it",
-            bundle.display()
-        ),
-    ))
+}
+
+/// The stop signal a signal passed on to the program was (for its exit code, 128 + it).
+fn stop_signal(signal: ProgramSignal) -> StopSignal {
+    match signal {
+        ProgramSignal::Interrupt => StopSignal::Interrupt,
+        ProgramSignal::Terminate => StopSignal::Terminate,
+        ProgramSignal::Hangup => StopSignal::Hangup,
+    }
 }
 
 /// The options of a run, from the flags and the caller's environment.
 fn options(args: &WrapArgs) -> Result<WrapOptions, String> {
+    // An organisation's own builder (docs/evidence.md §5); not a URI is a usage error.
+    let builder = provrun_evidence::builder_id_from_env().map_err(|e| e.to_string())?;
     let allow_hosts = args
         .allow_hosts
         .iter()
@@ -181,5 +224,6 @@ fn options(args: &WrapArgs) -> Result<WrapOptions, String> {
         argv: args.program.clone(),
         env,
         limits: WrapOptions::default_limits(),
+        builder,
     })
 }

@@ -83,6 +83,13 @@ pub enum EvidenceError {
     /// A signing or verification key could not be read.
     #[error("bad key: {0}")]
     Key(String),
+    /// The builder id an operator configured ([`crate::BUILDER_ID_ENV`]) is not an
+    /// absolute URI.
+    #[error(
+        "PROVRUN_BUILDER_ID = `{0}` is not an absolute URI (e.g. a URL of your CI runner); \
+         it names the builder in every new bundle's statement"
+    )]
+    BuilderId(String),
     /// A bundle does not hold the blob asked for.
     #[error("{path}: no blob {digest}")]
     BlobMissing {

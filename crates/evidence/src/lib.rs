@@ -98,10 +98,12 @@ pub use log::MAX_LINE_BYTES;
 pub use outputs::OutputPolicy;
 pub use read::{read_blob, read_blob_by_digest, read_events, read_typed_events};
 pub use recorder::{
-    BlobLayout, Declarer, Durability, Durable, Finished, INLINE_LIMIT, Recorder, RunEnd,
+    BlobLayout, CreateOptions, Declarer, Durability, Durable, Finished, INLINE_LIMIT,
+    PendingBundle, Recorder, RunEnd,
 };
 pub use statement::{
-    BUILD_TYPE, BUILDER_URI_BASE, PREDICATE_TYPE, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY,
-    STATEMENT_TYPE, StatementFacts, builder_uri,
+    BUILD_TYPE, BUILDER_ID_ENV, BUILDER_URI_BASE, LEGACY_BUILD_TYPE, LEGACY_BUILDER_URI_BASE,
+    PREDICATE_TYPE, PROJECT_URI, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY, STATEMENT_TYPE,
+    StatementFacts, build_type, builder_id, builder_id_from_env, builder_uri, is_absolute_uri,
 };
 pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};

@@ -17,7 +17,12 @@
 //!
 //! The modules: [`options`] (what a run is asked), [`env`](mod@env) (the program's environment),
 //! [`program`] (finding the program), [`proxy`], [`record`], [`session`], [`tee`] (its
-//! stdout and stderr), [`signals`], [`workspace`], and `run` (the driver).
+//! stdout and stderr), [`workspace`], and `run` (the driver).
+//!
+//! The caller listens for the stop signals (the CLI's `StopSignals`: SIGINT, SIGTERM,
+//! SIGHUP) and hands each one to [`wrap`] through a [`Signals`] channel: the first is passed
+//! on to the program, a second (or a program still running [`SIGNAL_GRACE`] after the
+//! first) has its tree killed, and the bundle is finished `cancelled` either way.
 
 pub mod env;
 mod error;
@@ -27,10 +32,9 @@ pub mod proxy;
 pub mod record;
 mod run;
 pub mod session;
-pub mod signals;
 pub mod tee;
 pub mod workspace;
 
 pub use error::WrapError;
 pub use options::{AllowedHost, Upstreams, WrapOptions};
-pub use run::{SIGNAL_GRACE, WRAP_BUILDER, WrapOutcome, wrap};
+pub use run::{SIGNAL_GRACE, Signals, WRAP_BUILDER, WrapOutcome, wrap};

@@ -35,6 +35,10 @@ pub struct WrapOptions {
     pub env: Vec<(String, String)>,
     /// The sandbox's limits (quotas, per-process limits).
     pub limits: Limits,
+    /// The builder the bundle names (`run_started.builder`, and so the statement's
+    /// `builder.id`): an organisation's own URI (the CLI reads `PROVRUN_BUILDER_ID`), or
+    /// `None` for [`crate::WRAP_BUILDER`].
+    pub builder: Option<String>,
 }
 
 impl WrapOptions {

@@ -21,7 +21,6 @@ use crate::program::{Resolved, Visible, resolve};
 use crate::proxy::{ANTHROPIC_SOCKET, CONNECT_SOCKET, OPENAI_SOCKET, Proxy, ProxyConfig};
 use crate::record::{Recording, Totals};
 use crate::session::Imported;
-use crate::signals::{Signals, name};
 use crate::tee::{Sink, Teed, tee};
 
 /// The `builder` a wrapped run's bundle names.
@@ -30,13 +29,19 @@ pub const WRAP_BUILDER: &str = concat!("provrun-wrap/", env!("CARGO_PKG_VERSION"
 /// How long a program has to end after a signal was passed on, before its tree is killed.
 pub const SIGNAL_GRACE: Duration = Duration::from_secs(10);
 
+/// The stop signals the caller receives while the run goes on, handed to [`wrap`] one by
+/// one as they arrive (the CLI sends each one its `StopSignals` listener gets). One that
+/// arrives before anything is written stops the run there ([`WrapError::Stopped`]).
+pub type Signals = tokio::sync::mpsc::UnboundedReceiver<ProgramSignal>;
+
 /// How long exchanges still in flight when the program ended have to be recorded.
 const RECORD_GRACE: Duration = Duration::from_secs(10);
 
 /// How a wrapped run ended.
 #[derive(Debug, Clone)]
 pub struct WrapOutcome {
-    /// The program's exit code (128 + N when signal N ended it): `provrun wrap`'s own.
+    /// The program's exit code (128 + N when signal N ended it). `provrun wrap` exits
+    /// with it, or with 128 + the passed-on signal's number when one was passed on.
     pub exit_code: i32,
     /// The bundle's status.
     pub status: RunStatus,
@@ -44,8 +49,8 @@ pub struct WrapOutcome {
     pub totals: Totals,
     /// What was imported from the program's session log.
     pub imported: Imported,
-    /// The signal passed on to the program, if any (`SIGINT`, `SIGTERM`, `SIGHUP`).
-    pub forwarded_signal: Option<&'static str>,
+    /// The signal passed on to the program, if any (the first the caller handed in).
+    pub forwarded_signal: Option<ProgramSignal>,
     /// Things the caller should hear about (no exchange recorded, a log not imported…).
     pub warnings: Vec<String>,
 }
@@ -65,10 +70,18 @@ struct Prepared {
 /// Runs `options.argv` wrapped: see the crate docs. `Err` with
 /// [`WrapError::nothing_written`] before the bundle exists; after, the bundle is finished
 /// whatever the program did, and `Err` only when it could not be written.
-pub async fn wrap(options: WrapOptions) -> Result<WrapOutcome, WrapError> {
+///
+/// `signals` carries the stop signals the caller receives (listen before calling, so
+/// that none is lost): one that came before the bundle is made stops the run with
+/// nothing written ([`WrapError::Stopped`]); after, the first is passed on to the program
+/// and the bundle ends `cancelled`.
+pub async fn wrap(options: WrapOptions, mut signals: Signals) -> Result<WrapOutcome, WrapError> {
     let prepared = prepare(&options)?;
+    if let Ok(signal) = signals.try_recv() {
+        return Err(WrapError::Stopped(signal));
+    }
     let capture = open(&options, &prepared)?;
-    run_opened(&options, prepared, capture).await
+    run_opened(&options, prepared, capture, signals).await
 }
 
 fn canonical(path: &Path, what: &str) -> Result<PathBuf, WrapError> {
@@ -259,7 +272,7 @@ fn open(options: &WrapOptions, p: &Prepared) -> Result<Capture, WrapError> {
         |n| n.to_string_lossy().into_owned(),
     );
     let mut builder = Capture::builder(&options.out)
-        .builder(WRAP_BUILDER)
+        .builder(options.builder.as_deref().unwrap_or(WRAP_BUILDER))
         .agent(name)
         .model("wrapped")
         .limits(options.limits.clone())
@@ -277,8 +290,9 @@ async fn run_opened(
     options: &WrapOptions,
     p: Prepared,
     capture: Capture,
+    mut signals: Signals,
 ) -> Result<WrapOutcome, WrapError> {
-    let result = supervise(options, &p, &capture).await;
+    let result = supervise(options, &p, &capture, &mut signals).await;
     result.map_err(|e| {
         // The bundle exists now: nothing here is a set-up error any more.
         let e = match e {
@@ -302,10 +316,8 @@ async fn supervise(
     options: &WrapOptions,
     p: &Prepared,
     capture: &Capture,
+    signals: &mut Signals,
 ) -> Result<WrapOutcome, WrapError> {
-    // Caught before the program starts, so that none can end wrap with the program running.
-    let mut signals =
-        Signals::catch().map_err(|e| WrapError::Program(format!("catching signals: {e}")))?;
     let recording = Recording::new(capture.clone());
     let config = ProxyConfig {
         upstreams: options.upstreams.clone(),
@@ -318,7 +330,7 @@ async fn supervise(
         .map_err(|e| WrapError::Program(format!("it could not be started: {e}")))?;
     let out = child.take_stdout().map(|s| tee(s, Sink::Stdout));
     let err = child.take_stderr().map(|s| tee(s, Sink::Stderr));
-    let (exit, forwarded) = watch(&mut child, &mut signals).await?;
+    let (exit, forwarded) = watch(&mut child, signals).await?;
     let duration = started.elapsed();
     let (out, err) = (joined(out).await, joined(err).await);
     proxy.stop(RECORD_GRACE).await;
@@ -399,28 +411,36 @@ fn launch(
         .map_err(|e| WrapError::Program(e.to_string()))
 }
 
-/// Waits for the program, passing the caught signals on. A second signal, or a program
-/// still running [`SIGNAL_GRACE`] after the first, has its tree killed.
+/// Waits for the program, passing the first signal the caller hands in on. A second
+/// signal, or a program still running [`SIGNAL_GRACE`] after the first, has its tree
+/// killed. A closed channel (the caller stopped listening) passes nothing on.
 async fn watch(
     child: &mut ProgramChild,
     signals: &mut Signals,
 ) -> Result<(ProgramExit, Option<ProgramSignal>), WrapError> {
     let mut forwarded: Option<ProgramSignal> = None;
     let mut deadline: Option<Instant> = None;
+    let mut listening = true;
     let mut tick = tokio::time::interval(Duration::from_millis(20));
     loop {
         let kill = tokio::select! {
-            signal = signals.next() => {
-                if forwarded.is_some() {
+            signal = signals.recv(), if listening => match (signal, forwarded) {
+                (None, _) => {
+                    listening = false;
+                    false
+                }
+                (Some(signal), Some(_)) => {
+                    tracing::warn!(signal = signal.name(), "a second signal: the program's processes are killed");
                     true
-                } else {
-                    tracing::info!(signal = name(signal), "passing the signal on to the program");
+                }
+                (Some(signal), None) => {
+                    tracing::info!(signal = signal.name(), "passing the signal on to the program");
                     child.signal(signal);
                     forwarded = Some(signal);
                     deadline = Some(Instant::now() + SIGNAL_GRACE);
                     false
                 }
-            }
+            },
             _ = tick.tick() => {
                 if let Some(exit) = child
                     .try_wait()
@@ -428,7 +448,14 @@ async fn watch(
                 {
                     return Ok((exit, forwarded));
                 }
-                deadline.is_some_and(|d| Instant::now() >= d)
+                let late = deadline.is_some_and(|d| Instant::now() >= d);
+                if late {
+                    tracing::warn!(
+                        grace_s = SIGNAL_GRACE.as_secs(),
+                        "the program did not end after the signal: its processes are killed"
+                    );
+                }
+                late
             }
         };
         if kill {
@@ -470,7 +497,7 @@ async fn record_exit(
             argv: options.argv.clone(),
             exit_code: e.exit.code,
             signal: e.exit.signal,
-            forwarded_signal: e.forwarded.map(|s| name(s).to_owned()),
+            forwarded_signal: e.forwarded.map(|s| s.name().to_owned()),
             stdout,
             stderr,
             duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
@@ -522,7 +549,7 @@ fn finish(
             RunStatus::Cancelled,
             Some(format!(
                 "{} passed on to the program; it exited with code {exit_code}",
-                name(s)
+                s.name()
             )),
         ),
         (None, 0) => (RunStatus::Finished, None),
@@ -559,7 +586,7 @@ fn finish(
         status,
         totals,
         imported,
-        forwarded_signal: forwarded.map(name),
+        forwarded_signal: forwarded,
         warnings,
     })
 }

@@ -13,10 +13,14 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-sandbox", 0),
     ("provrun-model", 0),
     ("provrun-macros", 0),
+    // Where bundles live (folders, tars, buckets): knows nothing of events or runs.
+    ("provrun-store", 0),
     ("provrun-tools", 1),
     ("provrun-otel", 1),
     // Evidence for foreign loops: the bundle writer plus input staging, nothing more.
     ("provrun-capture", 1),
+    // A bundle as a web page: the evidence reader and the model crate's wire parsers.
+    ("provrun-view", 1),
     // The rig integration: rig-core over the capture API, no agent loop, MCP or CLI.
     ("provrun-rig", 2),
     // The MCP client: between the tools it builds on and the agent that uses it.

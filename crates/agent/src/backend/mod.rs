@@ -59,6 +59,8 @@ pub struct Backend {
     otlp: Option<provrun_otel::OtlpConfig>,
     /// How new bundles store their blobs (the pack unless chosen otherwise).
     blob_layout: provrun_evidence::BlobLayout,
+    /// What new bundles name as their builder ([`BUILDER`] unless chosen otherwise).
+    builder: Option<String>,
     /// Shared by every run of this backend (and its clones): one permit per model
     /// request in flight.
     model_limit: Option<Arc<tokio::sync::Semaphore>>,

@@ -43,23 +43,10 @@ pub(super) struct Job {
     pub(super) host_dir: Option<PathBuf>,
 }
 
-/// An id must be usable as a file name everywhere: 1 to 128 of `A-Z a-z 0-9 . _ -`, not
-/// starting with `.` or `-`.
+/// An id must be usable as a file name everywhere (the store crate's rule: 1 to 128 of
+/// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`).
 fn check_id(id: &str) -> Result<(), String> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        && !id.starts_with(['.', '-']);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "id `{id}` is not a safe name: use 1 to 128 of A-Z a-z 0-9 . _ - (not starting with \
-             . or -)"
-        ))
-    }
+    provrun_store::check_id(id).map_err(|e| e.to_string())
 }
 
 /// The agent specs met so far, by resolved path: loaded once each.
@@ -72,11 +59,12 @@ pub(super) struct Checked {
     pub(super) ours: u64,
 }
 
-/// Resolve a line's paths and check what can be checked before running.
+/// Resolve a line's paths and check what can be checked before running; `set` are the
+/// `--set` overrides of every agent's settings.
 pub(super) fn resolve(
     line: Line,
     number: usize,
-    base: &Path,
+    (base, set): (&Path, &[(String, String)]),
     agents: &mut Agents,
     registry: &provrun_tools::ToolRegistry,
 ) -> Result<Job, String> {
@@ -85,7 +73,8 @@ pub(super) fn resolve(
     let agent = match agents.get(&agent_path) {
         Some(a) => Arc::clone(a),
         None => {
-            let spec = AgentSpec::load(&agent_path).map_err(|e| e.to_string())?;
+            let mut spec = AgentSpec::load(&agent_path).map_err(|e| e.to_string())?;
+            crate::settings::apply_settings(&mut spec, set)?;
             spec.validate(&format!("agent spec `{}`", agent_path.display()))
                 .map_err(|e| e.to_string())?;
             registry
@@ -106,6 +95,12 @@ pub(super) fn resolve(
             },
         ),
     };
+    // The settings must suit the line's own model too.
+    if let Some(model) = &model {
+        agent
+            .check_settings_for(model)
+            .map_err(|e| format!("model `{model}`: {e}"))?;
+    }
     // A script the run would read must be there (a spec's own script resolves against
     // the spec's folder; a line's against the JSONL file's).
     let script = match ModelRef::parse(model.as_deref().unwrap_or(&agent.model)) {
@@ -147,7 +142,7 @@ pub(super) fn resolve(
 pub(super) fn check_file(
     path: &Path,
     base: &Path,
-    shard: Shard,
+    (shard, set): (Shard, &[(String, String)]),
     registry: &provrun_tools::ToolRegistry,
 ) -> Result<Checked, Vec<String>> {
     let file = std::fs::File::open(path)
@@ -177,7 +172,7 @@ pub(super) fn check_file(
                     return Err(format!("id `{}` is already used on line {first}", line.id));
                 }
                 let id = line.id.clone();
-                resolve(line, number, base, &mut agents, registry)?;
+                resolve(line, number, (base, set), &mut agents, registry)?;
                 ids.insert(id, number);
                 Ok(())
             });
@@ -197,31 +192,5 @@ pub(super) fn check_file(
         Ok(Checked { agents, ours })
     } else {
         Err(errors)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_must_be_plain_names() {
-        for good in ["a", "run-001", "A.b_c", "x".repeat(128).as_str()] {
-            assert!(check_id(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../x",
-            "a/b",
-            "-a",
-            ".hidden",
-            "a b",
-            "é",
-            &"x".repeat(129),
-        ] {
-            assert!(check_id(bad).is_err(), "{bad:?}");
-        }
     }
 }

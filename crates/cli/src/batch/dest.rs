@@ -5,8 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use provrun_evidence::{BundleLock, EvidenceError};
-
-use crate::store::Bucket;
+use provrun_store::Store;
 
 /// The folder under DEST where incomplete bundles found by a restart are moved.
 pub(crate) const ASIDE_DIR: &str = ".provrun-aside";
@@ -21,7 +20,9 @@ pub(super) enum Existing {
     Held(String),
 }
 
-/// The status and run id of a bundle that verifies and whose run ended, else `None`.
+/// The status and run id of a bundle that verifies and whose run ended, else `None`. A
+/// run that ended `cancelled` did not end for a batch: only a stop signal cancels a
+/// batch's runs, so a restart runs it again (`None`).
 fn ended(bundle: &Path) -> Option<(&'static str, String)> {
     let report = provrun_evidence::verify(bundle);
     if !report.ok || !report.complete {
@@ -32,6 +33,9 @@ fn ended(bundle: &Path) -> Option<(&'static str, String)> {
     let provrun_evidence::EventPayload::RunFinished(finished) = last.typed().ok()? else {
         return None;
     };
+    if finished.status == provrun_evidence::RunStatus::Cancelled {
+        return None;
+    }
     Some((finished.status.as_str(), last.run_id.clone()))
 }
 
@@ -73,26 +77,27 @@ pub(super) fn move_aside(dest: &Path, id: &str, bundle: &Path) -> Result<PathBuf
     Ok(to)
 }
 
-/// Where a batch's bundles go: a local folder, or a bucket (the bundles are then built in
-/// a local work folder, uploaded once they verify, and removed).
+/// Where a batch's bundles go: a local folder, or a bucket store (the bundles are then
+/// built in a local work folder, uploaded once they verify, and removed).
 pub(crate) struct Dest {
     /// DEST itself, or the work folder for a bucket.
     pub(super) local: PathBuf,
-    pub(super) bucket: Option<Bucket>,
+    /// The bucket, unpacking what it reads into the work folder.
+    pub(super) bucket: Option<Store>,
 }
 
 impl Dest {
     /// Where the bundle of `id` ends up, as the user would name it.
     pub(super) fn bundle_name(&self, id: &str) -> String {
         match &self.bucket {
-            Some(b) => b.object_url(id),
+            Some(b) => b.bundle_name(id),
             None => self.local.join(id).display().to_string(),
         }
     }
 
     pub(super) fn name(&self) -> String {
         match &self.bucket {
-            Some(b) => b.url.clone(),
+            Some(b) => b.name(),
             None => self.local.display().to_string(),
         }
     }
@@ -100,26 +105,17 @@ impl Dest {
 
 /// What the bucket holds for `id`: `Existing::None`, or the ended run of a tar that
 /// verifies, else `Existing::Redo` (it is replaced by the new upload).
-pub(super) async fn existing_in_bucket(
-    bucket: &Bucket,
-    work: &Path,
-    id: &str,
-) -> Result<Existing, String> {
-    let Some(bytes) = bucket.fetch(id).await? else {
-        return Ok(Existing::None);
+pub(super) async fn existing_in_bucket(bucket: &Store, id: &str) -> Result<Existing, String> {
+    let opened = match bucket.open_bundle(id).await {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Ok(Existing::None),
+        // A tar that cannot be unpacked is no result: run the line again.
+        Err(provrun_store::StoreError::Tar { .. }) => return Ok(Existing::Redo),
+        Err(e) => return Err(e.to_string()),
     };
-    let check = work.join(format!(".check-{id}"));
-    let found = tokio::task::spawn_blocking(move || {
-        let _ = std::fs::remove_dir_all(&check);
-        let found = match crate::store::untar(&bytes, &check) {
-            Ok(()) => ended(&check),
-            Err(_) => None,
-        };
-        let _ = std::fs::remove_dir_all(&check);
-        found
-    })
-    .await
-    .map_err(|e| format!("cannot check the bundle in the bucket: {e}"))?;
+    let found = tokio::task::spawn_blocking(move || ended(opened.dir()))
+        .await
+        .map_err(|e| format!("cannot check the bundle in the bucket: {e}"))?;
     Ok(match found {
         Some((status, run_id)) => Existing::Done { status, run_id },
         None => Existing::Redo,

@@ -64,7 +64,7 @@ pub(crate) fn serve(page: String, port: u16) -> u8 {
         let bound = listener.local_addr().unwrap_or(addr);
         out!("serving the page at http://{bound}/ (Ctrl-C stops)");
         let page = Bytes::from(page);
-        let csp = HeaderValue::from_str(&super::content_security_policy())
+        let csp = HeaderValue::from_str(&provrun_view::content_security_policy())
             .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"));
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);

@@ -721,8 +721,15 @@ fn verify_exits_3_for_a_run_that_never_finished() {
 }
 
 #[test]
-fn verify_of_a_missing_bundle_fails() {
+fn verify_of_a_missing_bundle_is_a_usage_error_like_show() {
+    // Exit 2 and one line on stderr, as `show` does (issue 37; it was a report and exit 1).
     let out = provrun(&["verify", "/nonexistent/bundle", "--json"]);
+    assert_exit(&out, 2);
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(stderr(&out).starts_with("provrun: no bundle at `/nonexistent/bundle`"));
+    // A folder that is no bundle is still checked, and fails.
+    let dir = tempfile::tempdir().unwrap();
+    let out = provrun(&["verify", &s(dir.path()), "--json"]);
     assert_exit(&out, 1);
     let report: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(report["ok"], false);

@@ -227,13 +227,26 @@ fn statements_of_every_run_status_validate_with_in_toto_attestation() {
         assert!(text.contains(&format!("{status}: valid")), "{text}");
     }
     assert!(
-        text.contains("builder https://provrun.invalid/builder/provrun/"),
+        text.contains("builder https://github.com/provrun/provrun/builder/provrun/"),
         "{text}"
+    );
+
+    // A statement of format 2 (the placeholder URIs) stays valid by the same check.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let out = Command::new(&python)
+        .arg(root().join("tests/interop/check_statement.py"))
+        .arg(fixtures.join("bundle-v3-hello/statement.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("STATEMENTS-OK"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // The control: the statements of a version before format 2 (a paused run without
     // subjects, a finished one whose builder is not a URI) are refused by the same check.
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let out = Command::new(&python)
         .arg(root().join("tests/interop/check_statement.py"))
         .arg("--invalid")

@@ -35,6 +35,64 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
+/// A history's time (pydantic writes UTC with `Z` and microseconds) as an event's `ts`:
+/// milliseconds, cut, not rounded.
+fn ms(ts: &Value) -> String {
+    let ts = ts.as_str().expect("a timestamp");
+    let (seconds, fraction) = ts.trim_end_matches('Z').split_once('.').unwrap_or((ts, ""));
+    format!("{seconds}.{:0<3}Z", &fraction[..fraction.len().min(3)])
+}
+
+fn millis_between(from: &Value, to: &Value) -> u64 {
+    let at = |v: &Value| humantime::parse_rfc3339(v.as_str().unwrap()).unwrap();
+    at(to).duration_since(at(from)).unwrap().as_millis() as u64
+}
+
+/// The events are stamped with the history's times, not the import's, and the durations
+/// are the times between them (docs/capture.md).
+fn check_times(messages: &[Value], events: &[Value]) {
+    assert_eq!(
+        events[0]["ts"],
+        ms(&messages[0]["timestamp"]),
+        "run_started"
+    );
+    let mut last = events[0]["ts"].as_str().unwrap().to_owned();
+    let mut sent = &messages[0]["timestamp"];
+    let models = of_type(events, "model_called");
+    let mut model = models.iter();
+    for m in messages {
+        if m["kind"] == "request" {
+            sent = &m["timestamp"];
+            continue;
+        }
+        let e = model.next().unwrap();
+        assert_eq!(e["ts"], ms(&m["timestamp"]), "a response's time");
+        assert_eq!(
+            e["payload"]["duration_ms"],
+            millis_between(sent, &m["timestamp"])
+        );
+        last = last.max(e["ts"].as_str().unwrap().to_owned());
+    }
+    // Every event in order of time; the end at the history's latest time.
+    let stamps: Vec<&str> = events.iter().map(|e| e["ts"].as_str().unwrap()).collect();
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    let mut all: Vec<String> = messages.iter().map(|m| ms(&m["timestamp"])).collect();
+    all.extend(
+        messages
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap())
+            .filter(|p| p["part_kind"] == "tool-return" || p["part_kind"] == "retry-prompt")
+            .map(|p| ms(&p["timestamp"])),
+    );
+    let latest = all.into_iter().max().unwrap();
+    assert!(latest >= last);
+    assert_eq!(
+        events.last().unwrap()["ts"],
+        latest.as_str(),
+        "run_finished"
+    );
+}
+
 /// Import `history` into a fresh bundle, check it verifies and matches the history
 /// message for message; returns the bundle's events.
 fn import_and_check(history: &[u8], dir: &Path, name: &str) -> Vec<Value> {
@@ -121,7 +179,19 @@ fn import_and_check(history: &[u8], dir: &Path, name: &str) -> Vec<Value> {
             .expect("every call here is answered");
         assert_eq!(e["payload"]["result"], answer["content"]);
         assert_eq!(e["payload"]["ok"], answer["outcome"] == "success");
+        // Stamped when it was answered (never before the event before it), and its
+        // duration from the response that asked for it to that answer.
+        let asked = responses
+            .iter()
+            .find(|r| r["parts"].as_array().unwrap().contains(c))
+            .unwrap();
+        assert!(e["ts"].as_str().unwrap() >= ms(&answer["timestamp"]).as_str());
+        assert_eq!(
+            e["payload"]["duration_ms"],
+            millis_between(&asked["timestamp"], &answer["timestamp"])
+        );
     }
+    check_times(&messages, &events);
     let trace = of_type(&events, "trace_imported");
     assert_eq!(trace.len(), 1);
     assert_eq!(trace[0]["confidence"], "parsed");
@@ -172,6 +242,24 @@ fn a_committed_pydantic_ai_history_imports_and_verifies_without_python() {
             .unwrap()
             .starts_with("provrun-import/")
     );
+    // The statement's times are the history's.
+    let statement: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("fixture/statement.json")).unwrap())
+            .unwrap();
+    let metadata = &statement["predicate"]["runDetails"]["metadata"];
+    assert_eq!(metadata["startedOn"], "2026-12-03T22:17:49.625Z");
+    assert_eq!(metadata["finishedOn"], "2026-12-03T22:17:49.650Z");
+
+    // An imported run cannot be replayed: said plainly, exit 2, nothing written.
+    let new = dir.path().join("replayed");
+    let out = provrun(&["replay", &s(&dir.path().join("fixture")), "--out", &s(&new)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("imported from pydantic-ai, and imported runs cannot be replayed"),
+        "{err}"
+    );
+    assert!(!new.exists());
 }
 
 #[test]

@@ -15,18 +15,26 @@ mod confinement;
 mod conventions;
 mod dsse_interop;
 mod hostile_outputs;
+mod identities;
 mod import_pydantic_ai;
+mod json_output;
 mod kubernetes;
+mod locked_folders;
+mod logging;
 mod mcp_published;
 mod object_store;
 mod otel;
 mod roots;
 mod seeds;
+mod settings;
+mod signals;
+mod sources;
 mod steer_file;
 mod terminal;
 mod tools_json;
 mod view;
 mod wrap;
+mod wrap_cli;
 mod wrap_programs;
 
 /// Helpers more than one module uses.

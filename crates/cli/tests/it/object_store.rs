@@ -1,8 +1,9 @@
 //! `provrun batch --out s3://…` against an S3-compatible server on loopback (moto's server,
 //! from a throwaway virtualenv under target/, started here and stopped after): each run's
-//! bundle lands as `PREFIX/<id>.tar`, `verify` and `show` read it from the bucket, a
-//! restart skips what the bucket holds and redoes an object that does not verify, and a
-//! destination that refuses writes is refused before anything runs.
+//! bundle lands as `PREFIX/<id>.tar`; `verify`, `show`, `view`, `cat` and `replay` read it
+//! from the bucket (`sign` and `resume` refuse it); a restart skips what the bucket holds
+//! and redoes an object that does not verify; and a destination that refuses writes is
+//! refused before anything runs.
 //!
 //! Without Python (or without PyPI) the test is skipped with a loud message, except under
 //! `CI=true`, where it fails instead: `cargo xtask ci` installs python3 and venv there.
@@ -213,8 +214,46 @@ fn a_batch_into_s3_uploads_verifying_bundles_and_resumes_from_the_bucket() {
         "{}",
         text(&out.stdout)
     );
+    // So do view, cat and replay; sign and resume refuse an object (exit 2), unchanged.
+    let page = p.join("r3.html");
+    let out = provrun(&[
+        "view",
+        "s3://bundles/nightly/r3.tar",
+        "-o",
+        &page.display().to_string(),
+    ]);
+    assert_exit(&out, 0);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("\"bundle\":\"s3://bundles/nightly/r3.tar\""));
+    // The first request's digest, from the page's data; cat prints its bytes.
+    let open = "<script type=\"application/json\" id=\"bundle-data\">";
+    let data = &html[html.find(open).unwrap() + open.len()..];
+    let data: Value = serde_json::from_str(&data[..data.find("</script>").unwrap()]).unwrap();
+    let digest = data["steps"][0]["model"]["request"].as_str().unwrap();
+    let out = provrun(&["cat", "s3://bundles/nightly/r3.tar", digest]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        text(&out.stdout),
+        data["blobs"][digest]["text"].as_str().unwrap()
+    );
+    let replayed = p.join("r3-replayed").display().to_string();
+    let out = provrun(&["replay", "s3://bundles/nightly/r3.tar", "--out", &replayed]);
+    assert_exit(&out, 0);
+    assert!(text(&out.stdout).contains("replay matches"));
+    let key = p.join("key").display().to_string();
+    assert_exit(&provrun(&["keygen", &key]), 0);
+    for args in [
+        ["sign", "s3://bundles/nightly/r3.tar", "--key", &key],
+        ["resume", "s3://bundles/nightly/r3.tar", "--approve", "1.1"],
+    ] {
+        let out = provrun(&args);
+        assert_exit(&out, 2);
+        assert!(text(&out.stderr).contains("cannot be changed in place"));
+    }
+
+    // Nothing there is a usage error, as for a missing folder (issue 37; it was exit 1).
     let out = provrun(&["verify", "s3://bundles/nightly/nope.tar"]);
-    assert_exit(&out, 1);
+    assert_exit(&out, 2);
     assert!(
         text(&out.stderr).contains("no bundle at"),
         "{}",

@@ -401,6 +401,30 @@ fn export_sends_a_finished_bundles_spans_with_contents_only_when_asked() {
 }
 
 #[test]
+fn export_reads_a_bundle_tar_and_its_file_url_as_it_reads_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    let out = run_scripted(&bundle, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let tar = dir.path().join("bundle.tar");
+    std::fs::write(&tar, provrun_store::tar_folder(&bundle).unwrap()).unwrap();
+    let url = format!("file://{}", tar.display());
+    for source in [tar.display().to_string(), url] {
+        let receiver = Receiver::start(Mode::Accept);
+        let out = output(&mut command(&[
+            "export",
+            "otlp",
+            &source,
+            "--endpoint",
+            &receiver.url,
+        ]));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("sent 7 spans in trace "));
+        check_scripted_spans(&receiver.spans(), &bundle);
+    }
+}
+
+#[test]
 fn a_failed_tool_call_is_an_error_span() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -2,10 +2,10 @@
 //! standard library only: `urllib`, `socket`) that calls Chat Completions through the
 //! variables wrap sets, runs the tool the model asks for, lists the models, opens a tunnel
 //! to an allowed host and tries one that is not. Against a loopback upstream that keeps
-//! its own log. Also the set-ups wrap refuses, the program's exit code, the signals it
-//! passes on, and a workspace folder.
+//! its own log. Also the set-ups wrap refuses, the program's exit code and a workspace
+//! folder (the signals it passes on are in `wrap_cli.rs`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Stdio;
@@ -422,71 +422,6 @@ fn the_programs_exit_code_is_wraps_and_a_run_without_exchanges_is_warned_about()
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("program sh exited with code 7"), "{shown}");
-}
-
-/// A program that says `ready`, then waits; on SIGTERM or SIGINT it writes which it got
-/// into the workspace and exits 3.
-const WAITER: &str = r#"
-import signal, sys, time
-def stop(sig, frame):
-    open("signal.txt", "w").write(signal.Signals(sig).name)
-    sys.exit(3)
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGINT, stop)
-print("ready", flush=True)
-time.sleep(60)
-"#;
-
-fn signalled_run(signal: i32, name: &str) {
-    let tmp = tempfile::tempdir().unwrap();
-    let (scripts, bundle) = (tmp.path().join("scripts"), tmp.path().join("bundle"));
-    std::fs::create_dir(&scripts).unwrap();
-    std::fs::write(scripts.join("wait.py"), WAITER).unwrap();
-    let mut child = provrun()
-        .args(["wrap", "--out", &s(&bundle), "--read-only", &s(&scripts)])
-        .args(["--", "/usr/bin/python3", &s(&scripts.join("wait.py"))])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    let sig = rustix::process::Signal::from_named_raw(signal).unwrap();
-    rustix::process::kill_process(pid, sig).unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(3), "{stderr}");
-    assert_verifies(&bundle);
-    let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
-    assert_eq!(finished["status"], "cancelled", "{finished}");
-    let exited = &of_kind(&bundle, "program_exited")[0]["payload"];
-    assert_eq!(exited["forwarded_signal"], name);
-    assert_eq!(
-        std::fs::read_to_string(bundle.join("output/signal.txt")).unwrap(),
-        name
-    );
-}
-
-#[test]
-fn sigterm_is_passed_on_and_the_bundle_ends_cancelled() {
-    if wrap_ready("sigterm_is_passed_on_and_the_bundle_ends_cancelled") {
-        signalled_run(libc::SIGTERM, "SIGTERM");
-    }
-}
-
-#[test]
-fn ctrl_c_is_passed_on_and_the_bundle_ends_cancelled() {
-    if wrap_ready("ctrl_c_is_passed_on_and_the_bundle_ends_cancelled") {
-        signalled_run(libc::SIGINT, "SIGINT");
-    }
 }
 
 #[test]

@@ -21,8 +21,8 @@ use crate::support::upstream::{
     Reply, Request, Upstream, messages_stream, responses_call, responses_message, responses_stream,
 };
 use crate::support::wrap::{
-    assert_exchanges_match, assert_no_secret, assert_verifies, npm_package, of_kind, provrun,
-    wrap_ready,
+    assert_exchanges_match, assert_no_secret, assert_show_json_links, assert_verifies, npm_package,
+    of_kind, provrun, wrap_ready,
 };
 
 /// The pinned versions (the same as xtask/src/setup.rs installs; a test below checks).
@@ -239,6 +239,7 @@ fn codex_answers_and_runs_a_tool_wrapped() {
         "{call}"
     );
     assert_eq!(call["ok"], true);
+    assert_show_json_links(&ran.bundle, &calls);
     assert_task_outputs(
         &ran.bundle,
         OPENAI_KEY,
@@ -401,6 +402,7 @@ fn claude_code_answers_and_runs_tools_wrapped() {
         calls[0]
     );
     assert_eq!(calls[1]["arguments"]["file_path"], "/workspace/answer.txt");
+    assert_show_json_links(&ran.bundle, &calls);
     assert_task_outputs(
         &ran.bundle,
         ANTHROPIC_KEY,

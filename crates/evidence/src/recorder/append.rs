@@ -11,7 +11,7 @@ use sha2::Digest as _;
 use super::commit::SyncItem;
 use super::durability::DurableState;
 use super::{
-    Durability, Durable, EVENTS_FILE, LogState, Recorder, lock, now_rfc3339, payload_value,
+    Durability, Durable, EVENTS_FILE, LogState, Recorder, lock, now_rfc3339, payload_value, rfc3339,
 };
 use crate::canonical::{write_canonical, write_canonical_str};
 use crate::error::{EvidenceError, Result};
@@ -152,7 +152,7 @@ impl Recorder {
         {
             obj.insert("event_count".into(), json!(seq + 1));
         }
-        let ts = now_rfc3339();
+        let ts = st.clock.map_or_else(now_rfc3339, rfc3339);
         // The envelope's canonical JSON written directly (its keys in RFC 8785 order),
         // instead of building a `Value` around the payload and sorting it again.
         let mut text = String::with_capacity(256);

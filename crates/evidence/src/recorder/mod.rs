@@ -17,6 +17,7 @@ mod declare;
 pub(crate) mod durability;
 mod files;
 mod finish;
+mod pending;
 mod recover;
 
 use std::fs::File;
@@ -34,9 +35,11 @@ use crate::pack::PackWriter;
 pub use blobs::BlobLayout;
 pub(crate) use blobs::{BLOB_STORE_KEY, PACK_FILE};
 use commit::SyncShared;
+pub use create::CreateOptions;
 pub use declare::Declarer;
 pub use durability::{Durability, Durable};
 pub use finish::{Finished, RunEnd};
+pub use pending::PendingBundle;
 
 /// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
 /// when passed through [`Recorder::tool_value`].
@@ -69,6 +72,9 @@ struct LogState {
     closed: Option<&'static str>,
     broken: Option<String>,
     last_ts: String,
+    /// The time events are stamped with instead of the system clock (an importer's), when
+    /// set.
+    clock: Option<SystemTime>,
     facts: Facts,
 }
 
@@ -115,7 +121,12 @@ impl std::fmt::Debug for Recorder {
 }
 
 fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    rfc3339(SystemTime::now())
+}
+
+/// A time as an event's `ts`: RFC 3339, UTC, milliseconds.
+fn rfc3339(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 fn payload_value<P: Payload>(p: &P) -> Result<Value> {
@@ -174,6 +185,7 @@ impl Recorder {
                     closed: None,
                     broken: None,
                     last_ts: String::new(),
+                    clock: None,
                     facts,
                 }),
                 sync,
@@ -214,6 +226,15 @@ impl Recorder {
     /// Number of events written so far (the next event's seq).
     pub fn event_count(&self) -> u64 {
         lock(&self.inner.log).next_seq
+    }
+
+    /// Stamp the events written from now on with `at` instead of the system clock
+    /// (`None`: the clock again). For an importer whose run happened earlier and whose
+    /// record says when: each event's `ts` then says when the run did it, not when the
+    /// line was written. The statement's `startedOn` and `finishedOn` follow, since they
+    /// are the `ts` of `run_started` and `run_finished`.
+    pub fn set_clock(&self, at: Option<SystemTime>) {
+        lock(&self.inner.log).clock = at;
     }
 }
 

@@ -107,8 +107,13 @@ fn log_layout_and_statement_are_as_documented() {
         serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
     assert_eq!(st["_type"], STATEMENT_TYPE);
     assert_eq!(st["predicateType"], PREDICATE_TYPE);
-    // Statement format 2: the outputs under `output/`, then the log, always.
-    assert_eq!(started["payload"]["statement"], 2);
+    // Statement format 3 (format 2's subjects: the outputs under `output/`, then the log,
+    // always; the project's own build type and builder URIs).
+    assert_eq!(started["payload"]["statement"], 3);
+    assert_eq!(
+        st["predicate"]["buildDefinition"]["buildType"],
+        "https://github.com/provrun/provrun/blob/main/docs/evidence.md#build-type-agent-run-v1"
+    );
     assert_eq!(st["subject"][0]["name"], "output/d/x.md");
     assert_eq!(st["subject"][1]["name"], "output/response.txt");
     assert_eq!(st["subject"][1]["digest"]["sha256"], sha256_hex(b"done\n"));
@@ -126,7 +131,7 @@ fn log_layout_and_statement_are_as_documented() {
     assert_eq!(pred["runDetails"]["metadata"]["invocationId"], "run-1");
     assert_eq!(
         pred["runDetails"]["builder"]["id"],
-        "https://provrun.invalid/builder/provrun/test"
+        "https://github.com/provrun/provrun/builder/provrun/test"
     );
     let log = &pred["runDetails"]["byproducts"][0];
     assert_eq!(
@@ -970,11 +975,33 @@ fn every_statement_names_the_log_and_an_empty_subject_list_fails_verify() {
 fn builder_ids_become_uris_and_uris_stay_as_given() {
     assert_eq!(
         builder_uri("provrun/0.1.0"),
-        "https://provrun.invalid/builder/provrun/0.1.0"
+        "https://github.com/provrun/provrun/builder/provrun/0.1.0"
     );
     assert_eq!(
         builder_uri("my tool 1"),
-        "https://provrun.invalid/builder/my%20tool%201"
+        "https://github.com/provrun/provrun/builder/my%20tool%201"
+    );
+    // Each format's builder id and build type, as its bundles were written: format 2's
+    // placeholder URIs stay, so its statements are rebuilt byte for byte.
+    assert_eq!(
+        provrun_evidence::builder_id(1, "provrun/0.1.0"),
+        "provrun/0.1.0"
+    );
+    assert_eq!(
+        provrun_evidence::builder_id(2, "provrun/0.1.0"),
+        "https://provrun.invalid/builder/provrun/0.1.0"
+    );
+    assert_eq!(
+        provrun_evidence::builder_id(3, "provrun/0.1.0"),
+        builder_uri("provrun/0.1.0")
+    );
+    assert_eq!(
+        provrun_evidence::build_type(2),
+        provrun_evidence::LEGACY_BUILD_TYPE
+    );
+    assert_eq!(
+        provrun_evidence::build_type(3),
+        provrun_evidence::BUILD_TYPE
     );
     assert_eq!(
         builder_uri("https://example.com/ci/runner@v2"),
@@ -983,4 +1010,49 @@ fn builder_ids_become_uris_and_uris_stay_as_given() {
     // Not a URI: no scheme, or a space in it.
     assert!(builder_uri("://x").starts_with(BUILDER_URI_BASE));
     assert!(builder_uri("https://a b").starts_with(BUILDER_URI_BASE));
+}
+
+#[test]
+fn an_importer_stamps_events_with_the_times_its_record_gives() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let dir = scratch("clock");
+    let start = UNIX_EPOCH + Duration::from_millis(1_765_000_000_123);
+    let options = CreateOptions::default().clock(start);
+    let rec =
+        Recorder::create_with(&dir, "run-1", Durability::Flush, &run_started(), &options).unwrap();
+    rec.set_clock(Some(start + Duration::from_millis(2_500)));
+    rec.record(&tool_call("c1", false)).unwrap();
+    rec.set_clock(None);
+    let before = SystemTime::now();
+    rec.record(&tool_call("c1", false)).unwrap();
+    rec.set_clock(Some(start + Duration::from_secs(60)));
+    rec.finish(RunEnd {
+        status: RunStatus::Finished,
+        usage: json!({}),
+        error: None,
+    })
+    .unwrap();
+    let lines = read_lines(&dir);
+    let ts: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["ts"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ts[0], "2025-12-06T05:46:40.123Z");
+    assert_eq!(ts[1], "2025-12-06T05:46:42.623Z");
+    // Back on the clock: now, not the importer's time.
+    let now = humantime::parse_rfc3339(&ts[2]).unwrap();
+    assert!(now + Duration::from_secs(1) >= before, "{}", ts[2]);
+    assert_eq!(ts.last().unwrap(), "2025-12-06T05:47:40.123Z");
+    // The statement's times are those of run_started and run_finished.
+    let st: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("statement.json")).unwrap()).unwrap();
+    let metadata = &st["predicate"]["runDetails"]["metadata"];
+    assert_eq!(metadata["startedOn"], ts[0].as_str());
+    assert_eq!(metadata["finishedOn"], ts.last().unwrap().as_str());
+    assert!(verify(&dir).ok);
 }

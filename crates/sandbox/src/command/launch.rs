@@ -171,6 +171,15 @@ impl Sandbox {
         let user = CommandUser::for_limits(limits);
         let mut portal = None;
         if user.drops_root() {
+            // A root inside a user namespace that does not map the user can neither hand
+            // it the folders nor become it: say so, with the opt-out, before trying.
+            if let Some(reason) = crate::user::uid_unmapped(&user) {
+                return Err(SandboxError::CommandUserUnavailable {
+                    uid: user.uid,
+                    gid: user.gid,
+                    reason,
+                });
+            }
             self.hand_over(&user)?;
             if let (true, Some(bwrap)) = (conf.has(LayerName::Namespaces), &conf.bwrap) {
                 crate::user::check_user(bwrap, &user)?;

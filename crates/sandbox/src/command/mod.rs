@@ -19,11 +19,13 @@
 //! ([`Sandbox::command_support`](crate::Sandbox::command_support)).
 //!
 //! The parts: [`outcome`] (what a command reports), [`probe`] (finding the tools, probing
-//! the machine), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of bubblewrap
-//! and the helper), [`launch`] (the confined command for one program: binds, environment,
-//! user), [`child`] (capturing output, killing the tree, [`ConfinedChild`]), [`run`]
-//! (`run_command`, `run_program`, `spawn_program`) and [`program`] (`start_program`: a
-//! program with a workspace, a private home and forwarded ports, for `provrun wrap`).
+//! the machine), [`doctor`] (the probe and the kernel's settings as a report with fixes,
+//! for `provrun doctor`), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of
+//! bubblewrap and the helper), [`launch`] (the confined command for one program: binds,
+//! environment, user), [`child`] (capturing output, killing the tree, [`ConfinedChild`]),
+//! [`run`] (`run_command`, `run_program`, `spawn_program`) and [`program`]
+//! (`start_program`: a program with a workspace, a private home and forwarded ports, for
+//! `provrun wrap`).
 
 use std::time::Duration;
 
@@ -77,6 +79,7 @@ const SANDBOX_OWN_PROCESSES: u64 = 3;
 mod bwrap;
 mod cgroup;
 mod child;
+mod doctor;
 mod launch;
 mod outcome;
 mod probe;
@@ -85,6 +88,7 @@ mod run;
 
 pub(crate) use bwrap::bwrap_args;
 pub use child::ConfinedChild;
+pub use doctor::{MachineCheck, MachineReport, open_files_limit};
 pub use outcome::{
     CommandConfinement, CommandLimits, CommandOutcome, Confinement, LandlockRecord, Layer,
     SeccompRecord,

@@ -88,6 +88,15 @@ pub enum ProgramSignal {
 }
 
 impl ProgramSignal {
+    /// Its name as the evidence records it: `SIGINT`, `SIGTERM` or `SIGHUP`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgramSignal::Interrupt => "SIGINT",
+            ProgramSignal::Terminate => "SIGTERM",
+            ProgramSignal::Hangup => "SIGHUP",
+        }
+    }
+
     fn raw(self) -> rustix::process::Signal {
         match self {
             ProgramSignal::Interrupt => rustix::process::Signal::INT,

@@ -7,7 +7,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, SandboxError};
-use crate::fsops::Usage;
 use crate::limits::Limits;
 use crate::sandbox::Sandbox;
 
@@ -85,7 +84,13 @@ impl Sandbox {
         let duration = started.elapsed();
         let (out, out_total) = collected(out_rx);
         let (err, err_total) = collected(err_rx);
-        let usage = self.recount()?;
+        // The command ran: its outcome is kept even when what it left cannot be measured,
+        // which then counts as over the quota (writes that add bytes are refused until a
+        // later measurement succeeds).
+        let usage = self.recount().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "/output and /scratch cannot be measured after a command; counted as over the quota");
+            self.count_as_full()
+        });
         let quota_exceeded =
             over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
         let (exit_code, signal) = exit_parts(status);
@@ -265,19 +270,6 @@ impl Sandbox {
             });
         }
         Ok(conf)
-    }
-
-    /// Measures /output and /scratch and says whether they are over quota.
-    fn over_quota(&self) -> bool {
-        let limits = self.limits();
-        let mut total = Usage::default();
-        for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
-            if let Ok(u) = self.measure(root) {
-                total.bytes = total.bytes.saturating_add(u.bytes);
-                total.files = total.files.saturating_add(u.files);
-            }
-        }
-        total.bytes > limits.max_total_bytes || total.files > limits.max_files
     }
 }
 

@@ -169,6 +169,34 @@ pub fn assert_verifies(bundle: &Path) {
     );
 }
 
+/// `provrun show --json BUNDLE` lists each of the `calls` (imported from a wrapped
+/// program's session log) once, under the step its `run_call_id` `STEP.N` names.
+pub fn assert_show_json_links(bundle: &Path, calls: &[Value]) {
+    let out = provrun()
+        .args(["show", "--json"])
+        .arg(bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut listed = Vec::new();
+    for step in shown["steps"].as_array().unwrap() {
+        for call in step["calls"].as_array().unwrap() {
+            let id = call["run_call_id"].as_str().unwrap_or_default();
+            let asked = id.split_once('.').map(|(s, _)| s.to_owned());
+            assert_eq!(
+                asked.as_deref(),
+                Some(step["step"].to_string().as_str()),
+                "{call} is not under the step that asked for it"
+            );
+            listed.push(call["call_id"].clone());
+        }
+    }
+    let recorded: Vec<Value> = calls.iter().map(|c| c["call_id"].clone()).collect();
+    assert_eq!(listed.len(), recorded.len(), "{listed:?} vs {recorded:?}");
+    assert!(recorded.iter().all(|c| listed.contains(c)), "{listed:?}");
+}
+
 /// The cache the CI set-up installs the wrapped programs into (`cargo xtask ci`):
 /// `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
 pub fn ci_cache() -> PathBuf {

@@ -11,7 +11,9 @@ use provrun_evidence::{
 };
 use serde_json::Value;
 
-use crate::inert::inert;
+mod json;
+
+use crate::inert::{self, inert};
 use crate::style::Painter;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
@@ -21,20 +23,18 @@ pub(crate) struct ShowArgs {
     /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
     /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar).
     bundle: PathBuf,
+    /// Print one JSON object instead of the timeline: the run's header, status, usage,
+    /// inputs, outputs, steps with their tool calls, and the verify report.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn show(args: &ShowArgs) -> u8 {
-    let loaded = match crate::store::load_bundle(&args.bundle) {
+    let loaded = match crate::open::for_reading(&args.bundle, "", EXIT_USAGE) {
         Ok(l) => l,
-        Err(e) => return fail(EXIT_USAGE, e),
+        Err(code) => return code,
     };
-    let bundle = &loaded.path;
-    if !bundle.is_dir() {
-        return fail(
-            EXIT_USAGE,
-            format!("no bundle at `{}`", args.bundle.display()),
-        );
-    }
+    let bundle = loaded.dir();
     let events = match read_events(bundle) {
         Ok(e) => e,
         Err(e) => {
@@ -63,8 +63,14 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             );
         }
     };
-    let paint = Painter::stdout();
     let report = provrun_evidence::verify(bundle);
+    if args.json {
+        let name = args.bundle.display().to_string();
+        let value = json::show_json(&name, &events, &log, &report);
+        out!("{}", inert::inert_json(&value.to_string()));
+        return EXIT_OK;
+    }
+    let paint = Painter::stdout();
     for line in timeline(bundle, &events, &log, paint) {
         out!("{line}");
     }

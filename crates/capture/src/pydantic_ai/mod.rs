@@ -17,11 +17,22 @@
 //!   (format [`PYDANTIC_AI_FORMAT`]);
 //! - `output/response.txt` with the text of the last response, when it has text.
 //!
+//! Times come from the history (its `timestamp` fields), not from the import: `run_started` is stamped
+//! with the first message's `timestamp`; each `model_called` with its response's, and its
+//! `duration_ms` is the time from the request message before it to the response; each
+//! `tool_called` with the `timestamp` of the part that answered it, and its `duration_ms`
+//! is the time from the response that asked for it to that answer (an upper bound of the
+//! tool's own time: it includes waiting for the calls before it); the trace, the outputs
+//! and `run_finished` with the latest time the history gives. Where the history gives no
+//! time, the event takes the time before it; a history without any is stamped with the
+//! import's clock, and its durations are 0.
+//!
 //! Everything is checked before the bundle is created: a history that is not JSON or
 //! not of this shape is a [`CaptureError::Trace`] that names where, and nothing is written.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use provrun_evidence::{Durability, RunStatus};
 use serde_json::{Map, Value, json};
@@ -30,6 +41,8 @@ use sha2::{Digest, Sha256};
 use crate::capture::{Capture, ToolCallRecord};
 use crate::error::CaptureError;
 use crate::record::{Body, ModelExchange};
+
+mod times;
 
 /// The `format` of a `trace_imported` holding a PydanticAI history.
 pub const PYDANTIC_AI_FORMAT: &str = "pydantic-ai-messages/1";
@@ -82,19 +95,33 @@ struct ToolCallPart {
 struct ToolResultPart {
     content: Value,
     ok: bool,
+    /// When the answer was made (the part's `timestamp`).
+    at: Option<SystemTime>,
 }
 
 enum Message {
     Request {
         value: Value,
         results: Vec<(String, ToolResultPart)>,
+        /// When it was sent: its `timestamp`, else its latest part's.
+        at: Option<SystemTime>,
     },
     Response {
         value: Value,
         model: Option<String>,
         calls: Vec<ToolCallPart>,
         text: String,
+        /// When it came: its `timestamp`.
+        at: Option<SystemTime>,
     },
+}
+
+impl Message {
+    fn at(&self) -> Option<SystemTime> {
+        match self {
+            Message::Request { at, .. } | Message::Response { at, .. } => *at,
+        }
+    }
 }
 
 fn str_field<'a>(
@@ -145,8 +172,15 @@ fn parse(bytes: &[u8]) -> Result<(Vec<Message>, Option<String>), CaptureError> {
             calls,
             text,
         } = parse_parts(&kind, parts, &at)?;
+        let stamped = times::timestamp(obj);
         messages.push(match kind.as_str() {
             "request" => Message::Request {
+                at: stamped.or_else(|| {
+                    parts
+                        .iter()
+                        .filter_map(|p| p.as_object().and_then(times::timestamp))
+                        .max()
+                }),
                 value: item,
                 results,
             },
@@ -163,6 +197,7 @@ fn parse(bytes: &[u8]) -> Result<(Vec<Message>, Option<String>), CaptureError> {
                     model,
                     calls,
                     text,
+                    at: stamped,
                 }
             }
             other => {
@@ -230,6 +265,7 @@ fn tool_return(
         ToolResultPart {
             content: p.get("content").cloned().unwrap_or(Value::Null),
             ok: matches!(outcome, None | Some("success")),
+            at: times::timestamp(p),
         },
     ))
 }
@@ -251,6 +287,7 @@ fn tool_retry(
         ToolResultPart {
             content: p.get("content").cloned().unwrap_or(Value::Null),
             ok: false,
+            at: times::timestamp(p),
         },
     )))
 }
@@ -302,7 +339,7 @@ pub async fn import_pydantic_ai(
     let model = history_model(&messages);
     let answers = answers_by_call(&messages);
 
-    let capture = Capture::builder(bundle)
+    let mut builder = Capture::builder(bundle)
         .run_id(run_id.clone())
         .builder(IMPORT_BUILDER)
         .agent("pydantic-ai")
@@ -310,8 +347,12 @@ pub async fn import_pydantic_ai(
         .durability(options.durability)
         .details(json!({
             "import": {"from": "pydantic-ai", "format": PYDANTIC_AI_FORMAT, "trace_sha256": digest}
-        }))
-        .open()?;
+        }));
+    let mut clock = times::Clock::default();
+    if let Some(first) = clock.stamp(messages.iter().find_map(Message::at)) {
+        builder = builder.started_at(first);
+    }
+    let capture = builder.open()?;
 
     let mut summary = ImportSummary {
         run_id,
@@ -321,15 +362,20 @@ pub async fn import_pydantic_ai(
     };
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut pending: Vec<&Value> = Vec::new();
+    let mut sent_at = None;
     let mut last_text = String::new();
     for m in &messages {
         match m {
-            Message::Request { value, .. } => pending.push(value),
+            Message::Request { value, at, .. } => {
+                pending.push(value);
+                sent_at = at.or(sent_at);
+            }
             Message::Response {
                 value,
                 model: response_model,
                 calls,
                 text,
+                at,
             } => {
                 let usage = value.get("usage").cloned().unwrap_or(Value::Null);
                 let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -340,19 +386,28 @@ pub async fn import_pydantic_ai(
                     .as_ref()
                     .map(|m| format!("pydantic-ai:{m}"))
                     .unwrap_or_else(|| model.clone());
-                capture
-                    .model_exchange(response_exchange(model, request, value, usage))
-                    .await?;
+                let mut exchange = response_exchange(model, request, value, usage);
+                exchange.duration_ms = times::millis_between(sent_at, *at).unwrap_or(0);
+                capture.set_clock(clock.stamp(*at));
+                capture.model_exchange(exchange).await?;
                 summary.model_calls += 1;
                 for call in calls {
                     let answer = answers.get(call.id.as_str()).copied();
-                    capture.tool_call(tool_record(call, answer)).await?;
+                    let answered = answer.and_then(|a| a.at);
+                    let took = times::millis_between(*at, answered).unwrap_or(0);
+                    capture.set_clock(clock.stamp(answered.or(*at)));
+                    let record = tool_record(call, answer).took(Duration::from_millis(took));
+                    capture.tool_call(record).await?;
                     summary.tool_calls += 1;
                 }
                 last_text = text.clone();
             }
         }
     }
+    // The trace, the outputs and the end: at the latest time the history gives.
+    let latest = messages.iter().filter_map(Message::at).max();
+    let answered = answers.values().filter_map(|a| a.at).max();
+    capture.set_clock(clock.stamp(latest.max(answered)));
     capture
         .trace(PYDANTIC_AI_FORMAT, bytes, summary.messages)
         .await?;

@@ -1,6 +1,7 @@
-//! Where `provrun view` reads a bundle from. Today a bundle folder; the page is built from
-//! a [`BundleSource`] only, so another source (a bundle `.tar`, a remote copy) needs only
-//! another constructor that fills the same struct.
+//! What the page is built from: a [`BundleSource`], a bundle's log, verdict and readers
+//! for its blobs and files. [`BundleSource::folder`] fills it from a bundle folder (a
+//! `.tar` or a bucket object is opened as one by the store crate first); another source
+//! needs only another constructor that fills the same struct.
 
 use std::io::Read as _;
 use std::path::{Component, Path};
@@ -8,17 +9,17 @@ use std::path::{Component, Path};
 use provrun_evidence::{Event, VerifyReport};
 
 /// The most bytes of one input or output file read to show it (and hash it).
-pub(crate) const FILE_READ_LIMIT: u64 = 16 * 1024 * 1024;
+pub const FILE_READ_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// Reads a blob's bytes by its SHA-256 hex.
-type BlobFn = Box<dyn Fn(&str) -> Result<Vec<u8>, String>>;
+pub type BlobFn = Box<dyn Fn(&str) -> Result<Vec<u8>, String> + Send + Sync>;
 /// Reads a staged input or produced output (`input/…` or `output/…`), at most
 /// [`FILE_READ_LIMIT`] bytes; `Ok(None)` when the file is larger than that.
-type FileFn = Box<dyn Fn(&str) -> Result<Option<Vec<u8>>, String>>;
+pub type FileFn = Box<dyn Fn(&str) -> Result<Option<Vec<u8>>, String> + Send + Sync>;
 
 /// A bundle as the page needs it: its log (or why it could not be read), the verdict of
 /// `provrun verify`, and readers for its blobs and files.
-pub(crate) struct BundleSource {
+pub struct BundleSource {
     /// How to name the bundle to a person (its path).
     pub label: String,
     /// The events, or why the log could not be read.
@@ -32,8 +33,9 @@ pub(crate) struct BundleSource {
 }
 
 impl BundleSource {
-    /// A bundle folder, read with the evidence crate's reader (both blob layouts).
-    pub(crate) fn folder(path: &Path) -> BundleSource {
+    /// A bundle folder, read with the evidence crate's reader (both blob layouts),
+    /// labelled with its path. The log is read and the bundle verified here, once.
+    pub fn folder(path: &Path) -> BundleSource {
         let events = provrun_evidence::read_events(path).map_err(|e| e.to_string());
         let report = provrun_evidence::verify(path);
         let root = path.to_path_buf();
@@ -47,6 +49,13 @@ impl BundleSource {
             }),
             file: Box::new(move |rel| read_bundle_file(&root, rel)),
         }
+    }
+
+    /// The same source named `label` on the page (e.g. the `.tar` or URL a user gave,
+    /// rather than the temporary folder it was unpacked into).
+    pub fn with_label(mut self, label: impl Into<String>) -> BundleSource {
+        self.label = label.into();
+        self
     }
 }
 

@@ -6,7 +6,7 @@ use provrun_evidence::{ConnectionHandled, HttpExchanged, ProgramExited};
 use serde_json::{Value, json};
 
 /// An `http_exchanged` entry.
-pub(super) fn http_exchanged(p: &HttpExchanged) -> Value {
+pub(crate) fn http_exchanged(p: &HttpExchanged) -> Value {
     json!({
         "kind": "http",
         "http_kind": p.kind,
@@ -19,7 +19,7 @@ pub(super) fn http_exchanged(p: &HttpExchanged) -> Value {
 }
 
 /// A `connection_handled` entry.
-pub(super) fn connection(p: &ConnectionHandled) -> Value {
+pub(crate) fn connection(p: &ConnectionHandled) -> Value {
     json!({
         "kind": "connection",
         "host": p.host,
@@ -34,7 +34,7 @@ pub(super) fn connection(p: &ConnectionHandled) -> Value {
 }
 
 /// A `program_exited` entry.
-pub(super) fn program_exited(p: &ProgramExited) -> Value {
+pub(crate) fn program_exited(p: &ProgramExited) -> Value {
     json!({
         "kind": "program",
         "argv": p.argv.join(" "),
