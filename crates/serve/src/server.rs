@@ -1,0 +1,133 @@
+//! [`Server`]: bound to its address, then run until asked to stop — at which it takes no
+//! new connections or runs, lets the runs in flight go on for the grace period, cancels
+//! those still going (their bundles end `cancelled`), and waits for every one of them to
+//! be finished, stored and indexed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServeConfig;
+use crate::error::ServeError;
+use crate::state::State;
+
+/// How long cancelled runs get to finish their bundles after the grace, before the server
+/// stops waiting for them.
+const CANCEL_WAIT: Duration = Duration::from_secs(60);
+
+/// How a server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stopped {
+    /// Runs that ended on their own during the grace period.
+    pub finished_in_grace: usize,
+    /// Runs cancelled when the grace period ran out.
+    pub cancelled: usize,
+    /// Runs still not ended when the server stopped waiting (0 unless a run would not
+    /// stop).
+    pub abandoned: usize,
+}
+
+/// A server bound to its address. [`Server::local_addr`] says where (port 0 picks one).
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    state: Arc<State>,
+}
+
+impl Server {
+    /// Check the configuration, make the store's folder (or the work folder), read the
+    /// index, and listen.
+    pub async fn bind(config: ServeConfig) -> Result<Server, ServeError> {
+        config.check()?;
+        config.store.probe().await?;
+        let addr = config.listen;
+        let state = Arc::new(State::new(config)?);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Listen { addr, source })?;
+        Ok(Server { listener, state })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or(self.state.config.listen)
+    }
+
+    /// The URL it serves at (`http://ADDR/`).
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.local_addr())
+    }
+
+    /// Serve until `stop` is cancelled, then stop as the module docs say.
+    pub async fn run(self, stop: CancellationToken) -> Result<Stopped, ServeError> {
+        let Server { listener, state } = self;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let state = Arc::clone(&state);
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |req| {
+                            crate::http::handle(Arc::clone(&state), req)
+                        });
+                        if let Err(e) = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                        {
+                            tracing::debug!("a connection ended with an error: {e}");
+                        }
+                    });
+                }
+            }
+        }
+        drop(listener);
+        Ok(drain(&state).await)
+    }
+}
+
+/// Stop taking runs, wait out the grace, cancel the rest, wait for their bundles.
+async fn drain(state: &Arc<State>) -> Stopped {
+    state.stopping.cancel();
+    let at_stop = state.active_count();
+    tracing::info!(
+        runs = at_stop,
+        grace_s = state.config.grace.as_secs(),
+        "stopping: no new runs; runs in flight get the grace period"
+    );
+    let _ = tokio::time::timeout(state.config.grace, all_ended(state)).await;
+    let cancelled = state.active_count();
+    if cancelled > 0 {
+        tracing::info!(runs = cancelled, "the grace period is over: cancelling");
+        state.cancel_all.cancel();
+    }
+    let _ = tokio::time::timeout(CANCEL_WAIT, all_ended(state)).await;
+    let abandoned = state.active_count();
+    if abandoned > 0 {
+        tracing::error!(runs = abandoned, "runs did not end after being cancelled");
+    }
+    Stopped {
+        finished_in_grace: at_stop - cancelled,
+        cancelled,
+        abandoned,
+    }
+}
+
+async fn all_ended(state: &State) {
+    loop {
+        let notified = state.run_ended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if state.active_count() == 0 {
+            return;
+        }
+        notified.await;
+    }
+}
