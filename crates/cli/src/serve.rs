@@ -149,7 +149,10 @@ pub(crate) fn serve(args: &ServeArgs) -> u8 {
 /// once (exit 128 + the signal).
 fn watch_signals(stop: tokio_util::sync::CancellationToken) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    for (kind, code) in [(SignalKind::terminate(), 143), (SignalKind::interrupt(), 130)] {
+    for (kind, code) in [
+        (SignalKind::terminate(), 143),
+        (SignalKind::interrupt(), 130),
+    ] {
         let mut stream = signal(kind)?;
         let stop = stop.clone();
         tokio::spawn(async move {

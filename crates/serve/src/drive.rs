@@ -20,6 +20,9 @@ use crate::index::Entry;
 use crate::runs::{Planned, Work};
 use crate::state::{Active, LastRun, State};
 
+/// The AG-UI version the events follow, declared in `RUN_STARTED`.
+const PROTOCOL_VERSION: &str = "1.0";
+
 /// How often an idle stream gets an SSE comment, so proxies and clients see it alive (and
 /// a client that left is noticed).
 const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -77,7 +80,8 @@ async fn drive(
     let mut progress = control.subscribe();
     let started = event(
         "RUN_STARTED",
-        json!({"threadId": thread, "runId": agui_run_id, "metadata": {"bundle": bundle}}),
+        json!({"threadId": thread, "runId": agui_run_id, "protocolVersion": PROTOCOL_VERSION,
+               "metadata": {"bundle": bundle}}),
     );
     let mut connected = send(&tx, vec![started]).await;
     let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
@@ -129,9 +133,11 @@ async fn drive(
         }
         Err(e) => {
             tracing::warn!(bundle = %bundle, "the run could not start: {e}");
+            // The reason may name the server's files or settings: it goes to the log only.
             tail.push(event(
                 "RUN_ERROR",
-                json!({"message": format!("the run could not start: {e}"), "code": "run_not_started"}),
+                json!({"message": "the run could not start; the server's log says why",
+                       "code": "run_not_started"}),
             ));
             if connected {
                 send(&tx, tail).await;

@@ -24,6 +24,7 @@ mod object_store;
 mod otel;
 mod roots;
 mod seeds;
+mod serve;
 mod sources;
 mod steer_file;
 mod terminal;
