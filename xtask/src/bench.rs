@@ -23,6 +23,7 @@ const SCENARIOS: &[&str] = &[
     "cli_single_run",
     "long_k300",
     "batch_10k",
+    "serve_200",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).

@@ -18,7 +18,8 @@
 //! The code: `figure` (one JSON line), `harness` (folders, inputs, the script, the shared
 //! backend), and the scenarios by what they measure: `scripted` (scripted runs, one long
 //! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines)
-//! and `cli` (whole `provrun run` and `provrun batch` processes).
+//! `cli` (whole `provrun run` and `provrun batch` processes) and `serve` (runs at once
+//! through an AG-UI server over HTTP).
 
 use std::path::PathBuf;
 
@@ -30,14 +31,16 @@ mod figure;
 mod harness;
 mod idle;
 mod scripted;
+mod serve;
 
 use cli::{batch_10k, cli_single_run};
 use disk::{fsync_baseline, verify_big};
 use idle::concurrent_idle;
 use scripted::{long_run, scripted};
+use serve::serve_concurrent;
 
 const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
-scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k";
+scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k serve_200";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -109,6 +112,10 @@ fn main() {
             scenario,
             provrun.as_deref(),
             runs_arg.unwrap_or(if quick { 500 } else { 10_000 }),
+        )],
+        "serve_200" => vec![serve_concurrent(
+            scenario,
+            runs_arg.unwrap_or(if quick { 20 } else { 200 }),
         )],
         other => {
             eprintln!("unknown scenario `{other}`\n{USAGE}");

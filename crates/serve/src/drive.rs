@@ -84,6 +84,9 @@ async fn drive(
                "metadata": {"bundle": bundle}}),
     );
     let mut connected = send(&tx, vec![started]).await;
+    // Let the connection write the response head and this first event before the run
+    // takes the worker.
+    tokio::task::yield_now().await;
     let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
     let folder = state.folder_of(&bundle);
     let run = async {
