@@ -257,25 +257,27 @@ pub fn agui() -> Result<(), String> {
     }
 }
 
-/// Whether headless `chromium` starts and prints its version.
+/// Whether headless `chromium` and `chromedriver` start and print their versions.
 fn chromium_works() -> Result<(), String> {
-    let out = Command::new("chromium")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("`chromium` could not be started: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`chromium --version` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+    // chromedriver (Debian's `chromium-driver`) drives the `provrun serve` browser example.
+    for program in ["chromium", "chromedriver"] {
+        let out = Command::new(program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("`{program}` could not be started: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`{program} --version` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
     }
+    Ok(())
 }
 
-/// Makes sure the `provrun view` browser tests can load their pages: under CI, installs
-/// Debian's `chromium` with apt-get when it is missing, and fails if it cannot. Elsewhere
+/// Makes sure the `provrun view` and `provrun serve` browser tests can load their pages:
+/// under CI, installs Debian's `chromium` and `chromium-driver` with apt-get when missing, and fails if it cannot. Elsewhere
 /// the tests skip themselves loudly when it is missing.
 pub fn browser() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
@@ -287,7 +289,7 @@ pub fn browser() -> Result<(), String> {
         Err(e) => e,
     };
     if ci && is_root() && have("apt-get") {
-        return apt_install_packages("chromium")
+        return apt_install_packages("chromium chromium-driver")
             .and_then(|()| chromium_works())
             .map(|()| println!("==> setup: chromium installed"))
             .map_err(|e| format!("setup: CI must run the `provrun view` browser tests, but {e}"));

@@ -218,9 +218,37 @@ pub fn request(
     stream.write_all(head.as_bytes()).unwrap();
     // A server may answer (413) before reading a large body, and close.
     let _ = stream.write_all(body);
+    // Read until the response is whole: by its Content-Length, its last chunk, or the end
+    // of the connection (a peer may keep it open whatever `Connection: close` asked).
     let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+        if complete(&raw) {
+            break;
+        }
+    }
     parse(&raw)
+}
+
+/// Whether `raw` holds a whole response.
+fn complete(raw: &[u8]) -> bool {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let body = &raw[end + 4..];
+    if let Some(len) = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return body.len() >= len;
+    }
+    head.contains("transfer-encoding: chunked") && body.ends_with(b"0\r\n\r\n")
 }
 
 fn parse(raw: &[u8]) -> Reply {
@@ -239,8 +267,8 @@ fn parse(raw: &[u8]) -> Reply {
         .parse()
         .unwrap();
     let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
     let rest = &raw[end + 4..];
     let chunked = headers
