@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use provrun_agent::{DeferReason, RunControl, RunOutcome, RunResult};
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::events::{BUNDLE_EVENT, Mapper, call_wire_id, event, frame};
 use crate::index::Entry;
@@ -27,12 +27,17 @@ const PROTOCOL_VERSION: &str = "1.0";
 /// a client that left is noticed).
 const KEEPALIVE: Duration = Duration::from_secs(10);
 
-/// Start the run `planned` on its own task; its events go to `tx`.
+/// How long a run waits for its first event to be handed to the connection before it
+/// starts anyway.
+const FIRST_EVENT_WAIT: Duration = Duration::from_secs(2);
+
+/// Start the run `planned` on its own task; its events go to `tx`, and `written` fires when
+/// the first of them is handed to the connection.
 pub(crate) fn spawn(
     state: Arc<State>,
     planned: Planned,
     slot: OwnedSemaphorePermit,
-    tx: mpsc::Sender<Bytes>,
+    (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
 ) {
     let control = RunControl::with_cancellation(&state.cancel_all);
     state.add_active(
@@ -45,7 +50,7 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         let bundle = planned.bundle.clone();
         let thread = planned.thread.clone();
-        let last = drive(&state, planned, control, tx).await;
+        let last = drive(&state, planned, control, (tx, written)).await;
         state.release_thread(&thread, last);
         state.remove_active(&bundle);
         drop(slot);
@@ -67,7 +72,7 @@ async fn drive(
     state: &Arc<State>,
     planned: Planned,
     control: RunControl,
-    tx: mpsc::Sender<Bytes>,
+    (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
 ) -> Option<LastRun> {
     let Planned {
         agent_name,
@@ -84,9 +89,9 @@ async fn drive(
                "metadata": {"bundle": bundle}}),
     );
     let mut connected = send(&tx, vec![started]).await;
-    // Let the connection write the response head and this first event before the run
-    // takes the worker.
-    tokio::task::yield_now().await;
+    // The response head and this first event go out before the run takes a worker: under
+    // load, a client sees its run begin without waiting for the others' work.
+    let _ = tokio::time::timeout(FIRST_EVENT_WAIT, written).await;
     let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
     let folder = state.folder_of(&bundle);
     let run = async {

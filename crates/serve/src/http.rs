@@ -41,11 +41,20 @@ pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed_unsync()
 }
 
-/// A body streamed from a channel of frames.
-pub(crate) fn streamed(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
-    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok(Frame::data(b)), rx))
-    });
+/// A body streamed from a channel of frames; `first_out` fires once the first frame has
+/// been handed to the connection.
+pub(crate) fn streamed(
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    first_out: tokio::sync::oneshot::Sender<()>,
+) -> Body {
+    let frames =
+        futures_util::stream::unfold((rx, Some(first_out)), |(mut rx, mut first)| async move {
+            let frame = rx.recv().await?;
+            if let Some(tell) = first.take() {
+                let _ = tell.send(());
+            }
+            Some((Ok(Frame::data(frame)), (rx, first)))
+        });
     BodyExt::boxed_unsync(StreamBody::new(frames))
 }
 

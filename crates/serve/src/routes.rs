@@ -79,8 +79,9 @@ async fn run(
         }
     };
     let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
-    crate::drive::spawn(Arc::clone(state), planned, slot, tx);
-    let mut r = respond(StatusCode::OK, "text/event-stream", streamed(rx));
+    let (first_out, written) = tokio::sync::oneshot::channel();
+    crate::drive::spawn(Arc::clone(state), planned, slot, (tx, written));
+    let mut r = respond(StatusCode::OK, "text/event-stream", streamed(rx, first_out));
     r.headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(r)
