@@ -387,3 +387,88 @@ fn serve_refuses_a_public_address_without_a_token_and_other_bad_starts() {
     assert_eq!(code, Some(2), "{err}");
     assert!(!store.exists(), "nothing was made");
 }
+
+/// The events of a run request, and its bundle's id.
+fn ran(addr: std::net::SocketAddr, agent: &str, body: &[u8]) -> (Vec<serde_json::Value>, String) {
+    let r = request(addr, "POST", &format!("/agents/{agent}"), &[], body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let events = r.events();
+    let bundle = events[0]["metadata"]["bundle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (events, bundle)
+}
+
+#[test]
+fn a_thread_goes_on_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    write_agents(&dir.path().join("agents"));
+    let store = dir.path().join("store");
+    let first = Served::start(&dir.path().join("agents"), &store, &[], &[]);
+    let (_, earlier) = ran(first.addr, "chat", &input("talk", "turn-1", "Hi"));
+    drop(first);
+    let again = Served::start(&dir.path().join("agents"), &store, &[], &[]);
+    let (events, later) = ran(again.addr, "chat", &input("talk", "turn-2", "And now?"));
+    assert_eq!(events.last().unwrap()["result"]["output"], "Second answer.");
+    let details = &crate::support::cli::events(&store.join(&later))[0]["payload"]["details"];
+    assert_eq!(
+        details["continues"]["run_id"].as_str(),
+        Some(earlier.as_str())
+    );
+}
+
+#[test]
+fn a_bucket_store_keeps_tars_resumes_paused_runs_and_continues_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    write_agents(&dir.path().join("agents"));
+    let bucket = dir.path().join("bucket");
+    std::fs::create_dir_all(&bucket).unwrap();
+    let work = dir.path().join("work");
+    let url = format!("file://{}", bucket.display());
+    let served = Served::start(
+        &dir.path().join("agents"),
+        Path::new(&url),
+        &["--work-dir", work.to_str().unwrap()],
+        &[],
+    );
+    // An approval: paused (its tar is in the bucket, its folder in the work folder) …
+    let (events, id) = ran(served.addr, "approve", &input("b", "appr", "Write it."));
+    let interrupt = events.last().unwrap()["outcome"]["interrupts"][0]["id"].clone();
+    assert!(bucket.join(format!("{id}.tar")).is_file());
+    assert!(work.join(&id).join("events.jsonl").is_file());
+    // … then resumed: the bucket's tar is replaced by the finished one, the folder goes.
+    let resume = serde_json::json!({"threadId": "b", "runId": "appr-2",
+        "messages": [{"id": "u", "role": "user", "content": "Write it."}],
+        "resume": [{"interruptId": interrupt, "status": "resolved"}]});
+    let (events, same) = ran(served.addr, "approve", resume.to_string().as_bytes());
+    assert_eq!(same, id);
+    assert_eq!(events.last().unwrap()["result"]["status"], "finished");
+    assert!(!work.join(&id).exists());
+    fetch_and_verify(served.addr, &[], &id, dir.path());
+    let report = request(served.addr, "GET", &format!("/runs/{id}/verify"), &[], b"").json();
+    assert_eq!(report["status"], "finished");
+    assert_eq!(
+        request(served.addr, "GET", &format!("/runs/{id}"), &[], b"").status,
+        200
+    );
+    // A thread's next turn reads the earlier bundle back from the bucket.
+    let (_, earlier) = ran(served.addr, "chat", &input("c", "c-1", "Hi"));
+    let (events, _) = ran(served.addr, "chat", &input("c", "c-2", "Again"));
+    assert_eq!(events.last().unwrap()["result"]["output"], "Second answer.");
+    let listed = request(served.addr, "GET", "/runs", &[], b"").json();
+    let ids: Vec<&str> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&earlier.as_str()) && ids.contains(&id.as_str()),
+        "{ids:?}"
+    );
+    assert!(
+        work.join("index.jsonl").is_file(),
+        "a bucket's index is kept in the work folder"
+    );
+}
