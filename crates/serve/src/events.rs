@@ -144,20 +144,18 @@ impl Mapper {
                 content,
                 ok,
                 ..
-            } => {
-                if !self.client_results.contains(&run_call_id) {
-                    let id = call_wire_id(&self.bundle, &run_call_id);
-                    let mut members = json!({
-                        "messageId": format!("{id}.result"),
-                        "toolCallId": id,
-                        "content": content,
-                        "role": "tool",
-                    });
-                    if !ok {
-                        members["metadata"] = json!({"ok": false});
-                    }
-                    out.push(event("TOOL_CALL_RESULT", members));
+            } if !self.client_results.contains(&run_call_id) => {
+                let id = call_wire_id(&self.bundle, &run_call_id);
+                let mut members = json!({
+                    "messageId": format!("{id}.result"),
+                    "toolCallId": id,
+                    "content": content,
+                    "role": "tool",
+                });
+                if !ok {
+                    members["metadata"] = json!({"ok": false});
                 }
+                out.push(event("TOOL_CALL_RESULT", members));
             }
             RunEvent::Steered { step, text } => out.push(event(
                 "CUSTOM",

@@ -13,7 +13,7 @@ mod stop;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -75,7 +75,6 @@ pub struct Served {
     child: Child,
     pub url: String,
     pub addr: SocketAddr,
-    pub store: PathBuf,
 }
 
 impl Served {
@@ -114,12 +113,7 @@ impl Served {
             .trim_end_matches('/')
             .parse()
             .unwrap();
-        Served {
-            child,
-            url,
-            addr,
-            store: store.to_path_buf(),
-        }
+        Served { child, url, addr }
     }
 
     /// The child process (to signal it).
