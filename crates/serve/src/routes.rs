@@ -29,13 +29,11 @@ pub(crate) async fn route(
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let method = req.method().clone();
     let allow = |methods: &'static str| {
-        let mut e = ApiError::new(
+        ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
             format!("this path takes {methods}"),
-        );
-        e.retry_after = None;
-        e
+        )
     };
     match (parts.as_slice(), &method) {
         (["agents", name], &Method::POST) => run(state, name, req).await,

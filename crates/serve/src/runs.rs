@@ -286,53 +286,65 @@ async fn resume_work(
     let mut announced = HashSet::new();
     let mut client_results = HashSet::new();
     for call in &waiting {
-        let wire = call_wire_id(&last.id, &call.run_call_id);
         announced.insert(call.run_call_id.clone());
-        let decision = match call.reason {
-            DeferReason::Approval => {
-                let entry = entries
-                    .get(wire.as_str())
-                    .ok_or_else(|| bad_resume(format!("interrupt `{wire}` is not answered")))?;
-                if entry.approves() {
-                    Decision::Approve(call.run_call_id.clone())
-                } else {
-                    Decision::Deny {
-                        call_id: call.run_call_id.clone(),
-                        message: entry.denial(),
-                    }
-                }
-            }
-            DeferReason::ClientRoundTrip => {
-                let message = input
-                    .messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(&wire))
-                    .ok_or_else(|| {
-                        bad_resume(format!(
-                            "frontend tool call `{wire}` ({}) has no result: send it as a tool message",
-                            call.name
-                        ))
-                    })?;
-                client_results.insert(call.run_call_id.clone());
-                let text = message.text();
-                Decision::Result {
-                    call_id: call.run_call_id.clone(),
-                    ok: message.error.is_none(),
-                    content: match &message.error {
-                        Some(error) if text.is_empty() => error.clone(),
-                        _ => text,
-                    },
-                }
-            }
-        };
-        decisions.push(decision);
+        if call.reason == DeferReason::ClientRoundTrip {
+            client_results.insert(call.run_call_id.clone());
+        }
+        decisions.push(decision_for(call, &last.id, &entries, input)?);
     }
     Ok(Work::Resume {
         decisions,
         announced,
         client_results,
     })
+}
+
+/// The decision on one waiting call: from its resume entry (an approval) or its `tool`
+/// message (a frontend call).
+fn decision_for(
+    call: &provrun_agent::DeferredCall,
+    bundle: &str,
+    entries: &HashMap<&str, &agui::ResumeEntry>,
+    input: &RunInput,
+) -> Result<Decision, ApiError> {
+    let wire = call_wire_id(bundle, &call.run_call_id);
+    match call.reason {
+        DeferReason::Approval => {
+            let entry = entries
+                .get(wire.as_str())
+                .ok_or_else(|| bad_resume(format!("interrupt `{wire}` is not answered")))?;
+            Ok(if entry.approves() {
+                Decision::Approve(call.run_call_id.clone())
+            } else {
+                Decision::Deny {
+                    call_id: call.run_call_id.clone(),
+                    message: entry.denial(),
+                }
+            })
+        }
+        DeferReason::ClientRoundTrip => {
+            let message = input
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(&wire))
+                .ok_or_else(|| {
+                    bad_resume(format!(
+                        "frontend tool call `{wire}` ({}) has no result: send it as a tool message",
+                        call.name
+                    ))
+                })?;
+            let text = message.text();
+            Ok(Decision::Result {
+                call_id: call.run_call_id.clone(),
+                ok: message.error.is_none(),
+                content: match &message.error {
+                    Some(error) if text.is_empty() => error.clone(),
+                    _ => text,
+                },
+            })
+        }
+    }
 }
 
 fn answers_a_call(
