@@ -10,9 +10,7 @@ use serde_json::json;
 
 use crate::inert::inert;
 use crate::style::Painter;
-use crate::{
-    EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE, fail, run::log_len, shell_word,
-};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE, fail, run::log_len, shell_word};
 
 /// What is asked of a run's end.
 pub(crate) struct Ending<'a> {
@@ -28,6 +26,9 @@ pub(crate) struct Ending<'a> {
     pub(crate) sign_key: Option<&'a [u8; 32]>,
     /// `--json`.
     pub(crate) json: bool,
+    /// The exit code of a cancelled run: 128 + the signal that stopped it (see
+    /// [`crate::drive::Driven`]).
+    pub(crate) cancelled_code: u8,
 }
 
 impl Ending<'_> {
@@ -54,9 +55,14 @@ impl Ending<'_> {
                 ),
             ),
             RunStatus::Cancelled => fail(
-                EXIT_CANCELLED,
+                self.cancelled_code,
                 format!(
-                    "the run was cancelled; the bundle `{}` is finished as cancelled",
+                    "the run was cancelled{}; the bundle `{}` is finished as cancelled",
+                    crate::signals::StopSignal::ALL
+                        .into_iter()
+                        .find(|s| s.exit_code() == self.cancelled_code)
+                        .map(|s| format!(" ({})", s.name()))
+                        .unwrap_or_default(),
                     bundle.display()
                 ),
             ),

@@ -1,19 +1,19 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `serve`, `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`. Their flags, exit codes and output formats are a contract
+//! `serve`, `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished · `serve`: stopped by SIGTERM or SIGINT, every run's bundle finished |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished · `serve`: stopped by SIGINT, SIGTERM or SIGHUP, every run's bundle finished |
 //! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served · `serve`: it cannot listen or its store cannot be written |
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
-//! | 130 | `run`/`resume`: cancelled by Ctrl-C (the bundle is finished as `cancelled`) |
+//! | 130, 143, 129 | `run`/`resume`: cancelled by SIGINT (Ctrl-C), SIGTERM or SIGHUP: 128 + the signal (the bundle is finished as `cancelled`) · `batch`: stopped by that signal (no more lines taken; the running runs finished `cancelled`; a restart redoes them) |
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -34,17 +34,22 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod doctor;
+mod drive;
 mod ending;
 mod import;
 pub mod inert;
+pub mod logging;
 mod open;
 mod otel;
 mod progress;
 mod replay;
 mod run;
 mod serve;
+mod settings;
 mod show;
 mod sign;
+pub mod signals;
 mod steer_file;
 mod style;
 mod verify;
@@ -60,7 +65,8 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INCOMPLETE: u8 = 3;
 /// Exit code of `run` and `resume` for a run that paused, waiting for decisions.
 pub const EXIT_PAUSED: u8 = 4;
-/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT).
+/// Exit code of `run` and `resume` for a run cancelled by Ctrl-C (128 + SIGINT); SIGTERM
+/// and SIGHUP give 143 and 129 ([`signals::StopSignal::exit_code`]).
 pub const EXIT_CANCELLED: u8 = 130;
 
 /// The prompt `provrun run` sends when `--prompt` is absent.
@@ -69,17 +75,22 @@ pub const DEFAULT_PROMPT: &str = "Do the task your instructions describe.";
 const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies, status failed) · \
                          2 usage or spec error, or the bundle is held by another writer, nothing \
                          written · 4 paused (stderr names the waiting \
-                         calls and the resume command) · 130 cancelled by Ctrl-C";
+                         calls and the resume command) · 130, 143, 129 cancelled by SIGINT \
+                         (Ctrl-C), SIGTERM or SIGHUP (the bundle is finished as cancelled; a \
+                         second signal stops at once)";
 
 const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
                            cancelled, paused, could not start, or its bundle does not verify; \
                            the others' bundles are written) · 2 bad input (a bad line, named \
-                           by its number, or a bad flag): nothing ran";
+                           by its number, or a bad flag): nothing ran · 130, 143, 129 stopped \
+                           by SIGINT, SIGTERM or SIGHUP: no more lines taken, the running runs \
+                           finished as cancelled; the same command again runs what did not end";
 
-const SERVE_EXITS: &str = "Exit codes: 0 stopped by SIGTERM or SIGINT (runs in flight got the \
-                           grace period, then were cancelled; every bundle finished) · 1 it \
+const SERVE_EXITS: &str = "Exit codes: 0 stopped by SIGINT, SIGTERM or SIGHUP (runs in flight got \
+                           the grace period, then were cancelled; every bundle finished) · 1 it \
                            cannot listen, or its store cannot be written · 2 bad flags, no \
-                           agents folder, or no token on an address that is not loopback";
+                           agents folder, or no token on an address that is not loopback · \
+                           130, 143, 129 a second signal stopped it at once";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -87,7 +98,8 @@ const SERVE_EXITS: &str = "Exit codes: 0 stopped by SIGTERM or SIGINT (runs in f
     version = env!("PROVRUN_LONG_VERSION"),
     about = "Run LLM agents with provenance",
     after_help = "Exit codes: 0 ok · 1 run failed / check failed / replay differs · 2 usage or spec error \
-                  (nothing written) · 3 verify: run never finished · 4 run paused · 130 cancelled"
+                  (nothing written) · 3 verify: run never finished · 4 run paused · 130/143/129 cancelled by \
+                  SIGINT/SIGTERM/SIGHUP"
 )]
 struct Cli {
     /// When to colour output for a person (show, verify, replay, the run's progress
@@ -100,6 +112,8 @@ struct Cli {
         default_value = "auto"
     )]
     color: style::ColorChoice,
+    #[command(flatten)]
+    log: logging::LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -162,6 +176,13 @@ enum Command {
         after_help = "Exit codes: 0 printed · 1 no such blob in the bundle, or its stored bytes are corrupt · 2 usage (not a digest, not a folder)"
     )]
     Cat(cat::CatArgs),
+    /// Check what this machine gives the sandbox: bubblewrap, user namespaces, Landlock,
+    /// seccomp, the process limit, the command user and the open-files limit, each ok or
+    /// missing with the fix.
+    #[command(
+        after_help = "Exit codes: 0 commands run fully confined (every layer the evidence records is here) · 1 something a command needs is missing (commands are refused, or run degraded where allowed) · 2 usage"
+    )]
+    Doctor(doctor::DoctorArgs),
     /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
     /// FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
@@ -241,6 +262,13 @@ where
         }
     };
     style::set_choice(cli.color);
+    let mut log = cli.log.settings();
+    // A server's log is its record of requests: `serve` says what it answers (info) unless
+    // told to be quiet.
+    if matches!(cli.command, Command::Serve(_)) && !log.quiet && log.verbose == 0 {
+        log.verbose = 1;
+    }
+    logging::init_logging(&log);
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Verify(args) => verify::verify(&args),
@@ -253,6 +281,7 @@ where
         Command::Serve(args) => serve::serve(&args),
         Command::Skills { spec, json } => skills(spec.as_deref(), json),
         Command::Cat(args) => cat::cat(&args),
+        Command::Doctor(args) => doctor::doctor(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Export(target) => otel::export(target),

@@ -30,7 +30,7 @@ pub(crate) struct Progress {
 impl Progress {
     /// Start showing `control`'s run on stderr, if stderr is a terminal.
     pub(crate) fn start(control: &RunControl) -> Self {
-        if !std::io::stderr().is_terminal() {
+        if !std::io::stderr().is_terminal() || crate::logging::quiet() {
             return Self { task: None };
         }
         let mut events = control.subscribe();

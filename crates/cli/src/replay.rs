@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use provrun_agent::{AgentError, Backend, RunControl};
 use provrun_evidence::{Event, EventPayload};
 
+use crate::drive::drive;
 use crate::inert::inert;
-use crate::run::drive;
 use crate::style::Painter;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, check_new_bundle, fail, registry};
 
@@ -55,7 +55,9 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
     let report = match drive(
         &control,
         provrun_agent::replay(&backend, &control, source.dir(), &args.out),
-    ) {
+    )
+    .map(|d| d.out)
+    {
         Ok(Ok(r)) => r,
         Ok(Err(e @ (AgentError::Bundle { .. } | AgentError::Evidence(_)))) => {
             return fail(EXIT_FAILED, e);

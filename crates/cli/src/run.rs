@@ -1,6 +1,5 @@
 //! `provrun run`, `provrun resume` and `provrun replay`: everything that executes a run.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use provrun_agent::{
@@ -9,11 +8,9 @@ use provrun_agent::{
 
 use provrun_evidence::BundleLock;
 
+use crate::drive::{Driven, drive};
 use crate::ending::Ending;
-use crate::progress::Progress;
-use crate::{
-    DEFAULT_PROMPT, EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, check_new_bundle, fail, registry,
-};
+use crate::{DEFAULT_PROMPT, EXIT_USAGE, check_new_bundle, fail, registry};
 
 /// When evidence reaches stable storage (`--durability`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,6 +77,11 @@ pub(crate) struct RunArgs {
     /// at-end, or group-commit.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
+    /// Change one of the spec's `[settings]` for this run (repeatable): KEY=VALUE with
+    /// VALUE read as TOML (`--set temperature=0.2 --set stop='["END"]'`; text that is no
+    /// TOML value is a string), `extra.NAME=VALUE` for a field of `extra`.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
+    set: Vec<(String, String)>,
     /// Verify the bundle when the run ends and print the verdict on stderr; exit 1 if it
     /// does not verify.
     #[arg(long)]
@@ -149,41 +151,6 @@ fn parse_result(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Run `fut` on a fresh runtime, cancelling `control` on Ctrl-C, with progress on a
-/// terminal.
-pub(crate) fn drive<T>(control: &RunControl, fut: impl Future<Output = T>) -> Result<T, u8> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| fail(EXIT_FAILED, format!("cannot start the runtime: {e}")))?;
-    let out = runtime.block_on(async {
-        let progress = Progress::start(control);
-        let watcher = control.clone();
-        // The first Ctrl-C cancels the run cleanly; a second one stops at once. The
-        // handler is registered here, before the run starts, not when the task first runs.
-        let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-        let ctrl_c = tokio::spawn(async move {
-            let Ok(mut sigint) = sigint else { return };
-            while sigint.recv().await.is_some() {
-                if watcher.is_cancelled() {
-                    eprintln!("\nprovrun: stopped; the bundle may be unfinished");
-                    std::process::exit(i32::from(EXIT_CANCELLED));
-                }
-                watcher.cancel();
-            }
-        });
-        let out = fut.await;
-        ctrl_c.abort();
-        progress.stop();
-        out
-    });
-    // The bundle is finished by now. A sync tool that timed out may still be running on
-    // the blocking pool; do not let it keep the process alive (dropping the runtime
-    // would wait for it).
-    runtime.shutdown_background();
-    Ok(out)
-}
-
 /// A `--model` as given on the command line: relative file paths resolve against the
 /// current folder.
 fn model_override(text: &str) -> Result<String, String> {
@@ -219,6 +186,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         }
         // Evidence keeps the spec that ran: with the override, not the file's text.
         agent.source = None;
+    }
+    if let Err(e) = crate::settings::apply_settings(&mut agent, &args.set) {
+        return fail(EXIT_USAGE, e);
     }
     if let Some(max) = args.max_input_bytes {
         agent.limits.max_input_bytes = max;
@@ -257,7 +227,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         let mut file = crate::steer_file::SteerFile::new(path.clone());
         control.steer_from(move || file.new_lines());
     }
-    let result = match drive(&control, backend.execute(&control, &agent, &spec)) {
+    let Driven {
+        out: result,
+        cancelled_code,
+    } = match drive(&control, backend.execute(&control, &agent, &spec)) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -271,6 +244,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         host_dir: args.host_dir.as_deref(),
         sign_key: sign_key.as_ref(),
         json: args.json,
+        cancelled_code,
     }
     .report(result)
 }
@@ -337,7 +311,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     let before = log_len(&args.bundle);
     let resumed = backend.resume_locked(&control, bundle_lock, &decisions, &options);
-    let result = match drive(&control, resumed) {
+    let Driven {
+        out: result,
+        cancelled_code,
+    } = match drive(&control, resumed) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -351,6 +328,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         host_dir: args.host_dir.as_deref(),
         sign_key: sign_key.as_ref(),
         json: args.json,
+        cancelled_code,
     }
     .report(result)
 }

@@ -1,6 +1,8 @@
 //! `provrun serve --agents DIR --out STORE`: the AG-UI server of `provrun-serve`, a thin
 //! layer over it: flags to a `ServeConfig`, the token from `PROVRUN_SERVE_TOKEN` or
-//! `--token-file`, the URL as the first line on stdout, and SIGTERM/SIGINT as the stop.
+//! `--token-file`, the URL as the first line on stdout, and SIGINT, SIGTERM or SIGHUP as
+//! the stop ([`crate::signals::StopSignals`]; a second one ends the process at once). Its
+//! log lines (one per request, one per run's end) are shown at info unless `-q`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -126,9 +128,21 @@ pub(crate) fn serve(args: &ServeArgs) -> u8 {
             Err(e) => return fail(EXIT_FAILED, format!("serve: {e}")),
         };
         let stop = tokio_util::sync::CancellationToken::new();
-        if let Err(e) = watch_signals(stop.clone()) {
-            return fail(EXIT_FAILED, format!("serve: cannot watch for signals: {e}"));
-        }
+        let on_stop = stop.clone();
+        // Held while the server runs: the first signal stops it gracefully.
+        let _signals = match crate::signals::StopSignals::watch(
+            move |signal| {
+                eprintln!(
+                    "provrun: serve: stopping on {} (a second signal stops at once)",
+                    signal.name()
+                );
+                on_stop.cancel();
+            },
+            "runs in flight may be left unfinished",
+        ) {
+            Ok(s) => s,
+            Err(e) => return fail(EXIT_FAILED, format!("serve: cannot watch for signals: {e}")),
+        };
         out!("{}", server.url());
         match server.run(stop).await {
             Ok(stopped) => {
@@ -143,28 +157,4 @@ pub(crate) fn serve(args: &ServeArgs) -> u8 {
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
-}
-
-/// SIGTERM or SIGINT stop the server (gracefully); a second one ends the process at
-/// once (exit 128 + the signal).
-fn watch_signals(stop: tokio_util::sync::CancellationToken) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    for (kind, code) in [
-        (SignalKind::terminate(), 143),
-        (SignalKind::interrupt(), 130),
-    ] {
-        let mut stream = signal(kind)?;
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            while stream.recv().await.is_some() {
-                if stop.is_cancelled() {
-                    eprintln!("provrun: serve: stopped at once by a second signal");
-                    std::process::exit(code);
-                }
-                eprintln!("provrun: serve: stopping (a second signal stops at once)");
-                stop.cancel();
-            }
-        });
-    }
-    Ok(())
 }

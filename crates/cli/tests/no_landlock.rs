@@ -31,6 +31,86 @@ fn main() {
     println!(
         "test an_older_landlock_abi_is_recorded_as_partial_with_the_rights_left_unenforced ... ok"
     );
+    doctor_reports_landlock_missing_with_its_fix_and_exits_1();
+    println!("test doctor_reports_landlock_missing_with_its_fix_and_exits_1 ... ok");
+}
+
+/// `provrun doctor` under the filter: Landlock missing, with the fix, the other layers as
+/// the plain machine has them, exit 1; the plain machine's answer is its own.
+fn doctor_reports_landlock_missing_with_its_fix_and_exits_1() {
+    let plain = Command::new(env!("CARGO_BIN_EXE_provrun"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let plain: Value = serde_json::from_slice(&plain.stdout).expect("doctor --json is JSON");
+    let status_of = |report: &Value, name: &str| -> String {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {report}"))["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let out = provrun_without_landlock(&["doctor", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("doctor --json is JSON");
+    assert_eq!(report["ok"], false, "{report}");
+    assert_eq!(report["fully_confined"], false, "{report}");
+    let landlock = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "landlock")
+        .unwrap();
+    assert_eq!(landlock["status"], "missing", "{landlock}");
+    assert!(
+        landlock["fix"].as_str().unwrap().contains("lsm="),
+        "{landlock}"
+    );
+    if !landlock["detail"]
+        .as_str()
+        .unwrap()
+        .contains("helper was not found")
+    {
+        assert!(
+            landlock["detail"].as_str().unwrap().contains("ABI 0"),
+            "{landlock}"
+        );
+    }
+    // Only Landlock changed: every other item reads as on the plain machine.
+    for name in [
+        "bubblewrap",
+        "namespaces",
+        "seccomp",
+        "rlimits",
+        "process_limit",
+        "command_user",
+        "open_files",
+    ] {
+        assert_eq!(
+            status_of(&report, name),
+            status_of(&plain, name),
+            "{name}: {report}"
+        );
+    }
+    // The text form says the same in words.
+    let out = provrun_without_landlock(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("missing") && l.contains("landlock")),
+        "{text}"
+    );
+    assert!(text.contains("fix: Linux 5.13 or later"), "{text}");
 }
 
 /// The second wrapper, `no_landlock --landlock-abi-3 PROGRAM ARG…`: a seccomp filter

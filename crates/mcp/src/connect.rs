@@ -35,6 +35,9 @@ pub struct ConnectOptions {
     /// the host folder): a server's `read_only` path may not be, hold or lie inside any
     /// of them.
     pub forbidden: Vec<HostRoot>,
+    /// The run's staged inputs, which a stdio server sees read-only at `/input` as
+    /// `run_command` does; `None`: an empty `/input` of its own.
+    pub input: Option<PathBuf>,
 }
 
 /// An initialised session and the tools the server listed.

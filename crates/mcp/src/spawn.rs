@@ -1,6 +1,6 @@
 //! Starting a stdio server as a confined child: its program resolved to a real host path,
-//! what it is granted (`read_only`) checked, a private sandbox with empty `/input` and
-//! `/output` of its own and its own limits, its stdout read through the [`tap`]; and what
+//! what it is granted (`read_only`) checked, a sandbox with the run's staged inputs at
+//! `/input` (read-only), an empty `/output` of its own and its own limits, its stdout read through the [`tap`]; and what
 //! is recorded of it (its endpoint) or said when it does not start (what an installed
 //! server cannot see).
 
@@ -19,7 +19,8 @@ use crate::{McpError, installed, tap};
 pub(crate) struct Spawned {
     /// The server's process.
     pub(crate) child: ConfinedChild,
-    /// Its private sandbox (its scratch) and the folder of its empty input and output.
+    /// Its sandbox (its scratch) and the folder of its own output (and its empty input
+    /// when no inputs were given).
     pub(crate) home: (Sandbox, tempfile::TempDir),
     /// Its stdout, through the tap.
     pub(crate) stdout: tap::Tap<ChildStdout>,
@@ -75,11 +76,14 @@ pub(crate) fn spawn(spec: &McpServerSpec, options: &ConnectOptions) -> Result<Sp
         .prefix("provrun-mcp-")
         .tempdir()
         .map_err(|e| server_err(spec, format!("making its private folders: {e}")))?;
-    let (input, output) = (dir.path().join("input"), dir.path().join("output"));
-    for d in [&input, &output] {
+    let (own_input, output) = (dir.path().join("input"), dir.path().join("output"));
+    for d in [&own_input, &output] {
         std::fs::create_dir_all(d)
             .map_err(|e| server_err(spec, format!("making its private folders: {e}")))?;
     }
+    // The run's staged inputs when given (read-only, as for commands), else its own empty
+    // folder.
+    let input = options.input.clone().unwrap_or(own_input);
     let server_limits = spec.limits.unwrap_or_default();
     let limits = Limits {
         command_memory_bytes: server_limits.memory_bytes(),

@@ -202,6 +202,16 @@ pub enum ModelError {
     /// A [`crate::FunctionModel`]'s function failed.
     #[error("model function failed: {0}")]
     Function(String),
+    /// A request setting the model's API does not take, or a value it cannot send
+    /// ([`crate::WireApi::check_settings`], [`crate::ModelSettings::check_values`]).
+    #[error("setting `{setting}`: {message}")]
+    Setting {
+        /// The setting, as the agent spec's `[settings]` names it (`extra.KEY` for a key
+        /// of `extra`).
+        setting: String,
+        /// What is wrong, and what to do instead.
+        message: String,
+    },
 }
 
 /// The exchange an error holds, by reference or mutably as `$error` is borrowed: one list
@@ -223,7 +233,8 @@ macro_rules! exchange_of {
             ModelError::Config(_)
             | ModelError::InvalidRequest(_)
             | ModelError::InvalidScript { .. }
-            | ModelError::Function(_) => None,
+            | ModelError::Function(_)
+            | ModelError::Setting { .. } => None,
         }
     };
 }
@@ -277,7 +288,9 @@ impl ModelError {
             ModelError::Config(m) | ModelError::InvalidRequest(m) | ModelError::Function(m) => {
                 vec![m]
             }
-            ModelError::InvalidScript { message, .. } => vec![message],
+            ModelError::InvalidScript { message, .. } | ModelError::Setting { message, .. } => {
+                vec![message]
+            }
             ModelError::ReplayDiverged { difference, .. } => vec![difference],
             ModelError::Timeout { .. } | ModelError::ScriptExhausted { .. } => Vec::new(),
         }

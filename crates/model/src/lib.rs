@@ -56,6 +56,7 @@ mod openai;
 #[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod responses;
 
+mod settings;
 mod types;
 mod wire;
 

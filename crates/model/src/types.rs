@@ -161,6 +161,22 @@ pub struct ModelSettings {
     /// Stop sequences.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Penalise tokens that have appeared at all (-2.0 to 2.0; Chat Completions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    /// Penalise tokens by how often they have appeared (-2.0 to 2.0; Chat Completions
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`, …): Chat
+    /// Completions' `reasoning_effort`, Responses' `reasoning.effort`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Anthropic extended thinking with this budget of tokens:
+    /// `thinking: {"type": "enabled", "budget_tokens": N}` (at least 1024, and less than
+    /// `max_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// Ask the provider to cache the stable prefix of the prompt (the system prompt and the
     /// tools): Anthropic gets `cache_control` breakpoints on both. Providers that cache
     /// on their own (OpenAI) ignore it.
@@ -174,7 +190,10 @@ pub struct ModelSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
     /// Extra top-level fields of the request body, for provider-specific options. They never
-    /// replace a field this crate sets itself.
+    /// replace a field this crate sets itself: an object merges into the object of the
+    /// same name key by key (`reasoning: {"summary": "auto"}` beside `reasoning_effort`),
+    /// and a value that would replace one is left out (with a warning);
+    /// [`crate::WireApi::check_settings`] refuses such a collision before anything is sent.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, Value>,
 }

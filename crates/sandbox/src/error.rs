@@ -20,14 +20,16 @@ pub enum SandboxError {
     },
 
     /// The runtime runs as root, commands are to run as a dedicated unprivileged user
-    /// (`Limits::command_uid`), and bubblewrap cannot build the sandbox as that user (most
-    /// often: unprivileged user namespaces are not allowed). Refused rather than run as
+    /// (`Limits::command_uid`), and that user cannot run them: bubblewrap cannot build the
+    /// sandbox as that user (most often: unprivileged user namespaces are not allowed), or
+    /// the runtime's own user namespace does not map the uid. Refused rather than run as
     /// root on the host.
     #[error(
         "run_command refused: commands run as uid {uid} (gid {gid}) when provrun runs as root, \
-         and bubblewrap cannot build the sandbox as that user: {reason}. Allow unprivileged \
-         user namespaces (see docs/sandbox.md), or set `command_uid = 0` in [limits] to run \
-         commands as root on the host (recorded in the evidence)"
+         and that user cannot run them here: {reason}. Allow unprivileged user namespaces, or \
+         map the uid into provrun's user namespace (see docs/sandbox.md; `provrun doctor` \
+         checks both), or set `command_uid = 0` in [limits] to run commands as root on the \
+         host (recorded in the evidence)"
     )]
     CommandUserUnavailable {
         /// The host uid commands were to run as.

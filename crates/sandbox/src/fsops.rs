@@ -538,7 +538,18 @@ pub(crate) fn scan_usage(root: &Dir, max_depth: usize) -> io::Result<Usage> {
     let mut usage = Usage::default();
     let mut stack: Vec<(Dir, usize)> = vec![(root.try_clone()?, 0)];
     while let Some((dir, depth)) = stack.pop() {
-        for entry in dir.entries()? {
+        // A folder a command left without read or search permission for its owner (this
+        // process's user) is opened up again rather than left unmeasured.
+        let entries = match dir.entries() {
+            Err(e)
+                if e.kind() == io::ErrorKind::PermissionDenied
+                    && crate::access::restore_own_dir(&dir)? =>
+            {
+                dir.entries()?
+            }
+            other => other?,
+        };
+        for entry in entries {
             let entry = entry?;
             let name = entry.file_name();
             let md = match dir.symlink_metadata(&name) {

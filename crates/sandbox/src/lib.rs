@@ -17,7 +17,8 @@
 //! - [`Sandbox::run_command`] and [`Sandbox::run_program`] run a command under OS
 //!   confinement (bubblewrap namespaces, Landlock, seccomp, rlimits, a process limit, a
 //!   timeout and the quota); [`Sandbox::command_support`] says which layers this machine
-//!   has. The in-sandbox half lives in [`confine`]; a program carries it itself by calling
+//!   has, and [`Sandbox::check_machine`] says what is missing and how to fix it (`provrun
+//!   doctor`). The in-sandbox half lives in [`confine`]; a program carries it itself by calling
 //!   [`arg0_dispatch`] first thing in `main` (else the `provrun-confine` binary serves).
 //! - [`stage_inputs`] copies the user's inputs into the input root and makes them read-only.
 //!
@@ -38,6 +39,7 @@
 //! # }
 //! ```
 
+mod access;
 mod command;
 pub mod confine;
 mod dispatch;
@@ -52,7 +54,8 @@ mod user;
 
 pub use command::{
     CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
-    HELPER_NAME, LandlockRecord, Layer, SeccompRecord, system_dirs,
+    HELPER_NAME, LandlockRecord, Layer, MachineCheck, MachineReport, SeccompRecord,
+    open_files_limit, system_dirs,
 };
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};

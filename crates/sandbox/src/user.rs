@@ -348,6 +348,31 @@ fn proc_fd_path(fd: libc::c_int, buf: &mut [u8; 32]) -> *const libc::c_char {
     buf.as_ptr().cast()
 }
 
+/// Why `user`'s uid or gid cannot be used in this process's user namespace, when it
+/// cannot: a root that is itself inside a user namespace (a rootless container) can only
+/// hand files to, and become, the ids its namespace maps. `None` when both are mapped (or
+/// the maps cannot be read).
+pub(crate) fn uid_unmapped(user: &CommandUser) -> Option<String> {
+    let unmapped = |file: &str, id: u32| -> Option<String> {
+        let map = std::fs::read_to_string(format!("/proc/self/{file}")).ok()?;
+        let mapped = map.lines().any(|line| {
+            let n: Vec<u64> = line
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            n.len() == 3 && (n[0]..n[0] + n[2]).contains(&u64::from(id))
+        });
+        (!mapped).then(|| {
+            format!(
+                "{} {id} is not mapped in provrun's user namespace (/proc/self/{file}: {})",
+                if file == "uid_map" { "uid" } else { "gid" },
+                map.split_whitespace().collect::<Vec<_>>().join(" ")
+            )
+        })
+    };
+    unmapped("uid_map", user.uid).or_else(|| unmapped("gid_map", user.gid))
+}
+
 /// Whether bubblewrap (`bwrap`) can build the sandbox when started as `uid`/`gid` from a
 /// root runtime: tried once per process and user, with a command that does nothing.
 pub(crate) fn check_user(bwrap: &Path, user: &CommandUser) -> Result<()> {
@@ -421,7 +446,11 @@ fn try_user(bwrap: &Path, user: &CommandUser) -> std::result::Result<(), String>
         Ok(())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!("{}: {}", out.status, err.trim()))
+        Err(format!(
+            "bubblewrap cannot build the sandbox as that user ({}: {})",
+            out.status,
+            err.trim()
+        ))
     }
 }
 

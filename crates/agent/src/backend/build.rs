@@ -161,18 +161,23 @@ impl Backend {
     /// Connect the agent's MCP servers (or stand in with the recording) and add their
     /// tools to the run's.
     /// `roots` are the run's own folders (see `provrun_sandbox::roots::run_roots`): no
-    /// server may be granted one of them.
+    /// server may be granted one of them; `input` is the run's staged inputs, which a
+    /// stdio server sees read-only at its `/input`.
     pub(super) async fn connect_remote(
         &self,
         agent: &AgentSpec,
         prepared: &mut Prepared,
-        roots: Vec<provrun_sandbox::roots::HostRoot>,
+        (roots, input): (
+            Vec<provrun_sandbox::roots::HostRoot>,
+            Option<std::path::PathBuf>,
+        ),
     ) -> Result<(), AgentError> {
         if agent.mcp.is_empty() && self.recorded_mcp.is_none() {
             return Ok(());
         }
         let registry = self.registry.clone().unwrap_or_else(ToolRegistry::linked);
-        let remote = Remote::start(agent, &registry, self.recorded_mcp.as_ref(), roots).await?;
+        let remote =
+            Remote::start(agent, &registry, self.recorded_mcp.as_ref(), (roots, input)).await?;
         #[cfg(feature = "mcp")]
         for t in remote.tools() {
             if prepared.tools.contains_key(&t.name) || t.name == OUTPUT_TOOL {

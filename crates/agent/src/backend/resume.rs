@@ -92,7 +92,8 @@ impl Backend {
         provrun_sandbox::roots::check_disjoint(&roots)?;
         let mut prepared = self.prepare(&agent, &paused.conversation.client_tools)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
-        self.connect_remote(&agent, &mut prepared, roots).await?;
+        self.connect_remote(&agent, &mut prepared, (roots, Some(bundle.join("input"))))
+            .await?;
         let result = self
             .resume_prepared(
                 control,
@@ -232,38 +233,4 @@ pub(super) fn list_ids(calls: &[DeferredCall]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-pub(super) fn remove_bundle(path: &Path, existed: bool) {
-    if existed {
-        if let Ok(entries) = std::fs::read_dir(path) {
-            for entry in entries.flatten() {
-                let p = entry.path();
-                let _ = if p.is_dir() && !p.is_symlink() {
-                    make_writable(&p);
-                    std::fs::remove_dir_all(&p)
-                } else {
-                    std::fs::remove_file(&p)
-                };
-            }
-        }
-    } else {
-        make_writable(path);
-        let _ = std::fs::remove_dir_all(path);
-    }
-}
-
-/// Staged inputs are read-only; make their folders writable so they can be removed.
-pub(super) fn make_writable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = std::fs::symlink_metadata(path)
-        && meta.is_dir()
-    {
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755));
-        if let Ok(entries) = std::fs::read_dir(path) {
-            for e in entries.flatten() {
-                make_writable(&e.path());
-            }
-        }
-    }
 }

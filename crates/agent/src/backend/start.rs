@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use provrun_evidence::{Recorder, RunStarted, ToolInfo, to_canonical_string};
+use provrun_evidence::{PendingBundle, Recorder, RunStarted, ToolInfo, to_canonical_string};
 use provrun_model::Message;
 use provrun_sandbox::Sandbox;
 use provrun_tools::{RunContext, RunDeps, RunInfo, ToolCategory};
@@ -16,7 +16,6 @@ use crate::control::RunControl;
 use crate::error::AgentError;
 use crate::spec::{AgentSpec, RunResult, RunSpec};
 
-use super::resume::remove_bundle;
 use super::{BUILDER, Backend, Prepared, Run};
 use crate::output::OUTPUT_TOOL;
 use crate::state::LoopState;
@@ -104,65 +103,47 @@ impl Backend {
             &[],
             run.host_dir.as_deref(),
         );
-        self.connect_remote(agent, &mut prepared, roots).await?;
-        let result = self.execute_prepared(control, agent, &prepared, run).await;
+        let run_id = run
+            .run_id
+            .clone()
+            .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
+        // The bundle is begun (locked, aside) and the inputs staged into it before the MCP
+        // servers start, so a stdio server sees them at /input as commands do; a failure
+        // up to `run_started` leaves nothing behind.
+        let pending = Recorder::begin(&run.bundle, &run_id, run.durability, self.blob_layout)?;
+        stage(&pending, run, agent).await?;
+        self.connect_remote(agent, &mut prepared, (roots, Some(pending.input_dir())))
+            .await?;
+        if let Err(e) = check_tool_choice(agent, &prepared) {
+            prepared.remote.shutdown().await;
+            return Err(e);
+        }
+        let result = self
+            .execute_prepared(control, agent, &prepared, run, (pending, run_id))
+            .await;
         prepared.remote.shutdown().await;
         self.export_otel(result).await
     }
 
-    /// The run itself, once its tools (MCP servers included) are ready.
+    /// The run itself, once its inputs are staged in the begun bundle and its tools (MCP
+    /// servers included) are ready: `run_started`, the inputs on record, the loop.
     pub(super) async fn execute_prepared(
         &self,
         control: &RunControl,
         agent: &AgentSpec,
         prepared: &Prepared,
         run: &RunSpec,
+        (pending, run_id): (PendingBundle, String),
     ) -> Result<RunResult, AgentError> {
-        let bundle_existed = run.bundle.exists();
-        let run_id = run
-            .run_id
-            .clone()
-            .unwrap_or_else(|| format!("run-{}", uuid::Uuid::new_v4()));
         let started = self.run_started(agent, prepared, run, &run_id)?;
-        let recorder = Recorder::create_with_layout(
-            &run.bundle,
-            &run_id,
-            run.durability,
-            &started,
-            self.blob_layout,
-        )?;
-
-        // Stage inputs; on failure leave nothing behind, as if the run never started.
-        let staged = {
-            let input_dir = recorder.input_dir();
-            let inputs = run.inputs.clone();
-            let limits = agent.limits.clone();
-            let rec = recorder.clone();
-            tokio::task::spawn_blocking(move || {
-                provrun_sandbox::stage_inputs(&input_dir, &inputs, &limits)
-                    .map_err(AgentError::from)
-                    .and_then(|_| rec.record_inputs().map_err(AgentError::from))
-            })
+        let recorder = pending.start(&started)?;
+        let rec = recorder.clone();
+        tokio::task::spawn_blocking(move || rec.record_inputs())
             .await
-            .unwrap_or_else(|e| {
-                Err(AgentError::Bundle {
-                    path: run.bundle.clone(),
-                    message: format!("staging stopped: {e}"),
-                })
-            })
-        };
-        if let Err(e) = staged {
-            drop(recorder);
-            remove_bundle(&run.bundle, bundle_existed);
-            return Err(match e {
-                AgentError::Sandbox(s) => AgentError::Input {
-                    path: run.inputs.first().cloned().unwrap_or_default(),
-                    message: s.to_string(),
-                },
-                other => other,
-            });
-        }
-
+            .map_err(|e| AgentError::Bundle {
+                path: run.bundle.clone(),
+                message: format!("recording the inputs stopped: {e}"),
+            })??;
         let mut sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
             recorder.output_dir(),
@@ -266,6 +247,9 @@ impl Backend {
             // searches these, not the defaults of the folder it runs in.
             "default_skill_folders": default_skill_folders(agent),
             "sandbox": sandbox_details(agent, prepared, !mcp.is_null()),
+            // The `[settings]` the run's requests carry (after `--set`), by their names in
+            // the spec; a resume or a replay uses these.
+            "model_settings": agent.settings,
         });
         if !mcp.is_null() {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
@@ -318,6 +302,46 @@ fn record_conversation(details: &mut Value, run: &RunSpec) -> Result<(), AgentEr
         details["history"] = value("history", serde_json::to_value(&run.history))?;
     }
     Ok(())
+}
+
+/// Copies the run's inputs into the begun bundle's `input/` (off the async executor),
+/// within the agent's limits; a failure is the input's error.
+async fn stage(
+    pending: &PendingBundle,
+    run: &RunSpec,
+    agent: &AgentSpec,
+) -> Result<(), AgentError> {
+    let input_dir = pending.input_dir();
+    let inputs = run.inputs.clone();
+    let limits = agent.limits.clone();
+    let staged = tokio::task::spawn_blocking(move || {
+        provrun_sandbox::stage_inputs(&input_dir, &inputs, &limits)
+    })
+    .await
+    .map_err(|e| AgentError::Bundle {
+        path: run.bundle.clone(),
+        message: format!("staging stopped: {e}"),
+    })?;
+    staged.map(drop).map_err(|e| AgentError::Input {
+        path: run.inputs.first().cloned().unwrap_or_default(),
+        message: e.to_string(),
+    })
+}
+
+/// A `tool_choice` that names one tool must name one the model is offered.
+fn check_tool_choice(agent: &AgentSpec, prepared: &Prepared) -> Result<(), AgentError> {
+    let Some(crate::spec::ToolChoiceSpec::Tool { tool }) = &agent.settings.tool_choice else {
+        return Ok(());
+    };
+    if prepared.definitions.iter().any(|d| &d.name == tool) {
+        return Ok(());
+    }
+    Err(AgentError::InvalidSpec {
+        origin: format!("agent spec `{}`", agent.name),
+        message: format!(
+            "`[settings]`: `tool_choice` names `{tool}`, which is not one of the agent's tools"
+        ),
+    })
 }
 
 /// `run_started.tools`: each tool offered to the model, with the digest of its schema.

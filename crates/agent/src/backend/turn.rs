@@ -30,10 +30,13 @@ pub(super) enum Answer {
 }
 
 impl Run<'_> {
+    /// The settings of every request of the run: the spec's `[settings]`, its
+    /// `prompt_caching`, and a required tool call when the answer comes through the
+    /// output tool.
     pub(super) fn settings(&self) -> ModelSettings {
         let mut settings = ModelSettings {
             prompt_caching: self.agent.prompt_caching,
-            ..ModelSettings::default()
+            ..self.agent.settings.to_model_settings()
         };
         if self.agent.output_schema.is_some() {
             settings.tool_choice = Some(ToolChoice::Required);

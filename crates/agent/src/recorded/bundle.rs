@@ -128,6 +128,17 @@ pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, Str
     // A replay's model answers whatever the recorded spec names (a custom model's name too).
     let mut agent = AgentSpec::parse_toml(text, None, true)?;
     agent.base_dir = details["spec_dir"].as_str().map(PathBuf::from);
+    // The settings the run's requests carried, when recorded (added later; the spec's
+    // text has them too, unless the run changed them with `--set`, which also
+    // recorded that text).
+    if let Some(settings) = details.get("model_settings").filter(|v| !v.is_null()) {
+        agent.settings = serde_json::from_value(settings.clone()).map_err(|e| {
+            bundle_err(
+                bundle,
+                format!("run_started's model_settings cannot be read: {e}"),
+            )
+        })?;
+    }
     // A run that recorded the folders it searched for skills (the defaults among them)
     // searches the same ones again, wherever it is resumed or replayed.
     if let Some(folders) = details["default_skill_folders"].as_array() {

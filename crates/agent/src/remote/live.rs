@@ -34,7 +34,10 @@ impl Remote {
         agent: &AgentSpec,
         registry: &ToolRegistry,
         recorded: Option<&RecordedMcp>,
-        forbidden: Vec<provrun_sandbox::roots::HostRoot>,
+        (forbidden, input): (
+            Vec<provrun_sandbox::roots::HostRoot>,
+            Option<std::path::PathBuf>,
+        ),
     ) -> Result<Self, AgentError> {
         if let Some(recorded) = recorded {
             return Ok(Remote::Recorded(recorded.clone()));
@@ -68,6 +71,7 @@ impl Remote {
             limits: agent.limits.clone(),
             allow_degraded_sandbox: agent.allow_degraded_sandbox,
             forbidden,
+            input,
         };
         McpServers::connect(&specs, &options)
             .await

@@ -26,7 +26,10 @@ impl Remote {
         agent: &AgentSpec,
         _registry: &ToolRegistry,
         recorded: Option<&RecordedMcp>,
-        _forbidden: Vec<provrun_sandbox::roots::HostRoot>,
+        _roots: (
+            Vec<provrun_sandbox::roots::HostRoot>,
+            Option<std::path::PathBuf>,
+        ),
     ) -> Result<Self, AgentError> {
         let replays_mcp = recorded.is_some_and(|r| !r.description.is_null());
         if !agent.mcp.is_empty() || replays_mcp {

@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::ApprovePolicy;
+use super::settings::SettingsSpec;
 use crate::error::AgentError;
 
 fn default_true() -> bool {
@@ -83,6 +84,11 @@ pub struct AgentSpec {
     /// providers ignore it (OpenAI caches long prompts on its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prompt_caching: bool,
+    /// The model request settings (`[settings]`: temperature, max_tokens, stop,
+    /// reasoning effort, thinking, …), sent in each API's own names; a setting the run's
+    /// API does not take is refused before the run starts.
+    #[serde(default, skip_serializing_if = "SettingsSpec::is_empty")]
+    pub settings: SettingsSpec,
     /// Seconds one tool call may take (default 300). At the timeout the call is answered
     /// as failed: an async tool is dropped there; a sync tool runs on a blocking thread
     /// that cannot be stopped, so it finishes in the background and its result is
@@ -160,6 +166,7 @@ impl AgentSpec {
             api_key_env: None,
             base_url: None,
             prompt_caching: false,
+            settings: SettingsSpec::default(),
             tool_timeout_s: default_tool_timeout_s(),
             approve: ApprovePolicy::None,
             limits: Limits::default(),
@@ -297,6 +304,48 @@ impl AgentSpec {
         if let Some(schema) = &self.output_schema {
             crate::output::OutputSchema::new(schema)
                 .map_err(|e| invalid(format!("`output_schema` is not a valid JSON Schema: {e}")))?;
+        }
+        self.check_settings(&self.model, custom_model)
+            .map_err(|m| invalid(m.to_string()))?;
+        Ok(())
+    }
+
+    /// Checks the `[settings]` for a run of `model` (the spec's, or one given instead):
+    /// every value, and, for a live model, that its API takes each setting (the message
+    /// names the setting and the API). A custom or offline model takes every setting.
+    pub fn check_settings_for(&self, model: &str) -> Result<(), AgentError> {
+        self.check_settings(model, false)
+            .map_err(|message| AgentError::InvalidSpec {
+                origin: format!("agent spec `{}`", self.name),
+                message: escape_controls(&message),
+            })
+    }
+
+    fn check_settings(&self, model: &str, custom_model: bool) -> Result<(), String> {
+        use provrun_model::WireApi;
+        let settings = self.settings.to_model_settings();
+        let api = match ModelRef::parse(model) {
+            Ok(ModelRef::OpenAi(_)) if !custom_model => Some(WireApi::ChatCompletions),
+            Ok(ModelRef::Anthropic(_)) if !custom_model => Some(WireApi::AnthropicMessages),
+            Ok(ModelRef::OpenAiResponses(_)) if !custom_model => Some(WireApi::OpenAiResponses),
+            _ => None,
+        };
+        match api {
+            Some(api) => api.check_settings(&settings),
+            None => settings.check_values(),
+        }
+        .map_err(|e| format!("`[settings]`: {e}"))?;
+        let forced = self.output_schema.is_some()
+            && !matches!(
+                settings.tool_choice,
+                None | Some(provrun_model::ToolChoice::Required)
+            );
+        if forced {
+            return Err(
+                "`[settings]`: with `output_schema` the answer comes through a tool, so \
+                 `tool_choice` can only be \"required\" (or left out)"
+                    .into(),
+            );
         }
         Ok(())
     }

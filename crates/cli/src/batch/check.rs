@@ -59,11 +59,12 @@ pub(super) struct Checked {
     pub(super) ours: u64,
 }
 
-/// Resolve a line's paths and check what can be checked before running.
+/// Resolve a line's paths and check what can be checked before running; `set` are the
+/// `--set` overrides of every agent's settings.
 pub(super) fn resolve(
     line: Line,
     number: usize,
-    base: &Path,
+    (base, set): (&Path, &[(String, String)]),
     agents: &mut Agents,
     registry: &provrun_tools::ToolRegistry,
 ) -> Result<Job, String> {
@@ -72,7 +73,8 @@ pub(super) fn resolve(
     let agent = match agents.get(&agent_path) {
         Some(a) => Arc::clone(a),
         None => {
-            let spec = AgentSpec::load(&agent_path).map_err(|e| e.to_string())?;
+            let mut spec = AgentSpec::load(&agent_path).map_err(|e| e.to_string())?;
+            crate::settings::apply_settings(&mut spec, set)?;
             spec.validate(&format!("agent spec `{}`", agent_path.display()))
                 .map_err(|e| e.to_string())?;
             registry
@@ -93,6 +95,12 @@ pub(super) fn resolve(
             },
         ),
     };
+    // The settings must suit the line's own model too.
+    if let Some(model) = &model {
+        agent
+            .check_settings_for(model)
+            .map_err(|e| format!("model `{model}`: {e}"))?;
+    }
     // A script the run would read must be there (a spec's own script resolves against
     // the spec's folder; a line's against the JSONL file's).
     let script = match ModelRef::parse(model.as_deref().unwrap_or(&agent.model)) {
@@ -134,7 +142,7 @@ pub(super) fn resolve(
 pub(super) fn check_file(
     path: &Path,
     base: &Path,
-    shard: Shard,
+    (shard, set): (Shard, &[(String, String)]),
     registry: &provrun_tools::ToolRegistry,
 ) -> Result<Checked, Vec<String>> {
     let file = std::fs::File::open(path)
@@ -164,7 +172,7 @@ pub(super) fn check_file(
                     return Err(format!("id `{}` is already used on line {first}", line.id));
                 }
                 let id = line.id.clone();
-                resolve(line, number, base, &mut agents, registry)?;
+                resolve(line, number, (base, set), &mut agents, registry)?;
                 ids.insert(id, number);
                 Ok(())
             });

@@ -20,7 +20,9 @@ pub(super) enum Existing {
     Held(String),
 }
 
-/// The status and run id of a bundle that verifies and whose run ended, else `None`.
+/// The status and run id of a bundle that verifies and whose run ended, else `None`. A
+/// run that ended `cancelled` did not end for a batch: only a stop signal cancels a
+/// batch's runs, so a restart runs it again (`None`).
 fn ended(bundle: &Path) -> Option<(&'static str, String)> {
     let report = provrun_evidence::verify(bundle);
     if !report.ok || !report.complete {
@@ -31,6 +33,9 @@ fn ended(bundle: &Path) -> Option<(&'static str, String)> {
     let provrun_evidence::EventPayload::RunFinished(finished) = last.typed().ok()? else {
         return None;
     };
+    if finished.status == provrun_evidence::RunStatus::Cancelled {
+        return None;
+    }
     Some((finished.status.as_str(), last.run_id.clone()))
 }
 

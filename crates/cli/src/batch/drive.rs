@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use provrun_agent::Backend;
+use provrun_agent::{Backend, RunControl};
 use serde_json::json;
 
 use super::BatchArgs;
@@ -17,6 +17,7 @@ use super::progress::{Progress, Tally};
 use super::run::{Outcome, run_one};
 use super::shard::Shard;
 use crate::inert::inert;
+use crate::signals::StopSignal;
 
 /// How many failed runs the summary names (the rest are counted).
 const FAILURES_NAMED: usize = 20;
@@ -28,6 +29,21 @@ pub(super) struct Summary {
     pub(super) skipped: u64,
     /// The first failures, for the table.
     pub(super) named: Vec<(String, String)>,
+    /// This shard's lines.
+    pub(super) ours: u64,
+    /// The signal that stopped the batch before every line ran, if one did.
+    pub(super) stopped_by: Option<StopSignal>,
+    /// What the `--json` summary line names: the shard, the time taken, the destination.
+    pub(super) shard: Option<Shard>,
+    pub(super) seconds: f64,
+    pub(super) out: String,
+}
+
+impl Summary {
+    /// This shard's lines that did not run because the batch was stopped.
+    pub(super) fn not_started(&self) -> u64 {
+        self.ours.saturating_sub(self.finished + self.not_finished)
+    }
 }
 
 fn json_line(o: &Outcome, dest: &Dest) -> serde_json::Value {
@@ -57,7 +73,7 @@ pub(super) async fn drive(
     source: Source<'_>,
     checked: Checked,
     dest: &Arc<Dest>,
-    backend: &Arc<Backend>,
+    (backend, stop): (&Arc<Backend>, &RunControl),
     registry: &provrun_tools::ToolRegistry,
 ) -> Result<Summary, String> {
     let Checked { mut agents, ours } = checked;
@@ -82,16 +98,22 @@ pub(super) async fn drive(
         // Checked in the first pass; a file changed since is refused here, line named.
         let job = serde_json::from_str::<Line>(&text)
             .map_err(|e| e.to_string())
-            .and_then(|line| resolve(line, number, base, &mut agents, registry))
+            .and_then(|line| resolve(line, number, (base, &args.set), &mut agents, registry))
             .map_err(|e| {
                 format!(
                     "{}: line {number} changed while the batch ran: {e}",
                     runs.display()
                 )
             })?;
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+        // A stop signal: no more lines; the running runs are cancelled through `stop`.
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+            () = stop.cancelled() => break,
+        };
+        let Ok(slot) = slot else {
             break;
         };
+        let control = RunControl::with_cancellation(&stop.cancellation_token());
         tally.running.fetch_add(1, Ordering::Relaxed);
         progress.update(&tally);
         let (dest, backend, tally, progress, summary) = (
@@ -102,7 +124,7 @@ pub(super) async fn drive(
             Arc::clone(&summary),
         );
         tokio::spawn(async move {
-            let outcome = run_one(job, Arc::clone(&dest), backend, durability).await;
+            let outcome = run_one(job, Arc::clone(&dest), (backend, control), durability).await;
             record(
                 &outcome,
                 &tally,
@@ -121,11 +143,11 @@ pub(super) async fn drive(
     progress.stop(&tally, ours, started);
     // The tasks may still hold their clones a moment after giving their slot back: take
     // the summary out rather than unwrap the Arc.
-    let summary = std::mem::take(&mut *summary.lock().unwrap_or_else(|p| p.into_inner()));
-    if json {
-        let line = summary_line(&summary, shard, started, dest);
-        let _ = writeln!(std::io::stdout().lock(), "{line}");
-    }
+    let mut summary = std::mem::take(&mut *summary.lock().unwrap_or_else(|p| p.into_inner()));
+    summary.ours = ours;
+    summary.shard = Some(shard);
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.out = dest.name();
     Ok(summary)
 }
 
@@ -172,18 +194,13 @@ fn record(
     }
 }
 
-/// The `--json` summary line of this shard's runs, started at `started`.
-fn summary_line(
-    summary: &Summary,
-    shard: Shard,
-    started: Instant,
-    dest: &Dest,
-) -> serde_json::Value {
-    let secs = started.elapsed().as_secs_f64();
+/// Prints the `--json` summary line of this shard's runs.
+pub(super) fn print_summary_line(summary: &Summary) {
+    let secs = summary.seconds;
     let ran = summary.finished + summary.not_finished - summary.skipped;
-    json!({
+    let mut line = json!({
         "type": "summary",
-        "shard": shard.to_string(),
+        "shard": summary.shard.map(|s| s.to_string()),
         "runs": summary.finished + summary.not_finished,
         "finished": summary.finished,
         "not_finished": summary.not_finished,
@@ -191,8 +208,14 @@ fn summary_line(
         "ran": ran,
         "seconds": (secs * 1000.0).round() / 1000.0,
         "runs_per_second": if secs > 0.0 { ((ran as f64 / secs) * 10.0).round() / 10.0 } else { 0.0 },
-        "out": dest.name(),
-    })
+        "out": summary.out,
+    });
+    if let Some(signal) = summary.stopped_by {
+        // Added with stop signals: present only when one stopped the batch.
+        line["stopped_by"] = json!(signal.name());
+        line["not_started"] = json!(summary.not_started());
+    }
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 pub(super) fn print_table(s: &Summary, runs: &Path, dest: &Dest, shard: Shard) {
@@ -210,6 +233,13 @@ pub(super) fn print_table(s: &Summary, runs: &Path, dest: &Dest, shard: Shard) {
         "of these, done before (not rerun)",
         s.skipped
     );
+    if let Some(signal) = s.stopped_by {
+        out!(
+            "  {:<34} {:>8}",
+            format!("not started ({} stopped it)", signal.name()),
+            s.not_started()
+        );
+    }
     if !s.named.is_empty() {
         out!("not finished:");
         for (id, why) in &s.named {

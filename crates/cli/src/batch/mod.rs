@@ -13,9 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use provrun_agent::Backend;
+use provrun_agent::{Backend, RunControl};
 
 use crate::run::DurabilityArg;
+use crate::signals::StopSignals;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
 use provrun_store::{Store, is_url};
 
@@ -28,7 +29,7 @@ mod shard;
 
 use check::check_file;
 use dest::Dest;
-use drive::{Source, drive, print_table};
+use drive::{Source, drive, print_summary_line, print_table};
 use shard::{Shard, choose_shard, parse_shard};
 
 /// Arguments of `provrun batch`.
@@ -69,6 +70,10 @@ pub(crate) struct BatchArgs {
     /// When each run's evidence log is synced to disk (as for `run`).
     #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
     durability: DurabilityArg,
+    /// Change one of the `[settings]` of every line's agent spec (repeatable), as
+    /// `run --set KEY=VALUE` does.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
+    set: Vec<(String, String)>,
 }
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
@@ -91,7 +96,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     let base = runs
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let checked = match check_file(&runs, &base, shard, &registry) {
+    let checked = match check_file(&runs, &base, (shard, &args.set), &registry) {
         Ok(c) => c,
         Err(errors) => {
             for e in &errors {
@@ -118,31 +123,63 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         backend = backend.with_model_limit(Arc::new(tokio::sync::Semaphore::new(m as usize)));
     }
     let backend = Arc::new(crate::otel::with_live_export(backend));
-    let summary = runtime.block_on(drive(
-        &args,
-        Source {
-            runs: &runs,
-            base: &base,
-            shard,
-        },
-        checked,
-        &dest,
-        &backend,
-        &registry,
-    ));
+    // Every run's control is a child of this one: a stop signal cancels them all.
+    let stop = RunControl::new();
+    let (summary, stopped_by) = runtime.block_on(async {
+        let signals = stop_on_signals(&stop);
+        let summary = drive(
+            &args,
+            Source {
+                runs: &runs,
+                base: &base,
+                shard,
+            },
+            checked,
+            &dest,
+            (&backend, &stop),
+            &registry,
+        )
+        .await;
+        (summary, signals.and_then(|s| s.received()))
+    });
     runtime.shutdown_background();
-    let summary = match summary {
+    let mut summary = match summary {
         Ok(s) => s,
         Err(e) => return fail(EXIT_FAILED, e),
     };
-    if !args.json {
+    summary.stopped_by = stopped_by;
+    if args.json {
+        print_summary_line(&summary);
+    } else {
         print_table(&summary, &runs, &dest, shard);
     }
-    if summary.not_finished == 0 {
-        EXIT_OK
-    } else {
-        EXIT_FAILED
+    match stopped_by {
+        Some(signal) => signal.exit_code(),
+        None if summary.not_finished == 0 => EXIT_OK,
+        None => EXIT_FAILED,
     }
+}
+
+/// Listens for SIGINT, SIGTERM and SIGHUP while the batch runs: the first stops taking
+/// lines and cancels the running runs through `stop` (each then finishes its bundle as
+/// `cancelled`); a second one ends the process at once. `None` when the handlers cannot
+/// be installed (the batch then runs without them).
+fn stop_on_signals(stop: &RunControl) -> Option<StopSignals> {
+    let stop = stop.clone();
+    StopSignals::watch(
+        move |signal| {
+            if !crate::logging::quiet() {
+                eprintln!(
+                    "\nprovrun: batch: {}: taking no more lines; the running runs are being \
+                     cancelled (again to stop at once)",
+                    signal.name()
+                );
+            }
+            stop.cancel();
+        },
+        "the running runs' bundles may be unfinished; start the batch again to redo them",
+    )
+    .ok()
 }
 
 /// The destination `--out` names, made ready: a bucket (probed) with its local work folder

@@ -41,6 +41,13 @@ fn plain_line(tally: &Tally, total: u64, started: Instant) -> String {
 
 impl Progress {
     pub(super) fn start(tally: &Arc<Tally>, total: u64, started: Instant) -> Self {
+        if crate::logging::quiet() {
+            // `-q`: nothing on stderr but errors.
+            return Progress {
+                bar: None,
+                ticker: None,
+            };
+        }
         if std::io::stderr().is_terminal() {
             let bar = indicatif::ProgressBar::with_draw_target(
                 Some(total),
@@ -92,6 +99,8 @@ impl Progress {
         if let Some(t) = &self.ticker {
             t.abort();
         }
-        eprintln!("{}", plain_line(tally, total, started));
+        if !crate::logging::quiet() {
+            eprintln!("{}", plain_line(tally, total, started));
+        }
     }
 }

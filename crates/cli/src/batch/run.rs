@@ -80,11 +80,12 @@ fn agent_for<'a>(agent: &'a AgentSpec, model: Option<&str>) -> Cow<'a, AgentSpec
     }
 }
 
-/// Run one line (or find it done), and say how it ended.
+/// Run one line (or find it done), and say how it ended. `control` is the run's, a child
+/// of the batch's: a stop signal cancels it.
 pub(super) async fn run_one(
     job: Job,
     dest: Arc<Dest>,
-    backend: Arc<Backend>,
+    (backend, control): (Arc<Backend>, RunControl),
     durability: DurabilityArg,
 ) -> Outcome {
     let started = Instant::now();
@@ -134,7 +135,13 @@ pub(super) async fn run_one(
     if let Some(dir) = job.host_dir {
         spec = spec.host_dir(dir);
     }
-    let control = RunControl::new();
+    if control.is_cancelled() {
+        // The batch was stopped before this run began: nothing of it is written, and a
+        // restart runs it.
+        outcome.status = "cancelled";
+        outcome.error = Some("not started: the batch was stopped".to_string());
+        return outcome;
+    }
     match backend.execute(&control, &agent, &spec).await {
         Ok(result) => {
             outcome.status = status_word(result.status());
@@ -147,6 +154,9 @@ pub(super) async fn run_one(
             if !matches!(&report, Ok(r) if r.ok) {
                 outcome.status = "error";
                 outcome.error = Some("the bundle does not verify".to_string());
+            } else if result.status() == RunStatus::Cancelled {
+                // Stopped by a signal: a restart redoes it, so a bucket gets nothing.
+                outcome.error = Some("the batch was stopped; a restart runs it again".into());
             } else if let Some(bucket) = &dest.bucket
                 && let Err(e) = bucket.put(&job.id, &bundle).await
             {

@@ -245,3 +245,61 @@ fn every_command_event_carries_its_confinement_and_verify_requires_it() {
     rechain(&bundle, &older);
     assert_eq!(tool_calls_check(&bundle).0, "pass");
 }
+
+/// A manifest command tool sees the staged inputs read-only at `/input`, as `run_command`
+/// does (and as an MCP stdio server does: tests/it/mcp_published.rs).
+#[test]
+fn a_manifest_command_tool_sees_the_staged_inputs_at_input_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dir, tools, inputs) = (dir.path(), dir.path().join("tools"), dir.path().join("in"));
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::create_dir_all(&inputs).unwrap();
+    std::fs::write(inputs.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(
+        tools.join("look.toml"),
+        "[[tools]]\nname = \"look\"\ndescription = \"Read the inputs, then try to change one.\"\n\
+         command = [\"/bin/sh\", \"-c\", \"ls /input; cat /input/a.txt; echo x > /input/a.txt || echo refused\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        "name = \"look\"\nmodel = \"script:script.json\"\ntools = [\"look\"]\n\
+         allow_degraded_sandbox = true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("script.json"),
+        r#"[{"tool_calls": [{"id": "l", "name": "look", "arguments": {}}]}, {"text": "done"}]"#,
+    )
+    .unwrap();
+    let bundle = dir.join("bundle");
+    let out = provrun(&[
+        "run",
+        &dir.join("agent.toml").display().to_string(),
+        "--tools-dir",
+        &tools.display().to_string(),
+        "--input",
+        &inputs.display().to_string(),
+        "--out",
+        &bundle.display().to_string(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(bundle.join("events.jsonl")).unwrap();
+    let call: Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "tool_called")
+        .unwrap();
+    let result = call["payload"]["result"].as_str().unwrap();
+    assert!(result.starts_with("a.txt\nalpha\n"), "{result}");
+    assert!(result.contains("refused"), "{result}");
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("input/a.txt")).unwrap(),
+        "alpha\n"
+    );
+}

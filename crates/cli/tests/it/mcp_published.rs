@@ -1,9 +1,11 @@
 //! Published MCP servers, run as installed through `provrun run`, `verify` and `replay`:
 //! `mcp-server-time` from PyPI in a throwaway virtualenv (a console script whose first
-//! line names the virtualenv's Python), and `@modelcontextprotocol/server-memory` from
-//! npm, installed with `npm install --prefix` into a folder under target/ (a Node program
-//! that loads its packages from `node_modules`). Both are granted their installation
-//! folders with `read_only`, nothing else, and no network.
+//! line names the virtualenv's Python), and `@modelcontextprotocol/server-memory` and
+//! `@modelcontextprotocol/server-filesystem` from npm, installed with `npm install
+//! --prefix` into folders under target/ (Node programs that load their packages from
+//! `node_modules`). Each is granted its installation folder with `read_only`, nothing
+//! else, and no network; the filesystem server, given `/input`, lists and reads the run's
+//! staged inputs there.
 //!
 //! Without python3 or npm (or without the registries) the tests are skipped with a loud
 //! message, except under `CI=true`, where they fail instead: `cargo xtask ci` installs
@@ -19,6 +21,8 @@ use crate::support::venv;
 
 /// The pinned npm package (and its version) of the Node server.
 const NPM_PACKAGE: &str = "@modelcontextprotocol/server-memory@2026.8.31";
+/// The pinned npm package of the filesystem server.
+const NPM_FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -193,26 +197,32 @@ fn mcp_server_time_from_pypi_runs_as_installed_in_its_virtualenv() {
 
 /// `npm install --prefix` of the pinned package into a folder under target/, once.
 fn npm_install() -> Result<PathBuf, String> {
-    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-npm");
-    let program = prefix.join("node_modules/.bin/mcp-server-memory");
+    npm_install_into("mcp-npm", NPM_PACKAGE, "mcp-server-memory")
+}
+
+/// `npm install --prefix` of `package` (pinned) into `CARGO_TARGET_TMPDIR/folder`, once;
+/// `program` is the command it installs.
+fn npm_install_into(folder: &str, package: &str, program: &str) -> Result<PathBuf, String> {
+    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join(folder);
+    let program = prefix.join("node_modules/.bin").join(program);
     let stamp = prefix.join("installed");
-    if program.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == NPM_PACKAGE) {
+    if program.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == package) {
         return Ok(prefix);
     }
     std::fs::create_dir_all(&prefix).map_err(|e| e.to_string())?;
     let out = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
-        .arg(NPM_PACKAGE)
+        .arg(package)
         .output()
         .map_err(|e| format!("npm is not available ({e})"))?;
     if !out.status.success() || !program.exists() {
         return Err(format!(
-            "`npm install {NPM_PACKAGE}` failed: {}",
+            "`npm install {package}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    std::fs::write(&stamp, NPM_PACKAGE).map_err(|e| e.to_string())?;
+    std::fs::write(&stamp, package).map_err(|e| e.to_string())?;
     Ok(prefix)
 }
 
@@ -281,5 +291,227 @@ fn server_memory_from_npm_runs_as_installed_from_its_node_modules() {
     assert!(
         graph.contains("\"provrun\"") && graph.contains("writes evidence"),
         "{graph}"
+    );
+}
+
+#[test]
+fn server_filesystem_from_npm_lists_and_reads_the_staged_inputs_at_input() {
+    const TEST: &str = "server_filesystem_from_npm_lists_and_reads_the_staged_inputs_at_input";
+    if Command::new("node").arg("--version").output().is_err() {
+        return unavailable(TEST, "node is not installed");
+    }
+    let prefix = match npm_install_into(
+        "mcp-npm-filesystem",
+        NPM_FILESYSTEM,
+        "mcp-server-filesystem",
+    ) {
+        Ok(p) => p,
+        Err(why) => return unavailable(TEST, &why),
+    };
+    let modules = prefix.join("node_modules");
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = tmp.path().join("inputs");
+    std::fs::create_dir_all(inputs.join("sub")).unwrap();
+    std::fs::write(inputs.join("a.txt"), "alpha from the inputs\n").unwrap();
+    std::fs::write(inputs.join("sub/b.txt"), "beta\n").unwrap();
+    let agent = tmp.path().join("agent.toml");
+    std::fs::write(
+        &agent,
+        format!(
+            "name = \"files\"\nmodel = \"script:script.json\"\ntools = []\n\
+             allow_degraded_sandbox = {}\n\n[[mcp]]\nname = \"files\"\ncommand = {}\n\
+             args = [\"/input\"]\ntimeout_s = 60\nread_only = [{}]\n",
+            !in_ci(),
+            quoted(
+                &modules
+                    .join(".bin/mcp-server-filesystem")
+                    .display()
+                    .to_string()
+            ),
+            quoted(&modules.display().to_string()),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("script.json"),
+        serde_json::json!([
+            {"tool_calls": [
+                {"id": "l", "name": "files_list_directory", "arguments": {"path": "/input"}},
+                {"id": "r", "name": "files_read_text_file", "arguments": {"path": "/input/a.txt"}}
+            ]},
+            {"text": "read"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let bundle = tmp.path().join("bundle");
+    let (code, text) = provrun(&[
+        "run",
+        agent.to_str().unwrap(),
+        "--input",
+        inputs.to_str().unwrap(),
+        "--out",
+        bundle.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "run: {text}");
+    let recorded = events(&bundle);
+    let calls = tool_calls(&recorded);
+    assert_eq!(calls.len(), 2);
+    for call in &calls {
+        assert_eq!(call["ok"], true, "{call}");
+    }
+    // The server saw the staged inputs at /input: the two entries, and a.txt's text.
+    let listing = calls[0]["result"].as_str().unwrap();
+    assert!(
+        listing.contains("a.txt") && listing.contains("sub"),
+        "{listing}"
+    );
+    let read = calls[1]["result"].as_str().unwrap();
+    assert!(read.contains("alpha from the inputs"), "{read}");
+    let (code, text) = provrun(&["verify", bundle.to_str().unwrap()]);
+    assert_eq!(code, 0, "verify: {text}");
+    let replayed = tmp.path().join("replayed");
+    let (code, text) = provrun(&[
+        "replay",
+        bundle.to_str().unwrap(),
+        "--out",
+        replayed.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "replay: {text}");
+}
+
+/// A git repository with one commit in `dir`, made as the user the test runs as.
+fn git_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "provrun\n").unwrap();
+    for args in [
+        &["init", "--quiet"][..],
+        &["add", "notes.txt"],
+        &[
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.invalid",
+            "commit",
+            "--quiet",
+            "-m",
+            "the first commit",
+        ],
+    ] {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env_remove("GIT_DIR")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    }
+}
+
+#[test]
+fn server_git_from_pypi_reads_a_repository_staged_at_input_once_safe_directory_is_set() {
+    const TEST: &str =
+        "server_git_from_pypi_reads_a_repository_staged_at_input_once_safe_directory_is_set";
+    if Command::new("git").arg("--version").output().is_err() {
+        return unavailable(TEST, "git is not installed");
+    }
+    let python = match venv::virtualenv(
+        "mcp-server-git-venv",
+        "tests/interop/mcp-git-requirements.txt",
+        "import mcp_server_git",
+    ) {
+        Ok(p) => p,
+        Err(why) => return unavailable(TEST, &why),
+    };
+    let venv = python.parent().unwrap().parent().unwrap().to_path_buf();
+    let base = Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .unwrap();
+    let base = PathBuf::from(String::from_utf8_lossy(&base.stdout).trim());
+    let mut grants = vec![quoted(&venv.display().to_string())];
+    if !base.starts_with("/usr") {
+        grants.push(quoted(&base.display().to_string()));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = tmp.path().join("inputs");
+    git_repo(&inputs.join("repo"));
+    // The server's git_log, and git itself run as a command, as the same user.
+    let script = |env: &str| {
+        serde_json::json!([
+            {"tool_calls": [{"id": "log", "name": "git_log",
+                             "arguments": {"repo_path": "/input/repo", "max_count": 5}}]},
+            {"tool_calls": [{"id": "cmd", "name": "run_command",
+                             "arguments": {"command": format!("{env}git -C /input/repo log --oneline 2>&1")}}]},
+            {"text": "read the log"}
+        ])
+        .to_string()
+    };
+    // Without and with `safe.directory`, given in the server's environment (and the
+    // command's).
+    let safe = "env = { GIT_CONFIG_COUNT = \"1\", GIT_CONFIG_KEY_0 = \"safe.directory\", \
+                GIT_CONFIG_VALUE_0 = \"/input/repo\" }\n";
+    let safe_cmd =
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0=/input/repo ";
+    let mut results = Vec::new();
+    for (name, env, cmd_env) in [("plain", "", ""), ("safe", safe, safe_cmd)] {
+        std::fs::write(tmp.path().join("script.json"), script(cmd_env)).unwrap();
+        let agent = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &agent,
+            format!(
+                "name = \"git\"\nmodel = \"script:script.json\"\ntools = [\"run_command\"]\n\
+                 allow_degraded_sandbox = {}\n\n[[mcp]]\nname = \"git\"\nprefix = \"\"\n\
+                 command = {}\nargs = [\"--repository\", \"/input/repo\"]\ntimeout_s = 60\n\
+                 read_only = [{}]\n{env}",
+                !in_ci(),
+                quoted(&venv.join("bin/mcp-server-git").display().to_string()),
+                grants.join(", "),
+            ),
+        )
+        .unwrap();
+        let bundle = tmp.path().join(name);
+        let (code, text) = provrun(&[
+            "run",
+            agent.to_str().unwrap(),
+            "--input",
+            inputs.to_str().unwrap(),
+            "--out",
+            bundle.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{name}: {text}");
+        let (code, text) = provrun(&["verify", bundle.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: verify: {text}");
+        let recorded = events(&bundle);
+        let calls = tool_calls(&recorded);
+        results.push((calls[0].clone(), calls[1].clone()));
+    }
+    // As root, the server and the command run as the dedicated command user, and the
+    // staged repository is root's: git refuses it ("dubious ownership") until
+    // `safe.directory` names it.
+    let ((plain_log, plain_cmd), (safe_log, safe_cmd)) = (&results[0], &results[1]);
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if root {
+        assert_eq!(plain_log["ok"], false, "{plain_log}");
+        let said = plain_cmd["result"].as_str().unwrap();
+        assert!(said.contains("dubious ownership"), "{said}");
+    }
+    // Never "does not exist": the repository is there at /input.
+    assert!(
+        !plain_log["result"].to_string().contains("not exist"),
+        "{plain_log}"
+    );
+    assert_eq!(safe_log["ok"], true, "{safe_log}");
+    let log = safe_log["result"].as_str().unwrap();
+    assert!(log.contains("the first commit"), "{log}");
+    assert!(
+        safe_cmd["result"]
+            .as_str()
+            .unwrap()
+            .contains("the first commit"),
+        "{safe_cmd}"
     );
 }

@@ -9,6 +9,7 @@ use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use super::commit::SyncItem;
+use super::pending::PendingBundle;
 use super::{
     BLOB_STORE_KEY, BlobLayout, Durability, EVENTS_FILE, Facts, PACK_FILE, Recorder, lock,
     payload_value,
@@ -117,7 +118,8 @@ impl Recorder {
     /// refused ([`EvidenceError::BundleLocked`] or [`EvidenceError::BundleNotEmpty`]).
     ///
     /// Blobs go to a pack ([`BlobLayout::Pack`]); [`Recorder::create_with_layout`]
-    /// chooses.
+    /// chooses. [`Recorder::begin`] splits creation in two, to stage inputs before
+    /// `run_started` is written.
     pub fn create(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -149,6 +151,37 @@ impl Recorder {
         started: &RunStarted,
         options: &CreateOptions,
     ) -> Result<Recorder> {
+        Recorder::begin_with(dir, run_id, durability, options)?.start(started)
+    }
+
+    /// The first half of [`Recorder::create_with_layout`]: the bundle built in its hidden
+    /// folder beside `dir` (or in place, in an empty folder that cannot be replaced),
+    /// locked, with its empty `input/`, `output/` and blob store and no event yet. Stage
+    /// inputs into [`PendingBundle::input_dir`], then [`PendingBundle::start`] writes
+    /// `run_started` and renames the bundle into place; a [`PendingBundle`] dropped
+    /// without starting is removed.
+    pub fn begin(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        layout: BlobLayout,
+    ) -> Result<PendingBundle> {
+        Recorder::begin_with(
+            dir,
+            run_id,
+            durability,
+            &CreateOptions::default().layout(layout),
+        )
+    }
+
+    /// [`Recorder::begin`] with its [`CreateOptions`]: the blob layout, and the time
+    /// events are stamped with.
+    pub fn begin_with(
+        dir: impl AsRef<Path>,
+        run_id: impl Into<String>,
+        durability: Durability,
+        options: &CreateOptions,
+    ) -> Result<PendingBundle> {
         let root = dir.as_ref().to_path_buf();
         let run_id = run_id.into();
         let existed = match fs::symlink_metadata(&root) {
@@ -164,54 +197,30 @@ impl Recorder {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(EvidenceError::io("stat", &root, e)),
         };
-        let rec = match Self::create_aside(&root, run_id.clone(), durability, started, options) {
-            Ok(rec) => rec,
+        match Self::begin_aside(&root, run_id.clone(), durability, options) {
+            Ok(pending) => Ok(pending),
             Err(e @ (EvidenceError::BundleNotEmpty(_) | EvidenceError::BundleLocked { .. })) => {
-                return Err(e);
+                Err(e)
             }
             // An empty folder that cannot be replaced (a mount point, a parent folder
             // this process may not write): the bundle is built in it, in place. Only
             // there can a kill during creation leave the empty folders without a log.
             Err(e) if existed => {
                 tracing::debug!(root = %root.display(), error = %e, "building the bundle in place");
-                Self::build_staged(&root, root.clone(), run_id, durability, started, options)?
+                let rec = Self::build_empty(&root, root.clone(), run_id, durability, options)?;
+                Ok(PendingBundle::new(rec, root.clone(), root, true))
             }
-            Err(e) => return Err(e),
-        };
-        if durability.syncs() {
-            // The new folders' names (the rename included), synced by the committer with
-            // the next sync: the next line under `GroupCommit`, the next step or the end
-            // under `PerStep` and `AtEnd`, right now under `PerEvent`. Until then a power
-            // loss may lose the bundle whole, never leave half of one.
-            let root = &rec.inner.root;
-            let mut dirs = vec![root.join("blobs"), root.clone()];
-            dirs.extend(
-                root.parent()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .map(Path::to_path_buf),
-            );
-            // The pack's header, with the folder naming it.
-            let pack_item = rec.inner.pack.as_ref().map(|p| {
-                let w = lock(p);
-                SyncItem::Pack(Arc::clone(&w.file), w.path.clone())
-            });
-            rec.defer_sync(pack_item.into_iter().collect(), dirs);
-            if durability == Durability::PerEvent {
-                rec.sync_all().wait()?;
-            }
+            Err(e) => Err(e),
         }
-        tracing::debug!(root = %rec.inner.root.display(), run_id = %rec.inner.run_id, "evidence bundle created");
-        Ok(rec)
     }
 
-    /// Build the bundle in its hidden folder beside `root` and rename it into place.
-    pub(super) fn create_aside(
+    /// Make the bundle's hidden folder beside `root` and build it there, empty.
+    fn begin_aside(
         root: &Path,
         run_id: String,
         durability: Durability,
-        started: &RunStarted,
         options: &CreateOptions,
-    ) -> Result<Recorder> {
+    ) -> Result<PendingBundle> {
         let (parent, name) = staging_place(root)?;
         fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create", &parent, e))?;
         let staging = parent.join(staging_name(&name));
@@ -224,44 +233,22 @@ impl Recorder {
             },
             _ => EvidenceError::io("create", &staging, e),
         })?;
-        let built = Self::build_staged(
-            &staging,
-            root.to_path_buf(),
-            run_id,
-            durability,
-            started,
-            options,
-        );
-        let rec = match built {
-            Ok(done) => done,
+        match Self::build_empty(&staging, root.to_path_buf(), run_id, durability, options) {
+            Ok(rec) => Ok(PendingBundle::new(rec, staging, root.to_path_buf(), false)),
             Err(e) => {
                 let _ = fs::remove_dir_all(&staging);
-                return Err(e);
+                Err(e)
             }
-        };
-        // The bundle appears: replaces an empty folder of its name, refused over a
-        // non-empty one (another writer got there first).
-        if let Err(e) = fs::rename(&staging, root) {
-            drop(rec);
-            let _ = fs::remove_dir_all(&staging);
-            return Err(match e.raw_os_error() {
-                Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR) => {
-                    EvidenceError::BundleNotEmpty(root.to_path_buf())
-                }
-                _ => EvidenceError::io("rename", root, e),
-            });
         }
-        Ok(rec)
     }
 
-    /// The bundle's content in `staging`, locked, with its `run_started` line written;
-    /// the recorder already knows the bundle by its final path `root`.
-    pub(super) fn build_staged(
+    /// The bundle's content in `staging`, locked, without an event yet; the recorder
+    /// already knows the bundle by its final path `root`.
+    fn build_empty(
         staging: &Path,
         root: PathBuf,
         run_id: String,
         durability: Durability,
-        started: &RunStarted,
         options: &CreateOptions,
     ) -> Result<Recorder> {
         let layout = options.layout;
@@ -293,7 +280,7 @@ impl Recorder {
                 Some(w)
             }
         };
-        let rec = Recorder::with_state(
+        Recorder::with_state(
             root,
             run_id,
             durability,
@@ -305,8 +292,14 @@ impl Recorder {
             Facts::default(),
             layout,
             pack,
-        )?;
-        rec.set_clock(options.clock);
+        )
+        .inspect(|rec| rec.set_clock(options.clock))
+    }
+
+    /// Writes `started` as the log's first line (seq 0), with the blob layout and the
+    /// statement format it promises.
+    pub(super) fn write_started(&self, started: &RunStarted) -> Result<()> {
+        let layout = self.inner.layout;
         let mut payload = payload_value(started)?;
         if let Some(obj) = payload.as_object_mut() {
             if layout == BlobLayout::Pack {
@@ -317,8 +310,36 @@ impl Recorder {
                 json!(crate::statement::STATEMENT_FORMAT),
             );
         }
-        rec.append(EventType::RunStarted, started.confidence(), payload, true)?
-            .wait()?;
-        Ok(rec)
+        self.append(EventType::RunStarted, started.confidence(), payload, true)?
+            .wait()
+            .map(drop)
+    }
+
+    /// After the bundle appeared: its new folders' names (the rename included) synced by
+    /// the committer with the next sync — the next line under `GroupCommit`, the next step
+    /// or the end under `PerStep` and `AtEnd`, right now under `PerEvent`. Until then a
+    /// power loss may lose the bundle whole, never leave half of one.
+    pub(super) fn sync_new_bundle(&self) -> Result<()> {
+        let durability = self.inner.durability;
+        if !durability.syncs() {
+            return Ok(());
+        }
+        let root = &self.inner.root;
+        let mut dirs = vec![root.join("blobs"), root.clone()];
+        dirs.extend(
+            root.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_path_buf),
+        );
+        // The pack's header, with the folder naming it.
+        let pack_item = self.inner.pack.as_ref().map(|p| {
+            let w = lock(p);
+            SyncItem::Pack(Arc::clone(&w.file), w.path.clone())
+        });
+        self.defer_sync(pack_item.into_iter().collect(), dirs);
+        if durability == Durability::PerEvent {
+            self.sync_all().wait()?;
+        }
+        Ok(())
     }
 }

@@ -17,6 +17,7 @@ mod declare;
 pub(crate) mod durability;
 mod files;
 mod finish;
+mod pending;
 mod recover;
 
 use std::fs::File;
@@ -38,6 +39,7 @@ pub use create::CreateOptions;
 pub use declare::Declarer;
 pub use durability::{Durability, Durable};
 pub use finish::{Finished, RunEnd};
+pub use pending::PendingBundle;
 
 /// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
 /// when passed through [`Recorder::tool_value`].

@@ -12,6 +12,7 @@ mod crash;
 mod dsse;
 mod hostile;
 mod outputs;
+mod pending;
 mod power_loss;
 mod props;
 mod typed;

@@ -11,7 +11,10 @@ const EPHEMERAL: fn() -> Value = || json!({"type": "ephemeral"});
 
 /// Builds the Messages request body for `model`: system prompt, messages (tool results
 /// as `tool_result` blocks in a user turn, thinking blocks sent back first in their
-/// assistant turn), tools as `input_schema`, and the settings. With
+/// assistant turn), tools as `input_schema`, and the settings (`stop` as
+/// `stop_sequences`, a thinking budget as `thinking: {"type": "enabled", "budget_tokens"}`,
+/// `parallel_tool_calls = false` as `tool_choice.disable_parallel_tool_use`; the seed, the
+/// penalties and a reasoning effort have no field here and are not sent). With
 /// [`crate::ModelSettings::prompt_caching`], the system prompt and the last tool carry
 /// `cache_control`.
 pub fn build_request_body(
@@ -94,12 +97,16 @@ pub fn build_request_body(
     if !s.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(s.stop));
     }
+    if let Some(budget) = s.thinking_budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
     if stream {
         body.insert("stream".into(), json!(true));
     }
-    for (k, v) in &s.extra {
-        body.entry(k.clone()).or_insert_with(|| v.clone());
-    }
+    crate::settings::merge_extra(&mut body, &s.extra);
     Value::Object(body)
 }
 

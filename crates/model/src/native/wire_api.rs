@@ -55,7 +55,18 @@ impl WireApi {
     /// configuration (Anthropic's default `max_tokens`, Responses without `store`): what
     /// [`crate::ReplayModel`] compares a recorded request with.
     pub fn request_body(self, model: &str, request: &crate::ModelRequest, stream: bool) -> Bytes {
-        let body = match self {
+        let body = self.body_value(model, request, stream);
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+
+    /// [`WireApi::request_body`] as a JSON value.
+    pub(crate) fn body_value(
+        self,
+        model: &str,
+        request: &crate::ModelRequest,
+        stream: bool,
+    ) -> serde_json::Value {
+        match self {
             WireApi::ChatCompletions => crate::wire::build_request_body(model, request, stream),
             WireApi::AnthropicMessages => anthropic::build_request_body(
                 model,
@@ -66,8 +77,7 @@ impl WireApi {
             WireApi::OpenAiResponses => {
                 responses::build_request_body(model, request, stream, false)
             }
-        };
-        Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+        }
     }
 
     /// Parses a recorded exchange of this API: a non-2xx status maps to the typed error a

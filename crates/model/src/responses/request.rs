@@ -11,7 +11,9 @@ use crate::wire::strip_extension_keys;
 /// (`function_call` and `function_call_output` keyed by `call_id`, reasoning items sent
 /// back before the calls they led to), tools, settings, and `store`. Without `store`,
 /// `include: ["reasoning.encrypted_content"]` asks for reasoning that can be sent back.
-/// Stop sequences and the seed have no Responses field and are not sent.
+/// `max_tokens` goes as `max_output_tokens` and a reasoning effort as `reasoning.effort`;
+/// stop sequences, the seed, the penalties and a thinking budget have no Responses field
+/// and are not sent.
 pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool, store: bool) -> Value {
     let s = &request.settings;
     let mut body = Map::new();
@@ -90,6 +92,9 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool, sto
     if let Some(v) = s.top_p {
         body.insert("top_p".into(), json!(v));
     }
+    if let Some(effort) = &s.reasoning_effort {
+        body.insert("reasoning".into(), json!({"effort": effort}));
+    }
     body.insert("store".into(), json!(store));
     if !store {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
@@ -97,8 +102,6 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool, sto
     if stream {
         body.insert("stream".into(), json!(true));
     }
-    for (k, v) in &s.extra {
-        body.entry(k.clone()).or_insert_with(|| v.clone());
-    }
+    crate::settings::merge_extra(&mut body, &s.extra);
     Value::Object(body)
 }

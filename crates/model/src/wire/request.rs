@@ -5,7 +5,9 @@ use serde_json::{Map, Value, json};
 use crate::types::{Message, ModelRequest, ToolChoice};
 
 /// Builds the chat-completions request body for `model`. `stream` adds `"stream": true`
-/// and `stream_options.include_usage`. Tool schemas lose their `x-*` keywords.
+/// and `stream_options.include_usage`. Tool schemas lose their `x-*` keywords. The
+/// settings keep their names (`max_tokens`, `stop`, `seed`, the penalties,
+/// `reasoning_effort`); a thinking budget has no field here and is not sent.
 pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool) -> Value {
     let messages: Vec<Value> = request.messages.iter().map(message_to_wire).collect();
     let mut body = Map::new();
@@ -58,13 +60,20 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool) -> 
     if !s.stop.is_empty() {
         body.insert("stop".into(), json!(s.stop));
     }
+    if let Some(v) = s.presence_penalty {
+        body.insert("presence_penalty".into(), json!(v));
+    }
+    if let Some(v) = s.frequency_penalty {
+        body.insert("frequency_penalty".into(), json!(v));
+    }
+    if let Some(v) = &s.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(v));
+    }
     if stream {
         body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    for (k, v) in &s.extra {
-        body.entry(k.clone()).or_insert_with(|| v.clone());
-    }
+    crate::settings::merge_extra(&mut body, &s.extra);
     Value::Object(body)
 }
 

@@ -15,3 +15,5 @@ mod fixtures;
 mod offline;
 #[cfg(feature = "http")]
 mod responses;
+#[cfg(feature = "http")]
+mod settings;

@@ -58,6 +58,58 @@ pub(super) fn pids_cgroup_parent() -> Option<PathBuf> {
     })
 }
 
+/// This process's cgroups as `provrun doctor` describes them: the v2 cgroup (its folder
+/// and the controllers it hands to its children) and any v1 `pids` hierarchy; empty when
+/// `/proc/self/cgroup` cannot be read.
+pub(super) fn describe_cgroups() -> String {
+    let Ok(cgroups) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return String::new();
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mount_of = |kind: &str, option: Option<&str>| {
+        mountinfo.lines().find_map(|m| {
+            let (left, right) = m.split_once(" - ")?;
+            let fields: Vec<&str> = left.split(' ').collect();
+            let rfields: Vec<&str> = right.split(' ').collect();
+            let fits = rfields.first() == Some(&kind)
+                && option
+                    .is_none_or(|o| rfields.get(2).is_some_and(|f| f.split(',').any(|x| x == o)));
+            (fits && fields.len() > 4).then(|| fields[4].to_string())
+        })
+    };
+    let mut parts = Vec::new();
+    for line in cgroups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next(), fields.next(), fields.next());
+        match (controllers, path) {
+            (Some(""), Some(path)) => {
+                if let Some(mount) = mount_of("cgroup2", None) {
+                    let dir = Path::new(&mount).join(path.trim_start_matches('/'));
+                    let subtree = std::fs::read_to_string(dir.join("cgroup.subtree_control"))
+                        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+                        .unwrap_or_else(|_| "unreadable".into());
+                    parts.push(format!(
+                        "cgroup v2 at {} (its subtree_control: {})",
+                        dir.display(),
+                        if subtree.is_empty() { "none" } else { &subtree }
+                    ));
+                }
+            }
+            (Some(c), Some(path)) if c.split(',').any(|c| c == "pids") => {
+                if let Some(mount) = mount_of("cgroup", Some("pids")) {
+                    parts.push(format!(
+                        "cgroup v1 pids hierarchy at {}{}",
+                        mount,
+                        if path == "/" { "" } else { path }
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    parts.join("; ")
+}
+
 #[derive(Debug)]
 pub(super) struct Cgroup {
     dir: PathBuf,

@@ -19,7 +19,8 @@
 //! ([`Sandbox::command_support`](crate::Sandbox::command_support)).
 //!
 //! The parts: [`outcome`] (what a command reports), [`probe`] (finding the tools, probing
-//! the machine), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of bubblewrap
+//! the machine), [`doctor`] (the probe and the kernel's settings as a report with fixes,
+//! for `provrun doctor`), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of bubblewrap
 //! and the helper), [`child`] (capturing output, killing the tree, [`ConfinedChild`]) and
 //! [`run`] (`run_command`, `run_program`, `spawn_program`).
 
@@ -75,12 +76,14 @@ const SANDBOX_OWN_PROCESSES: u64 = 3;
 mod bwrap;
 mod cgroup;
 mod child;
+mod doctor;
 mod outcome;
 mod probe;
 mod run;
 
 pub(crate) use bwrap::bwrap_args;
 pub use child::ConfinedChild;
+pub use doctor::{MachineCheck, MachineReport, open_files_limit};
 pub use outcome::{
     CommandConfinement, CommandLimits, CommandOutcome, Confinement, LandlockRecord, Layer,
     SeccompRecord,

@@ -9,7 +9,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, SandboxError};
-use crate::fsops::Usage;
 use crate::limits::Limits;
 use crate::sandbox::{RootPaths, Sandbox};
 use crate::user::{CommandUser, Portal};
@@ -91,7 +90,13 @@ impl Sandbox {
         let duration = started.elapsed();
         let (out, out_total) = collected(out_rx);
         let (err, err_total) = collected(err_rx);
-        let usage = self.recount()?;
+        // The command ran: its outcome is kept even when what it left cannot be measured,
+        // which then counts as over the quota (writes that add bytes are refused until a
+        // later measurement succeeds).
+        let usage = self.recount().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "/output and /scratch cannot be measured after a command; counted as over the quota");
+            self.count_as_full()
+        });
         let quota_exceeded =
             over_quota || usage.bytes > limits.max_total_bytes || usage.files > limits.max_files;
         let (exit_code, signal) = exit_parts(status);
@@ -363,6 +368,15 @@ impl Sandbox {
         let user = CommandUser::for_limits(limits);
         let mut portal = None;
         if user.drops_root() {
+            // A root inside a user namespace that does not map the user can neither hand
+            // it the folders nor become it: say so, with the opt-out, before trying.
+            if let Some(reason) = crate::user::uid_unmapped(&user) {
+                return Err(SandboxError::CommandUserUnavailable {
+                    uid: user.uid,
+                    gid: user.gid,
+                    reason,
+                });
+            }
             self.hand_over(&user)?;
             if let (true, Some(bwrap)) = (conf.has(LayerName::Namespaces), &conf.bwrap) {
                 crate::user::check_user(bwrap, &user)?;
@@ -370,19 +384,6 @@ impl Sandbox {
             }
         }
         Ok((user, portal))
-    }
-
-    /// Measures /output and /scratch and says whether they are over quota.
-    fn over_quota(&self) -> bool {
-        let limits = self.limits();
-        let mut total = Usage::default();
-        for root in [crate::path::Root::Output, crate::path::Root::Scratch] {
-            if let Ok(u) = self.measure(root) {
-                total.bytes = total.bytes.saturating_add(u.bytes);
-                total.files = total.files.saturating_add(u.files);
-            }
-        }
-        total.bytes > limits.max_total_bytes || total.files > limits.max_files
     }
 }
 

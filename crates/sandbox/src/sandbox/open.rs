@@ -186,6 +186,32 @@ impl Sandbox {
         Ok(total)
     }
 
+    /// Sets the quota's usage to just over its limit and returns that usage: what could
+    /// not be measured (after a command) might hold anything.
+    pub(crate) fn count_as_full(&self) -> Usage {
+        let limits = &self.inner.limits;
+        let full = Usage {
+            bytes: limits.max_total_bytes.saturating_add(1),
+            files: limits.max_files.saturating_add(1),
+        };
+        self.inner.quota.set(full);
+        full
+    }
+
+    /// Measures /output and /scratch and says whether they are over quota (a root that
+    /// cannot be measured counts as nothing here: the count after the command decides).
+    pub(crate) fn over_quota(&self) -> bool {
+        let limits = &self.inner.limits;
+        let mut total = Usage::default();
+        for root in [Root::Output, Root::Scratch] {
+            if let Ok(u) = self.measure(root) {
+                total.bytes = total.bytes.saturating_add(u.bytes);
+                total.files = total.files.saturating_add(u.files);
+            }
+        }
+        total.bytes > limits.max_total_bytes || total.files > limits.max_files
+    }
+
     /// Parses `path` with this sandbox's limits.
     pub fn parse_path(&self, path: &str) -> Result<VirtualPath> {
         VirtualPath::parse(path, &self.inner.limits)

@@ -62,6 +62,20 @@ fn sigterm_lets_runs_finish_in_the_grace_then_cancels_the_rest() {
     let (code, stderr) = served.wait(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("1 cancelled"), "{stderr}");
+    // One log line per request, and one per run's end.
+    let requests: Vec<&str> = stderr.lines().filter(|l| l.contains(" request ")).collect();
+    assert_eq!(requests.len(), 2, "{stderr}");
+    assert!(
+        requests
+            .iter()
+            .any(|l| l.contains("/agents/slow") && l.contains("status=200")),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.lines().filter(|l| l.contains("run ended")).count(),
+        2,
+        "{stderr}"
+    );
     for (id, status) in [("quick", "finished"), ("slow", "cancelled")] {
         let (code, text) = verify(&store.join(id));
         assert_eq!(code, 0, "{id}: {text}");
