@@ -1,7 +1,8 @@
 //! [`Server`]: bound to its address, then run until asked to stop — at which it takes no
 //! new connections or runs, lets the runs in flight go on for the grace period, cancels
-//! those still going (their bundles end `cancelled`), and waits for every one of them to
-//! be finished, stored and indexed.
+//! those still going (their bundles end `cancelled`), waits for every one of them to be
+//! finished, stored and indexed, and for their streams' last events to reach their clients
+//! (each connection is shut down gracefully: a response being written is finished first).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +19,8 @@ use crate::state::State;
 /// How long cancelled runs get to finish their bundles after the grace, before the server
 /// stops waiting for them.
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
+/// How long connections get to send the runs' last events to their clients.
+const FLUSH_WAIT: Duration = Duration::from_secs(10);
 
 /// How a server stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,23 +76,34 @@ impl Server {
                 () = stop.cancelled() => break,
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
-                    let state = Arc::clone(&state);
-                    tokio::spawn(async move {
-                        let service = hyper::service::service_fn(move |req| {
-                            crate::http::handle(Arc::clone(&state), req)
-                        });
-                        if let Err(e) = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await
-                        {
-                            tracing::debug!("a connection ended with an error: {e}");
-                        }
-                    });
+                    tokio::spawn(connection(Arc::clone(&state), stream));
                 }
             }
         }
         drop(listener);
         Ok(drain(&state).await)
+    }
+}
+
+/// Serve one connection. At a stop it is shut down gracefully: a response being written
+/// (a run's stream) is finished, then the connection closes; an idle one closes at once.
+async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
+    let _open = state.open_connection();
+    let stopping = state.stopping.clone();
+    let service =
+        hyper::service::service_fn(move |req| crate::http::handle(Arc::clone(&state), req));
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
+        () = stopping.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = ended {
+        tracing::debug!("a connection ended with an error: {e}");
     }
 }
 
@@ -113,10 +127,24 @@ async fn drain(state: &Arc<State>) -> Stopped {
     if abandoned > 0 {
         tracing::error!(runs = abandoned, "runs did not end after being cancelled");
     }
+    // The runs' last events (the bundle, RUN_FINISHED) still have to reach their clients.
+    let _ = tokio::time::timeout(FLUSH_WAIT, connections_closed(state)).await;
     Stopped {
         finished_in_grace: at_stop - cancelled,
         cancelled,
         abandoned,
+    }
+}
+
+async fn connections_closed(state: &State) {
+    loop {
+        let notified = state.run_ended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if state.open_connections() == 0 {
+            return;
+        }
+        notified.await;
     }
 }
 

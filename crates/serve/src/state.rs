@@ -62,8 +62,10 @@ pub(crate) struct State {
     active: Mutex<HashMap<String, Active>>,
     /// The ids of every bundle the index knows.
     known: Mutex<HashSet<String>>,
-    /// Signalled whenever a run leaves `active`.
+    /// Signalled whenever a run leaves `active`, or a connection closes.
     pub(crate) run_ended: Notify,
+    /// Connections open.
+    connections: std::sync::atomic::AtomicUsize,
     pub(crate) slots: Arc<Semaphore>,
     /// Cancelled when the server stops taking runs.
     pub(crate) stopping: CancellationToken,
@@ -115,6 +117,7 @@ impl State {
             active: Mutex::new(HashMap::new()),
             known: Mutex::new(known),
             run_ended: Notify::new(),
+            connections: std::sync::atomic::AtomicUsize::new(0),
             stopping: CancellationToken::new(),
             cancel_all: CancellationToken::new(),
             token_digest,
@@ -204,11 +207,36 @@ impl State {
             || std::fs::symlink_metadata(self.folder_of(id)).is_ok()
     }
 
+    /// A connection opens: its task holds the guard until the connection is done (its last
+    /// response written), so a stop waits for the runs' last events to leave.
+    pub(crate) fn open_connection(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ConnectionGuard(Arc::clone(self))
+    }
+
+    /// How many connections are open.
+    pub(crate) fn open_connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Note that the index now knows the bundle `id`.
     pub(crate) fn add_known(&self, id: &str) {
         self.known
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id.to_string());
+    }
+}
+
+/// An open connection (see [`State::open_connection`]).
+pub(crate) struct ConnectionGuard(Arc<State>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0
+            .connections
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.run_ended.notify_waiters();
     }
 }
