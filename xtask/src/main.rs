@@ -134,6 +134,24 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run("clippy (light builds)", light)?;
+    // The fuzz targets are a workspace of their own, so the lint above never sees them; a
+    // payload that gains a field breaks them only when the fuzz step builds, at the end of
+    // CI. Lint them here, early, on the stable toolchain and the main target directory.
+    let mut fuzz = cargo();
+    fuzz.args([
+        "clippy",
+        "--manifest-path",
+        "fuzz/Cargo.toml",
+        "--bins",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+        fuzz.env("CARGO_TARGET_DIR", root().join("target"));
+    }
+    run("clippy (fuzz targets)", fuzz)?;
     deny()?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
