@@ -84,6 +84,8 @@ pub(crate) struct Dest {
     pub(super) local: PathBuf,
     /// The bucket, unpacking what it reads into the work folder.
     pub(super) bucket: Option<Store>,
+    /// The run index (`index.jsonl` in `local`), a line per ended run, as `serve` writes.
+    pub(super) index: provrun_view::RunIndex,
 }
 
 impl Dest {
