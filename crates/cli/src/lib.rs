@@ -37,6 +37,7 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod diff;
 mod doctor;
 mod drive;
 mod ending;
@@ -148,6 +149,12 @@ enum Command {
         after_help = "Exit codes: 0 page written (or served until Ctrl-C), even for a bundle that does not verify: the page says so · 1 the page cannot be written or served · 2 usage (no bundle folder, --out a folder or inside the bundle)"
     )]
     View(view::ViewArgs),
+    /// Compare two runs step by step: model text, tool calls, arguments and results,
+    /// outputs (a line diff), status, tokens and time.
+    #[command(
+        after_help = "Exit codes: 0 the same behaviour (the same calls, results and outputs) · 1 the runs differ (each difference named) · 2 usage (either is no bundle)"
+    )]
+    Diff(diff::DiffArgs),
     /// List the registered tools with their schemas.
     Tools {
         /// Print one JSON list of `{name, description, schema, mode}`.
@@ -292,6 +299,7 @@ where
         Command::Replay(args) => replay::replay(args),
         Command::Show(args) => show::show(&args),
         Command::View(args) => view::view(&args),
+        Command::Diff(args) => diff::diff(&args),
         Command::Tools { json, tools_dirs } => listing::tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
         Command::Batch(args) => batch::batch(args),

@@ -31,6 +31,7 @@
 use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 
+mod compare;
 mod data;
 mod error;
 mod index;
@@ -40,6 +41,7 @@ mod steps;
 mod summary;
 mod wrapped;
 
+pub use compare::{Difference, RunDiff, compare};
 pub use data::{BLOB_EMBED_LIMIT, BLOBS_TOTAL_LIMIT, TEXT_SHOW_LIMIT, page_data};
 pub use error::ViewError;
 pub use index::{INDEX_FILE, IndexEntry, RunIndex, statement_sha256};
