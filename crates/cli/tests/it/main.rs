@@ -13,6 +13,7 @@ mod command_user;
 mod commands;
 mod confinement;
 mod conventions;
+mod diff;
 mod dsse_interop;
 mod hostile_outputs;
 mod identities;
