@@ -1,6 +1,6 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
+//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `diff`, `tools`, `resume`, `batch`,
 //! `serve`, `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
@@ -8,8 +8,8 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished · `serve`: stopped by SIGINT, SIGTERM or SIGHUP, every run's bundle finished |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served · `serve`: it cannot listen or its store cannot be written |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `diff`: the same behaviour · `batch`: every run finished · `serve`: stopped by SIGINT, SIGTERM or SIGHUP, every run's bundle finished |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served · `diff`: the runs differ · `serve`: it cannot listen or its store cannot be written |
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |

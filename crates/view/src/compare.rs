@@ -249,3 +249,18 @@ fn compare_outputs(
     }
     out
 }
+
+const TEMPLATE: &str = include_str!("compare.html");
+const SCRIPT: &str = include_str!("compare.js");
+const STYLE: &str = include_str!("compare.css");
+
+/// The Content-Security-Policy of the side-by-side page (its own script and style).
+pub fn comparison_security_policy() -> String {
+    crate::policy_for(SCRIPT, STYLE)
+}
+
+/// Two runs side by side as one HTML page with no outside references.
+pub fn render_comparison(diff: &RunDiff) -> Result<String, crate::ViewError> {
+    let data = serde_json::to_value(diff).map_err(|e| crate::ViewError::Template(e.to_string()))?;
+    crate::render_template(TEMPLATE, comparison_security_policy(), STYLE, SCRIPT, &data)
+}

@@ -41,7 +41,7 @@ mod steps;
 mod summary;
 mod wrapped;
 
-pub use compare::{Difference, RunDiff, compare};
+pub use compare::{Difference, RunDiff, compare, comparison_security_policy, render_comparison};
 pub use data::{BLOB_EMBED_LIMIT, BLOBS_TOTAL_LIMIT, TEXT_SHOW_LIMIT, page_data};
 pub use error::ViewError;
 pub use index::{INDEX_FILE, IndexEntry, RunIndex, statement_sha256};

@@ -189,3 +189,33 @@ fn ten_thousand_runs_render_their_first_page_and_filter() {
 fn rows_of(dom: &str) -> usize {
     rows(dom)
 }
+
+#[test]
+fn two_runs_side_by_side_name_their_differences_and_keep_hostile_text_inert() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = runs(dir.path());
+    let same = dir.path().join("same.html");
+    let (one, three) = (out.join("case-1"), out.join("case-3"));
+    assert_eq!(
+        cli(&["view", s(&one), s(&three), "-o", s(&same)]),
+        ExitCode::SUCCESS
+    );
+    let same = dom(&browser, &same, "");
+    assert!(same.contains("The same behaviour"), "{same}");
+    assert_eq!(count(&same, "class=\"differs\""), 0);
+
+    let page = dir.path().join("differs.html");
+    let hostile = out.join("hostile");
+    assert_eq!(
+        cli(&["view", s(&one), s(&hostile), "-o", s(&page)]),
+        ExitCode::SUCCESS
+    );
+    let differs = dom(&browser, &page, "");
+    assert!(differs.contains("class=\"differs\""), "{differs}");
+    assert!(differs.contains("tool_calls") && differs.contains("step 1"));
+    assert!(differs.contains("NEEDLE-7 &lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(!differs.contains("<img"));
+    assert_eq!(count(&differs, "<script"), 2);
+    assert!(differs.contains("<title>provrun view: two runs</title>"));
+}

@@ -157,7 +157,12 @@ pub(super) fn listing(many: Many, out: Option<&Path>, port: u16) -> u8 {
     let locations: HashMap<String, Location> = bundles.into_iter().collect();
     match out {
         Some(dir) => write_folder(dir, &page, &locations),
-        None => super::serve::serve(page, port, Some(Arc::new(locations))),
+        None => super::serve::serve(
+            page,
+            &provrun_view::listing_security_policy(),
+            port,
+            Some(Arc::new(locations)),
+        ),
     }
 }
 

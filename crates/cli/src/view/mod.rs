@@ -22,8 +22,8 @@ mod serve;
 pub(crate) struct ViewArgs {
     /// The bundle: a folder, a .tar of one (as `batch` uploads), or its URL
     /// (s3://BUCKET/PREFIX/ID.tar, file:///…/ID.tar). A folder of bundles (a batch's
-    /// --out, a serve store), a bucket prefix (s3://BUCKET/PREFIX), or several bundles
-    /// give a listing of the runs instead.
+    /// --out, a serve store), a bucket prefix (s3://BUCKET/PREFIX), or three or more
+    /// bundles give a listing of the runs instead; two bundles, the runs side by side.
     #[arg(required = true, value_name = "BUNDLE")]
     bundles: Vec<PathBuf>,
     /// Write the page to this file (replaced if it exists) instead of serving it; the
@@ -77,7 +77,51 @@ fn many(args: &ViewArgs) -> Result<Option<list::Many>, u8> {
     Ok(Some(list::Many::Named(named)))
 }
 
+/// `view A B`: the two runs side by side, written to `--out` or served.
+fn side_by_side(args: &ViewArgs, a: &PathBuf, b: &PathBuf) -> u8 {
+    if let Some(out) = &args.out
+        && out.is_dir()
+    {
+        return fail(
+            EXIT_USAGE,
+            format!(
+                "view: --out `{}` is a folder; give a file name",
+                out.display()
+            ),
+        );
+    }
+    let diff = match crate::diff::compare(a, b) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_USAGE, format!("view: {e}")),
+    };
+    let page = match provrun_view::render_comparison(&diff) {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_FAILED, format!("view: {e}")),
+    };
+    match &args.out {
+        Some(out) => match std::fs::write(out, page.as_bytes()) {
+            Ok(()) => {
+                out!("page written to {}", out.display());
+                EXIT_OK
+            }
+            Err(e) => fail(
+                EXIT_FAILED,
+                format!("view: cannot write `{}`: {e}", out.display()),
+            ),
+        },
+        None => serve::serve(
+            page,
+            &provrun_view::comparison_security_policy(),
+            args.port,
+            None,
+        ),
+    }
+}
+
 pub(crate) fn view(args: &ViewArgs) -> u8 {
+    if let [a, b] = args.bundles.as_slice() {
+        return side_by_side(args, a, b);
+    }
     match many(args) {
         Err(code) => return code,
         Ok(Some(many)) => {
@@ -147,7 +191,12 @@ pub(crate) fn view(args: &ViewArgs) -> u8 {
                 format!("view: cannot write `{}`: {e}", out.display()),
             ),
         },
-        None => serve::serve(page, args.port, None),
+        None => serve::serve(
+            page,
+            &provrun_view::content_security_policy(),
+            args.port,
+            None,
+        ),
     }
 }
 

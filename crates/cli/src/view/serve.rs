@@ -85,8 +85,9 @@ async fn answer(
     response
 }
 
-/// Serve `page` (a run's page, or a listing with its `runs`) until Ctrl-C.
-pub(crate) fn serve(page: String, port: u16, runs: Option<Runs>) -> u8 {
+/// Serve `page` under its policy `csp` (a run's page, two runs side by side, or a listing
+/// with its `runs`) until Ctrl-C.
+pub(crate) fn serve(page: String, csp: &str, port: u16, runs: Option<Runs>) -> u8 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -105,12 +106,7 @@ pub(crate) fn serve(page: String, port: u16, runs: Option<Runs>) -> u8 {
         let bound = listener.local_addr().unwrap_or(addr);
         out!("serving the page at http://{bound}/ (Ctrl-C stops)");
         let page = Bytes::from(page);
-        let policy = if runs.is_some() {
-            provrun_view::listing_security_policy()
-        } else {
-            provrun_view::content_security_policy()
-        };
-        let csp = HeaderValue::from_str(&policy)
+        let csp = HeaderValue::from_str(csp)
             .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"));
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
