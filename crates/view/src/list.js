@@ -80,7 +80,7 @@
     var v = el("td", r[4], r[4]);
     if (r[5]) v.appendChild(el("div", "checks", r[5]));
     tr.appendChild(v);
-    tr.appendChild(el("td", null, r[6]));
+    tr.appendChild(el("td", "when", String(r[6]).replace("T", " ").replace(/(\.\d+)?Z$/, "")));
     tr.appendChild(el("td", "num", dur(r[7])));
     tr.appendChild(el("td", "num", r[8]));
     tr.appendChild(el("td", "num", r[9]));
