@@ -2,7 +2,7 @@
 //! `compare`): exit 0 when they behaved the same (the same calls, results and outputs),
 //! 1 when they differ (each difference named), 2 when either is no bundle.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use provrun_store::Location;
 use provrun_view::{BundleSource, RunDiff};
@@ -24,7 +24,7 @@ pub(crate) struct DiffArgs {
 }
 
 /// A bundle opened to be read (kept open while its source is used).
-pub(crate) fn open(arg: &PathBuf) -> Result<(provrun_store::OpenBundle, String), String> {
+pub(crate) fn open(arg: &Path) -> Result<(provrun_store::OpenBundle, String), String> {
     let location = Location::parse(arg).map_err(|e| e.to_string())?;
     let opened = provrun_store::open_blocking(&location).map_err(|e| e.to_string())?;
     opened.require_log().map_err(|e| e.to_string())?;
@@ -32,7 +32,7 @@ pub(crate) fn open(arg: &PathBuf) -> Result<(provrun_store::OpenBundle, String),
 }
 
 /// Both runs compared, or a usage error.
-pub(crate) fn compare(a: &PathBuf, b: &PathBuf) -> Result<RunDiff, String> {
+pub(crate) fn compare(a: &Path, b: &Path) -> Result<RunDiff, String> {
     let (oa, na) = open(a)?;
     let (ob, nb) = open(b)?;
     let sa = BundleSource::folder(oa.dir()).with_label(na);

@@ -5,7 +5,7 @@
 //! with `-o DIR`, a static folder (`index.html` and `runs/ID.html`) that works offline.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use provrun_store::{Location, Store, StoreError};
@@ -221,6 +221,6 @@ pub(super) fn id_of(location: &Location) -> String {
 }
 
 /// Whether `path` is a folder that holds no `events.jsonl` (a folder of bundles, maybe).
-pub(super) fn is_store_folder(path: &PathBuf) -> bool {
+pub(super) fn is_store_folder(path: &Path) -> bool {
     path.is_dir() && !path.join(provrun_store::EVENTS_FILE).exists()
 }

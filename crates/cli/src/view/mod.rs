@@ -78,7 +78,7 @@ fn many(args: &ViewArgs) -> Result<Option<list::Many>, u8> {
 }
 
 /// `view A B`: the two runs side by side, written to `--out` or served.
-fn side_by_side(args: &ViewArgs, a: &PathBuf, b: &PathBuf) -> u8 {
+fn side_by_side(args: &ViewArgs, a: &Path, b: &Path) -> u8 {
     if let Some(out) = &args.out
         && out.is_dir()
     {
