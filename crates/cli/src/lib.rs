@@ -43,6 +43,7 @@ mod drive;
 mod ending;
 mod import;
 pub mod inert;
+mod inspect;
 mod listing;
 pub mod logging;
 mod open;
