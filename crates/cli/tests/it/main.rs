@@ -18,6 +18,7 @@ mod dsse_interop;
 mod hostile_outputs;
 mod identities;
 mod import_pydantic_ai;
+mod inspect_interop;
 mod json_output;
 mod kubernetes;
 mod locked_folders;
