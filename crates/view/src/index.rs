@@ -1,5 +1,5 @@
-//! The run index: one JSON line per ended run (segment), appended to `index.jsonl` beside
-//! the bundles, by `provrun serve` and `provrun batch` alike, and read by a listing so it
+//! The run index: one JSON line per ended run (segment), appended beside the bundles
+//! (`index.jsonl` by `provrun serve`, `.provrun-index.jsonl` by `provrun batch`), and read by a listing so it
 //! need not verify every bundle again. The format is in docs/serve.md ("The run index").
 //!
 //! A line: `{"v":1, "id", "agent", "thread", "status", "started", "ended",
@@ -19,8 +19,11 @@ use sha2::{Digest as _, Sha256};
 
 use crate::summary::RunSummary;
 
-/// The index file's name, in the folder of the bundles.
+/// The index file's name, in the folder of the bundles (`provrun serve`'s store).
 pub const INDEX_FILE: &str = "index.jsonl";
+/// The name `provrun batch` gives the same index in its `--out`: hidden, so it is never
+/// taken for a bundle and cannot clash with a run's id (ids never start with `.`).
+pub const BATCH_INDEX_FILE: &str = ".provrun-index.jsonl";
 
 /// One ended run (segment).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

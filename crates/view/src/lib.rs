@@ -4,7 +4,7 @@
 //! per request with the same call.
 //!
 //! Many runs make a listing ([`render_listing`] of [`ListingRow`]s, each a bundle's
-//! [`RunSummary`]), fed from the run index ([`RunIndex`], `index.jsonl`) that `provrun
+//! [`RunSummary`]), fed from the run index ([`RunIndex`]) that `provrun
 //! batch` and `provrun serve` write as runs end, so a listing need not verify every
 //! bundle again.
 //!
@@ -44,7 +44,7 @@ mod wrapped;
 pub use compare::{Difference, RunDiff, compare, comparison_security_policy, render_comparison};
 pub use data::{BLOB_EMBED_LIMIT, BLOBS_TOTAL_LIMIT, TEXT_SHOW_LIMIT, page_data};
 pub use error::ViewError;
-pub use index::{INDEX_FILE, IndexEntry, RunIndex, statement_sha256};
+pub use index::{BATCH_INDEX_FILE, INDEX_FILE, IndexEntry, RunIndex, statement_sha256};
 pub use listing::{
     LISTING_PAGE_SIZE, LinkStyle, ListingRow, listing_data, listing_security_policy,
     render_listing, row_for_folder,

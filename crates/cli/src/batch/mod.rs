@@ -212,7 +212,8 @@ fn open_dest(
         }?;
         let dest = Dest {
             bucket: Some(bucket.with_scratch(&local)),
-            index: provrun_view::RunIndex::at(local.join(provrun_view::INDEX_FILE)),
+            // A bucket's runs are not indexed: the work folder is not kept.
+            index: None,
             local,
         };
         return Ok((dest, work));
@@ -231,7 +232,9 @@ fn open_dest(
     }
     let local = std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone());
     let dest = Dest {
-        index: provrun_view::RunIndex::at(local.join(provrun_view::INDEX_FILE)),
+        index: Some(provrun_view::RunIndex::at(
+            local.join(provrun_view::BATCH_INDEX_FILE),
+        )),
         local,
         bucket: None,
     };

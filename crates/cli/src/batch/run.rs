@@ -154,8 +154,8 @@ pub(super) async fn run_one(
                 provrun_view::IndexEntry::for_bundle(&check, &id, "", "", None)
             })
             .await;
-            if let Ok(entry) = &entry
-                && let Err(e) = dest.index.append(entry)
+            if let (Ok(entry), Some(index)) = (&entry, &dest.index)
+                && let Err(e) = index.append(entry)
             {
                 tracing::warn!(id = %job.id, "the run could not be written to the run index: {e}");
             }

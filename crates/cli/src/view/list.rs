@@ -1,5 +1,5 @@
 //! `provrun view DIR|s3://BUCKET/PREFIX|FILE.tar…`: many bundles as a listing. The rows
-//! come from the store's run index (`index.jsonl`, written by `batch` and `serve`) where a
+//! come from the store's run index (written by `batch` and `serve`) where a
 //! bundle's statement digest still matches, else from the bundle, read and verified now.
 //! Served, `/` is the listing and `/runs/ID` a run's page, rendered when it is opened;
 //! with `-o DIR`, a static folder (`index.html` and `runs/ID.html`) that works offline.
@@ -51,13 +51,17 @@ impl Many {
         let Some(folder) = store.folder_path() else {
             return HashMap::new();
         };
-        match RunIndex::at(folder.join(provrun_view::INDEX_FILE)).read() {
-            Ok(entries) => entries.into_iter().map(|e| (e.id.clone(), e)).collect(),
-            Err(e) => {
-                tracing::warn!("the run index cannot be read ({e}); every bundle is verified");
-                HashMap::new()
+        // A batch's index, then a serve store's; a later line of an id wins.
+        let mut by_id = HashMap::new();
+        for name in [provrun_view::BATCH_INDEX_FILE, provrun_view::INDEX_FILE] {
+            match RunIndex::at(folder.join(name)).read() {
+                Ok(entries) => by_id.extend(entries.into_iter().map(|e| (e.id.clone(), e))),
+                Err(e) => tracing::warn!(
+                    "the run index {name} cannot be read ({e}); its runs are verified"
+                ),
             }
         }
+        by_id
     }
 }
 
@@ -132,7 +136,7 @@ pub(super) fn listing(many: Many, out: Option<&Path>, port: u16) -> u8 {
         return fail(
             EXIT_USAGE,
             format!(
-                "view: `{}` holds no bundle (no folder with an events.jsonl, no .tar)",
+                "view: `{}` is not a bundle: it has no events.jsonl, and it holds no bundle (no folder with an events.jsonl, no .tar)",
                 many.title()
             ),
         );

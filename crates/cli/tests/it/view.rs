@@ -344,7 +344,10 @@ fn a_folder_of_bundles_is_served_as_a_listing_whose_runs_open_when_asked_for() {
     std::fs::create_dir(&empty).unwrap();
     let none = provrun(&["view", &s(&empty), "-o", &s(&dir.path().join("x"))]);
     assert_exit(&none, 2);
-    assert!(String::from_utf8_lossy(&none.stderr).contains("holds no bundle"));
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("holds no bundle")
+            && String::from_utf8_lossy(&none.stderr).contains("is not a bundle")
+    );
 
     let mut child = command(&["view", &s(&store)])
         .stdout(Stdio::piped())
