@@ -159,6 +159,7 @@ fn ci() -> Result<(), String> {
     setup::node()?; // node and npm for the published npm MCP server test
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
     setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
+    setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.
     let mut test = cargo();

@@ -456,3 +456,55 @@ pub fn cargo_deny() -> Result<bool, String> {
         ))
     }
 }
+
+/// The Inspect package the `provrun export inspect` test reads logs back with.
+const INSPECT_AI: &str = "inspect-ai==0.3.285";
+
+/// Makes sure the Inspect interop test finds `inspect-ai` in its virtualenv in the cache
+/// (`inspect-ai-0.3.285/bin/python`), installed once when missing. Under CI a failed
+/// install fails; elsewhere the test installs it itself or skips loudly.
+pub fn inspect() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let venv = ci_cache().join("inspect-ai-0.3.285");
+    let python = venv.join("bin/python");
+    let ready = || {
+        Command::new(&python)
+            .args(["-c", "import inspect_ai.log"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let install = || -> Result<(), String> {
+        if ready() {
+            return Ok(());
+        }
+        let mut make = Command::new("python3");
+        make.args(["-m", "venv", "--clear"]).arg(&venv);
+        crate::run("setup: make the inspect-ai virtualenv", make)?;
+        let mut pip = Command::new(venv.join("bin/pip"));
+        pip.args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            INSPECT_AI,
+        ]);
+        crate::run("setup: install inspect-ai", pip)
+    };
+    match install() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: {INSPECT_AI} is in {}; the Inspect interop test runs for real",
+                venv.display()
+            );
+            Ok(())
+        }
+        Err(e) if ci => Err(format!(
+            "setup: CI must run the Inspect interop test, but {e}"
+        )),
+        Err(e) => {
+            eprintln!(
+                "\n==> setup: WARNING: {e}; the Inspect interop test will try again or SKIP itself (CI=true fails here)"
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
-//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
+//! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `diff`, `tools`, `resume`, `batch`,
 //! `serve`, `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
@@ -8,8 +8,8 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished · `serve`: stopped by SIGINT, SIGTERM or SIGHUP, every run's bundle finished |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served · `serve`: it cannot listen or its store cannot be written |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `diff`: the same behaviour · `batch`: every run finished · `serve`: stopped by SIGINT, SIGTERM or SIGHUP, every run's bundle finished |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served · `diff`: the runs differ · `serve`: it cannot listen or its store cannot be written |
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
@@ -37,11 +37,13 @@ macro_rules! out {
 
 mod batch;
 mod cat;
+mod diff;
 mod doctor;
 mod drive;
 mod ending;
 mod import;
 pub mod inert;
+mod inspect;
 mod listing;
 pub mod logging;
 mod open;
@@ -148,6 +150,12 @@ enum Command {
         after_help = "Exit codes: 0 page written (or served until Ctrl-C), even for a bundle that does not verify: the page says so · 1 the page cannot be written or served · 2 usage (no bundle folder, --out a folder or inside the bundle)"
     )]
     View(view::ViewArgs),
+    /// Compare two runs step by step: model text, tool calls, arguments and results,
+    /// outputs (a line diff), status, tokens and time.
+    #[command(
+        after_help = "Exit codes: 0 the same behaviour (the same calls, results and outputs) · 1 the runs differ (each difference named) · 2 usage (either is no bundle)"
+    )]
+    Diff(diff::DiffArgs),
     /// List the registered tools with their schemas.
     Tools {
         /// Print one JSON list of `{name, description, schema, mode}`.
@@ -292,6 +300,7 @@ where
         Command::Replay(args) => replay::replay(args),
         Command::Show(args) => show::show(&args),
         Command::View(args) => view::view(&args),
+        Command::Diff(args) => diff::diff(&args),
         Command::Tools { json, tools_dirs } => listing::tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
         Command::Batch(args) => batch::batch(args),

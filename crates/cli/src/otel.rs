@@ -17,6 +17,10 @@ pub(crate) enum ExportTarget {
     /// OTLP collector: exit 0 sent, 1 not sent (collector refused, unreachable or too
     /// slow; evidence unreadable), 2 no collector named or bad arguments.
     Otlp(OtlpArgs),
+    /// Write bundles as an Inspect (inspect-ai) `.eval` log, one sample per run, with
+    /// the run id, bundle digest and verify verdict in each sample's metadata: exit 0
+    /// written, 1 it cannot be written, 2 no bundle.
+    Inspect(crate::inspect::InspectArgs),
 }
 
 /// `provrun export otlp`'s arguments.
@@ -37,7 +41,10 @@ pub(crate) struct OtlpArgs {
 
 /// `provrun export otlp BUNDLE`.
 pub(crate) fn export(target: ExportTarget) -> u8 {
-    let ExportTarget::Otlp(args) = target;
+    let args = match target {
+        ExportTarget::Otlp(args) => args,
+        ExportTarget::Inspect(args) => return crate::inspect::export(&args),
+    };
     let loaded = match crate::open::for_reading(&args.bundle, "", EXIT_FAILED) {
         Ok(l) => l,
         Err(code) => return code,

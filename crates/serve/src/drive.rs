@@ -261,21 +261,13 @@ async fn end_segment(
     let id = result.run_id.clone();
     let folder = result.bundle.clone();
     let ended = SystemTime::now();
+    let (agent, thread_name, bundle_id) = (agent_name.to_owned(), thread.to_owned(), id.clone());
+    let ended_text = humantime::format_rfc3339_millis(ended).to_string();
     let measured = tokio::task::spawn_blocking(move || {
-        let report = provrun_evidence::verify(&folder);
-        let statement = std::fs::read(folder.join("statement.json")).unwrap_or_default();
-        let started = provrun_evidence::read_events(&folder)
-            .ok()
-            .and_then(|events| events.first().map(|e| e.ts.clone()))
-            .unwrap_or_default();
-        (
-            report.ok && report.complete,
-            crate::digest::sha256_hex(&statement),
-            started,
-        )
+        Entry::for_bundle(&folder, &bundle_id, &agent, &thread_name, Some(ended_text))
     })
     .await;
-    let Ok((verified, statement_sha256, started)) = measured else {
+    let Ok(mut entry) = measured else {
         tracing::error!(bundle = %id, "the bundle's end could not be checked");
         return None;
     };
@@ -286,22 +278,9 @@ async fn end_segment(
             let _ = std::fs::remove_dir_all(&result.bundle);
         }
     }
-    let duration_ms = humantime::parse_rfc3339(&started)
-        .ok()
-        .and_then(|s| ended.duration_since(s).ok())
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let entry = Entry {
-        v: 1,
-        id: id.clone(),
-        agent: agent_name.to_string(),
-        thread: thread.to_string(),
-        status: result.status().as_str().to_string(),
-        started,
-        ended: humantime::format_rfc3339_millis(ended).to_string(),
-        duration_ms,
-        verified,
-        statement_sha256,
-    };
+    // The status as the run ended it (a log cut short still ended for the server).
+    entry.status = result.status().as_str().to_string();
+    let (verified, duration_ms) = (entry.verified, entry.duration_ms);
     if let Err(e) = state.index.append(&entry) {
         tracing::error!(bundle = %id, "the run could not be written to the index: {e}");
     }

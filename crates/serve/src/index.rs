@@ -3,121 +3,66 @@
 //! the server's work folder: objects cannot be appended to). `GET /runs` reads it instead
 //! of opening every bundle, and a restarted server finds each thread's last run in it.
 //!
-//! A line (format 1; docs/serve.md): `{"v":1, "id", "agent", "thread", "status",
-//! "started", "ended", "duration_ms", "verified", "statement_sha256"}`. `verified` is the
-//! verdict of `verify` on the bundle whose `statement.json` has that SHA-256: a reader that
-//! finds another digest verifies again. The last line of an id wins.
+//! The format is the view crate's ([`provrun_view::IndexEntry`], docs/serve.md), the same
+//! that `provrun batch` writes and a listing (`provrun view DIR`) reads: each line carries
+//! the run's summary for the listing, valid while the bundle's `statement.json` keeps its
+//! SHA-256. The last line of an id wins.
 
-use std::collections::HashMap;
-use std::io::Write;
 #[cfg(test)]
 use std::path::Path;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+use provrun_view::RunIndex;
 
 use crate::error::ServeError;
 
 /// The index file's name.
-pub const INDEX_FILE: &str = "index.jsonl";
+pub use provrun_view::INDEX_FILE;
+/// One ended run segment: the view crate's index entry, one format for `serve` and
+/// `batch`.
+pub use provrun_view::IndexEntry as Entry;
 /// Runs in a `GET /runs` page by default, and at most.
 pub const PAGE: usize = 100;
-
-/// One ended run segment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
-    /// The format (1).
-    pub v: u32,
-    /// The bundle's id.
-    pub id: String,
-    /// The agent (its file name in the agents folder, without `.toml`).
-    pub agent: String,
-    /// The AG-UI thread.
-    pub thread: String,
-    /// `finished`, `failed`, `cancelled` or `paused`.
-    pub status: String,
-    /// When the run started (RFC 3339, UTC), as its `run_started` says.
-    pub started: String,
-    /// When this segment ended (RFC 3339, UTC).
-    pub ended: String,
-    /// Milliseconds from the start to this end (a paused run's wait included).
-    pub duration_ms: u64,
-    /// Whether the bundle verified when the segment ended.
-    pub verified: bool,
-    /// Hex SHA-256 of the bundle's `statement.json` then.
-    pub statement_sha256: String,
-}
 
 /// The index of a store, appended to under a lock.
 #[derive(Debug)]
 pub struct Index {
-    path: PathBuf,
-    write: Mutex<()>,
+    inner: RunIndex,
 }
 
 impl Index {
     /// The index at `path` (made when the first line is appended).
     pub fn at(path: impl Into<PathBuf>) -> Self {
         Self {
-            path: path.into(),
-            write: Mutex::new(()),
+            inner: RunIndex::at(path),
         }
     }
 
     /// Where it is.
     #[cfg(test)]
     pub fn path(&self) -> &Path {
-        &self.path
+        self.inner.path()
+    }
+
+    fn error(&self, action: &'static str, source: std::io::Error) -> ServeError {
+        ServeError::Io {
+            action,
+            path: self.inner.path().to_path_buf(),
+            source,
+        }
     }
 
     /// Append one entry (one `write` of the line, on a file opened for appending).
     pub fn append(&self, entry: &Entry) -> Result<(), ServeError> {
-        let mut line = serde_json::to_string(entry).map_err(|e| ServeError::Io {
-            action: "write",
-            path: self.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        line.push('\n');
-        let _guard = self
-            .write
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut f| f.write_all(line.as_bytes()))
-            .map_err(|source| ServeError::Io {
-                action: "append to",
-                path: self.path.clone(),
-                source,
-            })
+        self.inner
+            .append(entry)
+            .map_err(|e| self.error("append to", e))
     }
 
     /// Every run's latest entry, in the order they last ended (lines that do not parse
     /// are left out: the index is a cache, the bundles are the record).
     pub fn read(&self) -> Result<Vec<Entry>, ServeError> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(ServeError::Io {
-                    action: "read",
-                    path: self.path.clone(),
-                    source,
-                });
-            }
-        };
-        let mut latest: HashMap<String, (usize, Entry)> = HashMap::new();
-        for (n, line) in text.lines().enumerate() {
-            if let Ok(e) = serde_json::from_str::<Entry>(line) {
-                latest.insert(e.id.clone(), (n, e));
-            }
-        }
-        let mut entries: Vec<(usize, Entry)> = latest.into_values().collect();
-        entries.sort_by_key(|(n, _)| *n);
-        Ok(entries.into_iter().map(|(_, e)| e).collect())
+        self.inner.read().map_err(|e| self.error("read", e))
     }
 }
 
@@ -146,6 +91,8 @@ pub fn page(
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
+
     use super::*;
 
     fn entry(id: &str, started: &str, status: &str) -> Entry {
@@ -160,6 +107,7 @@ mod tests {
             duration_ms: 1,
             verified: true,
             statement_sha256: "00".into(),
+            summary: None,
         }
     }
 

@@ -3,6 +3,11 @@
 //! raw bytes of every exchange. `provrun view` writes or serves it; a server renders it
 //! per request with the same call.
 //!
+//! Many runs make a listing ([`render_listing`] of [`ListingRow`]s, each a bundle's
+//! [`RunSummary`]), fed from the run index ([`RunIndex`]) that `provrun
+//! batch` and `provrun serve` write as runs end, so a listing need not verify every
+//! bundle again.
+//!
 //! Build a [`BundleSource`] from a bundle folder ([`BundleSource::folder`]; open a `.tar`
 //! or a bucket object as a folder with the store crate first), then [`render_page`].
 //! Serve the page with [`content_security_policy`] as its `Content-Security-Policy`
@@ -26,15 +31,26 @@
 use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 
+mod compare;
 mod data;
 mod error;
+mod index;
+mod listing;
 mod source;
 mod steps;
+mod summary;
 mod wrapped;
 
+pub use compare::{Difference, RunDiff, compare, comparison_security_policy, render_comparison};
 pub use data::{BLOB_EMBED_LIMIT, BLOBS_TOTAL_LIMIT, TEXT_SHOW_LIMIT, page_data};
 pub use error::ViewError;
+pub use index::{BATCH_INDEX_FILE, INDEX_FILE, IndexEntry, RunIndex, statement_sha256};
+pub use listing::{
+    LISTING_PAGE_SIZE, LinkStyle, ListingRow, listing_data, listing_security_policy,
+    render_listing, row_for_folder,
+};
 pub use source::{BlobFn, BundleSource, FILE_READ_LIMIT, FileFn};
+pub use summary::{RunSummary, SEARCH_TEXT_LIMIT, summarize, summarize_events, verdict_word};
 
 const TEMPLATE: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("page.js");
@@ -44,13 +60,18 @@ const STYLE: &str = include_str!("page.css");
 /// script and style, named by hash. The page carries it in a `<meta>` element; a server
 /// sends it as a header as well.
 pub fn content_security_policy() -> String {
+    policy_for(SCRIPT, STYLE)
+}
+
+/// A policy that allows only the inline `script` and `style`, by their SHA-256 hashes.
+pub(crate) fn policy_for(script: &str, style: &str) -> String {
     let hash = |text: &str| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text));
     format!(
         "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; img-src 'none'; \
          connect-src 'none'; font-src 'none'; media-src 'none'; object-src 'none'; \
          frame-src 'none'; base-uri 'none'; form-action 'none'",
-        hash(SCRIPT),
-        hash(STYLE)
+        hash(script),
+        hash(style)
     )
 }
 
@@ -78,8 +99,19 @@ pub fn json_for_script(value: &serde_json::Value) -> String {
 /// that does not verify, or whose log cannot be read, still gives a page that says so.
 pub fn render_page(source: &BundleSource) -> Result<String, ViewError> {
     let data = page_data(source);
+    render_template(TEMPLATE, content_security_policy(), STYLE, SCRIPT, &data)
+}
+
+/// A page template rendered with its policy, style, script and data.
+pub(crate) fn render_template(
+    template: &str,
+    csp: String,
+    style: &str,
+    script: &str,
+    data: &serde_json::Value,
+) -> Result<String, ViewError> {
     let mut env = minijinja::Environment::new();
-    env.add_template("page.html", TEMPLATE)
+    env.add_template("page.html", template)
         .map_err(|e| ViewError::Template(format!("the page template is broken: {e}")))?;
     let template = env
         .get_template("page.html")
@@ -87,10 +119,10 @@ pub fn render_page(source: &BundleSource) -> Result<String, ViewError> {
     let safe = minijinja::Value::from_safe_string;
     template
         .render(minijinja::context! {
-            csp => content_security_policy(),
-            style => safe(STYLE.to_owned()),
-            script => safe(SCRIPT.to_owned()),
-            data => safe(json_for_script(&data)),
+            csp => csp,
+            style => safe(style.to_owned()),
+            script => safe(script.to_owned()),
+            data => safe(json_for_script(data)),
         })
         .map_err(|e| ViewError::Template(e.to_string()))
 }

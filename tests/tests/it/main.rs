@@ -20,3 +20,4 @@ mod seed_behaviours;
 mod steering;
 mod tool_faults;
 mod view_browser;
+mod view_listing;

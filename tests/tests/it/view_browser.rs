@@ -21,18 +21,18 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-fn cli(args: &[&str]) -> ExitCode {
+pub(crate) fn cli(args: &[&str]) -> ExitCode {
     let mut all = vec!["provrun"];
     all.extend_from_slice(args);
     provrun_cli::main_with_args(all)
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// The browser, or `None` (with a loud note) when it is missing outside CI.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join("chromium"))
@@ -54,7 +54,7 @@ fn chromium() -> Option<PathBuf> {
 
 /// Runs the browser on `page#fragment` with `extra` flags and returns its stdout, killing
 /// it if it hangs.
-fn browse(browser: &Path, page: &Path, fragment: &str, extra: &[String]) -> String {
+pub(crate) fn browse(browser: &Path, page: &Path, fragment: &str, extra: &[String]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let url = format!("file://{}{fragment}", page.display());
     let mut child = Command::new(browser)
@@ -135,7 +135,7 @@ fn page(bundle: &Path, dir: &Path, name: &str) -> PathBuf {
 }
 
 /// How many times `needle` occurs in `hay`.
-fn count(hay: &str, needle: &str) -> usize {
+pub(crate) fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
 

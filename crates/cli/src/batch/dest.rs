@@ -84,6 +84,9 @@ pub(crate) struct Dest {
     pub(super) local: PathBuf,
     /// The bucket, unpacking what it reads into the work folder.
     pub(super) bucket: Option<Store>,
+    /// The run index (`.provrun-index.jsonl` in DEST), a line per ended run, in the
+    /// format `serve` writes; none for a bucket.
+    pub(super) index: Option<provrun_view::RunIndex>,
 }
 
 impl Dest {

@@ -212,6 +212,8 @@ fn open_dest(
         }?;
         let dest = Dest {
             bucket: Some(bucket.with_scratch(&local)),
+            // A bucket's runs are not indexed: the work folder is not kept.
+            index: None,
             local,
         };
         return Ok((dest, work));
@@ -228,8 +230,12 @@ fn open_dest(
     if let Err(e) = std::fs::create_dir_all(&args.out) {
         return Err(format!("cannot make --out `{}`: {e}", args.out.display()));
     }
+    let local = std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone());
     let dest = Dest {
-        local: std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone()),
+        index: Some(provrun_view::RunIndex::at(
+            local.join(provrun_view::BATCH_INDEX_FILE),
+        )),
+        local,
         bucket: None,
     };
     Ok((dest, None))

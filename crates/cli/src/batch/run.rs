@@ -147,11 +147,22 @@ pub(super) async fn run_one(
             outcome.status = status_word(result.status());
             outcome.run_id = Some(result.run_id.clone());
             outcome.error = result.error().map(str::to_string);
-            // A bundle that does not verify is no result.
-            let check = bundle.clone();
-            let report =
-                tokio::task::spawn_blocking(move || provrun_evidence::verify(&check)).await;
-            if !matches!(&report, Ok(r) if r.ok) {
+            // A bundle that does not verify is no result. The verdict and the run's
+            // summary go to the run index, for a listing of DEST.
+            let (check, id) = (bundle.clone(), job.id.clone());
+            let entry = tokio::task::spawn_blocking(move || {
+                provrun_view::IndexEntry::for_bundle(&check, &id, "", "", None)
+            })
+            .await;
+            if let (Ok(entry), Some(index)) = (&entry, &dest.index)
+                && let Err(e) = index.append(entry)
+            {
+                tracing::warn!(id = %job.id, "the run could not be written to the run index: {e}");
+            }
+            let fails = |e: &provrun_view::IndexEntry| {
+                e.summary.as_ref().is_none_or(|s| s.verdict == "fails")
+            };
+            if !entry.as_ref().is_ok_and(|e| !fails(e)) {
                 outcome.status = "error";
                 outcome.error = Some("the bundle does not verify".to_string());
             } else if result.status() == RunStatus::Cancelled {

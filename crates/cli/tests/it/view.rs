@@ -322,3 +322,62 @@ fn raw_bytes_of_a_large_request_keep_its_head_and_tail_and_name_the_cat_command(
     assert_eq!(data["inputs"][0]["truncated"], true);
     assert_eq!(data["inputs"][0]["matches"], true);
 }
+
+#[test]
+fn a_folder_of_bundles_is_served_as_a_listing_whose_runs_open_when_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    for id in ["one", "two"] {
+        let out = provrun(&[
+            "run",
+            &example("scripted/agent.toml"),
+            "--input",
+            &example("scripted/input"),
+            "--out",
+            &s(&store.join(id)),
+        ]);
+        assert_exit(&out, 0);
+    }
+    // A folder with no bundle is no listing.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let none = provrun(&["view", &s(&empty), "-o", &s(&dir.path().join("x"))]);
+    assert_exit(&none, 2);
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("holds no bundle")
+            && String::from_utf8_lossy(&none.stderr).contains("is not a bundle")
+    );
+
+    let mut child = command(&["view", &s(&store)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let listing = get(&addr, "/");
+    assert!(listing.starts_with("HTTP/1.1 200"), "{listing}");
+    assert!(listing.contains("listing-data") && listing.contains("[\"one\","));
+    let run = get(&addr, "/runs/two");
+    assert!(run.starts_with("HTTP/1.1 200"), "{run}");
+    assert!(run.contains("bundle-data") && run.contains("\"run_id\""));
+    for missing in ["/runs/three", "/runs/..%2Fone", "/runs/", "/one"] {
+        assert!(get(&addr, missing).starts_with("HTTP/1.1 404"), "{missing}");
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -1,0 +1,228 @@
+//! `provrun export inspect`: bundles written as an Inspect `.eval` log that the real
+//! `inspect-ai` (0.3.285, PyPI, in a virtualenv in the CI cache) reads back with its own
+//! `read_eval_log`: one sample per run, the messages, tool calls and results, the model
+//! usage, and the run id, statement digest and verdict in each sample's metadata.
+//!
+//! Without Python or PyPI the round trip is skipped loudly, except under `CI=true`, where
+//! it fails (`cargo xtask ci` installs inspect-ai into its cache).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::support::cli::{events, s};
+
+const INSPECT_AI: &str = "inspect-ai==0.3.285";
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn provrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_provrun"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the provrun binary runs")
+}
+
+/// The virtualenv's python with inspect-ai, from the CI cache, installed there if missing.
+fn inspect_python() -> Result<PathBuf, String> {
+    let cache = std::env::var_os("PROVRUN_CI_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/provrun-ci")))
+        .ok_or("no HOME and no PROVRUN_CI_CACHE")?;
+    let venv = cache.join("inspect-ai-0.3.285");
+    let python = venv.join("bin/python");
+    let ready = || {
+        Command::new(&python)
+            .args(["-c", "import inspect_ai.log"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if ready() {
+        return Ok(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .output()
+        .map_err(|e| format!("python3 is not available ({e})"))?;
+    if !made.status.success() {
+        return Err("`python3 -m venv` failed".into());
+    }
+    let pip = Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            INSPECT_AI,
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if pip.status.success() && ready() {
+        Ok(python)
+    } else {
+        Err(format!(
+            "pip could not install {INSPECT_AI}: {}",
+            String::from_utf8_lossy(&pip.stderr).trim()
+        ))
+    }
+}
+
+/// What inspect-ai's `read_eval_log` makes of the log, as JSON.
+const READ_BACK: &str = r#"
+import json, sys
+from inspect_ai.log import read_eval_log
+log = read_eval_log(sys.argv[1])
+out = {"status": log.status, "samples": []}
+for s in log.samples:
+    out["samples"].append({
+        "id": s.id,
+        "metadata": s.metadata,
+        "roles": [m.role for m in s.messages],
+        "calls": [[c.function, c.arguments] for m in s.messages if m.role == "assistant" for c in (m.tool_calls or [])],
+        "tool_results": [m.text for m in s.messages if m.role == "tool"],
+        "tokens": sum(u.total_tokens for u in s.model_usage.values()),
+        "events": [e.event for e in s.events],
+        "completion": s.output.completion,
+    })
+print(json.dumps(out))
+"#;
+
+fn scripted(dir: &Path, name: &str) -> PathBuf {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scripted");
+    let bundle = dir.join(name);
+    let out = provrun(&[
+        "run",
+        &s(&example.join("agent.toml")),
+        "--input",
+        &s(&example.join("input")),
+        "--out",
+        &s(&bundle),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bundle
+}
+
+#[test]
+fn an_exported_log_is_read_back_by_inspect_ai_one_sample_per_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let (a, b) = (scripted(&store, "a"), scripted(&store, "b"));
+    // b changed after its run: it no longer verifies, and its sample says so.
+    let statement = b.join("statement.json");
+    let text = std::fs::read_to_string(&statement).unwrap();
+    std::fs::write(&statement, text.replacen('"', "\" ", 1)).unwrap();
+
+    let log = dir.path().join("runs.eval");
+    let out = provrun(&["export", "inspect", &s(&store), "--out", &s(&log)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 samples written"));
+    let bad = provrun(&[
+        "export",
+        "inspect",
+        &s(&dir.path().join("nope")),
+        "--out",
+        &s(&log),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let python = match inspect_python() {
+        Ok(p) => p,
+        Err(why) => {
+            assert!(
+                !in_ci(),
+                "CI=true: the Inspect round trip cannot run: {why}"
+            );
+            eprintln!(
+                "\n*** SKIPPED the Inspect round trip: {why} (CI=true makes this a failure).\n"
+            );
+            return;
+        }
+    };
+    let read = Command::new(&python)
+        .args(["-c", READ_BACK])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let v: Value = serde_json::from_slice(&read.stdout).unwrap();
+    assert_eq!(v["status"], "success");
+    let samples = v["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 2);
+    for (sample, bundle, verdict) in [(&samples[0], &a, "verifies"), (&samples[1], &b, "fails")] {
+        let run_id = events(bundle)[0]["run_id"].clone();
+        let m = &sample["metadata"];
+        assert_eq!(m["provrun_run_id"], run_id);
+        assert_eq!(m["provrun_verdict"], verdict);
+        let digest: String = Sha256::digest(std::fs::read(bundle.join("statement.json")).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(m["provrun_statement_sha256"], digest.as_str());
+        assert_eq!(
+            sample["roles"],
+            serde_json::json!([
+                "system",
+                "user",
+                "assistant",
+                "tool",
+                "tool",
+                "assistant",
+                "tool",
+                "assistant"
+            ])
+        );
+        let calls = sample["calls"].as_array().unwrap();
+        assert_eq!(
+            calls[0],
+            serde_json::json!(["list_dir", {"path": "/input"}])
+        );
+        assert_eq!(
+            calls[1],
+            serde_json::json!(["read_file", {"path": "/input/report.txt"}])
+        );
+        assert_eq!(calls[2][0], "write_file");
+        assert!(
+            sample["tool_results"][1]
+                .as_str()
+                .unwrap()
+                .contains("Revenue grew 12%")
+        );
+        let usage = events(bundle).last().unwrap()["payload"]["usage"].clone();
+        let total =
+            usage["input_tokens"].as_u64().unwrap() + usage["output_tokens"].as_u64().unwrap();
+        assert_eq!(sample["tokens"], total);
+        assert_eq!(
+            sample["events"],
+            serde_json::json!(["model", "tool", "tool", "model", "tool", "model"])
+        );
+        assert!(
+            sample["completion"]
+                .as_str()
+                .unwrap()
+                .contains("revenue up 12%")
+        );
+    }
+    assert_ne!(
+        samples[0]["metadata"]["provrun_failed_checks"],
+        samples[1]["metadata"]["provrun_failed_checks"]
+    );
+}
