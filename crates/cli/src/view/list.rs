@@ -181,8 +181,8 @@ fn write_folder(dir: &Path, page: &str, locations: &HashMap<String, Location>) -
     }
     for (id, location) in locations {
         let file = runs.join(format!("{id}.html"));
-        let written =
-            run_page(location).and_then(|p| std::fs::write(&file, p).map_err(|e| e.to_string()));
+        let written = super::serve::page_of(location)
+            .and_then(|p| std::fs::write(&file, p).map_err(|e| e.to_string()));
         if let Err(e) = written {
             return fail(
                 EXIT_FAILED,
@@ -203,13 +203,6 @@ fn write_folder(dir: &Path, page: &str, locations: &HashMap<String, Location>) -
         index.display()
     );
     EXIT_OK
-}
-
-/// One run's page, the bundle opened (a tar or an object unpacked) for it.
-pub(super) fn run_page(location: &Location) -> Result<String, String> {
-    let opened = provrun_store::open_blocking(location).map_err(|e| e.to_string())?;
-    let source = provrun_view::BundleSource::folder(opened.dir()).with_label(location.name());
-    provrun_view::render_page(&source).map_err(|e| e.to_string())
 }
 
 /// The id of a bundle named on the command line: its folder's or tar's name.

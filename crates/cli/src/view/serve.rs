@@ -23,12 +23,19 @@ use crate::{EXIT_FAILED, EXIT_OK, fail};
 /// The runs a listing links to, by id.
 pub(super) type Runs = Arc<HashMap<String, Location>>;
 
+/// One run's page, the bundle opened (a tar or an object unpacked) for it.
+pub(super) fn page_of(location: &provrun_store::Location) -> Result<String, String> {
+    let opened = provrun_store::open_blocking(location).map_err(|e| e.to_string())?;
+    let source = provrun_view::BundleSource::folder(opened.dir()).with_label(location.name());
+    provrun_view::render_page(&source).map_err(|e| e.to_string())
+}
+
 /// A run's page for `GET /runs/ID`: `None` when the listing has no run of that id.
 async fn run_page(runs: &Runs, path: &str) -> Option<Result<String, String>> {
     let id = path.strip_prefix("/runs/")?;
     let location = runs.get(id)?.clone();
     Some(
-        tokio::task::spawn_blocking(move || super::list::run_page(&location))
+        tokio::task::spawn_blocking(move || page_of(&location))
             .await
             .unwrap_or_else(|e| Err(e.to_string())),
     )
