@@ -105,6 +105,8 @@ class _Step:
     closes: PydanticAI may check the output after that, within the request)."""
     ids: dict[str, str] = field(default_factory=dict)
     """tool_call_id -> run_call_id for the calls of ``response``."""
+    exchanges: list[_http.Exchange] = field(default_factory=list)
+    """The HTTP exchanges of the request's attempts, in order."""
 
 
 class _Observed(WrapperModel):
@@ -115,11 +117,25 @@ class _Observed(WrapperModel):
         super().__init__(wrapped)
         self._step = step
 
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
+        with _http.capturing(self._step.exchanges):
+            return await self.wrapped.request(*args, **kwargs)
+
     @asynccontextmanager
     async def request_stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        async with self.wrapped.request_stream(*args, **kwargs) as stream:
-            self._step.stream = stream
+        # Only sending the request is captured here: the response body is teed as the
+        # client reads it, wherever that happens.
+        opened = self.wrapped.request_stream(*args, **kwargs)
+        with _http.capturing(self._step.exchanges):
+            stream = await opened.__aenter__()
+        self._step.stream = stream
+        try:
             yield stream
+        except BaseException as e:
+            if not await opened.__aexit__(type(e), e, e.__traceback__):
+                raise
+        else:
+            await opened.__aexit__(None, None, None)
 
 
 @dataclass(init=False)
@@ -151,14 +167,14 @@ class EvidenceCapability(AbstractCapability[Any]):
         step.response = None
         step.stream = None
         step.ids = {}
+        step.exchanges = exchanges = []
         streamed = bool(getattr(request_context, "streaming", False))
         started = time.monotonic()
-        with _http.capturing() as exchanges:
-            try:
-                response = await handler(request_context)
-            except BaseException as e:
-                self._model_called(request_context, None, exchanges, streamed, started, f"{type(e).__name__}: {e}")
-                raise
+        try:
+            response = await handler(request_context)
+        except BaseException as e:
+            self._model_called(request_context, None, exchanges, streamed, started, f"{type(e).__name__}: {e}")
+            raise
         step.response = response
         self._number_calls(response)
         self._model_called(request_context, response, exchanges, streamed, started, None)

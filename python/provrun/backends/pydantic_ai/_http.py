@@ -85,24 +85,16 @@ class Exchange:
         }
 
 
-class _Sink:
-    """The exchanges of one model request."""
-
-    def __init__(self) -> None:
-        self.exchanges: list[Exchange] = []
-
-
-_SINK: contextvars.ContextVar[_Sink | None] = contextvars.ContextVar("provrun_http_sink", default=None)
+_SINK: contextvars.ContextVar[list[Exchange] | None] = contextvars.ContextVar("provrun_http_sink", default=None)
 
 
 @contextmanager
-def capturing() -> Iterator[list[Exchange]]:
-    """Keep the HTTP exchanges the current task makes through installed transports; the
-    list fills as they happen (a streamed body keeps filling after the block ends)."""
-    sink = _Sink()
-    token = _SINK.set(sink)
+def capturing(exchanges: list[Exchange]) -> Iterator[list[Exchange]]:
+    """Append to ``exchanges`` the HTTP exchanges the current task makes through installed
+    transports while the block runs (a streamed body keeps filling after it ends)."""
+    token = _SINK.set(exchanges)
     try:
-        yield sink.exchanges
+        yield exchanges
     finally:
         _SINK.reset(token)
 
@@ -163,7 +155,7 @@ def _classes(httpx: Any) -> tuple[type, type]:
                 request=bytes(body),
                 started=time.monotonic(),
             )
-            sink.exchanges.append(exchange)
+            sink.append(exchange)
             try:
                 response = await self.inner.handle_async_request(request)
             except BaseException as e:
