@@ -81,7 +81,6 @@ class PydanticAIBackend:
         text = output if isinstance(output, str) else str(output)
         if not any(e["name"] == "response.txt" for e in ctx.sandbox.list_dir("/output")["entries"]):
             ctx.sandbox.write_file("/output/response.txt", text)
-        usage = usage() if callable(usage) else usage
         return RunResult(
             output=text,
             requests=usage.requests,
