@@ -277,7 +277,7 @@ pub const WRAPPED_PROGRAMS: &[(&str, &str)] = &[
 
 /// The cache the wrapped programs are installed into, outside the clone and reused by every
 /// run: `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci` (the tests look there too).
-fn ci_cache() -> std::path::PathBuf {
+pub fn ci_cache() -> std::path::PathBuf {
     std::env::var_os("PROVRUN_CI_CACHE")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {

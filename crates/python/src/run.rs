@@ -105,7 +105,9 @@ impl Run {
             .model(model)
             .builder(builder.unwrap_or_else(|| crate::BUILDER.to_owned()));
         for (name, schema) in &tools {
-            b = b.tool(name, &json("a tool's schema", schema)?).map_err(BindingError::from)?;
+            b = b
+                .tool(name, &json("a tool's schema", schema)?)
+                .map_err(BindingError::from)?;
         }
         for input in inputs {
             b = b.input(input);
@@ -153,7 +155,10 @@ impl Run {
     /// Whether `finish` was called.
     #[getter]
     fn finished(&self) -> bool {
-        self.capture.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.capture
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
     }
 
     /// Record one model request (`model_called`). Each side is raw bytes (`request`,
@@ -185,7 +190,9 @@ impl Run {
             Some(text) => match json("attempts", &text)? {
                 Value::Array(items) => items,
                 _ => {
-                    return Err(BindingError::Argument("attempts must be a JSON array".into()).into());
+                    return Err(
+                        BindingError::Argument("attempts must be a JSON array".into()).into(),
+                    );
                 }
             },
             None => Vec::new(),
@@ -205,7 +212,10 @@ impl Run {
                 response_json.as_deref(),
                 "response",
             )?,
-            usage: usage.map(|t| json("usage", &t)).transpose()?.unwrap_or(Value::Null),
+            usage: usage
+                .map(|t| json("usage", &t))
+                .transpose()?
+                .unwrap_or(Value::Null),
             finish_reason,
             duration_ms,
             error,
@@ -285,7 +295,13 @@ impl Run {
     /// Append a `declared` event (a claim a tool makes; the only event a tool may add):
     /// `kind`, `data` as JSON text, and the tool it came from.
     #[pyo3(signature = (kind, data, source=None))]
-    fn declare(&self, py: Python<'_>, kind: &str, data: &str, source: Option<String>) -> PyResult<u64> {
+    fn declare(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        data: &str,
+        source: Option<String>,
+    ) -> PyResult<u64> {
         let capture = self.capture()?;
         let data = json("data", data)?;
         let declarer = match source {
@@ -318,7 +334,13 @@ impl Run {
     /// with `status` (`finished`, `failed`, `cancelled`, `paused`), `usage` (JSON text) and
     /// `error`, then `statement.json`. Returns the statement's facts as JSON text.
     #[pyo3(signature = (status, usage="null", error=None))]
-    fn finish(&self, py: Python<'_>, status: &str, usage: &str, error: Option<String>) -> PyResult<String> {
+    fn finish(
+        &self,
+        py: Python<'_>,
+        status: &str,
+        usage: &str,
+        error: Option<String>,
+    ) -> PyResult<String> {
         let status = self::status(status)?;
         let usage = json("usage", usage)?;
         let capture = self
