@@ -14,7 +14,7 @@ from conftest import check_order, cli_verify, events, of_type
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext, ToolDenied
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelResponse, NativeToolCallPart, NativeToolReturnPart, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
@@ -223,3 +223,36 @@ async def test_a_failing_block_finishes_the_bundle_failed(bundle: Path) -> None:
     finished = of_type(events(bundle), "run_finished")[0]["payload"]
     assert finished["status"] == "failed" and "boom" in finished["error"]
     cli_verify(bundle)
+
+
+def searching(messages: list[Any], info: AgentInfo) -> ModelResponse:
+    """A response in which the provider ran a web search itself, then a call of ours."""
+    if len(messages) > 1:
+        return ModelResponse(parts=[TextPart("found it")])
+    return ModelResponse(
+        parts=[
+            NativeToolCallPart("web_search", {"query": "provrun"}, tool_call_id="ws_1", provider_name="function"),
+            NativeToolReturnPart("web_search", {"results": ["a page"]}, tool_call_id="ws_1", provider_name="function"),
+            ToolCallPart("now", {}, tool_call_id="n1"),
+        ]
+    )
+
+
+async def test_provider_run_tools_are_written_parsed_after_their_model_called(bundle: Path) -> None:
+    with provrun.RunContext.create(bundle) as ctx:
+        agent = Agent(FunctionModel(searching), capabilities=[evidence_capability(ctx)])
+
+        @agent.tool_plain
+        def now() -> str:
+            return "noon"
+
+        assert (await agent.run("search")).output == "found it"
+    cli_verify(bundle)
+    evs = events(bundle)
+    check_order(evs)
+    provider, ours = of_type(evs, "tool_called")
+    assert provider["confidence"] == "parsed"
+    assert provider["payload"]["provider_run"] is True and provider["payload"]["run_call_id"] == "1.p1"
+    assert provider["payload"]["decided_by"] == "provider"
+    assert provider["payload"]["result"] == {"results": ["a page"]} and provider["payload"]["ok"] is True
+    assert (ours["payload"]["name"], ours["payload"]["run_call_id"]) == ("now", "1.1")

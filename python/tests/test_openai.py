@@ -7,6 +7,7 @@ are byte for byte what the server received and sent. The fixtures are the reposi
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,8 +17,10 @@ import pytest
 from conftest import ROOT, check_order, cli_verify, events, of_type
 from pydantic import BaseModel
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
+from openai import AsyncOpenAI
 
 import provrun
 from provrun.backends.pydantic_ai import evidence_capability
@@ -32,14 +35,16 @@ class Recorded:
     response, keeping the bytes it received and sent."""
 
     def __init__(self, names: list[str]) -> None:
-        self.answers: list[tuple[bytes, str]] = []
+        self.answers: list[tuple[int, bytes, str]] = []
         for name in names:
+            status = json.loads((FIXTURES / f"{name}.meta.json").read_text())["status"]
             sse = FIXTURES / f"{name}.response.sse"
             if sse.exists():
-                self.answers.append((sse.read_bytes(), "text/event-stream"))
+                self.answers.append((status, sse.read_bytes(), "text/event-stream"))
             else:
-                self.answers.append(((FIXTURES / f"{name}.response.json").read_bytes(), "application/json"))
+                self.answers.append((status, (FIXTURES / f"{name}.response.json").read_bytes(), "application/json"))
         self.received: list[bytes] = []
+        self.clients: list[AsyncOpenAI] = []
         self.sent: list[bytes] = []
         server = self
 
@@ -49,9 +54,9 @@ class Recorded:
             def do_POST(self) -> None:  # noqa: N802 - the http.server name
                 body = self.rfile.read(int(self.headers["content-length"]))
                 server.received.append(body)
-                answer, media_type = server.answers[len(server.sent)]
+                status, answer, media_type = server.answers[len(server.sent)]
                 server.sent.append(answer)
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("content-type", media_type)
                 self.send_header("content-length", str(len(answer)))
                 self.end_headers()
@@ -67,14 +72,24 @@ class Recorded:
         self.thread.start()
         return self
 
+    async def __aenter__(self) -> Recorded:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        for client in self.clients:
+            await client.close()
+        self.__exit__()
+
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
 
     def model(self) -> OpenAIChatModel:
         port = self.httpd.server_address[1]
-        provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-not-a-key")
-        return OpenAIChatModel("gpt-4o", provider=provider)
+        # No retries of the SDK's own: each request is one exchange with the server.
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-not-a-key", max_retries=0)
+        self.clients.append(client)
+        return OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
 
 
 def blob(bundle: Path, ref: dict[str, Any]) -> bytes:
@@ -99,14 +114,14 @@ def assert_wire(bundle: Path, server: Recorded) -> list[dict[str, Any]]:
         p = m["payload"]
         assert blob(bundle, p["request"]) == received
         assert blob(bundle, p["response"]) == sent
-        assert p["http"]["path"] == "/v1/chat/completions" and p["http"]["status"] == 200
+        assert p["http"]["path"] == "/v1/chat/completions"
         assert not any(k == "authorization" for k, _ in p["http"]["request_headers"])
         assert "authorization" in p["http"]["removed_headers"]
     return evs
 
 
 async def test_parallel_tool_calls_then_text(bundle: Path) -> None:
-    with Recorded(["01_parallel_tool_calls", "02_final_text_after_parallel_tools"]) as server:
+    async with Recorded(["01_parallel_tool_calls", "02_final_text_after_parallel_tools"]) as server:
         with provrun.RunContext.create(bundle, model="openai:gpt-4o") as ctx:
             agent = Agent(server.model(), capabilities=[evidence_capability(ctx)])
 
@@ -145,7 +160,7 @@ async def test_a_streamed_run_with_the_output_tool(bundle: Path) -> None:
         "06_stream_run_turn2_tool_call_split_args",
         "07_stream_run_turn3_output_tool_final_result",
     ]
-    with Recorded(names) as server:
+    async with Recorded(names) as server:
         with provrun.RunContext.create(bundle, model="openai:gpt-4o") as ctx:
             agent = Agent(server.model(), output_type=Answers, capabilities=[evidence_capability(ctx)])
 
@@ -177,7 +192,7 @@ async def test_a_streamed_run_with_the_output_tool(bundle: Path) -> None:
 
 
 async def test_a_streamed_tool_call_then_text(bundle: Path) -> None:
-    with Recorded(["03_stream_tool_call_split_args", "04_stream_final_text_with_usage"]) as server:
+    async with Recorded(["03_stream_tool_call_split_args", "04_stream_final_text_with_usage"]) as server:
         with provrun.RunContext.create(bundle) as ctx:
             agent = Agent(server.model(), capabilities=[evidence_capability(ctx)])
 
@@ -193,3 +208,16 @@ async def test_a_streamed_tool_call_then_text(bundle: Path) -> None:
     check_order(evs)
     (call,) = of_type(evs, "tool_called")
     assert call["payload"]["arguments"] == {"country": "UK"} and call["payload"]["result"] == "London"
+
+
+async def test_an_error_response_is_recorded_observed_with_its_error(bundle: Path) -> None:
+    async with Recorded(["08_error_400_unsupported_value"]) as server:
+        with pytest.raises(ModelHTTPError):
+            with provrun.RunContext.create(bundle) as ctx:
+                await Agent(server.model(), capabilities=[evidence_capability(ctx)]).run("hello")
+    report = cli_verify(bundle)
+    assert report["status"] == "failed"
+    evs = assert_wire(bundle, server)
+    (called,) = of_type(evs, "model_called")
+    assert called["payload"]["http"]["status"] == 400
+    assert "status_code: 400" in called["payload"]["error"] and "unsupported_value" in called["payload"]["error"]
