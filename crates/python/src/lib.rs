@@ -4,8 +4,8 @@
 //! (CPython 3.10 and later) beside the pure-Python modules of `python/provrun/`. Everything
 //! that makes the evidence trustworthy happens here, in the same code `provrun` itself
 //! runs: the bundle is opened, recorded into and finished through `provrun-capture`
-//! ([`run::Run`]), hashed and packed by `provrun-evidence`, tools' files go through the
-//! `provrun-sandbox` [`sandbox::Sandbox`], and [`verify::verify`] is `provrun verify`'s
+//! (`Run`), hashed and packed by `provrun-evidence`, tools' files go through the
+//! `provrun-sandbox` file sandbox (`Sandbox`), and `verify` is `provrun verify`'s
 //! check. Python keeps only the thin layer PydanticAI needs (python/provrun/).
 //!
 //! Values cross the boundary as JSON text (the Python side uses `json.dumps` and
