@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import cli_verify, events
 
 import provrun
 from provrun.tools import TOOL_MODES, RunDeps, Tool, ToolRegistry
@@ -100,3 +101,6 @@ def test_run_deps_give_tools_the_rust_sandbox_and_its_path_rules(tmp_path: Path,
     assert (bundle / "output" / "out.txt").read_text() == "done"
     report = provrun.verify(bundle)
     assert report and report.status == "finished"
+    assert cli_verify(bundle)["status"] == "finished"
+    declared = [e for e in events(bundle) if e["type"] == "declared"]
+    assert [e["payload"]["data"] for e in declared] == [{"checked": True}]
