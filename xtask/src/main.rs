@@ -144,6 +144,7 @@ fn ci() -> Result<(), String> {
     setup::browser()?; // chromium for the `provrun view` browser tests
     setup::node()?; // node and npm for the published npm MCP server test
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
+    setup::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.
     let mut test = cargo();

@@ -7,8 +7,9 @@
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
 //! MCP server of that test and for the agent programs `provrun wrap` is tested around
 //! (`@openai/codex`, `@anthropic-ai/claude-code`, installed once into a cache outside the
-//! clone), and Debian's `chromium` for the `provrun view` browser tests
-//! (tests/tests/it/view_browser.rs).
+//! clone), Debian's `chromium` for the `provrun view` browser tests
+//! (tests/tests/it/view_browser.rs), and the pinned packages of the Python package's
+//! suite (python/tests/requirements.txt, a virtualenv in the same cache; python.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -386,5 +387,35 @@ pub fn cargo_deny() -> Result<bool, String> {
         Err(format!(
             "setup: cargo-deny {CARGO_DENY_VERSION} was installed but `cargo deny --version` does not report it (is ~/.cargo/bin on PATH?)"
         ))
+    }
+}
+
+/// Makes sure the Python package's suite (`cargo xtask python`) finds its pinned packages
+/// (python/tests/requirements.txt: pydantic-ai-slim, the OpenAI SDK, maturin, pytest) in
+/// the cache, installing them once when missing. Under CI a failure fails; elsewhere the
+/// suite is skipped loudly.
+pub fn python_suite() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    match crate::python::suite_venv() {
+        Ok(python) => {
+            println!(
+                "\n==> setup: the Python suite's packages are in {}; `cargo xtask python` runs for real",
+                python
+                    .parent()
+                    .and_then(|p| p.parent())
+                    .unwrap_or(&python)
+                    .display()
+            );
+            Ok(())
+        }
+        Err(e) if ci => Err(format!(
+            "setup: CI must run the Python package's suite, but {e}"
+        )),
+        Err(e) => {
+            eprintln!(
+                "\n==> setup: WARNING: {e}; the Python package's suite will SKIP itself (CI=true fails here)"
+            );
+            Ok(())
+        }
     }
 }
