@@ -26,6 +26,7 @@ mod object_store;
 mod otel;
 mod roots;
 mod seeds;
+mod serve;
 mod settings;
 mod signals;
 mod sources;
