@@ -84,10 +84,12 @@ class Recorded:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def model(self) -> OpenAIChatModel:
+    def model(self, retries: int = 0) -> OpenAIChatModel:
         port = self.httpd.server_address[1]
-        # No retries of the SDK's own: each request is one exchange with the server.
-        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-not-a-key", max_retries=0)
+        # By default no retries of the SDK's own: each request is one exchange.
+        client = AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-not-a-key", max_retries=retries
+        )
         self.clients.append(client)
         return OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
 
@@ -105,11 +107,13 @@ def blob(bundle: Path, ref: dict[str, Any]) -> bytes:
     return out.stdout
 
 
-def assert_wire(bundle: Path, server: Recorded) -> list[dict[str, Any]]:
+def assert_wire(bundle: Path, server: Recorded, skip: int = 0) -> list[dict[str, Any]]:
+    """Each model_called holds the bytes of its request's last exchange (``skip``: the
+    exchanges before the first that are earlier attempts of it)."""
     evs = events(bundle)
     models = of_type(evs, "model_called")
-    assert len(models) == len(server.received) == len(server.sent)
-    for m, received, sent in zip(models, server.received, server.sent):
+    assert len(models) == len(server.received) - skip == len(server.sent) - skip
+    for m, received, sent in zip(models, server.received[skip:], server.sent[skip:]):
         assert m["confidence"] == "observed"
         p = m["payload"]
         assert blob(bundle, p["request"]) == received
@@ -221,3 +225,17 @@ async def test_an_error_response_is_recorded_observed_with_its_error(bundle: Pat
     (called,) = of_type(evs, "model_called")
     assert called["payload"]["http"]["status"] == 400
     assert "status_code: 400" in called["payload"]["error"] and "unsupported_value" in called["payload"]["error"]
+
+
+async def test_the_sdks_own_retry_is_listed_in_attempts(bundle: Path) -> None:
+    # A 429 (OpenRouter's, recorded), retried by the openai SDK, then the recorded answer.
+    async with Recorded(["10_error_429_openrouter_rate_limited", "15_seq_final_text_bytes"]) as server:
+        with provrun.RunContext.create(bundle) as ctx:
+            result = await Agent(server.model(retries=1), capabilities=[evidence_capability(ctx)]).run("ok?")
+    assert result.output == "YES"
+    cli_verify(bundle)
+    evs = assert_wire(bundle, server, skip=1)
+    (called,) = of_type(evs, "model_called")
+    (attempt,) = called["payload"]["attempts"]
+    assert attempt["status"] == 429 and attempt["response_size"] == len(server.sent[0])
+    assert called["payload"]["http"]["status"] == 200 and called["payload"]["error"] is None
