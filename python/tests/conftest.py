@@ -123,3 +123,45 @@ def check_order(evs: list[dict[str, Any]]) -> None:
 def anyio_backend() -> str:
     """Async tests (marked ``anyio``, anyio's pytest plugin) run on asyncio."""
     return "asyncio"
+
+
+def cli_reads(bundle: Path, tmp: Path) -> None:
+    """`provrun show`, `view --out` and `export otlp` (to a loopback OTLP/HTTP receiver)
+    accept the bundle, as they do a native one."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    run_id = events(bundle)[0]["run_id"]
+    show = subprocess.run([provrun_bin(), "show", str(bundle)], capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr
+    assert "model_called" in show.stdout or "model" in show.stdout
+    page = tmp / "page.html"
+    view = subprocess.run([provrun_bin(), "view", str(bundle), "--out", str(page)], capture_output=True, text=True)
+    assert view.returncode == 0, view.stderr
+    assert run_id in page.read_text()
+    posts: list[tuple[str, int]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            body = self.rfile.read(int(self.headers["content-length"]))
+            posts.append((self.path, len(body)))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{httpd.server_address[1]}"
+        export = subprocess.run(
+            [provrun_bin(), "export", "otlp", str(bundle), "--endpoint", endpoint], capture_output=True, text=True
+        )
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert export.returncode == 0, export.stderr
+    assert posts and all(path == "/v1/traces" and size > 0 for path, size in posts)

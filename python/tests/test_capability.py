@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import check_order, cli_verify, events, of_type
+from conftest import check_order, cli_reads, cli_verify, events, of_type
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext, ToolDenied
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
@@ -175,7 +175,9 @@ def deferring_turns(messages: list[Any], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("all done")])
 
 
-async def test_deferred_and_approval_calls_are_written_deferred_and_again_when_they_run(bundle: Path) -> None:
+async def test_deferred_and_approval_calls_are_written_deferred_and_again_when_they_run(
+    bundle: Path, tmp_path: Path
+) -> None:
     ctx = provrun.RunContext.create(bundle)
     agent = deferring_agent(ctx, FunctionModel(deferring_turns))
     first = await agent.run("tidy up")
@@ -204,7 +206,8 @@ async def test_deferred_and_approval_calls_are_written_deferred_and_again_when_t
     # The completions come after the first run's end, before the resumed request.
     models = of_type(evs, "model_called")
     assert len(models) == 2
-    assert all(tool_events[-4]["seq"] < models[1]["seq"] for _ in [0])
+    assert tool_events[-1]["seq"] < models[1]["seq"]
+    cli_reads(bundle, tmp_path)
 
 
 async def test_a_run_left_waiting_finishes_paused_and_verifies(bundle: Path) -> None:

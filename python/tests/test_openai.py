@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, check_order, cli_verify, events, of_type
+from conftest import ROOT, check_order, cli_reads, cli_verify, events, of_type
 from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelHTTPError
@@ -158,7 +158,7 @@ class Answers(BaseModel):
     answers: list[Answer]
 
 
-async def test_a_streamed_run_with_the_output_tool(bundle: Path) -> None:
+async def test_a_streamed_run_with_the_output_tool(bundle: Path, tmp_path: Path) -> None:
     names = [
         "05_stream_run_turn1_parallel_tool_calls",
         "06_stream_run_turn2_tool_call_split_args",
@@ -193,6 +193,7 @@ async def test_a_streamed_run_with_the_output_tool(bundle: Path) -> None:
     assert calls[2:] == [("get_weather", "2.1"), ("final_result", "3.1")]
     out = of_type(evs, "tool_called")[-1]
     assert out["payload"]["output_tool"] is True and out["seq"] < models[2]["seq"]
+    cli_reads(bundle, tmp_path)
 
 
 async def test_a_streamed_tool_call_then_text(bundle: Path) -> None:
