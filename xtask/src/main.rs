@@ -177,7 +177,7 @@ fn ci() -> Result<(), String> {
     run("test", test)?;
     // The Python package: its wheel built and its pytest suite run against real
     // PydanticAI (python.rs); the packages come from a cache outside the clone.
-    python::python(&[])?;
+    python::after_tests()?;
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--locked"])
         .env("RUSTDOCFLAGS", "-D warnings");

@@ -70,15 +70,17 @@ fn site_packages(python: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// Build the binary and the wheel, install the wheel into a fresh virtualenv under
-/// target/ and run pytest there.
-fn build_and_test(cached: &Path, pytest_args: &[String]) -> Result<(), String> {
+/// Build the binary (unless `built`, and it is there) and the wheel, install the wheel into
+/// a fresh virtualenv under target/ and run pytest there.
+fn build_and_test(cached: &Path, pytest_args: &[String], built: bool) -> Result<(), String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    let mut bin = cargo();
-    bin.args(["build", "--locked", "-p", "provrun-cli", "--bin", "provrun"]);
-    run("python: build the provrun binary", bin)?;
+    if !(built && target.join("debug/provrun").is_file()) {
+        let mut bin = cargo();
+        bin.args(["build", "--locked", "-p", "provrun-cli", "--bin", "provrun"]);
+        run("python: build the provrun binary", bin)?;
+    }
     let wheels = target.join("python/wheels");
     let _ = std::fs::remove_dir_all(&wheels);
     let mut wheel = Command::new(cached.with_file_name("maturin"));
@@ -138,6 +140,17 @@ fn build_and_test(cached: &Path, pytest_args: &[String]) -> Result<(), String> {
 
 /// `cargo xtask python [PYTEST ARGS…]`; see the module docs.
 pub fn python(args: &[String]) -> Result<(), String> {
+    suite(args, false)
+}
+
+/// The suite as `cargo xtask ci` runs it, right after `cargo test --workspace` built the
+/// `provrun` binary into the same target folder (a `cargo build -p provrun-cli` would
+/// resolve other features and build much of the workspace again).
+pub fn after_tests() -> Result<(), String> {
+    suite(&[], true)
+}
+
+fn suite(args: &[String], built: bool) -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let cached = match suite_venv() {
         Ok(python) => python,
@@ -149,5 +162,5 @@ pub fn python(args: &[String]) -> Result<(), String> {
             return Ok(());
         }
     };
-    build_and_test(&cached, args)
+    build_and_test(&cached, args, built)
 }
