@@ -7,6 +7,7 @@
 
 mod completion;
 mod errors;
+mod extra;
 mod request;
 mod sse;
 
@@ -20,6 +21,7 @@ use crate::types::{
 
 use completion::parse_json_completion;
 pub(crate) use errors::{error_info, error_info_from_value, http_status_error};
+pub(crate) use extra::merge_extra;
 pub use request::{build_request_body, strip_extension_keys};
 #[cfg(feature = "http")]
 pub(crate) use sse::StreamAccumulator;
