@@ -17,29 +17,12 @@ use crate::spec::{Decision, DeferReason};
 
 use super::{CANCEL_GRACE, MAX_TOOL_RESULT_BYTES, Run};
 
-/// What running the tool itself gave.
-pub(super) struct Called {
+/// What came of one tool call, from the tool (or whatever answered instead: approval, a
+/// hook, the recording, the runtime) up to the result the turn records: one type through
+/// every step, each step filling in what it knows.
+pub(super) struct Outcome {
     pub(super) output: ToolOutput,
-    /// A `remote_mcp` call's MCP evidence details.
-    pub(super) mcp: Option<Value>,
-    pub(super) timed_out: bool,
-    pub(super) cancelled: bool,
-}
-
-impl Called {
-    pub(super) fn new(output: ToolOutput) -> Self {
-        Self {
-            output,
-            mcp: None,
-            timed_out: false,
-            cancelled: false,
-        }
-    }
-}
-
-/// A call's result and what decided it.
-pub(super) struct Decided {
-    pub(super) output: ToolOutput,
+    /// What decided the result.
     pub(super) by: DecidedBy,
     /// Taken from a recording (replay), not produced now.
     pub(super) from_log: bool,
@@ -47,14 +30,19 @@ pub(super) struct Decided {
     pub(super) mcp: Option<Value>,
     /// The tool was stopped at its time limit.
     pub(super) timed_out: bool,
-    /// The run was cancelled while the tool ran, and it was stopped.
+    /// The run was cancelled while the tool ran (or before it could run), and it was
+    /// stopped.
     pub(super) cancelled: bool,
     /// The arguments a before hook rewrote the model's to (the tool ran with them), and
     /// who rewrote them.
     pub(super) rewritten: Option<(Value, String)>,
+    /// How long the dispatch took (set when it ends).
+    pub(super) duration_ms: u64,
+    /// The tool's mode (`None` for an unknown tool; set when the dispatch ends).
+    pub(super) mode: Option<String>,
 }
 
-impl Decided {
+impl Outcome {
     pub(super) fn new(output: ToolOutput, by: DecidedBy) -> Self {
         Self {
             output,
@@ -64,24 +52,26 @@ impl Decided {
             timed_out: false,
             cancelled: false,
             rewritten: None,
+            duration_ms: 0,
+            mode: None,
         }
     }
 
-    /// The result of the tool itself, as [`Run::call_tool`] gives it.
-    pub(super) fn called(called: Called) -> Self {
-        let by = if called.timed_out || called.cancelled {
-            DecidedBy::Runtime
+    /// What the tool itself gave, as [`Run::call_tool`] gives it: decided by the tool,
+    /// or by the runtime when it stopped the tool.
+    pub(super) fn from_tool(output: ToolOutput) -> Self {
+        Self::new(output, DecidedBy::Tool)
+    }
+
+    /// The runtime's word on a tool it stopped (time limit, cancellation).
+    fn stopped(self) -> Self {
+        if self.timed_out || self.cancelled {
+            Self {
+                by: DecidedBy::Runtime,
+                ..self
+            }
         } else {
-            DecidedBy::Tool
-        };
-        Self {
-            output: called.output,
-            by,
-            from_log: false,
-            mcp: called.mcp,
-            timed_out: called.timed_out,
-            cancelled: called.cancelled,
-            rewritten: None,
+            self
         }
     }
 
@@ -92,43 +82,22 @@ impl Decided {
             ..Self::new(output.clone(), by)
         }
     }
-}
 
-/// A dispatched call's result and when it started and ended on its turn's clock (`None`
-/// for a call that did not run).
-pub(super) type Ordered = (CallResult, Option<(u64, u64)>);
-
-/// The result of dispatching one call, not yet recorded.
-pub(super) struct CallResult {
-    pub(super) output: ToolOutput,
-    pub(super) duration_ms: u64,
-    pub(super) mode: Option<String>,
-    pub(super) decided_by: DecidedBy,
-    /// A `remote_mcp` call's MCP details.
-    pub(super) mcp: Option<Value>,
-    /// The call was stopped at its time limit.
-    pub(super) timed_out: bool,
-    /// The run was cancelled while the call ran (or before it could run).
-    pub(super) cancelled: bool,
-    /// The arguments a before hook rewrote the model's to, and who rewrote them.
-    pub(super) rewritten: Option<(Value, String)>,
-}
-
-impl CallResult {
     /// A call that did not run because the run was cancelled before its turn came.
     pub(super) fn not_run_cancelled() -> Self {
         Self {
-            output: ToolOutput::fail("not run: the run was cancelled"),
-            duration_ms: 0,
-            mode: None,
-            decided_by: DecidedBy::Runtime,
-            mcp: None,
-            timed_out: false,
             cancelled: true,
-            rewritten: None,
+            ..Self::new(
+                ToolOutput::fail("not run: the run was cancelled"),
+                DecidedBy::Runtime,
+            )
         }
     }
 }
+
+/// A dispatched call's outcome and when it started and ended on its turn's clock (`None`
+/// for a call that did not run).
+pub(super) type Ordered = (Outcome, Option<(u64, u64)>);
 
 pub(super) fn cut(mut out: ToolOutput) -> ToolOutput {
     if out.content.len() > MAX_TOOL_RESULT_BYTES {
@@ -260,7 +229,7 @@ impl Run<'_> {
         call: &ToolCall,
         decision: Option<&Decision>,
         step: u64,
-    ) -> CallResult {
+    ) -> Outcome {
         let started = Instant::now();
         let tool = self.prepared.tools.get(&call.name);
         self.emit_call_begin(tool, uid, call);
@@ -275,10 +244,6 @@ impl Run<'_> {
         } else {
             cut(decided.output)
         };
-        let decided_by = decided.by;
-        let rewritten = decided.rewritten;
-        let mcp = decided.mcp;
-        let (timed_out, cancelled) = (decided.timed_out, decided.cancelled);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if self.control.has_subscriber() {
             self.control.emit(RunEvent::ToolResult {
@@ -289,22 +254,17 @@ impl Run<'_> {
                 content: output.content.clone(),
             });
         }
-        CallResult {
+        Outcome {
             output,
             duration_ms,
             mode,
-            decided_by,
-            mcp,
-            timed_out,
-            cancelled,
-            rewritten,
+            ..decided
         }
     }
 
-    /// A call to a tool the agent does not have: a failed result naming the tools it has.
-    fn unknown_tool(&self, call: &ToolCall) -> Decided {
+    fn unknown_tool(&self, call: &ToolCall) -> Outcome {
         let known: Vec<&str> = self.prepared.tools.keys().map(String::as_str).collect();
-        Decided::new(
+        Outcome::new(
             ToolOutput::fail(format!(
                 "unknown tool `{}`; this agent's tools are: {}",
                 call.name,
@@ -327,13 +287,13 @@ impl Run<'_> {
         call: &ToolCall,
         decision: Option<&Decision>,
         step: u64,
-    ) -> Decided {
+    ) -> Outcome {
         match decision {
-            Some(Decision::Deny { message, .. }) => Decided::new(
+            Some(Decision::Deny { message, .. }) => Outcome::new(
                 ToolOutput::fail(crate::spec::denial_text(message)),
                 DecidedBy::Approval,
             ),
-            Some(Decision::Result { content, ok, .. }) => Decided::new(
+            Some(Decision::Result { content, ok, .. }) => Outcome::new(
                 ToolOutput {
                     content: content.clone(),
                     ok: *ok,
@@ -357,7 +317,7 @@ impl Run<'_> {
         call: &ToolCall,
         info: &ToolCallInfo,
         step: u64,
-    ) -> Decided {
+    ) -> Outcome {
         if let Some(replaying) = &self.backend.replaying {
             return self.replay_tool(replaying, tool, uid, call, step).await;
         }
@@ -378,16 +338,16 @@ impl Run<'_> {
         let rewritten = before.rewritten;
         let rewritten_call = with_arguments(call, rewritten.as_ref());
         let called = match before.decision {
-            HookDecision::Deny(message) => Decided::new(ToolOutput::fail(message), DecidedBy::Hook),
+            HookDecision::Deny(message) => Outcome::new(ToolOutput::fail(message), DecidedBy::Hook),
             HookDecision::Replace(content) => {
-                Decided::new(ToolOutput::succeed(content), DecidedBy::Hook)
+                Outcome::new(ToolOutput::succeed(content), DecidedBy::Hook)
             }
-            HookDecision::Allow | HookDecision::Rewrite { .. } => Decided::called(
+            HookDecision::Allow | HookDecision::Rewrite { .. } => Outcome::stopped(
                 self.call_tool(tool, uid, rewritten_call.as_ref().unwrap_or(call))
                     .await,
             ),
         };
-        let called = Decided {
+        let called = Outcome {
             rewritten,
             ..called
         };
@@ -400,7 +360,7 @@ impl Run<'_> {
         } else {
             DecidedBy::Tool
         };
-        Decided {
+        Outcome {
             output: after,
             by,
             ..called
@@ -418,16 +378,16 @@ impl Run<'_> {
         uid: &str,
         call: &ToolCall,
         step: u64,
-    ) -> Decided {
+    ) -> Outcome {
         let recorded = replaying.call(step, replaying.key(uid, &call.id));
         if let Some(r) = recorded.filter(|r| r.timed_out || r.cancelled) {
             // A call the recording stopped (its time limit, or a cancelled run) is not
             // run again: what it did before it was stopped cannot be reproduced, so
             // it is answered from the recording, like a call to an MCP server.
-            return Decided {
+            return Outcome {
                 timed_out: r.timed_out,
                 cancelled: r.cancelled,
-                ..Decided::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
+                ..Outcome::recorded(&r.output, r.decided_by.unwrap_or(DecidedBy::Runtime))
             };
         }
         // Arguments a hook rewrote: the tool runs with them again, as it did.
@@ -444,16 +404,16 @@ impl Run<'_> {
             self.control.emit(wait.event);
         }
         let decided = match recorded.and_then(|r| r.decided_by.map(|by| (by, &r.output))) {
-            Some((DecidedBy::Hook, output)) => Decided::recorded(output, DecidedBy::Hook),
+            Some((DecidedBy::Hook, output)) => Outcome::recorded(output, DecidedBy::Hook),
             Some((DecidedBy::AfterHook, output)) => {
                 // The tool runs (its effects on /output count), the model saw the
                 // rewritten output.
                 let _ = self.call_tool(tool, uid, runs_with).await;
-                Decided::recorded(output, DecidedBy::AfterHook)
+                Outcome::recorded(output, DecidedBy::AfterHook)
             }
-            _ => Decided::called(self.call_tool(tool, uid, runs_with).await),
+            _ => Outcome::stopped(self.call_tool(tool, uid, runs_with).await),
         };
-        Decided {
+        Outcome {
             rewritten,
             ..decided
         }
@@ -482,7 +442,7 @@ impl Run<'_> {
     /// other sync tool is waited for up to [`CANCEL_GRACE`]: what it gives back within the
     /// grace is its result, else the call is recorded as cancelled (its thread cannot be
     /// stopped, and is left to finish in the background).
-    pub(super) async fn call_tool(&self, tool: &Tool, uid: &str, call: &ToolCall) -> Called {
+    pub(super) async fn call_tool(&self, tool: &Tool, uid: &str, call: &ToolCall) -> Outcome {
         let limit = std::time::Duration::from_secs(self.agent.tool_timeout_s);
         if tool.mode() == ToolMode::RemoteMcp {
             let called =
@@ -491,14 +451,14 @@ impl Run<'_> {
                     .call(&call.name, uid, &call.id, &call.arguments, limit);
             // A cancelled run does not wait for a slow server.
             return tokio::select! {
-                (output, details) = called => Called {
+                (output, details) = called => Outcome {
                     mcp: Some(details),
-                    ..Called::new(output)
+                    ..Outcome::from_tool(output)
                 },
-                () = self.control.cancelled() => Called {
+                () = self.control.cancelled() => Outcome {
                     mcp: Some(json!({"error": "the run was cancelled during the call"})),
                     cancelled: true,
-                    ..Called::new(ToolOutput::fail(
+                    ..Outcome::from_tool(ToolOutput::fail(
                         "cancelled: the run was cancelled during the MCP call",
                     ))
                 },
@@ -511,23 +471,23 @@ impl Run<'_> {
                 Ok(out) => out,
                 Err(e) => ToolOutput::fail(e.to_string()),
             };
-            return Called::new(output);
+            return Outcome::from_tool(output);
         }
-        let timed_out = || Called {
+        let timed_out = || Outcome {
             timed_out: true,
-            ..Called::new(ToolOutput::fail(format!(
+            ..Outcome::from_tool(ToolOutput::fail(format!(
                 "tool `{}` timed out after {} s (tool_timeout_s)",
                 call.name, self.agent.tool_timeout_s
             )))
         };
-        let cancelled = || Called {
+        let cancelled = || Outcome {
             cancelled: true,
-            ..Called::new(ToolOutput::fail(
+            ..Outcome::from_tool(ToolOutput::fail(
                 "cancelled: the run was cancelled while the tool ran",
             ))
         };
         let done = |r: Result<ToolOutput, provrun_tools::ToolError>| {
-            Called::new(r.unwrap_or_else(|e| ToolOutput::fail(e.to_string())))
+            Outcome::from_tool(r.unwrap_or_else(|e| ToolOutput::fail(e.to_string())))
         };
         // The call's own stop switch: set, it kills the commands this call runs (and
         // only those), tree and all.
@@ -555,7 +515,7 @@ impl Run<'_> {
                 timed_out()
             }
             () = self.control.cancelled() => match stopped(called).await {
-                Some(r) => Called {
+                Some(r) => Outcome {
                     cancelled: true,
                     ..done(r)
                 },

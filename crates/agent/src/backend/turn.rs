@@ -14,7 +14,7 @@ use crate::control::RunEvent;
 use crate::error::AgentError;
 use crate::spec::{DeferReason, DeferredCall, RunOutcome, RunResult};
 
-use super::dispatch::{CallResult, Ordered};
+use super::dispatch::{Ordered, Outcome};
 use super::{PendingTurn, Run};
 use crate::output::OUTPUT_TOOL;
 use crate::state::{LoopState, call_uid};
@@ -356,7 +356,7 @@ impl Run<'_> {
             let mut result = results.next().flatten();
             index += 1;
             if cancelled && result.is_none() {
-                result = Some((CallResult::not_run_cancelled(), None));
+                result = Some((Outcome::not_run_cancelled(), None));
             } else if let Some(reason) = waiting {
                 deferred.push(self.defer(call, uid, reason).await?);
                 continue;
@@ -408,7 +408,7 @@ impl Run<'_> {
                         r.not_run_cancelled(step, r.key(todo[i].0, &todo[i].1.id))
                     });
                 if stopped {
-                    results[i] = Some((CallResult::not_run_cancelled(), None));
+                    results[i] = Some((Outcome::not_run_cancelled(), None));
                 }
                 !stopped
             });
@@ -474,12 +474,12 @@ impl Run<'_> {
         &self,
         call: &ToolCall,
         uid: &str,
-        result: CallResult,
+        result: Outcome,
         order: Option<(u64, u64)>,
     ) -> Result<ToolOutput, AgentError> {
         let flags = CallFlags {
             mode: result.mode,
-            decided_by: Some(result.decided_by),
+            decided_by: Some(result.by),
             mcp: result.mcp,
             order,
             timed_out: result.timed_out,

@@ -12,16 +12,15 @@ use serde_json::Value;
 
 mod builder;
 mod call;
+mod handler;
 mod metadata;
 
+pub use crate::args::JsonMap;
 pub use builder::ToolBuilder;
-pub use call::{AsyncHandler, Handler, SyncHandler};
+pub use handler::{AsyncHandler, Handler, SyncHandler};
 pub use metadata::{
     ToolCategory, ToolMode, X_CATEGORY_KEY, X_CONFIRM_KEY, X_DESTRUCTIVE_KEY, X_SUMMARY_KEY,
 };
-
-/// A JSON object: the arguments a tool receives once parsed.
-pub type JsonMap = serde_json::Map<String, Value>;
 
 /// One tool: what the model is told about it, and how to call it.
 ///
