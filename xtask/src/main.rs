@@ -1,13 +1,15 @@
-//! Project automation for provrun: `cargo xtask ci | tidy | man | bench | fuzz | soak`.
+//! Project automation for provrun: `cargo xtask ci | tidy | man | python | bench | fuzz | soak`.
 //!
 //! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
 //! tidy check, `cargo fmt --check`, clippy with warnings denied, `cargo deny check bans
 //! licenses sources` (deny.toml; installed under CI=true when missing), the whole test
-//! suite (from a copy of the tree with nothing beside it: `standalone.rs`), and the docs
+//! suite (from a copy of the tree with nothing beside it: `standalone.rs`), the Python
+//! package's pytest suite (`python.rs`), and the docs
 //! built with warnings denied. Each step prints its command before it runs and
 //! the first failing step stops the run with a non-zero exit.
 
 mod bench;
+mod python;
 mod setup;
 mod standalone;
 
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         "deny" => deny(),
         "man" => man(rest),
         "bench" => bench::bench(rest),
+        "python" => python::python(rest),
         "fuzz" => fuzz::fuzz(rest),
         "soak" => fuzz::soak(rest),
         "-h" | "--help" | "help" => {
@@ -55,6 +58,7 @@ tasks:
   tidy    check that every .rs file opens with a //! comment and no tracked file refers outside the repository
   deny    cargo deny check bans licenses sources (deny.toml; skipped with a warning if not installed)
   man     write the man pages (provrun.1, provrun-COMMAND.1) [--out-dir DIR] (default target/man)
+  python  build the Python package (dev wheel) and run its pytest suite [PYTEST ARGS…]
   bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]
   fuzz    run cargo-fuzz targets: (TARGET | --all) [--seconds N] (CI: --all --seconds 20)
   soak    the long reliability mode: many SIGKILLs, faults, then every fuzz target longer";
@@ -160,6 +164,7 @@ fn ci() -> Result<(), String> {
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
     setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
     setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
+    setup::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.
     let mut test = cargo();
@@ -171,6 +176,9 @@ fn ci() -> Result<(), String> {
         test.current_dir(copy);
     }
     run("test", test)?;
+    // The Python package: its wheel built and its pytest suite run against real
+    // PydanticAI (python.rs); the packages come from a cache outside the clone.
+    python::after_tests()?;
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--locked"])
         .env("RUSTDOCFLAGS", "-D warnings");

@@ -9,8 +9,10 @@
 //! (`@openai/codex`, `@anthropic-ai/claude-code`), Debian's `chromium` for the `provrun
 //! view` browser tests (tests/tests/it/view_browser.rs), and the official AG-UI client
 //! (`@ag-ui/client`, npm) and validator (`ag-ui-validate`, PyPI) for the `provrun serve`
-//! tests (crates/cli/tests/it/serve/agui.rs); the npm and PyPI packages are installed once
-//! into a cache outside the clone.
+//! tests (crates/cli/tests/it/serve/agui.rs), `inspect-ai` for the Inspect export test
+//! (crates/cli/tests/it/inspect_interop.rs), and the pinned packages of the Python
+//! package's suite (python/tests/requirements.txt; xtask/src/python.rs); the npm and PyPI
+//! packages are installed once into a cache outside the clone.
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -191,7 +193,7 @@ pub const AGUI_VALIDATE: &str = "ag-ui-validate==0.4.0";
 
 /// Where programs the tests need are installed once, outside the clone, by pinned
 /// version: `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
-fn ci_cache() -> std::path::PathBuf {
+pub fn ci_cache() -> std::path::PathBuf {
     std::env::var_os("PROVRUN_CI_CACHE")
         .map(std::path::PathBuf::from)
         .or_else(|| {
@@ -503,6 +505,36 @@ pub fn inspect() -> Result<(), String> {
         Err(e) => {
             eprintln!(
                 "\n==> setup: WARNING: {e}; the Inspect interop test will try again or SKIP itself (CI=true fails here)"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Makes sure the Python package's suite (`cargo xtask python`) finds its pinned packages
+/// (python/tests/requirements.txt: pydantic-ai-slim, the OpenAI SDK, maturin, pytest) in
+/// the cache, installing them once when missing. Under CI a failure fails; elsewhere the
+/// suite is skipped loudly.
+pub fn python_suite() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    match crate::python::suite_venv() {
+        Ok(python) => {
+            println!(
+                "\n==> setup: the Python suite's packages are in {}; `cargo xtask python` runs for real",
+                python
+                    .parent()
+                    .and_then(|p| p.parent())
+                    .unwrap_or(&python)
+                    .display()
+            );
+            Ok(())
+        }
+        Err(e) if ci => Err(format!(
+            "setup: CI must run the Python package's suite, but {e}"
+        )),
+        Err(e) => {
+            eprintln!(
+                "\n==> setup: WARNING: {e}; the Python package's suite will SKIP itself (CI=true fails here)"
             );
             Ok(())
         }

@@ -204,6 +204,24 @@ impl CaptureBuilder {
     }
 }
 
+/// The `tool_called` payload of a completed call.
+fn tool_called(call: ToolCallRecord) -> ToolCalled {
+    ToolCalled {
+        name: call.name,
+        call_id: call.call_id,
+        run_call_id: call.run_call_id,
+        arguments: call.arguments,
+        result: call.result,
+        ok: call.ok,
+        duration_ms: millis(call.duration),
+        mode: call.mode,
+        decided_by: call.decided_by,
+        output_tool: call.output_tool,
+        provider_run: call.provider_run,
+        ..ToolCalled::default()
+    }
+}
+
 /// Remove a bundle whose staging failed (staged files are read-only: make them writable
 /// first). An empty folder the caller gave is kept, emptied.
 fn remove_bundle(path: &Path, existed: bool) {
@@ -260,6 +278,13 @@ pub struct ToolCallRecord {
     /// Read from another party's account (an imported trace) rather than seen: recorded
     /// with confidence `parsed`.
     pub parsed: bool,
+    /// The call's id in the run (`STEP.N`, `STEP.pN`; see the evidence format), when the
+    /// loop counts its requests; a deferred call and its completion share it.
+    pub run_call_id: Option<String>,
+    /// The call is the answer given through an output tool.
+    pub output_tool: bool,
+    /// The provider ran the tool itself (always recorded `parsed`).
+    pub provider_run: bool,
 }
 
 impl ToolCallRecord {
@@ -275,7 +300,32 @@ impl ToolCallRecord {
             mode: None,
             decided_by: Some("tool".into()),
             parsed: false,
+            run_call_id: None,
+            output_tool: false,
+            provider_run: false,
         }
+    }
+
+    /// The call's id in the run (`STEP.N`: the `N`th call of the response to model request
+    /// `STEP`, `STEP.pN` for the `N`th tool the provider ran itself).
+    pub fn run_call_id(mut self, id: impl Into<String>) -> Self {
+        self.run_call_id = Some(id.into());
+        self
+    }
+
+    /// Mark the call as the answer given through an output tool (`output_tool`).
+    pub fn output_tool(mut self) -> Self {
+        self.output_tool = true;
+        self
+    }
+
+    /// Mark the call as one the provider ran itself (`provider_run`, confidence `parsed`,
+    /// decided by `provider`).
+    pub fn provider_run(mut self) -> Self {
+        self.provider_run = true;
+        self.parsed = true;
+        self.decided_by = Some("provider".into());
+        self
     }
 
     /// The call succeeded with `result`.
@@ -404,22 +454,21 @@ impl Capture {
     /// Record one completed tool call (`tool_called`).
     pub async fn tool_call(&self, call: ToolCallRecord) -> Result<u64, CaptureError> {
         let parsed = call.parsed;
-        record_tool_call(
-            &self.recorder,
-            ToolCalled {
-                name: call.name,
-                call_id: call.call_id,
-                arguments: call.arguments,
-                result: call.result,
-                ok: call.ok,
-                duration_ms: millis(call.duration),
-                mode: call.mode,
-                decided_by: call.decided_by,
-                ..ToolCalled::default()
-            },
-            parsed,
-        )
-        .await
+        record_tool_call(&self.recorder, tool_called(call), parsed).await
+    }
+
+    /// Record that `call` waits (for approval, or for the caller to run it): a deferred
+    /// `tool_called` with its name, ids, arguments and mode (its result, `ok` and
+    /// `decided_by` are not recorded yet), to be followed by [`Capture::tool_call`] with
+    /// the same ids once it completes.
+    pub async fn tool_call_deferred(&self, call: ToolCallRecord) -> Result<u64, CaptureError> {
+        let mut event = tool_called(call);
+        event.deferred = true;
+        event.result = Value::Null;
+        event.ok = false;
+        event.duration_ms = 0;
+        event.decided_by = None;
+        record_tool_call(&self.recorder, event, false).await
     }
 
     /// Record that a call waits (for approval, or for the caller to run it): a deferred
@@ -431,18 +480,8 @@ impl Capture {
         call_id: impl Into<String>,
         arguments: Value,
     ) -> Result<u64, CaptureError> {
-        record_tool_call(
-            &self.recorder,
-            ToolCalled {
-                name: name.into(),
-                call_id: call_id.into(),
-                arguments,
-                deferred: true,
-                ..ToolCalled::default()
-            },
-            false,
-        )
-        .await
+        self.tool_call_deferred(ToolCallRecord::new(name, call_id, arguments))
+            .await
     }
 
     /// Record the whole message history once (`trace_imported`, always `parsed`):

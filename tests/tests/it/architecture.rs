@@ -23,6 +23,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-view", 1),
     // The rig integration: rig-core over the capture API, no agent loop, MCP or CLI.
     ("provrun-rig", 2),
+    // The Python package's Rust core (PyO3): the capture API, the sandbox and verify for
+    // Python; no agent loop, models, MCP or CLI.
+    ("provrun-python", 2),
     // The MCP client: between the tools it builds on and the agent that uses it.
     ("provrun-mcp", 2),
     // `provrun wrap`: the recording proxy and session importers over the capture API, the

@@ -170,6 +170,69 @@ fn a_deferred_call_must_be_completed_before_the_run_finishes() {
 }
 
 #[test]
+fn run_call_ids_link_a_deferral_and_the_flags_of_output_and_provider_calls_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("b");
+    rt().block_on(async {
+        let c = Capture::builder(&bundle).model("m").open().unwrap();
+        // The model reuses the id `x` for two calls: the run's ids tell them apart.
+        let waits = ToolCallRecord::new("approve_me", "x", json!({"n": 1}))
+            .run_call_id("1.1")
+            .mode("in_process");
+        c.tool_call_deferred(waits.clone()).await.unwrap();
+        c.tool_call(
+            ToolCallRecord::new("other", "x", json!({}))
+                .run_call_id("1.2")
+                .succeeded("fine"),
+        )
+        .await
+        .unwrap();
+        c.tool_call(
+            ToolCallRecord::new("web_search", "ws_1", json!({"query": "q"}))
+                .run_call_id("1.p1")
+                .provider_run()
+                .succeeded("results"),
+        )
+        .await
+        .unwrap();
+        c.tool_call(waits.succeeded("approved and done"))
+            .await
+            .unwrap();
+        c.tool_call(
+            ToolCallRecord::new("final_result", "o", json!({"a": 1}))
+                .run_call_id("2.1")
+                .output_tool()
+                .decided_by("runtime")
+                .succeeded("accepted"),
+        )
+        .await
+        .unwrap();
+        c.finish(RunStatus::Finished, Value::Null, None).unwrap();
+    });
+    let report = verify(&bundle);
+    assert!(report.ok && report.complete, "{report:?}");
+    let calls: Vec<_> = read_events(&bundle)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind.as_str() == "tool_called")
+        .collect();
+    let field = |i: usize, k: &str| calls[i].payload[k].clone();
+    assert_eq!(field(0, "deferred"), true);
+    assert_eq!(field(0, "run_call_id"), "1.1");
+    assert_eq!(field(0, "mode"), "in_process");
+    assert_eq!(field(0, "result"), Value::Null);
+    assert!(calls[0].payload.get("decided_by").is_none());
+    assert_eq!(field(2, "provider_run"), true);
+    assert_eq!(field(2, "decided_by"), "provider");
+    assert_eq!(calls[2].confidence, Confidence::Parsed);
+    assert_eq!(field(3, "run_call_id"), "1.1");
+    assert_eq!(field(3, "deferred"), false);
+    assert_eq!(field(3, "ok"), true);
+    assert_eq!(field(4, "output_tool"), true);
+    assert_eq!(calls[4].confidence, Confidence::Observed);
+}
+
+#[test]
 fn inputs_are_staged_and_a_missing_one_leaves_no_bundle() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.txt");
