@@ -215,8 +215,24 @@ impl Acc {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyOptions {
     /// Ed25519 public key that must have signed the statement (`statement.dsse.json`).
-    /// Checking a signature needs the crate feature `dsse`.
+    /// Checking a signature needs the crate feature `dsse`. `key` takes either algorithm
+    /// and wins over this.
     pub public_key: Option<[u8; 32]>,
+    /// The public key (Ed25519 or ECDSA P-256) that must have signed the statement
+    /// (added with P-256 keys; feature `dsse`).
+    #[cfg(feature = "dsse")]
+    pub key: Option<crate::dsse::PublicKey>,
+}
+
+impl VerifyOptions {
+    /// Options that require a valid signature of the statement by `key`.
+    #[cfg(feature = "dsse")]
+    pub fn with_key(key: crate::dsse::PublicKey) -> VerifyOptions {
+        VerifyOptions {
+            key: Some(key),
+            ..VerifyOptions::default()
+        }
+    }
 }
 
 /// Check a bundle offline. Never panics and never follows a symlink; problems in the

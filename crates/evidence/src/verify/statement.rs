@@ -82,7 +82,14 @@ pub(super) fn signature(b: &Bundle<'_>, options: &VerifyOptions) -> Check {
     let root = b.root;
     let has_statement = b.dir.present.contains(STATEMENT_FILE);
     let signed = b.dir.present.contains(DSSE_FILE);
-    match (signed, &options.public_key) {
+    #[cfg(feature = "dsse")]
+    let wanted = options
+        .key
+        .clone()
+        .or_else(|| options.public_key.map(crate::dsse::PublicKey::Ed25519));
+    #[cfg(not(feature = "dsse"))]
+    let wanted = options.public_key;
+    match (signed, &wanted) {
         (false, None) => signature.pass = "not signed, no key required".to_owned(),
         (false, Some(_)) => signature.fail("a key was given but statement.dsse.json is missing"),
         (true, _) if !has_statement => signature.fail("statement.dsse.json without statement.json"),
@@ -93,7 +100,7 @@ pub(super) fn signature(b: &Bundle<'_>, options: &VerifyOptions) -> Check {
 }
 
 #[cfg(feature = "dsse")]
-fn check_signature(acc: &mut Acc, root: &Path, key: &[u8; 32]) {
+fn check_signature(acc: &mut Acc, root: &Path, key: &crate::dsse::PublicKey) {
     let envelope = match read_bounded(&root.join(DSSE_FILE), MAX_STATEMENT_BYTES) {
         Ok(b) => b,
         Err(e) => return acc.fail(format!("cannot read {DSSE_FILE}: {e}")),
