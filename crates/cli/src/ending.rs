@@ -23,7 +23,7 @@ pub(crate) struct Ending<'a> {
     /// The folder the run was granted, for the resume command printed when it pauses.
     pub(crate) host_dir: Option<&'a Path>,
     /// `--sign-key`'s seed.
-    pub(crate) sign_key: Option<&'a [u8; 32]>,
+    pub(crate) sign_key: Option<&'a provrun_evidence::dsse::PrivateKey>,
     /// `--json`.
     pub(crate) json: bool,
     /// The exit code of a cancelled run: 128 + the signal that stopped it (see
@@ -71,8 +71,8 @@ impl Ending<'_> {
                 EXIT_PAUSED
             }
         };
-        if let Some(seed) = self.sign_key
-            && let Err(e) = crate::sign::sign_bundle(bundle, seed)
+        if let Some(key) = self.sign_key
+            && let Err(e) = crate::sign::sign_bundle(bundle, key)
         {
             code = fail(EXIT_FAILED, e);
         }
@@ -104,11 +104,9 @@ impl Ending<'_> {
     /// signed), the verdict on stderr.
     fn verify_now(&self) -> VerifyReport {
         let report = match self.sign_key {
-            Some(seed) => provrun_evidence::verify_with(
+            Some(key) => provrun_evidence::verify_with(
                 self.bundle,
-                &provrun_evidence::VerifyOptions {
-                    public_key: Some(provrun_evidence::dsse::public_key(seed)),
-                },
+                &provrun_evidence::VerifyOptions::with_key(key.public()),
             ),
             None => provrun_evidence::verify(self.bundle),
         };

@@ -171,10 +171,11 @@ enum Command {
         after_help = "Exit codes: 0 commands run fully confined (every layer the evidence records is here) · 1 something a command needs is missing (commands are refused, or run degraded where allowed) · 2 usage"
     )]
     Doctor(doctor::DoctorArgs),
-    /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
-    /// FILE.pub (public, SPKI PEM); prints the key id.
+    /// Write a new key pair for signing bundles (Ed25519, or ECDSA P-256 with --algorithm):
+    /// FILE (private, PKCS#8 PEM) and FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
-    /// Sign a finished bundle's statement with a private key (writes statement.dsse.json);
+    /// Sign a finished bundle's statement with a private key (writes statement.dsse.json),
+    /// and with --model-signing every file of it in the OpenSSF model-signing format;
     /// exit 1 if the bundle does not verify.
     Sign(sign::SignArgs),
     /// Send a bundle's run elsewhere: `export otlp BUNDLE` sends its spans to an

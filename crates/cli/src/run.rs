@@ -260,8 +260,8 @@ pub(crate) fn with_builder_id(backend: Backend) -> Result<Backend, u8> {
     }
 }
 
-/// The `--sign-key` seed, read before the run starts so a bad key writes nothing.
-fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
+/// The `--sign-key` key, read before the run starts so a bad key writes nothing.
+fn signing_key(path: Option<&Path>) -> Result<Option<provrun_evidence::dsse::PrivateKey>, u8> {
     path.map(|p| {
         crate::sign::load_private_key(p).map_err(|e| fail(EXIT_USAGE, format!("--sign-key: {e}")))
     })

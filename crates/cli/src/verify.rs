@@ -19,7 +19,8 @@ pub(crate) struct VerifyArgs {
     #[arg(long)]
     json: bool,
     /// Require a valid signature (statement.dsse.json) by this public key (SPKI PEM, as
-    /// `provrun keygen` writes FILE.pub); the signature check names the key id that signed.
+    /// `provrun keygen` writes FILE.pub; Ed25519 or ECDSA P-256); the signature check names
+    /// the key id that signed.
     #[arg(long, value_name = "PUBFILE")]
     key: Option<PathBuf>,
 }
@@ -28,7 +29,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
     let mut options = provrun_evidence::VerifyOptions::default();
     if let Some(path) = &args.key {
         match crate::sign::load_public_key(path) {
-            Ok(key) => options.public_key = Some(key),
+            Ok(key) => options.key = Some(key),
             Err(e) => return fail(EXIT_USAGE, format!("--key: {e}")),
         }
     }

@@ -22,6 +22,7 @@ mod kubernetes;
 mod locked_folders;
 mod logging;
 mod mcp_published;
+mod model_signing;
 mod object_store;
 mod otel;
 mod roots;
