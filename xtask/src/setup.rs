@@ -5,8 +5,10 @@
 //! crates/cli/tests/it/kubernetes.rs, and the PydanticAI trace import test,
 //! crates/cli/tests/it/import_pydantic_ai.rs, and the published PyPI MCP server of
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
-//! MCP server of that test, and Debian's `chromium` for the `provrun view` browser tests
-//! (tests/tests/it/view_browser.rs).
+//! MCP server of that test, Debian's `chromium` for the `provrun view` browser tests
+//! (tests/tests/it/view_browser.rs), and Go with Debian's `golang.org/x/mod` sources for
+//! the ledger's second implementation (tests/interop/ledger_check.go, built by
+//! crates/ledger/tests/it/go_interop.rs and crates/cli/tests/it/ledger.rs).
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -176,6 +178,59 @@ pub fn node() -> Result<(), String> {
     }
     eprintln!(
         "\n==> setup: WARNING: {problem}; the published npm MCP server test will SKIP itself (CI=true fails here)"
+    );
+    Ok(())
+}
+
+/// Where Debian's `golang-golang-x-mod-dev` puts the sources the Go ledger checker imports.
+const GO_MOD_SOURCES: &str = "/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog";
+
+/// Whether `go` starts and Debian's `golang.org/x/mod` sources are there.
+fn go_works() -> Result<(), String> {
+    let out = Command::new("go")
+        .arg("version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("`go` could not be started: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`go version` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    if !std::path::Path::new(GO_MOD_SOURCES).is_dir() {
+        return Err(format!("{GO_MOD_SOURCES} is missing"));
+    }
+    Ok(())
+}
+
+/// Makes sure the ledger's Go interoperability tests can build their checker offline:
+/// under CI, installs Debian's `golang-go` and `golang-golang-x-mod-dev` with apt-get when
+/// they are missing, and fails if it cannot. Elsewhere the tests skip themselves loudly.
+pub fn go() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let problem = match go_works() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: go and golang.org/x/mod work; the ledger's Go interop tests run for real"
+            );
+            return Ok(());
+        }
+        Err(e) => e,
+    };
+    if ci && is_root() && have("apt-get") {
+        return apt_install_packages("golang-go golang-golang-x-mod-dev")
+            .and_then(|()| go_works())
+            .map(|()| println!("==> setup: golang-go and golang-golang-x-mod-dev installed"))
+            .map_err(|e| format!("setup: CI must run the ledger's Go interop tests, but {e}"));
+    }
+    if ci {
+        return Err(format!(
+            "setup: CI must run the ledger's Go interop tests, but {problem} (and apt-get as root is not available)"
+        ));
+    }
+    eprintln!(
+        "\n==> setup: WARNING: {problem}; the ledger's Go interop tests will SKIP themselves (CI=true fails here)"
     );
     Ok(())
 }

@@ -29,6 +29,9 @@ pub(crate) struct Ending<'a> {
     /// The exit code of a cancelled run: 128 + the signal that stopped it (see
     /// [`crate::drive::Driven`]).
     pub(crate) cancelled_code: u8,
+    /// `--ledger`: the ledger the bundle is added to when the run ends (not when it
+    /// pauses).
+    pub(crate) ledger: Option<&'a Path>,
 }
 
 impl Ending<'_> {
@@ -75,6 +78,15 @@ impl Ending<'_> {
             && let Err(e) = crate::sign::sign_bundle(bundle, key)
         {
             code = fail(EXIT_FAILED, e);
+        }
+        if let Some(dir) = self.ledger
+            && result.status() != RunStatus::Paused
+        {
+            match crate::ledger::add_run(dir, bundle) {
+                Ok(line) if !crate::logging::quiet() => eprintln!("provrun: {}", inert(&line)),
+                Ok(_) => {}
+                Err(e) => code = fail(EXIT_FAILED, e),
+            }
         }
         let report = self.verify.then(|| self.verify_now());
         if report.as_ref().is_some_and(|r| !r.ok) {

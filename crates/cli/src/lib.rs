@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`. Their flags, exit codes and output formats are a contract
+//! `keygen`, `sign`, `ledger`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -39,6 +39,7 @@ mod drive;
 mod ending;
 mod import;
 pub mod inert;
+mod ledger;
 pub mod logging;
 mod open;
 mod otel;
@@ -178,6 +179,10 @@ enum Command {
     /// and with --model-signing every file of it in the OpenSSF model-signing format;
     /// exit 1 if the bundle does not verify.
     Sign(sign::SignArgs),
+    /// The transparency log of runs: `ledger init DIR`, `ledger add DIR BUNDLE…`,
+    /// `ledger proof`, `ledger consistency`, `ledger verify` (docs/ledger.md).
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
     /// Send a bundle's run elsewhere: `export otlp BUNDLE` sends its spans to an
     /// OpenTelemetry collector.
     #[command(subcommand)]
@@ -266,6 +271,7 @@ where
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
+        Command::Ledger(command) => ledger::ledger(command),
         Command::Export(target) => otel::export(target),
         Command::Import(source) => import::import(source),
         Command::Completions { shell } => {

@@ -23,6 +23,22 @@ pub(crate) struct VerifyArgs {
     /// the key id that signed.
     #[arg(long, value_name = "PUBFILE")]
     key: Option<PathBuf>,
+    /// Also check that the bundle's statement is in this ledger (`provrun ledger`): a
+    /// `ledger` check is added to the report.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["checkpoint", "proof"])]
+    ledger: Option<PathBuf>,
+    /// The ledger's checkpoint verifier key (NAME+KEYHASH+BASE64, as `ledger init` printed
+    /// it, or a file holding it): with --ledger, the key its checkpoint must verify with;
+    /// with --checkpoint and --proof, the key of an offline check.
+    #[arg(long = "ledger-key", value_name = "KEY")]
+    ledger_key: Option<String>,
+    /// A ledger checkpoint (signed note) to check the bundle's inclusion against offline,
+    /// with --ledger-key and --proof.
+    #[arg(long, value_name = "FILE", requires_all = ["ledger_key", "proof"])]
+    checkpoint: Option<PathBuf>,
+    /// The inclusion proof (`provrun ledger proof --json`) for --checkpoint.
+    #[arg(long, value_name = "FILE", requires_all = ["ledger_key", "checkpoint"])]
+    proof: Option<PathBuf>,
 }
 
 pub(crate) fn verify(args: &VerifyArgs) -> u8 {
@@ -39,7 +55,19 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let report = provrun_evidence::verify_with(loaded.dir(), &options);
+    let mut report = provrun_evidence::verify_with(loaded.dir(), &options);
+    if args.ledger.is_some() || args.checkpoint.is_some() || args.ledger_key.is_some() {
+        let ledger = crate::ledger::LedgerCheckArgs {
+            ledger: args.ledger.as_deref(),
+            key: args.ledger_key.as_deref(),
+            checkpoint: args.checkpoint.as_deref(),
+            proof: args.proof.as_deref(),
+        };
+        match crate::ledger::check_bundle(loaded.dir(), &ledger) {
+            Ok(check) => report.push(check),
+            Err(code) => return code,
+        }
+    }
     if args.json {
         match serde_json::to_string(&report) {
             Ok(text) => out!("{}", crate::inert::inert_json(&text)),

@@ -84,6 +84,8 @@ pub(crate) struct Dest {
     pub(super) local: PathBuf,
     /// The bucket, unpacking what it reads into the work folder.
     pub(super) bucket: Option<Store>,
+    /// `--ledger`: each run that ends is added to it (before its upload).
+    pub(super) ledger: Option<PathBuf>,
 }
 
 impl Dest {

@@ -19,6 +19,7 @@ mod identities;
 mod import_pydantic_ai;
 mod json_output;
 mod kubernetes;
+mod ledger;
 mod locked_folders;
 mod logging;
 mod mcp_published;

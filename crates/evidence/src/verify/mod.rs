@@ -64,8 +64,12 @@ pub enum CheckCode {
     /// deferred after completing, none completed twice.
     ToolCalls,
     /// `statement.dsse.json`, if present or required, is a DSSE envelope of exactly
-    /// `statement.json` with a valid Ed25519 signature by the given key.
+    /// `statement.json` with a valid signature (Ed25519 or ECDSA P-256) by the given key.
     Signature,
+    /// Added later, and present only when asked for (`provrun verify --ledger`, made by
+    /// the CLI with provrun-ledger): the statement is a leaf of a ledger's signed
+    /// checkpoint.
+    Ledger,
 }
 
 impl CheckCode {
@@ -83,6 +87,7 @@ impl CheckCode {
             CheckCode::Statement => "statement",
             CheckCode::ToolCalls => "tool-calls",
             CheckCode::Signature => "signature",
+            CheckCode::Ledger => "ledger",
         }
     }
 }
@@ -132,6 +137,13 @@ impl VerifyReport {
     /// The check with `code`, if it ran.
     pub fn check(&self, code: CheckCode) -> Option<&Check> {
         self.checks.iter().find(|c| c.code == code)
+    }
+
+    /// Add a check made elsewhere (the CLI's `ledger` check) at the end, and count it in
+    /// `ok`.
+    pub fn push(&mut self, check: Check) {
+        self.ok &= check.status != CheckStatus::Fail;
+        self.checks.push(check);
     }
 
     /// Process exit code for `provrun verify`: 0 all good, 1 a check failed, 3 valid

@@ -6,5 +6,6 @@
 mod common;
 mod crash;
 mod durability;
+mod go_interop;
 mod model;
 mod tamper;
