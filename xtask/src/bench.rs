@@ -23,6 +23,7 @@ const SCENARIOS: &[&str] = &[
     "cli_single_run",
     "long_k300",
     "batch_10k",
+    "ledger_100k",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).

@@ -17,8 +17,9 @@
 //!
 //! The code: `figure` (one JSON line), `harness` (folders, inputs, the script, the shared
 //! backend), and the scenarios by what they measure: `scripted` (scripted runs, one long
-//! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines)
-//! and `cli` (whole `provrun run` and `provrun batch` processes).
+//! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines),
+//! `cli` (whole `provrun run` and `provrun batch` processes) and `ledger` (adds to the
+//! transparency log up to 100,000 leaves, and its proofs' sizes).
 
 use std::path::PathBuf;
 
@@ -29,6 +30,7 @@ mod disk;
 mod figure;
 mod harness;
 mod idle;
+mod ledger;
 mod scripted;
 
 use cli::{batch_10k, cli_single_run};
@@ -37,7 +39,7 @@ use idle::concurrent_idle;
 use scripted::{long_run, scripted};
 
 const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
-scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k";
+scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k ledger_100k";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -110,6 +112,7 @@ fn main() {
             provrun.as_deref(),
             runs_arg.unwrap_or(if quick { 500 } else { 10_000 }),
         )],
+        "ledger_100k" => ledger::ledger_100k(quick),
         other => {
             eprintln!("unknown scenario `{other}`\n{USAGE}");
             std::process::exit(2);
