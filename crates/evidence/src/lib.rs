@@ -67,6 +67,7 @@
 //! The format is specified in `docs/evidence.md` of the repository.
 
 mod canonical;
+mod chain;
 pub mod dsse;
 mod error;
 mod event;
@@ -79,10 +80,12 @@ pub mod pack;
 pub mod probe;
 mod read;
 mod recorder;
+pub mod redaction;
 mod statement;
 mod verify;
 
 pub use canonical::{to_canonical_string, to_canonical_string_of};
+pub use chain::{CHAIN, CHAIN_KEY, LineSubstitutions, chain_of, line_hash};
 pub use error::{EvidenceError, Result};
 pub use event::escape_path_bytes;
 pub use event::{
@@ -103,4 +106,7 @@ pub use statement::{
     PREDICATE_TYPE, PROJECT_URI, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY, STATEMENT_TYPE,
     StatementFacts, build_type, builder_id, builder_id_from_env, builder_uri, is_absolute_uri,
 };
-pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};
+pub use verify::{
+    Check, CheckCode, CheckStatus, RedactionReport, SignatureStatus, VerifyOptions, VerifyReport,
+    verify, verify_with,
+};

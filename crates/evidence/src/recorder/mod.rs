@@ -57,6 +57,8 @@ pub(crate) const STATEMENT_FILE: &str = "statement.json";
 struct Facts {
     /// The statement format `run_started` declares (see [`crate::statement`]).
     statement_format: u64,
+    /// The chain scheme `run_started` declares (see [`crate::chain`]).
+    chain: u64,
     builder: String,
     agent_spec_digest: String,
     started_on: String,
@@ -120,7 +122,7 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 

@@ -17,6 +17,7 @@ mod bundle;
 mod events;
 mod files;
 mod layout;
+mod redactions;
 mod statement;
 mod tools;
 
@@ -70,6 +71,11 @@ pub enum CheckCode {
     /// the CLI with provrun-ledger): the statement is a leaf of a ledger's signed
     /// checkpoint.
     Ledger,
+    /// Added later, and present only in a bundle with `redactions.jsonl`: every
+    /// redaction record is well formed, about this run, statement and log, in order;
+    /// each piece it lists as removed is gone and sat where it says; its signature, if
+    /// any, verifies.
+    Redactions,
 }
 
 impl CheckCode {
@@ -88,6 +94,7 @@ impl CheckCode {
             CheckCode::ToolCalls => "tool-calls",
             CheckCode::Signature => "signature",
             CheckCode::Ledger => "ledger",
+            CheckCode::Redactions => "redactions",
         }
     }
 }
@@ -131,6 +138,33 @@ pub struct VerifyReport {
     pub status: Option<RunStatus>,
     /// Every check, in a fixed order.
     pub checks: Vec<Check>,
+    /// What was removed from this bundle, why and by whom: each record of its
+    /// `redactions.jsonl` (added later; absent from the JSON when there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<RedactionReport>,
+}
+
+/// One redaction record as `verify` read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactionReport {
+    /// The record.
+    pub record: crate::redaction::Redaction,
+    /// Its signature.
+    pub signature: SignatureStatus,
+}
+
+/// Whether a redaction record's signature was checked, and how it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignatureStatus {
+    /// Signed by the key the record names, and the signature verifies.
+    Verified,
+    /// Not signed.
+    Unsigned,
+    /// Signed, but not checked (a verifier built without the `dsse` feature).
+    NotChecked,
+    /// A signature that does not verify, or a record and envelope that disagree.
+    Invalid,
 }
 
 impl VerifyReport {
@@ -283,6 +317,12 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         tools::tool_calls(&b),
         statement::signature(&b, options),
     ];
+    let mut checks = checks;
+    let mut reports = Vec::new();
+    if let Some((check, statuses)) = redactions::redactions(&b) {
+        checks.push(check);
+        reports = b.redactions.reports(&statuses);
+    }
     let ok = checks.iter().all(|c| c.status != CheckStatus::Fail);
     let complete = b.shape.complete;
     tracing::debug!(bundle = %root.display(), ok, complete, "bundle verified");
@@ -291,6 +331,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         complete,
         status: b.shape.status.filter(|_| b.shape.ends_finished),
         checks,
+        redactions: reports,
     }
 }
 
@@ -322,5 +363,6 @@ fn unreadable(layout: Acc) -> VerifyReport {
         complete: false,
         status: None,
         checks,
+        redactions: Vec::new(),
     }
 }
