@@ -44,6 +44,7 @@ pub mod logging;
 mod open;
 mod otel;
 mod progress;
+mod redact;
 mod replay;
 mod run;
 mod settings;
@@ -179,6 +180,13 @@ enum Command {
     /// and with --model-signing every file of it in the OpenSSF model-signing format;
     /// exit 1 if the bundle does not verify.
     Sign(sign::SignArgs),
+    /// Write a copy of a finished bundle without chosen content (a string of the log, a
+    /// blob, an input or output file) that still verifies, with the original signature;
+    /// redactions.jsonl records what was removed, where, why and by whom.
+    #[command(
+        after_help = "Exit codes: 0 the redacted copy is written (and verifies) · 1 the bundle does not verify, or the copy cannot be written · 2 usage: a bad flag, a selector that names nothing, a pattern that matches what must stay, NEW not empty (nothing written)"
+    )]
+    Redact(redact::RedactArgs),
     /// The transparency log of runs: `ledger init DIR`, `ledger add DIR BUNDLE…`,
     /// `ledger proof`, `ledger consistency`, `ledger verify` (docs/ledger.md).
     #[command(subcommand)]
@@ -272,6 +280,7 @@ where
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
         Command::Ledger(command) => ledger::ledger(command),
+        Command::Redact(args) => redact::redact(&args),
         Command::Export(target) => otel::export(target),
         Command::Import(source) => import::import(source),
         Command::Completions { shell } => {

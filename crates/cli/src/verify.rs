@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use provrun_evidence::{CheckStatus, VerifyReport};
+use provrun_evidence::redaction::Removed;
+use provrun_evidence::{CheckStatus, SignatureStatus, VerifyReport};
 
 use crate::style::Painter;
 use crate::{EXIT_FAILED, EXIT_USAGE, fail};
@@ -15,7 +16,8 @@ pub(crate) struct VerifyArgs {
     bundle: PathBuf,
     /// Print one JSON object `{"ok", "complete", "status", "checks": [{"code", "status", "detail"}]}`
     /// (`status`: how the run ended — finished, failed, cancelled or paused — absent when
-    /// the log does not end with run_finished).
+    /// the log does not end with run_finished), and for a redacted bundle
+    /// `"redactions": [{"record", "signature"}]` (docs/evidence.md §8).
     #[arg(long)]
     json: bool,
     /// Require a valid signature (statement.dsse.json) by this public key (SPKI PEM, as
@@ -78,6 +80,9 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         for line in report_lines(&report, paint) {
             out!("{line}");
         }
+        for line in redaction_lines(&report) {
+            out!("{line}");
+        }
         out!("{}", summary(&report, paint));
     }
     exit_code(&report)
@@ -105,6 +110,69 @@ pub(crate) fn report_lines(report: &VerifyReport, paint: Painter) -> Vec<String>
                 crate::inert::inert(&c.detail)
             )
         })
+        .collect()
+}
+
+/// What a redacted bundle lacks, record by record: why, when, by whom, and each removed
+/// piece with its digest and where it sat.
+pub(crate) fn redaction_lines(report: &VerifyReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, r) in report.redactions.iter().enumerate() {
+        let rec = &r.record;
+        let by = match (&rec.signer, r.signature) {
+            (Some(s), SignatureStatus::Verified) => format!("signed by key {}", s.key_id),
+            (Some(s), SignatureStatus::NotChecked) => {
+                format!("signed by key {} (not checked)", s.key_id)
+            }
+            (Some(s), _) => format!("signature by key {} does NOT verify", s.key_id),
+            (None, _) => "unsigned".to_owned(),
+        };
+        lines.push(format!(
+            "redaction {}: {:?} on {}, {by}",
+            i + 1,
+            rec.reason,
+            rec.redacted_on
+        ));
+        for item in &rec.removed {
+            lines.push(match item {
+                Removed::Text {
+                    seq,
+                    pointer,
+                    sha256,
+                } => format!(
+                    "  removed text  line {} {pointer}  sha256:{sha256}",
+                    seq + 1
+                ),
+                Removed::Blob {
+                    sha256,
+                    size,
+                    media_type,
+                    events,
+                } => {
+                    let at: Vec<String> = events
+                        .iter()
+                        .map(|p| format!("line {} {}", p.seq + 1, p.pointer))
+                        .collect();
+                    format!(
+                        "  removed blob  sha256:{sha256} ({size} bytes, {media_type}) named at {}",
+                        at.join(", ")
+                    )
+                }
+                Removed::File {
+                    path,
+                    sha256,
+                    size,
+                    seq,
+                } => format!(
+                    "  removed file  {path}  sha256:{sha256} ({size} bytes, recorded on line {})",
+                    seq + 1
+                ),
+            });
+        }
+    }
+    lines
+        .iter()
+        .map(|l| crate::inert::inert(l).into_owned())
         .collect()
 }
 

@@ -26,6 +26,7 @@ mod mcp_published;
 mod model_signing;
 mod object_store;
 mod otel;
+mod redact;
 mod roots;
 mod seeds;
 mod settings;
