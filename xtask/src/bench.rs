@@ -23,6 +23,7 @@ const SCENARIOS: &[&str] = &[
     "cli_single_run",
     "long_k300",
     "batch_10k",
+    "wrap_proxy",
     "ledger_100k",
 ];
 

@@ -139,6 +139,7 @@ fn ci() -> Result<(), String> {
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
     setup::node()?; // node and npm for the published npm MCP server test
+    setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
     setup::go()?; // go and golang.org/x/mod for the ledger's second implementation
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.

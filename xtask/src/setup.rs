@@ -5,7 +5,9 @@
 //! crates/cli/tests/it/kubernetes.rs, and the PydanticAI trace import test,
 //! crates/cli/tests/it/import_pydantic_ai.rs, and the published PyPI MCP server of
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
-//! MCP server of that test, Debian's `chromium` for the `provrun view` browser tests
+//! MCP server of that test and for the agent programs `provrun wrap` is tested around
+//! (`@openai/codex`, `@anthropic-ai/claude-code`, installed once into a cache outside the
+//! clone), Debian's `chromium` for the `provrun view` browser tests
 //! (tests/tests/it/view_browser.rs), and Go with Debian's `golang.org/x/mod` sources for
 //! the ledger's second implementation (tests/interop/ledger_check.go, built by
 //! crates/ledger/tests/it/go_interop.rs and crates/cli/tests/it/ledger.rs).
@@ -318,6 +320,73 @@ pub fn confinement() -> Result<(), String> {
          ##  allow unprivileged user namespaces to run them (CI=true fails here).  ##\n\
          ############################################################################\n"
     );
+    Ok(())
+}
+
+/// The agent programs `provrun wrap` is tested around (crates/cli/tests/it/wrap_programs.rs),
+/// installed from the npm registry at these versions (the test checks it reads the same).
+pub const WRAPPED_PROGRAMS: &[(&str, &str)] = &[
+    ("@openai/codex", "0.171.0"),
+    ("@anthropic-ai/claude-code", "2.1.332"),
+];
+
+/// The cache the wrapped programs are installed into, outside the clone and reused by every
+/// run: `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci` (the tests look there too).
+fn ci_cache() -> std::path::PathBuf {
+    std::env::var_os("PROVRUN_CI_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/provrun-ci")
+        })
+}
+
+/// Installs each of [`WRAPPED_PROGRAMS`] once into `CACHE/npm/NAME-VERSION` (`npm install
+/// --prefix`; both packages carry their binaries, one platform package each), when it is
+/// not there yet. Under CI a failure fails; elsewhere it is a loud warning and the tests
+/// skip themselves.
+pub fn wrapped_programs() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    for (package, version) in WRAPPED_PROGRAMS {
+        let name = package.rsplit('/').next().unwrap_or(package);
+        let prefix = ci_cache().join("npm").join(format!("{name}-{version}"));
+        let bin = if name == "codex" { "codex" } else { "claude" };
+        if prefix.join("node_modules/.bin").join(bin).exists() {
+            println!(
+                "==> setup: {package}@{version} is installed in {}",
+                prefix.display()
+            );
+            continue;
+        }
+        let installed = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg(format!("{package}@{version}"))
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("npm could not be started: {e}"))
+            .and_then(|s| {
+                if s.success() && prefix.join("node_modules/.bin").join(bin).exists() {
+                    Ok(())
+                } else {
+                    Err(format!("`npm install {package}@{version}` failed ({s})"))
+                }
+            });
+        match installed {
+            Ok(()) => println!(
+                "==> setup: {package}@{version} installed in {}",
+                prefix.display()
+            ),
+            Err(e) if ci => {
+                return Err(format!(
+                    "setup: CI must run the provrun wrap tests, but {e}"
+                ));
+            }
+            Err(e) => eprintln!(
+                "\n==> setup: WARNING: {e}; the provrun wrap tests around {package} will SKIP themselves (CI=true fails here)"
+            ),
+        }
+    }
     Ok(())
 }
 

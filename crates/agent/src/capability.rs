@@ -154,6 +154,7 @@ impl EvidenceModel {
             error,
             attempts,
             response_rendered: rendered.is_some(),
+            ..ModelExchange::default()
         };
         record_model_exchange(&self.recorder, &exchange)
             .await
@@ -611,6 +612,7 @@ impl ToolEvidence {
                 trace,
                 format: TRACE_FORMAT.to_string(),
                 messages: messages.len() as u64,
+                source: None,
             })
             .await?)
     }

@@ -18,8 +18,9 @@
 //! The code: `figure` (one JSON line), `harness` (folders, inputs, the script, the shared
 //! backend), and the scenarios by what they measure: `scripted` (scripted runs, one long
 //! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines),
-//! `cli` (whole `provrun run` and `provrun batch` processes) and `ledger` (adds to the
-//! transparency log up to 100,000 leaves, and its proofs' sizes).
+//! `cli` (whole `provrun run` and `provrun batch` processes), `wrap` (what
+//! `provrun wrap`'s recording proxy adds to an exchange and to a stream) and `ledger`
+//! (adds to the transparency log up to 100,000 leaves, and its proofs' sizes).
 
 use std::path::PathBuf;
 
@@ -32,6 +33,7 @@ mod harness;
 mod idle;
 mod ledger;
 mod scripted;
+mod wrap;
 
 use cli::{batch_10k, cli_single_run};
 use disk::{fsync_baseline, verify_big};
@@ -39,7 +41,7 @@ use idle::concurrent_idle;
 use scripted::{long_run, scripted};
 
 const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
-scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k ledger_100k";
+scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k wrap_proxy ledger_100k";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -112,6 +114,14 @@ fn main() {
             provrun.as_deref(),
             runs_arg.unwrap_or(if quick { 500 } else { 10_000 }),
         )],
+        // N small exchanges, then streams of M MB, through the proxy and directly.
+        "wrap_proxy" => {
+            if quick {
+                wrap::wrap_proxy(50, 3, 4)
+            } else {
+                wrap::wrap_proxy(runs_arg.unwrap_or(1000), 20, 16)
+            }
+        }
         "ledger_100k" => ledger::ledger_100k(quick),
         other => {
             eprintln!("unknown scenario `{other}`\n{USAGE}");

@@ -464,6 +464,7 @@ impl Capture {
                 trace,
                 format: format.to_string(),
                 messages,
+                source: None,
             })
             .await?)
     }

@@ -81,6 +81,12 @@ pub struct ModelExchange<'a> {
     /// The response body was rendered from a model's parsed answer (a model with no wire
     /// bytes), not received: recorded as `model_called.response_rendered`.
     pub response_rendered: bool,
+    /// The HTTP facts of an exchange a recording proxy saw (method, path, status, headers
+    /// without credentials): recorded as `model_called.http`.
+    pub http: Option<Value>,
+    /// The tool calls the response asked for (`call_id`, `name`), for a recorder that
+    /// does not run them itself: recorded as `model_called.tool_calls`.
+    pub tool_calls: Vec<Value>,
 }
 
 impl ModelExchange<'_> {
@@ -142,6 +148,8 @@ pub async fn record_model_exchange(
         error: exchange.error.clone(),
         attempts: exchange.attempts.clone(),
         response_rendered: exchange.response_rendered,
+        http: exchange.http.clone(),
+        tool_calls: exchange.tool_calls.clone(),
     };
     let seq = match exchange.confidence() {
         Confidence::Observed => recorder.record_async(&payload).await?,

@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `ledger`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`. Their flags, exit codes and output formats are a contract
+//! `keygen`, `sign`, `ledger`, `redact`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -13,10 +13,13 @@
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
-//! | 130, 143, 129 | `run`/`resume`: cancelled by SIGINT (Ctrl-C), SIGTERM or SIGHUP: 128 + the signal (the bundle is finished as `cancelled`) · `batch`: stopped by that signal (no more lines taken; the running runs finished `cancelled`; a restart redoes them) |
+//! | 130, 143, 129 | `run`/`resume`: cancelled by SIGINT (Ctrl-C), SIGTERM or SIGHUP: 128 + the signal (the bundle is finished as `cancelled`) · `batch`: stopped by that signal (no more lines taken; the running runs finished `cancelled`; a restart redoes them) · `wrap`: that signal was passed on to the program (the bundle is finished as `cancelled`) |
+//!
+//! `wrap` otherwise exits with the wrapped program's own code (the bundle's status says how
+//! it ended), 2 for a usage or set-up error (nothing written), 1 when the bundle could not
+//! be written.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -40,6 +43,7 @@ mod ending;
 mod import;
 pub mod inert;
 mod ledger;
+mod listing;
 pub mod logging;
 mod open;
 mod otel;
@@ -55,6 +59,7 @@ mod steer_file;
 mod style;
 mod verify;
 mod view;
+mod wrap;
 
 /// Exit code: the run finished, every check passed, the replay matched.
 pub const EXIT_OK: u8 = 0;
@@ -79,6 +84,14 @@ const RUN_EXITS: &str = "Exit codes: 0 finished · 1 failed (the bundle verifies
                          calls and the resume command) · 130, 143, 129 cancelled by SIGINT \
                          (Ctrl-C), SIGTERM or SIGHUP (the bundle is finished as cancelled; a \
                          second signal stops at once)";
+
+const WRAP_EXITS: &str = "Exit codes: the program's own (the bundle records it and finishes \
+                          finished for 0, failed otherwise) · 130, 143, 129 SIGINT (Ctrl-C), \
+                          SIGTERM or SIGHUP was passed on to the program (the bundle is \
+                          finished as cancelled; a second signal kills the program's tree) · \
+                          2 usage or set-up error (a missing program, overlapping folders, a \
+                          missing confinement layer): nothing written · 1 the bundle could \
+                          not be written";
 
 const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did not finish (failed, \
                            cancelled, paused, could not start, or its bundle does not verify; \
@@ -199,6 +212,10 @@ enum Command {
     /// BUNDLE` (every model and tool event `parsed`; `verify` accepts it).
     #[command(subcommand)]
     Import(import::ImportSource),
+    /// Run a program provrun did not write (the Codex CLI, Claude Code, any program that
+    /// calls a model API) confined, behind a recording proxy, and write its bundle.
+    #[command(after_help = WRAP_EXITS)]
+    Wrap(wrap::WrapArgs),
     /// Print a shell completion script: `provrun completions bash > ~/.local/share/bash-completion/completions/provrun`.
     Completions {
         /// The shell to complete for.
@@ -271,10 +288,10 @@ where
         Command::Replay(args) => replay::replay(args),
         Command::Show(args) => show::show(&args),
         Command::View(args) => view::view(&args),
-        Command::Tools { json, tools_dirs } => tools(json, &tools_dirs),
+        Command::Tools { json, tools_dirs } => listing::tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
         Command::Batch(args) => batch::batch(args),
-        Command::Skills { spec, json } => skills(spec.as_deref(), json),
+        Command::Skills { spec, json } => listing::skills(spec.as_deref(), json),
         Command::Cat(args) => cat::cat(&args),
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Keygen(args) => sign::keygen(&args),
@@ -283,6 +300,7 @@ where
         Command::Redact(args) => redact::redact(&args),
         Command::Export(target) => otel::export(target),
         Command::Import(source) => import::import(source),
+        Command::Wrap(args) => wrap::wrap(args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "provrun", &mut std::io::stdout());
@@ -413,165 +431,6 @@ pub(crate) fn shell_word(text: &str) -> String {
         text.to_string()
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-/// One line on an MCP server a tools folder declares: how it is reached, and what its
-/// tools are called.
-fn mcp_server_summary(server: &provrun_tools::McpServerSpec) -> String {
-    let reached = match (&server.command, &server.url) {
-        (Some(command), _) => {
-            let mut words = vec![shell_word(command)];
-            words.extend(server.args.iter().map(|a| shell_word(a)));
-            format!("stdio: {}", words.join(" "))
-        }
-        (None, Some(url)) => format!("http: {url}"),
-        (None, None) => "declared elsewhere".to_string(),
-    };
-    let prefix = server.tool_prefix();
-    let named = if prefix.is_empty() {
-        "its tools keep their names".to_string()
-    } else {
-        format!("its tools are named {prefix}_TOOL")
-    };
-    format!("MCP server ({reached}); {named}, listed when a run connects")
-}
-
-/// An MCP server as `provrun tools --json` lists it: an entry beside the tools with the
-/// same four keys (`schema` is `null`: the server lists its tools when a run connects,
-/// and `mode` is `remote_mcp`) and an `mcp_server` object with the declaration.
-/// Environment values are not printed, only their names.
-fn mcp_server_listing(server: &provrun_tools::McpServerSpec) -> serde_json::Value {
-    let transport = match server.transport() {
-        provrun_tools::McpTransportKind::Stdio => "stdio",
-        provrun_tools::McpTransportKind::Http => "http",
-        provrun_tools::McpTransportKind::Reference => "reference",
-    };
-    serde_json::json!({
-        "name": server.name,
-        "description": mcp_server_summary(server),
-        "schema": null,
-        "mode": provrun_tools::ToolMode::RemoteMcp,
-        "mcp_server": {
-            "transport": transport,
-            "command": server.command,
-            "args": server.args,
-            "env": server.env.keys().collect::<Vec<_>>(),
-            "url": server.url,
-            "bearer_token_env": server.bearer_token_env,
-            "prefix": server.tool_prefix(),
-            "tools": server.tools,
-            "timeout_s": server.startup_timeout_s(),
-            "destructive": server.destructive,
-        },
-    })
-}
-
-/// `provrun skills`: the skills a spec (or, without one, the default folders) offers.
-fn skills(spec: Option<&Path>, json: bool) -> u8 {
-    let spec = match spec {
-        Some(path) => match provrun_agent::AgentSpec::load(path) {
-            Ok(spec) => spec,
-            Err(e) => return fail(EXIT_USAGE, e.to_string()),
-        },
-        None => provrun_agent::AgentSpec::new("skills", "test"),
-    };
-    let found = match spec.visible_skills() {
-        Ok(found) => found,
-        Err(e) => return fail(EXIT_USAGE, e.to_string()),
-    };
-    let mut stdout = std::io::stdout().lock();
-    let written = if json {
-        let listing: Vec<serde_json::Value> = found
-            .iter()
-            .map(|s| {
-                serde_json::json!({
-                    "name": s.name,
-                    "description": s.description,
-                    "path": s.path.display().to_string(),
-                    "sha256": s.sha256,
-                })
-            })
-            .collect();
-        serde_json::to_string_pretty(&listing)
-            .map_err(std::io::Error::other)
-            .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
-    } else {
-        found.iter().try_for_each(|s| {
-            writeln!(
-                stdout,
-                "{:<20} {}  ({})",
-                inert::inert(&s.name),
-                inert::inert(&s.description),
-                inert::inert(&s.path.display().to_string())
-            )
-        })
-    };
-    match written {
-        Ok(()) => EXIT_OK,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
-        Err(e) => fail(EXIT_FAILED, format!("cannot write the listing: {e}")),
-    }
-}
-
-fn tools(json: bool, dirs: &[PathBuf]) -> u8 {
-    let registry = match registry(dirs) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let mut stdout = std::io::stdout().lock();
-    let written = if json {
-        let mut listing: Vec<serde_json::Value> = Vec::new();
-        for t in registry.iter() {
-            let tool = ToolListing {
-                name: t.name(),
-                description: t.description(),
-                schema: t.schema(),
-                mode: t.mode(),
-            };
-            listing.push(serde_json::to_value(tool).unwrap_or_default());
-        }
-        listing.extend(registry.mcp_servers().map(mcp_server_listing));
-        serde_json::to_string_pretty(&listing)
-            .map_err(std::io::Error::other)
-            .and_then(|text| writeln!(stdout, "{}", inert::inert_json(&text)))
-    } else {
-        registry
-            .iter()
-            .try_for_each(|t| {
-                let flag = if t.is_destructive() {
-                    " (destructive)"
-                } else {
-                    ""
-                };
-                writeln!(
-                    stdout,
-                    "{:<16} {}{flag}",
-                    inert::inert(t.name()),
-                    inert::inert(t.description())
-                )
-            })
-            .and_then(|()| {
-                registry.mcp_servers().try_for_each(|server| {
-                    let flag = if server.destructive {
-                        " (destructive)"
-                    } else {
-                        ""
-                    };
-                    writeln!(
-                        stdout,
-                        "{:<16} {}{flag}",
-                        inert::inert(&server.name),
-                        inert::inert(&mcp_server_summary(server))
-                    )
-                })
-            })
-    };
-    match written {
-        Ok(()) => EXIT_OK,
-        // A closed pipe (`provrun tools | head`) is not an error worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
-        Err(e) => fail(EXIT_FAILED, format!("cannot write the tool list: {e}")),
     }
 }
 

@@ -127,9 +127,9 @@ pub(crate) fn replay(args: ReplayArgs) -> u8 {
 }
 
 /// Why the bundle in `dir` cannot be replayed, when it is plain from its first event: a
-/// run provrun did not run (imported, or captured from another loop) records no agent
-/// spec to run again. `None` when it may be replayed, or the log cannot tell (the replay
-/// itself then says what is wrong).
+/// run provrun did not run (imported, a program `provrun wrap` ran, or captured from
+/// another loop) records no agent spec to run again. `None` when it may be replayed, or
+/// the log cannot tell (the replay itself then says what is wrong).
 fn not_replayable(dir: &Path) -> Option<String> {
     let events = provrun_evidence::read_events(dir).ok()?;
     let first = events.first().map(Event::typed)?.ok()?;
@@ -139,6 +139,14 @@ fn not_replayable(dir: &Path) -> Option<String> {
     let details = &started.details;
     if details["agent_spec"].is_string() {
         return None;
+    }
+    if started.builder.starts_with("provrun-wrap/") || details["wrap"].is_object() {
+        return Some(format!(
+            "it records `{}`, a program `provrun wrap` ran, and replay re-executes provrun's \
+             own agent loop from a bundle: it cannot run another program again. Its exchanges \
+             are in the bundle byte for byte (show, view, cat read them) and verify checks it",
+            inert(&started.agent)
+        ));
     }
     let from = details["import"]["from"].as_str();
     Some(match from {

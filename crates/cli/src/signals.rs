@@ -4,10 +4,12 @@
 //! `cancelled`, and the process exits with 128 + the signal's number (130, 143, 129). A
 //! second signal stops the process at once, with the same code.
 //!
-//! [`StopSignals::watch`] is the one place that listens; `run`, `resume`, `replay` and
-//! `batch` use it, and so can any long-lived command (`wrap`, `serve`): it registers the
-//! handlers when called (inside a Tokio runtime), so no signal between that call and the
-//! work it guards is lost.
+//! [`StopSignals`] is the one place that listens: `run`, `resume`, `replay` and `batch`
+//! use [`StopSignals::watch`]; `wrap`, which passes the signals on to the program it runs
+//! and exits with the same 128 + the signal, uses [`StopSignals::forward`], which hands it
+//! every signal instead of ending the process at the second. Either registers the handlers
+//! when called (inside a Tokio runtime), so no signal between that call and the work it
+//! guards is lost.
 
 use std::sync::{Arc, OnceLock};
 
@@ -91,23 +93,43 @@ impl StopSignals {
     where
         F: FnOnce(StopSignal) + Send + 'static,
     {
+        let on_stop = std::sync::Mutex::new(Some(on_stop));
+        Self::listen(Arc::new(move |which: StopSignal, first: bool| {
+            if !first {
+                eprintln!("\nprovrun: stopped by {}; {if_again}", which.name());
+                std::process::exit(i32::from(which.exit_code()));
+            }
+            let taken = on_stop.lock().ok().and_then(|mut f| f.take());
+            if let Some(f) = taken {
+                f(which);
+            }
+        }))
+    }
+
+    /// Listens as [`StopSignals::watch`] does, but hands every signal to `on_signal` —
+    /// the first (`first` true) and each later one — and never ends the process itself:
+    /// for a command that passes the signals on to a program it runs (`wrap`), which
+    /// decides what a second one means. [`StopSignals::received`] is still the first.
+    pub fn forward<F>(on_signal: F) -> std::io::Result<StopSignals>
+    where
+        F: Fn(StopSignal, bool) + Send + Sync + 'static,
+    {
+        Self::listen(Arc::new(on_signal))
+    }
+
+    /// Registers the handlers, each on a task of its own that calls `handle` with the
+    /// signal and whether it is the first one received.
+    fn listen(handle: Arc<dyn Fn(StopSignal, bool) + Send + Sync>) -> std::io::Result<StopSignals> {
         let first: Arc<OnceLock<StopSignal>> = Arc::new(OnceLock::new());
-        let on_stop = Arc::new(std::sync::Mutex::new(Some(on_stop)));
         let mut tasks = Vec::new();
         for which in StopSignal::ALL {
             let mut stream = signal(which.kind())?;
             let first = Arc::clone(&first);
-            let on_stop = Arc::clone(&on_stop);
+            let handle = Arc::clone(&handle);
             tasks.push(tokio::spawn(async move {
                 while stream.recv().await.is_some() {
-                    if first.set(which).is_err() {
-                        eprintln!("\nprovrun: stopped by {}; {if_again}", which.name());
-                        std::process::exit(i32::from(which.exit_code()));
-                    }
-                    let taken = on_stop.lock().ok().and_then(|mut f| f.take());
-                    if let Some(f) = taken {
-                        f(which);
-                    }
+                    let is_first = first.set(which).is_ok();
+                    handle(which, is_first);
                 }
             }));
         }

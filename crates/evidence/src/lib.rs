@@ -52,6 +52,8 @@
 //!     error: None,
 //!     attempts: vec![],
 //!     response_rendered: false,
+//!     http: None,
+//!     tool_calls: Vec::new(),
 //! })?;
 //! rec.step()?;
 //! std::fs::write(rec.output_dir().join("response.txt"), "hi").expect("write an output");
@@ -89,9 +91,10 @@ pub use chain::{CHAIN, CHAIN_KEY, LineSubstitutions, chain_of, line_hash};
 pub use error::{EvidenceError, Result};
 pub use event::escape_path_bytes;
 pub use event::{
-    BlobRef, Confidence, Declared, Digest, Event, EventPayload, EventType, FORMAT_VERSION,
-    FileRecord, InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, RunFinished,
-    RunStarted, RunStatus, Steered, ToolCalled, ToolInfo, TraceImported, TypedEvent,
+    BlobRef, Confidence, ConnectionHandled, Declared, Digest, Event, EventPayload, EventType,
+    FORMAT_VERSION, FileRecord, HttpExchanged, InputStaged, ModelCalled, OutputProduced,
+    OutputSkipped, Payload, ProgramExited, RunFinished, RunStarted, RunStatus, Steered,
+    StreamRecord, ToolCalled, ToolInfo, TraceImported, TypedEvent,
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;

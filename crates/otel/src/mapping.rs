@@ -363,6 +363,8 @@ fn payload(ev: &Event) -> EventPayload {
                 error: None,
                 attempts: Vec::new(),
                 response_rendered: false,
+                http: None,
+                tool_calls: Vec::new(),
             },
         )),
         EventType::ToolCalled => EventPayload::ToolCalled(filled(

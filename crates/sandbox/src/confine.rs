@@ -12,7 +12,8 @@
 //!
 //! ```text
 //! provrun-confine [--probe] [--require landlock|seccomp|rlimits]…
-//!                 [--ro PATH]… [--rw PATH]… [--dev PATH]… [--limit NAME=N]… -- PROGRAM ARG…
+//!                 [--ro PATH]… [--rw PATH]… [--dev PATH]… [--limit NAME=N]…
+//!                 [--forward PORT=SOCKET]… -- PROGRAM ARG…
 //! ```
 //!
 //! `--ro` paths may be read and executed, `--rw` paths read and written, `--dev` paths
@@ -20,6 +21,11 @@
 //! by Landlock. Limits are `cpu` (seconds), `as` (bytes of address space), `nproc`,
 //! `fsize` (bytes) and `nofile`. With `--probe` the helper applies everything it can, prints
 //! one line saying what held (`landlock=… seccomp=… rlimits=…`) and exits 0.
+//!
+//! Each `--forward PORT=SOCKET` starts, once the layers are in force and before the
+//! program runs, the port forwarder of [`crate::forward`]: `127.0.0.1:PORT` inside the
+//! sandbox's network namespace relayed to the Unix socket `SOCKET` (bound into the
+//! sandbox). The forwarder is the helper's own executable under the same confinement.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -57,6 +63,8 @@ pub struct HelperArgs {
     pub devices: Vec<PathBuf>,
     /// Resource limits by name (`cpu`, `as`, `nproc`, `fsize`, `nofile`).
     pub limits: BTreeMap<String, u64>,
+    /// Loopback ports to forward to Unix sockets (see [`crate::forward`]).
+    pub forwards: Vec<crate::forward::Forward>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -85,6 +93,9 @@ impl HelperArgs {
                         .map_err(|_| format!("`--limit {v}`: `{n}` is not a number"))?;
                     out.limits.insert(name.to_owned(), n);
                 }
+                "--forward" => out
+                    .forwards
+                    .push(crate::forward::Forward::parse(&value()?.to_string_lossy())?),
                 "--" => {
                     out.program = args.collect();
                     break;
@@ -453,6 +464,14 @@ pub fn apply_seccomp() -> Applied {
 /// The helper's whole life: parse, apply the layers, then probe-report or exec. Returns the
 /// exit status when it does not exec.
 pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let mut args = args.into_iter().peekable();
+    if args
+        .peek()
+        .is_some_and(|a| a == crate::forward::FORWARDER_FLAG)
+    {
+        args.next();
+        return crate::forward::forwarder_main(args);
+    }
     let args = match HelperArgs::parse(args) {
         Ok(a) => a,
         Err(e) => {
@@ -495,6 +514,12 @@ pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> i32 {
             return EXIT_LAYER_FAILED;
         }
     }
+    if !args.forwards.is_empty()
+        && let Err(e) = crate::forward::start(&args.forwards)
+    {
+        eprintln!("provrun-confine: the port forwarder could not start: {e}");
+        return EXIT_CANNOT_RUN;
+    }
     let Some((program, rest)) = args.program.split_first() else {
         return EXIT_CANNOT_RUN;
     };
@@ -524,6 +549,8 @@ mod tests {
                 "/dev/null",
                 "--limit",
                 "nproc=64",
+                "--forward",
+                "4180=/run/s/openai.sock",
                 "--",
                 "sh",
                 "-c",
@@ -536,6 +563,9 @@ mod tests {
         assert_eq!(a.read_only, [PathBuf::from("/usr")]);
         assert_eq!(a.limits.get("nproc"), Some(&64));
         assert_eq!(a.program.len(), 3);
+        assert_eq!(a.forwards.len(), 1);
+        assert_eq!(a.forwards[0].port, 4180);
+        assert!(HelperArgs::parse(["--forward", "x", "--", "true"].map(OsString::from)).is_err());
         assert!(HelperArgs::parse(["--limit", "x"].map(OsString::from)).is_err());
         assert!(HelperArgs::parse(["--rw", "/a"].map(OsString::from)).is_err());
     }

@@ -44,6 +44,7 @@ mod command;
 pub mod confine;
 mod dispatch;
 mod error;
+pub mod forward;
 mod fsops;
 mod limits;
 mod path;
@@ -53,9 +54,10 @@ mod stage;
 mod user;
 
 pub use command::{
-    CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement, HELPER_ENV,
-    HELPER_NAME, LandlockRecord, Layer, MachineCheck, MachineReport, SeccompRecord,
-    open_files_limit, system_dirs,
+    CommandConfinement, CommandLimits, CommandOutcome, ConfinedChild, Confinement,
+    FORWARD_DIR_INSIDE, HELPER_ENV, HELPER_NAME, HOME_INSIDE, LandlockRecord, Layer, MachineCheck,
+    MachineReport, PortForwards, ProgramChild, ProgramExit, ProgramSignal, ProgramSpec,
+    SeccompRecord, WORKSPACE_INSIDE, open_files_limit, system_dirs,
 };
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};

@@ -297,11 +297,16 @@ pub fn page_data(source: &BundleSource) -> Value {
                 "size": p.size,
             }),
             EventPayload::TraceImported(p) => {
-                if let Ok(bytes) = (source.blob)(&p.trace.digest.sha256) {
+                if p.source.is_none()
+                    && let Ok(bytes) = (source.blob)(&p.trace.digest.sha256)
+                {
                     conversation = opening(&bytes);
                 }
-                json!({"kind": "trace", "messages": p.messages, "format": p.format})
+                json!({"kind": "trace", "messages": p.messages, "format": p.format, "source": p.source})
             }
+            EventPayload::HttpExchanged(p) => crate::wrapped::http_exchanged(p),
+            EventPayload::ConnectionHandled(p) => crate::wrapped::connection(p),
+            EventPayload::ProgramExited(p) => crate::wrapped::program_exited(p),
             EventPayload::RunFinished(p) => {
                 after_pause = p.status == RunStatus::Paused;
                 tally.run_finished(p)

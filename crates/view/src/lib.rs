@@ -30,6 +30,7 @@ mod data;
 mod error;
 mod source;
 mod steps;
+mod wrapped;
 
 pub use data::{BLOB_EMBED_LIMIT, BLOBS_TOTAL_LIMIT, TEXT_SHOW_LIMIT, page_data};
 pub use error::ViewError;

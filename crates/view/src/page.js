@@ -182,7 +182,30 @@
     } else if (e.kind === "steered") {
       add(d, add(el("div"), badge("steered", "warn"), el("span", "dim", " a message from the caller, added before model request " + e.before_request)), pre(e.text));
     } else if (e.kind === "trace") {
-      add(d, el("div", "dim", "message history recorded (" + e.messages + " messages, " + e.format + "; confidence " + e.confidence + ")"));
+      add(d, el("div", "dim", (e.source ? "the program's session log " + e.source + " imported (" : "message history recorded (") +
+        e.messages + (e.source ? " lines, " : " messages, ") + e.format + "; confidence " + e.confidence + ")"));
+    } else if (e.kind === "http") {
+      d.className = "entry" + (e.error ? " bad" : "");
+      add(d, add(el("div"), badge("http " + e.http_kind), el("span", "mono", " " + e.method + " " + e.path),
+        el("span", "dim", " · " + (e.status == null ? "no response" : e.status) + " · " + ms(e.duration_ms))));
+      if (e.error) d.appendChild(pre(e.error));
+    } else if (e.kind === "connection") {
+      d.className = "entry" + (e.outcome === "tunneled" ? "" : " bad");
+      add(d, add(el("div"), badge("connection " + e.outcome, e.outcome === "tunneled" ? "good" : "bad"),
+        el("span", "mono", " " + e.host + ":" + e.port), el("span", "dim", " via " + e.via + " · " + e.bytes_sent +
+        " B sent, " + e.bytes_received + " B received · " + ms(e.duration_ms))));
+      if (e.reason) d.appendChild(el("div", "dim", e.reason));
+    } else if (e.kind === "program") {
+      d.className = "entry " + (e.exit_code === 0 ? "ok" : "bad");
+      add(d, add(el("div"), badge("program exited", e.exit_code === 0 ? "good" : "bad"), el("span", "mono", " " + e.argv),
+        el("span", "dim", " · code " + (e.exit_code == null ? "none" : e.exit_code) + " · " + ms(e.duration_ms) +
+        " · stdout " + e.stdout_size + " B, stderr " + e.stderr_size + " B" +
+        (e.forwarded_signal ? " · " + e.forwarded_signal + " passed on" : ""))));
+      if (e.confinement) {
+        var c = el("details");
+        add(c, el("summary", null, "confinement it ran under"), pre(e.confinement));
+        d.appendChild(c);
+      }
     } else if (e.kind === "skipped") {
       d.className = "entry bad";
       add(d, add(el("div"), badge("left out of the outputs", "warn"), el("span", null, e.path),

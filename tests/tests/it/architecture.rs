@@ -28,6 +28,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-rig", 2),
     // The MCP client: between the tools it builds on and the agent that uses it.
     ("provrun-mcp", 2),
+    // `provrun wrap`: the recording proxy and session importers over the capture API, the
+    // sandbox and the model crate's wire parsers; no agent loop, MCP or CLI.
+    ("provrun-wrap", 2),
     ("provrun-agent", 3),
     ("provrun-cli", 4),
     ("provrun", 4),

@@ -1,6 +1,7 @@
 //! `provrun view` pages loaded in a real headless browser (Debian's `chromium`): pages made
 //! from real bundles — a finished run, a failed run full of hostile text, a paused-then-
-//! resumed run, an MCP run, a tampered bundle, a 300-step run — whose rendered DOM is
+//! resumed run, an MCP run, a tampered bundle, a 300-step run, a wrapped program's run —
+//! whose rendered DOM is
 //! checked for what must be shown and for hostile content that must not have run. A
 //! screenshot of each page is kept under `target/tmp/view-screenshots/`.
 //!
@@ -388,6 +389,138 @@ fn a_tampered_bundle_is_shown_as_not_verifying_and_names_the_failed_check() {
     assert!(dom.contains("<td class=\"fail\">fail</td><td class=\"mono\">outputs</td>"));
     assert!(dom.contains("the file's bytes do not match this digest"));
     screenshot(&browser, &page, "tampered");
+}
+
+/// A wrapped program's bundle, written through wrap's own recording steps (no sandbox
+/// needed): a generation, a model listing, a refused connection whose host is hostile
+/// text, the program's exit and an imported session log.
+fn wrapped_bundle(dir: &Path) -> PathBuf {
+    use provrun_evidence::{ConnectionHandled, ProgramExited, StreamRecord, TraceImported};
+    use provrun_wrap::proxy::route::{Api, Route};
+    use provrun_wrap::record::{Exchange, Recording};
+    let bundle = dir.join("wrapped");
+    let capture = provrun_capture::Capture::builder(&bundle)
+        .builder("provrun-wrap/0.1.0")
+        .agent("codex")
+        .model("wrapped")
+        .open()
+        .unwrap();
+    let recording = Recording::new(capture.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let http = |path: &str| serde_json::json!({"api": "openai", "method": "POST", "path": path, "status": 200});
+    let exchange = |route, path: &str, response: &str| Exchange {
+        api: Api::OpenAi,
+        route,
+        request: bytes::Bytes::from_static(br#"{"model":"gpt-test","messages":[]}"#),
+        request_type: "application/json".into(),
+        response: bytes::Bytes::from(response.to_owned()),
+        response_type: Some("application/json".into()),
+        status: Some(200),
+        http: http(path),
+        duration_ms: 12,
+        error: None,
+    };
+    let answer = r#"{"id":"c","object":"chat.completion","model":"gpt-test","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"wrapped answer"}}]}"#;
+    rt.block_on(async {
+        let chat = provrun_model::WireApi::ChatCompletions;
+        recording
+            .exchange(exchange(
+                Route::Generation(chat),
+                "/v1/chat/completions",
+                answer,
+            ))
+            .await
+            .unwrap();
+        recording
+            .exchange(exchange(
+                Route::Other("models"),
+                "/v1/models",
+                r#"{"data":[]}"#,
+            ))
+            .await
+            .unwrap();
+        recording
+            .connection(ConnectionHandled {
+                host: "<img src=x onerror=\"document.body.dataset.pwned=1\">".into(),
+                port: 443,
+                via: "connect".into(),
+                outcome: "refused".into(),
+                reason: Some("not an allowed host".into()),
+                bytes_sent: 0,
+                bytes_received: 0,
+                duration_ms: 0,
+            })
+            .await
+            .unwrap();
+        let rec = capture.recorder();
+        let stream = StreamRecord {
+            sha256: "0".repeat(64),
+            size: 0,
+            blob: None,
+        };
+        rec.record_async(&ProgramExited {
+            argv: vec!["codex".into(), "exec".into()],
+            exit_code: Some(0),
+            signal: None,
+            forwarded_signal: None,
+            stdout: stream.clone(),
+            stderr: stream,
+            duration_ms: 900,
+            confinement: Some(serde_json::json!({"mode": "full"})),
+        })
+        .await
+        .unwrap();
+        let trace = rec
+            .put_blob_for_next_event(b"{}\n", "application/x-ndjson")
+            .await
+            .unwrap();
+        rec.record_async(&TraceImported {
+            trace,
+            format: "codex-rollout/1".into(),
+            messages: 1,
+            source: Some(".codex/sessions/rollout-x.jsonl".into()),
+        })
+        .await
+        .unwrap();
+    });
+    capture
+        .recorder()
+        .finish(provrun_evidence::RunEnd::new(
+            provrun_evidence::RunStatus::Finished,
+        ))
+        .unwrap();
+    bundle
+}
+
+#[test]
+fn a_wrapped_runs_exchanges_connections_and_exit_are_shown_as_text() {
+    let Some(browser) = chromium() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = wrapped_bundle(tmp.path());
+    let page = page(&bundle, tmp.path(), "wrapped");
+    let dom = dom(&browser, &page, "");
+    assert_inert(&dom);
+    assert!(
+        dom.contains("The bundle verifies: every check passes."),
+        "{}",
+        &dom[..dom.len().min(3000)]
+    );
+    for shown in [
+        "wrapped answer",
+        "http models",
+        "/v1/models",
+        "connection refused",
+        "&lt;img src=x",
+        "program exited",
+        "codex exec",
+        "confinement it ran under",
+        "the program's session log .codex/sessions/rollout-x.jsonl imported",
+    ] {
+        assert!(dom.contains(shown), "the page does not show {shown:?}");
+    }
+    screenshot(&browser, &page, "wrapped");
 }
 
 #[test]

@@ -110,6 +110,8 @@ mod tests {
             error: None,
             attempts: Vec::new(),
             response_rendered: false,
+            http: None,
+            tool_calls: Vec::new(),
         })
     }
 

@@ -95,7 +95,8 @@ pub(super) fn show_json(
                 if steps.is_empty() {
                     steps.push(step(0, None, None));
                 }
-                if let Some(Value::Array(calls)) = steps.last_mut().map(|s| &mut s["calls"]) {
+                let at = asked_by(p, &steps).unwrap_or(steps.len() - 1);
+                if let Some(Value::Array(calls)) = steps.get_mut(at).map(|s| &mut s["calls"]) {
                     calls.push(call(e, p));
                 }
             }
@@ -135,6 +136,19 @@ pub(super) fn show_json(
         serde_json::to_value(report).unwrap_or(Value::Null),
     );
     Value::Object(run)
+}
+
+/// The index in `steps` of the step whose response asked for a call a wrapped program
+/// ran (`mode: "program"`, imported from its session log after it exited, so recorded
+/// after every step): the step `STEP` of its `run_call_id` `STEP.N`. `None` for any other
+/// call (it goes under the step before it).
+fn asked_by(p: &ToolCalled, steps: &[Value]) -> Option<usize> {
+    if p.mode.as_deref() != Some("program") {
+        return None;
+    }
+    let (step, _) = p.run_call_id.as_deref()?.split_once('.')?;
+    let step: u64 = step.parse().ok().filter(|n| *n > 0)?;
+    steps.iter().position(|s| s["step"].as_u64() == Some(step))
 }
 
 fn add(counts: &mut Value, key: &str, n: u64) {

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use provrun_evidence::{
-    Declared, Event, EventPayload, EventType, ModelCalled, OutputSkipped, RunFinished, RunStarted,
-    RunStatus, Steered, ToolCalled, read_events,
+    ConnectionHandled, Declared, Event, EventPayload, EventType, HttpExchanged, ModelCalled,
+    OutputSkipped, ProgramExited, RunFinished, RunStarted, RunStatus, Steered, ToolCalled,
+    TraceImported, read_events,
 };
 use serde_json::Value;
 
@@ -175,6 +176,19 @@ fn timeline(
             }
             EventPayload::Steered(p) => lines.push(steered_line(bundle, p, paint)),
             EventPayload::Declared(p) => lines.push(declared_line(p, paint)),
+            EventPayload::HttpExchanged(p) => lines.push(http_exchanged_line(p, paint)),
+            EventPayload::ConnectionHandled(p) => lines.push(connection_line(p, paint)),
+            EventPayload::ProgramExited(p) => {
+                lines.push(program_exited_line(p, paint));
+                if let Some(summary) = p.confinement.as_ref().and_then(confinement_line) {
+                    lines.push(format!("           {}", paint.dim(&summary)));
+                }
+            }
+            // A history the run left in a file (a wrapped program's session log); the
+            // runtime's own history is not shown.
+            EventPayload::TraceImported(p) if p.source.is_some() => {
+                lines.push(trace_line(p, paint));
+            }
             _ => {}
         }
     }
@@ -235,11 +249,96 @@ fn model_called_line(step: u32, p: &ModelCalled, paint: Painter) -> String {
     if let Some(reason) = &p.finish_reason {
         line.push_str(&format!(" · {}", inert(reason)));
     }
+    if let Some(http) = &p.http {
+        line.push_str(&format!(" · {}", http_summary(http)));
+    }
     if let Some(err) = &p.error {
         let err = inert(err);
         line.push_str(&format!(" · {}", paint.bad(&format!("error: {err}"))));
     }
     line
+}
+
+/// `METHOD PATH STATUS` of an exchange a proxy recorded.
+fn http_summary(http: &Value) -> String {
+    format!(
+        "{} {} {}",
+        text(&http["method"]),
+        text(&http["path"]),
+        http["status"]
+            .as_u64()
+            .map_or("(no response)".to_owned(), |s| s.to_string())
+    )
+}
+
+/// An exchange through a wrapped program's proxy that is not a model request.
+fn http_exchanged_line(p: &HttpExchanged, paint: Painter) -> String {
+    let mut line = format!(
+        "  {} {} · {} · {} ms",
+        paint.dim("http   "),
+        inert(&p.kind),
+        http_summary(&p.http),
+        p.duration_ms
+    );
+    if let Some(err) = &p.error {
+        line.push_str(&format!(" · {}", paint.bad(&inert(err))));
+    }
+    line
+}
+
+/// A connection a wrapped program asked its proxy for.
+fn connection_line(p: &ConnectionHandled, paint: Painter) -> String {
+    let outcome = match p.outcome.as_str() {
+        "tunneled" => paint.good("tunneled"),
+        other => paint.bad(&inert(other)),
+    };
+    let mut line = format!(
+        "  {} {}:{} via {} {outcome} · {} B sent, {} B received · {} ms",
+        paint.dim("connect"),
+        inert(&p.host),
+        p.port,
+        inert(&p.via),
+        p.bytes_sent,
+        p.bytes_received,
+        p.duration_ms
+    );
+    if let Some(reason) = &p.reason {
+        line.push_str(&format!(" · {}", inert(reason)));
+    }
+    line
+}
+
+/// How a wrapped program ended.
+fn program_exited_line(p: &ProgramExited, paint: Painter) -> String {
+    let code = p
+        .exit_code
+        .map_or_else(|| "none".to_owned(), |c| c.to_string());
+    let mut line = format!(
+        "{} {} exited with code {code} after {} ms · stdout {} · stderr {}",
+        paint.strong("program"),
+        inert(p.argv.first().map_or("?", String::as_str)),
+        p.duration_ms,
+        size(p.stdout.size),
+        size(p.stderr.size),
+    );
+    if let Some(s) = &p.forwarded_signal {
+        line.push_str(&format!(
+            " · {}",
+            paint.warn(&format!("{} passed on", inert(s)))
+        ));
+    }
+    line
+}
+
+/// A session log imported from a wrapped program's private home.
+fn trace_line(p: &TraceImported, paint: Painter) -> String {
+    format!(
+        "{} {} ({}, {} lines; its tool calls are parsed)",
+        paint.strong("session"),
+        inert(p.source.as_deref().unwrap_or("")),
+        inert(&p.format),
+        p.messages
+    )
 }
 
 /// One tool call: its state, name (padded to `name_width`), time and id, its flags and

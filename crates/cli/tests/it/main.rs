@@ -36,9 +36,14 @@ mod steer_file;
 mod terminal;
 mod tools_json;
 mod view;
+mod wrap;
+mod wrap_cli;
+mod wrap_programs;
 
 /// Helpers more than one module uses.
 mod support {
     pub mod cli;
+    pub mod upstream;
     pub mod venv;
+    pub mod wrap;
 }

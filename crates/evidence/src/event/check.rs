@@ -4,8 +4,9 @@
 use serde_json::Value;
 
 use super::{
-    Confidence, Declared, EventPayload, EventType, InputStaged, ModelCalled, OutputProduced,
-    OutputSkipped, Payload, RunFinished, RunStarted, Steered, ToolCalled, TraceImported,
+    Confidence, ConnectionHandled, Declared, EventPayload, EventType, HttpExchanged, InputStaged,
+    ModelCalled, OutputProduced, OutputSkipped, Payload, ProgramExited, RunFinished, RunStarted,
+    Steered, ToolCalled, TraceImported,
 };
 
 /// Check that `payload` has the fields its event type requires, and that `confidence`
@@ -29,6 +30,11 @@ pub(crate) fn check_payload(
         EventType::RunFinished => parse::<RunFinished>(payload).map(|p| p.confidence())?,
         EventType::Declared => parse::<Declared>(payload).map(|p| p.confidence())?,
         EventType::Steered => parse::<Steered>(payload).map(|p| p.confidence())?,
+        EventType::HttpExchanged => parse::<HttpExchanged>(payload).map(|p| p.confidence())?,
+        EventType::ConnectionHandled => {
+            parse::<ConnectionHandled>(payload).map(|p| p.confidence())?
+        }
+        EventType::ProgramExited => parse::<ProgramExited>(payload).map(|p| p.confidence())?,
     };
     check_confidence(kind, want, confidence)
 }
@@ -70,6 +76,9 @@ impl EventPayload {
             EventPayload::RunFinished(p) => p.confidence(),
             EventPayload::Declared(p) => p.confidence(),
             EventPayload::Steered(p) => p.confidence(),
+            EventPayload::HttpExchanged(p) => p.confidence(),
+            EventPayload::ConnectionHandled(p) => p.confidence(),
+            EventPayload::ProgramExited(p) => p.confidence(),
             EventPayload::Unknown { .. } => return None,
         })
     }

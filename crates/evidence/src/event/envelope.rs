@@ -56,11 +56,19 @@ pub enum EventType {
     /// A message the caller sent a running agent, added to the history before a model
     /// request (added later; older logs have none).
     Steered,
+    /// An exchange through `provrun wrap`'s proxy that is not a model request (added
+    /// later; older logs have none).
+    HttpExchanged,
+    /// A connection a wrapped program asked the proxy for, tunnelled or refused (added
+    /// later).
+    ConnectionHandled,
+    /// How a wrapped program ended (added later).
+    ProgramExited,
 }
 
 impl EventType {
     /// All event types, in the order they are documented.
-    pub const ALL: [EventType; 10] = [
+    pub const ALL: [EventType; 13] = [
         EventType::RunStarted,
         EventType::InputStaged,
         EventType::ModelCalled,
@@ -71,6 +79,9 @@ impl EventType {
         EventType::RunFinished,
         EventType::Declared,
         EventType::Steered,
+        EventType::HttpExchanged,
+        EventType::ConnectionHandled,
+        EventType::ProgramExited,
     ];
 
     /// The name used in event lines.
@@ -86,6 +97,9 @@ impl EventType {
             EventType::RunFinished => "run_finished",
             EventType::Declared => "declared",
             EventType::Steered => "steered",
+            EventType::HttpExchanged => "http_exchanged",
+            EventType::ConnectionHandled => "connection_handled",
+            EventType::ProgramExited => "program_exited",
         }
     }
 

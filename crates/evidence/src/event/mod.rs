@@ -2,8 +2,8 @@
 //!
 //! The code: `envelope` (an event line: its type, confidence and fields), `blob_ref`
 //! (digests and blob refs), `payloads` (each event type's payload but `tool_called`'s),
-//! `tool_called`, `typed` (a payload read as its type's struct), `check` (which
-//! confidence each payload may carry).
+//! `tool_called`, `wrapped` (the events of a wrapped program's run), `typed` (a payload
+//! read as its type's struct), `check` (which confidence each payload may carry).
 
 mod blob_ref;
 mod check;
@@ -13,6 +13,7 @@ mod payloads;
 mod tests;
 mod tool_called;
 mod typed;
+mod wrapped;
 
 pub(crate) use blob_ref::collect_refs;
 pub use blob_ref::{BlobRef, Digest};
@@ -24,3 +25,4 @@ pub use payloads::{
 };
 pub use tool_called::ToolCalled;
 pub use typed::{EventPayload, TypedEvent};
+pub use wrapped::{ConnectionHandled, HttpExchanged, ProgramExited, StreamRecord};

@@ -151,6 +151,16 @@ pub struct ModelCalled {
     /// a server sent. Added later; absent means `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub response_rendered: bool,
+    /// The HTTP facts of an exchange a recording proxy saw (`provrun wrap`): `api`,
+    /// `method`, `path`, `status`, `upstream` and the headers each way without
+    /// credentials. Added later; absent for a runtime's own requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<Value>,
+    /// The tool calls the response asked for, as the wire parser read them (`call_id`,
+    /// `name`), when the exchange was recorded by a proxy that does not run them. Added
+    /// later; absent (empty) otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<Value>,
 }
 impl Payload for ModelCalled {
     const TYPE: EventType = EventType::ModelCalled;
@@ -165,6 +175,11 @@ pub struct TraceImported {
     pub format: String,
     /// Number of messages in it.
     pub messages: u64,
+    /// Where the history was read from, when it was a file the run left (a wrapped
+    /// program's session log, relative to its private `HOME`). Added later; absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 impl Payload for TraceImported {
     const TYPE: EventType = EventType::TraceImported;

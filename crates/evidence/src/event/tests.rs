@@ -109,6 +109,8 @@ fn model_calls_may_be_parsed_but_other_types_keep_their_confidence() {
         error: None,
         attempts: Vec::new(),
         response_rendered: false,
+        http: None,
+        tool_calls: Vec::new(),
     };
     let v = serde_json::to_value(&m).unwrap();
     assert!(check_payload(EventType::ModelCalled, Confidence::Observed, &v).is_ok());

@@ -4,8 +4,9 @@
 use serde_json::Value;
 
 use super::{
-    Confidence, Declared, Event, EventType, InputStaged, ModelCalled, OutputProduced,
-    OutputSkipped, RunFinished, RunStarted, Steered, ToolCalled, TraceImported,
+    Confidence, ConnectionHandled, Declared, Event, EventType, HttpExchanged, InputStaged,
+    ModelCalled, OutputProduced, OutputSkipped, ProgramExited, RunFinished, RunStarted, Steered,
+    ToolCalled, TraceImported,
 };
 
 /// An event's payload read as its type's struct: what a reader matches on instead of
@@ -42,6 +43,12 @@ pub enum EventPayload {
     Declared(Declared),
     /// `steered`.
     Steered(Steered),
+    /// `http_exchanged`.
+    HttpExchanged(HttpExchanged),
+    /// `connection_handled`.
+    ConnectionHandled(ConnectionHandled),
+    /// `program_exited`.
+    ProgramExited(ProgramExited),
     /// An event type this version does not know (written by a later one): its name and
     /// its payload as JSON.
     Unknown {
@@ -107,6 +114,11 @@ impl EventPayload {
             EventType::RunFinished => EventPayload::RunFinished(de(seq, kind, payload)?),
             EventType::Declared => EventPayload::Declared(de(seq, kind, payload)?),
             EventType::Steered => EventPayload::Steered(de(seq, kind, payload)?),
+            EventType::HttpExchanged => EventPayload::HttpExchanged(de(seq, kind, payload)?),
+            EventType::ConnectionHandled => {
+                EventPayload::ConnectionHandled(de(seq, kind, payload)?)
+            }
+            EventType::ProgramExited => EventPayload::ProgramExited(de(seq, kind, payload)?),
         })
     }
 
@@ -123,6 +135,9 @@ impl EventPayload {
             EventPayload::RunFinished(_) => EventType::RunFinished,
             EventPayload::Declared(_) => EventType::Declared,
             EventPayload::Steered(_) => EventType::Steered,
+            EventPayload::HttpExchanged(_) => EventType::HttpExchanged,
+            EventPayload::ConnectionHandled(_) => EventType::ConnectionHandled,
+            EventPayload::ProgramExited(_) => EventType::ProgramExited,
             EventPayload::Unknown { .. } => return None,
         })
     }

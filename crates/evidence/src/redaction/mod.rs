@@ -335,6 +335,11 @@ pub fn protected(kind: &str, payload: &Value, pointer: &str) -> bool {
         }
         "input_staged" | "output_produced" | "output_skipped" => true,
         "run_finished" => top == "status",
+        // A wrapped program's streams are named by digest; its confinement is a record
+        // like a tool call's; the proxy's classifications are what readers branch on.
+        "program_exited" => ["stdout", "stderr", "confinement"].contains(&top),
+        "http_exchanged" => top == "kind",
+        "connection_handled" => ["via", "outcome"].contains(&top),
         "tool_called" => [
             "name",
             "call_id",

@@ -142,6 +142,8 @@ fn model_called(request: BlobRef, response: BlobRef) -> ModelCalled {
         error: None,
         attempts: vec![],
         response_rendered: false,
+        http: None,
+        tool_calls: Vec::new(),
     }
 }
 

@@ -46,6 +46,8 @@ fn secret_bundle(name: &str, layout: BlobLayout) -> (PathBuf, BlobRef) {
         error: None,
         attempts: vec![],
         response_rendered: false,
+        http: None,
+        tool_calls: Vec::new(),
     })
     .unwrap();
     let mut call = tool_call("c1", false);

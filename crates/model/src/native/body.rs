@@ -2,10 +2,8 @@
 //! a whole body parsed (an SSE body split into events, each bounded), an error status
 //! mapped to a typed error, and a recorded exchange parsed as the live request was.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures_util::{FutureExt, StreamExt};
 
@@ -123,7 +121,7 @@ pub(crate) fn sse_events(body: &[u8]) -> Result<Vec<(String, String)>, BodyProbl
     {
         check_event_size(line.len())?;
     }
-    let input = futures_util::stream::iter([Ok::<_, Infallible>(Bytes::copy_from_slice(body))]);
+    let input = crate::wire::sse_pieces(body);
     // The input stream is always ready, so the collection completes on its first poll.
     let events = input
         .eventsource()

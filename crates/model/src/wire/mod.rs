@@ -24,6 +24,7 @@ pub use request::{build_request_body, strip_extension_keys};
 #[cfg(feature = "http")]
 pub(crate) use sse::StreamAccumulator;
 use sse::parse_sse;
+pub(crate) use sse::sse_pieces;
 
 /// Media type of JSON bodies.
 pub const JSON_MEDIA_TYPE: &str = "application/json";
@@ -199,6 +200,30 @@ mod tests {
             deltas.push(d)
         });
         (r, deltas)
+    }
+
+    #[test]
+    fn a_long_stream_is_read_whole_across_the_parsers_pieces() {
+        // Many events, the first padded so that a two-byte character straddles the end
+        // of the parser's first 8 KiB piece: the text comes back whole.
+        let event = |text: &str| {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+            format!("data: {chunk}\n\n")
+        };
+        let head = event("").find("\"\"").unwrap() + 1;
+        let first = format!("{}é", "a".repeat(8191 - head));
+        let mut body = event(&first);
+        assert_eq!(&body.as_bytes()[8191..8193], "é".as_bytes());
+        let mut want = first;
+        for i in 0..600 {
+            let piece = format!("{i:04}é-{}", "z".repeat(40));
+            want.push_str(&piece);
+            body.push_str(&event(&piece));
+        }
+        body.push_str("data: [DONE]\n\n");
+        let (parsed, deltas) = collect(&body);
+        assert_eq!(parsed.unwrap().text.as_deref(), Some(want.as_str()));
+        assert_eq!(deltas.len(), 601);
     }
 
     #[test]

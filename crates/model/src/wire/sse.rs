@@ -16,12 +16,30 @@ use super::completion::{
 use super::errors::{ErrorInfo, error_info_from_value};
 use super::{BodyProblem, Parsed, snippet};
 
+/// How much of a recorded SSE body is fed to the parser at a time. The parser keeps what
+/// follows each line in its buffer by copying it, so one piece holding a whole body of
+/// many events made parsing quadratic in the body's size (16 MB took seconds); pieces of
+/// this size keep each copy short, as reading the body off the wire does.
+const SSE_PIECE_BYTES: usize = 8 * 1024;
+
+/// A recorded body as the stream of pieces the SSE parser reads (a piece may end inside
+/// a UTF-8 character: the parser's decoder carries it over).
+pub(crate) fn sse_pieces(
+    body: &[u8],
+) -> futures_util::stream::Iter<std::vec::IntoIter<Result<Bytes, Infallible>>> {
+    let pieces: Vec<Result<Bytes, Infallible>> = body
+        .chunks(SSE_PIECE_BYTES)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    futures_util::stream::iter(pieces)
+}
+
 /// Parses an SSE body with `eventsource-stream` (the parser async-openai uses on the wire).
 pub(super) fn parse_sse(
     body: &[u8],
     on_delta: &mut dyn FnMut(StreamDelta),
 ) -> Result<Parsed, BodyProblem> {
-    let input = futures_util::stream::iter([Ok::<_, Infallible>(Bytes::copy_from_slice(body))]);
+    let input = sse_pieces(body);
     // The input stream is always ready, so the collection completes on its first poll.
     let events = input
         .eventsource()

@@ -11,11 +11,44 @@ pub(super) fn os(s: impl Into<OsString>) -> OsString {
     s.into()
 }
 
+/// Where the writable roots appear inside the sandbox, where the program starts and what
+/// its `HOME` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Where the output root is mounted.
+    pub output: &'static str,
+    /// Where the scratch root is mounted.
+    pub scratch: &'static str,
+    /// The working folder.
+    pub cwd: &'static str,
+    /// `HOME`.
+    pub home: &'static str,
+}
+
+/// A command's layout: `/output`, and `/scratch` as working folder and home.
+pub(crate) const COMMAND_LAYOUT: Layout = Layout {
+    output: "/output",
+    scratch: "/scratch",
+    cwd: "/scratch",
+    home: "/scratch",
+};
+
 /// bubblewrap's arguments, up to (not including) the program it runs.
 pub(crate) fn bwrap_args(
     roots: &RootPaths,
     helper: Option<&Path>,
     tmp_bytes: u64,
+) -> Vec<OsString> {
+    bwrap_args_in(roots, helper, tmp_bytes, &COMMAND_LAYOUT)
+}
+
+/// [`bwrap_args`] with the writable roots, the working folder and `HOME` where `layout`
+/// says.
+pub(crate) fn bwrap_args_in(
+    roots: &RootPaths,
+    helper: Option<&Path>,
+    tmp_bytes: u64,
+    layout: &Layout,
 ) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--unshare-user",
@@ -37,7 +70,7 @@ pub(crate) fn bwrap_args(
         SANDBOX_PATH,
         "--setenv",
         "HOME",
-        "/scratch",
+        layout.home,
         "--setenv",
         "TMPDIR",
         "/tmp",
@@ -70,12 +103,16 @@ pub(crate) fn bwrap_args(
     a.push(os(tmp_bytes.max(4096).to_string()));
     a.extend(["--tmpfs", "/tmp"].map(os));
     a.extend([os("--ro-bind"), roots.input.clone().into(), os("/input")]);
-    a.extend([os("--bind"), roots.output.clone().into(), os("/output")]);
-    a.extend([os("--bind"), roots.scratch.clone().into(), os("/scratch")]);
+    a.extend([os("--bind"), roots.output.clone().into(), os(layout.output)]);
+    a.extend([
+        os("--bind"),
+        roots.scratch.clone().into(),
+        os(layout.scratch),
+    ]);
     if let Some(h) = helper {
         a.extend([os("--ro-bind"), h.into(), os(HELPER_INSIDE)]);
     }
-    a.extend(["--chdir", "/scratch", "--"].map(os));
+    a.extend([os("--chdir"), os(layout.cwd), os("--")]);
     a
 }
 
@@ -89,6 +126,46 @@ pub(super) fn helper_args(
     probe: bool,
     extra_read_only: &[PathBuf],
 ) -> Vec<OsString> {
+    helper_args_in(
+        roots,
+        inside,
+        &HelperExtras {
+            require,
+            limits,
+            probe,
+            extra_read_only,
+            layout: &COMMAND_LAYOUT,
+            forwards: &[],
+        },
+    )
+}
+
+/// What [`helper_args_in`] adds to the roots: the layers required, the limits, probing,
+/// extra read-only paths, the layout inside and the ports to forward.
+pub(super) struct HelperExtras<'a> {
+    pub require: &'a [&'a str],
+    pub limits: &'a BTreeMap<String, u64>,
+    pub probe: bool,
+    pub extra_read_only: &'a [PathBuf],
+    pub layout: &'a Layout,
+    pub forwards: &'a [crate::forward::Forward],
+}
+
+/// [`helper_args`] with the writable roots where `extras.layout` puts them inside, and
+/// `--forward` for each of `extras.forwards`.
+pub(super) fn helper_args_in(
+    roots: &RootPaths,
+    inside: bool,
+    extras: &HelperExtras<'_>,
+) -> Vec<OsString> {
+    let HelperExtras {
+        require,
+        limits,
+        probe,
+        extra_read_only,
+        layout,
+        forwards,
+    } = *extras;
     let mut a = Vec::new();
     if inside {
         a.push(os(HELPER_INSIDE));
@@ -102,8 +179,8 @@ pub(super) fn helper_args(
     let (input, output, scratch) = if inside {
         (
             PathBuf::from("/input"),
-            PathBuf::from("/output"),
-            PathBuf::from("/scratch"),
+            PathBuf::from(layout.output),
+            PathBuf::from(layout.scratch),
         )
     } else {
         (
@@ -135,6 +212,9 @@ pub(super) fn helper_args(
     }
     for (k, v) in limits {
         a.extend([os("--limit"), os(format!("{k}={v}"))]);
+    }
+    for f in forwards {
+        a.extend([os("--forward"), os(f.to_arg())]);
     }
     a.push(os("--"));
     a

@@ -20,9 +20,12 @@
 //!
 //! The parts: [`outcome`] (what a command reports), [`probe`] (finding the tools, probing
 //! the machine), [`doctor`] (the probe and the kernel's settings as a report with fixes,
-//! for `provrun doctor`), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of bubblewrap
-//! and the helper), [`child`] (capturing output, killing the tree, [`ConfinedChild`]) and
-//! [`run`] (`run_command`, `run_program`, `spawn_program`).
+//! for `provrun doctor`), [`cgroup`] (the pids cgroup), [`bwrap`] (the command lines of
+//! bubblewrap and the helper), [`launch`] (the confined command for one program: binds,
+//! environment, user), [`child`] (capturing output, killing the tree, [`ConfinedChild`]),
+//! [`run`] (`run_command`, `run_program`, `spawn_program`) and [`program`]
+//! (`start_program`: a program with a workspace, a private home and forwarded ports, for
+//! `provrun wrap`).
 
 use std::time::Duration;
 
@@ -77,8 +80,10 @@ mod bwrap;
 mod cgroup;
 mod child;
 mod doctor;
+mod launch;
 mod outcome;
 mod probe;
+mod program;
 mod run;
 
 pub(crate) use bwrap::bwrap_args;
@@ -87,4 +92,8 @@ pub use doctor::{MachineCheck, MachineReport, open_files_limit};
 pub use outcome::{
     CommandConfinement, CommandLimits, CommandOutcome, Confinement, LandlockRecord, Layer,
     SeccompRecord,
+};
+pub use program::{
+    FORWARD_DIR_INSIDE, HOME_INSIDE, PortForwards, ProgramChild, ProgramExit, ProgramSignal,
+    ProgramSpec, WORKSPACE_INSIDE,
 };

@@ -1,7 +1,5 @@
 //! `Sandbox::run_command`, `run_program` and `spawn_program`: the confined run itself.
 
-use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -10,18 +8,14 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Result, SandboxError};
 use crate::limits::Limits;
-use crate::sandbox::{RootPaths, Sandbox};
-use crate::user::{CommandUser, Portal};
+use crate::sandbox::Sandbox;
 
-use super::bwrap::{helper_args, os};
 use super::cgroup::Cgroup;
-use super::child::{CHILD_STDERR_CAP, capture, exit_parts, join_cgroup_at_exec, kill_tree};
-use super::outcome::{CommandOutcome, Confinement, LayerName};
+use super::child::{CHILD_STDERR_CAP, capture, exit_parts, kill_tree};
+use super::launch::Launch;
+use super::outcome::{CommandOutcome, Confinement};
 use super::probe::probe;
-use super::{
-    ConfinedChild, HELPER_NAME, NETWORK_ETC, QUOTA_EVERY, SANDBOX_OWN_PROCESSES, SANDBOX_PATH,
-    bwrap_args,
-};
+use super::{ConfinedChild, QUOTA_EVERY};
 
 impl Sandbox {
     /// What this machine offers `run_command` (probed once per process).
@@ -57,7 +51,7 @@ impl Sandbox {
         let timeout = command_timeout(&limits, timeout);
         let before = self.recount()?;
         let (mut cmd, program, cgroup) =
-            self.confined_command(conf, argv, &[], &[], before.bytes, false)?;
+            self.confined_command(conf, &Launch::command(argv, &[], &[], before.bytes, false))?;
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -220,8 +214,10 @@ impl Sandbox {
         refuse_nul(argv, env)?;
         let conf = self.confinement_for(argv)?;
         let before = self.recount()?;
-        let (mut cmd, program, cgroup) =
-            self.confined_command(conf, argv, env, read_only, before.bytes, network)?;
+        let (mut cmd, program, cgroup) = self.confined_command(
+            conf,
+            &Launch::command(argv, env, read_only, before.bytes, network),
+        )?;
         cmd.stdin(Stdio::piped());
         let mut child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -261,7 +257,7 @@ impl Sandbox {
 
     /// What confines a program here, checked before anything runs: refused when a layer
     /// is missing and degraded commands are not allowed, or when `argv` names no program.
-    fn confinement_for(&self, argv: &[String]) -> Result<&'static Confinement> {
+    pub(super) fn confinement_for(&self, argv: &[String]) -> Result<&'static Confinement> {
         let conf = probe();
         if !conf.is_complete() && !self.degraded_allowed() {
             return Err(SandboxError::ConfinementMissing {
@@ -275,244 +271,6 @@ impl Sandbox {
         }
         Ok(conf)
     }
-
-    /// The command that runs `argv` under every layer this machine has, with `env` as its
-    /// only environment and `read_only` host paths visible (read-only, at the same paths);
-    /// stdout and stderr piped. The pids cgroup, when there is one, is joined at exec.
-    fn confined_command(
-        &self,
-        conf: &Confinement,
-        argv: &[String],
-        env: &[(String, String)],
-        read_only: &[PathBuf],
-        used_bytes: u64,
-        network: bool,
-    ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
-        let limits = self.limits().clone();
-        let roots = self.root_paths().clone();
-        let namespaces = conf.has(LayerName::Namespaces);
-        let helper = conf.helper.as_deref().filter(|_| {
-            conf.has(LayerName::Landlock)
-                || conf.has(LayerName::Seccomp)
-                || conf.has(LayerName::Rlimits)
-        });
-
-        let rl = helper_rlimits(&limits, conf.use_nproc, used_bytes);
-        let require: Vec<&str> = [LayerName::Landlock, LayerName::Seccomp, LayerName::Rlimits]
-            .into_iter()
-            .filter(|l| conf.has(*l))
-            .map(LayerName::as_str)
-            .collect();
-
-        let (user, mut portal) = self.run_as(conf, &limits)?;
-        let mut args: Vec<OsString> = Vec::new();
-        let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
-            (true, Some(bwrap), h) => {
-                let sources = BindSources::new(&roots, h, read_only, portal.as_mut())?;
-                args = bwrap_args(
-                    &sources.roots,
-                    sources.helper.as_deref(),
-                    limits.command_tmp_bytes,
-                );
-                // Before the trailing `--chdir /scratch --`: extra binds and variables.
-                let tail = args.split_off(args.len() - 3);
-                args.extend(extra_bwrap_args(
-                    network,
-                    read_only,
-                    &sources.read_only,
-                    env,
-                ));
-                args.extend(tail);
-                if h.is_some() {
-                    args.extend(helper_args(&roots, true, &require, &rl, false, read_only));
-                }
-                bwrap.clone()
-            }
-            (_, _, Some(h)) => {
-                args.extend(helper_args(&roots, false, &require, &rl, false, read_only));
-                h.to_path_buf()
-            }
-            _ => PathBuf::from(&argv[0]),
-        };
-        let direct = args.is_empty();
-        args.extend(argv.iter().skip(usize::from(direct)).map(os));
-
-        let mut cmd = Command::new(&program);
-        if !namespaces && helper.is_some() {
-            // The helper started directly: named so that `arg0_dispatch` knows it.
-            std::os::unix::process::CommandExt::arg0(&mut cmd, HELPER_NAME);
-        }
-        cmd.args(&args)
-            .env_clear()
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        if !namespaces {
-            set_host_environment(&mut cmd, &roots, env);
-        }
-        let cgroup = match &conf.pids_cgroup {
-            Some(parent) => Some(join_pids_cgroup(&mut cmd, parent, &limits)?),
-            None => None,
-        };
-        if user.drops_root() {
-            // After joining the cgroup, which needs root.
-            crate::user::drop_root_at_exec(&mut cmd, portal, user.uid, user.gid);
-        }
-        Ok((cmd, program, cgroup))
-    }
-
-    /// The user a command runs as. As root, the dedicated user: /output and /scratch are
-    /// handed over to it, and bubblewrap (when used) finds its sources through the
-    /// returned portal (see `crate::user`).
-    fn run_as(&self, conf: &Confinement, limits: &Limits) -> Result<(CommandUser, Option<Portal>)> {
-        let user = CommandUser::for_limits(limits);
-        let mut portal = None;
-        if user.drops_root() {
-            // A root inside a user namespace that does not map the user can neither hand
-            // it the folders nor become it: say so, with the opt-out, before trying.
-            if let Some(reason) = crate::user::uid_unmapped(&user) {
-                return Err(SandboxError::CommandUserUnavailable {
-                    uid: user.uid,
-                    gid: user.gid,
-                    reason,
-                });
-            }
-            self.hand_over(&user)?;
-            if let (true, Some(bwrap)) = (conf.has(LayerName::Namespaces), &conf.bwrap) {
-                crate::user::check_user(bwrap, &user)?;
-                portal = Some(Portal::default());
-            }
-        }
-        Ok((user, portal))
-    }
-}
-
-/// The paths bubblewrap binds for a command: the host paths, or, when root is dropped,
-/// their paths in the portal (see `crate::user`).
-struct BindSources {
-    /// Bound at /input, /output and /scratch.
-    roots: RootPaths,
-    /// The helper, bound read-only.
-    helper: Option<PathBuf>,
-    /// The extra read-only paths, in their order.
-    read_only: Vec<PathBuf>,
-}
-
-impl BindSources {
-    /// The sources for `roots`, the `helper` and the `read_only` host paths, through the
-    /// `portal` when there is one.
-    fn new(
-        roots: &RootPaths,
-        helper: Option<&Path>,
-        read_only: &[PathBuf],
-        portal: Option<&mut Portal>,
-    ) -> Result<Self> {
-        let Some(portal) = portal else {
-            return Ok(Self {
-                roots: roots.clone(),
-                helper: helper.map(Path::to_path_buf),
-                read_only: read_only.to_vec(),
-            });
-        };
-        let roots = RootPaths {
-            input: portal.add(&roots.input, "input")?,
-            output: portal.add(&roots.output, "output")?,
-            scratch: portal.add(&roots.scratch, "scratch")?,
-        };
-        let helper = match helper {
-            Some(h) => Some(portal.add(h, "helper")?),
-            None => None,
-        };
-        let read_only = read_only
-            .iter()
-            .enumerate()
-            .map(|(i, p)| portal.add(p, &format!("ro{i}")))
-            .collect::<Result<_>>()?;
-        Ok(Self {
-            roots,
-            helper,
-            read_only,
-        })
-    }
-}
-
-/// bubblewrap's arguments for what a command adds to the sandbox: the host's network and
-/// its few /etc files when `network`, each `read_only` path bound from its source, and
-/// the `env` variables.
-fn extra_bwrap_args(
-    network: bool,
-    read_only: &[PathBuf],
-    ro_sources: &[PathBuf],
-    env: &[(String, String)],
-) -> Vec<OsString> {
-    let mut args = Vec::new();
-    if network {
-        args.push(os("--share-net"));
-        for f in NETWORK_ETC {
-            let p = Path::new("/etc").join(f);
-            if p.exists() {
-                args.extend([os("--ro-bind"), p.clone().into(), p.into()]);
-            }
-        }
-    }
-    for (p, src) in read_only.iter().zip(ro_sources) {
-        args.extend([os("--ro-bind"), src.clone().into(), p.clone().into()]);
-    }
-    for (k, v) in env {
-        args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
-    }
-    args
-}
-
-/// The rlimits the helper sets on a command; `fsize` is what is left of the quota after
-/// `used_bytes`, and `nproc` is set only when `use_nproc` (not as root).
-fn helper_rlimits(limits: &Limits, use_nproc: bool, used_bytes: u64) -> BTreeMap<String, u64> {
-    let mut rl: BTreeMap<String, u64> = BTreeMap::new();
-    rl.insert("cpu".into(), limits.command_cpu_s);
-    rl.insert("as".into(), limits.command_memory_bytes);
-    rl.insert(
-        "fsize".into(),
-        limits.max_total_bytes.saturating_sub(used_bytes),
-    );
-    rl.insert("nofile".into(), 1024);
-    rl.insert("core".into(), 0);
-    if use_nproc {
-        rl.insert("nproc".into(), limits.command_processes);
-    }
-    rl
-}
-
-/// Without bubblewrap the environment is set on `cmd` itself (`PATH`, `HOME`, `TMPDIR`,
-/// `LANG`, then `env`), and it starts in /scratch at its host path.
-fn set_host_environment(cmd: &mut Command, roots: &RootPaths, env: &[(String, String)]) {
-    cmd.env("PATH", SANDBOX_PATH)
-        .env("HOME", &roots.scratch)
-        .env("TMPDIR", &roots.scratch)
-        .env("LANG", "C.UTF-8")
-        .current_dir(&roots.scratch);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-}
-
-/// Creates a pids cgroup for one command under `parent` and has `cmd` join it at exec.
-fn join_pids_cgroup(cmd: &mut Command, parent: &Path, limits: &Limits) -> Result<Cgroup> {
-    let cg =
-        Cgroup::create(parent, limits.command_processes + SANDBOX_OWN_PROCESSES).map_err(|e| {
-            SandboxError::CommandStart {
-                message: format!("creating the pids cgroup: {e}"),
-            }
-        })?;
-    match cg.procs() {
-        Ok(procs) => join_cgroup_at_exec(cmd, procs),
-        Err(e) => {
-            cg.remove();
-            return Err(SandboxError::CommandStart {
-                message: format!("opening the pids cgroup: {e}"),
-            });
-        }
-    }
-    Ok(cg)
 }
 
 /// Why [`Sandbox::watch`] ended a command early (all false: the command ended by itself).
@@ -538,7 +296,11 @@ fn command_timeout(limits: &Limits, timeout: Option<Duration>) -> Duration {
 
 /// Spawns `cmd`; when it cannot start, removes its pids cgroup and names only the
 /// launcher's file in the error.
-fn spawn_or_clean_up(cmd: &mut Command, program: &Path, cgroup: Option<&Cgroup>) -> Result<Child> {
+pub(super) fn spawn_or_clean_up(
+    cmd: &mut Command,
+    program: &Path,
+    cgroup: Option<&Cgroup>,
+) -> Result<Child> {
     cmd.spawn().map_err(|e| {
         if let Some(cg) = cgroup {
             cg.remove();

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::confinement_ready;
 use provrun_sandbox::{CommandOutcome, Limits, Sandbox, SandboxError};
 
 /// A bundle (input, output, scratch) next to an "outside" folder holding a secret.
@@ -36,27 +37,6 @@ fn own_test(name: &str) -> String {
         Some((_krate, below)) => format!("{below}::{name}"),
         None => name.to_string(),
     }
-}
-
-fn confinement_ready() -> bool {
-    let support = Sandbox::command_support();
-    if support.is_complete() {
-        return true;
-    }
-    let why = support.missing_summary();
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("CI must run the confinement tests for real, but this machine lacks: {why}");
-    }
-    eprintln!(
-        "\n\
-         ************************************************************************\n\
-         **  WARNING: COMMAND CONFINEMENT TESTS SKIPPED                        **\n\
-         **  this machine lacks: {why}\n\
-         **  install bubblewrap (apt-get install bubblewrap) and allow user     **\n\
-         **  namespaces to run them; CI=true makes this a failure              **\n\
-         ************************************************************************\n"
-    );
-    false
 }
 
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {

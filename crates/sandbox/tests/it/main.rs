@@ -7,4 +7,5 @@ mod common;
 mod adversarial;
 mod behaviour;
 mod command;
+mod program;
 mod spawn;

@@ -97,6 +97,8 @@ pub fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) 
         error: None,
         attempts: vec![],
         response_rendered: false,
+        http: None,
+        tool_calls: Vec::new(),
     })
     .unwrap();
     rec.record(&tool_call("c1", true)).unwrap();
@@ -116,6 +118,7 @@ pub fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) 
         trace,
         format: "provrun-messages/1".into(),
         messages: 0,
+        source: None,
     })
     .unwrap();
     rec.step().unwrap();

@@ -1,0 +1,315 @@
+//! [`Recording`]: what the proxy saw, written into the bundle through the capture crate —
+//! each generation as a `model_called` (the bytes as they crossed the proxy, read by the
+//! wire parsers for usage, tool calls and finish reason), each other exchange as an
+//! `http_exchanged`, each tunnel or refusal as a `connection_handled` — and the tool
+//! calls each response asked for, kept to link the session log's calls to them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use provrun_capture::{Body, Capture, ModelExchange};
+use provrun_evidence::{ConnectionHandled, HttpExchanged};
+use provrun_model::{RawExchange, WireApi};
+use serde_json::{Value, json};
+
+use crate::proxy::route::{Api, Route};
+
+/// One exchange through the proxy, as it crossed it.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// The API side it came in on.
+    pub api: Api,
+    /// What it is.
+    pub route: Route,
+    /// The request body as the program sent it.
+    pub request: Bytes,
+    /// Its media type.
+    pub request_type: String,
+    /// The response body as the upstream sent it (after any redaction; see `http`).
+    pub response: Bytes,
+    /// Its media type, when there was one.
+    pub response_type: Option<String>,
+    /// The HTTP status, when a response came.
+    pub status: Option<u16>,
+    /// The HTTP facts recorded with it (`model_called.http`, `http_exchanged.http`).
+    pub http: Value,
+    /// Wall time from the request to the end of the response.
+    pub duration_ms: u64,
+    /// What went wrong, when it did not complete.
+    pub error: Option<String>,
+}
+
+/// A tool call a recorded response asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskedCall {
+    /// The call's id on the wire.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The calls each `model_called` asked for, in log order (request STEP is index
+    /// STEP − 1).
+    steps: Vec<Vec<AskedCall>>,
+    other_exchanges: u64,
+    connections: u64,
+    refused: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+/// The totals of a recording, for `run_finished.usage` and the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Model generations recorded.
+    pub requests: u64,
+    /// Other exchanges recorded.
+    pub other_exchanges: u64,
+    /// Connections asked of the proxy (tunnelled, refused or failed).
+    pub connections: u64,
+    /// Of those, refused.
+    pub refused: u64,
+    /// Input tokens the responses reported.
+    pub input_tokens: u64,
+    /// Output tokens the responses reported.
+    pub output_tokens: u64,
+}
+
+/// The recorder of a wrapped run: shared by every connection of the proxy. Writes are
+/// serialised, so that the n-th `model_called` in the log is the n-th step here.
+#[derive(Clone)]
+pub struct Recording {
+    capture: Capture,
+    state: Arc<tokio::sync::Mutex<State>>,
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording")
+            .field("bundle", &self.capture.bundle_dir())
+            .finish()
+    }
+}
+
+impl Recording {
+    /// Records into `capture`'s bundle.
+    pub fn new(capture: Capture) -> Self {
+        Recording {
+            capture,
+            state: Arc::default(),
+        }
+    }
+
+    /// The capture it records through.
+    pub fn capture(&self) -> &Capture {
+        &self.capture
+    }
+
+    /// Records one exchange: a generation as `model_called`, anything else as
+    /// `http_exchanged`.
+    pub async fn exchange(&self, ex: Exchange) -> Result<(), provrun_capture::CaptureError> {
+        match ex.route {
+            Route::Generation(wire) => self.generation(wire, ex).await,
+            Route::Other(kind) => self.other(kind, ex).await,
+        }
+    }
+
+    async fn generation(
+        &self,
+        wire: WireApi,
+        ex: Exchange,
+    ) -> Result<(), provrun_capture::CaptureError> {
+        let parsed = wire.parse_response(RawExchange {
+            request_body: ex.request.clone(),
+            request_media_type: ex.request_type.clone(),
+            response_body: ex.response.clone(),
+            response_media_type: ex.response_type.clone(),
+            status: ex.status,
+            attempts: Vec::new(),
+        });
+        let (usage, finish_reason, calls, parse_error) = match &parsed {
+            Ok(r) => (
+                serde_json::to_value(r.usage).unwrap_or(Value::Null),
+                r.finish_reason.as_ref().map(|f| f.as_str().to_owned()),
+                asked_calls(r),
+                None,
+            ),
+            Err(e) => (Value::Null, None, Vec::new(), Some(e.to_string())),
+        };
+        let stream = ex
+            .response_type
+            .as_deref()
+            .is_some_and(|t| t.starts_with("text/event-stream"))
+            || serde_json::from_slice::<Value>(&ex.request)
+                .is_ok_and(|v| v["stream"] == Value::Bool(true));
+        let exchange = ModelExchange {
+            model: model_name(wire, &ex.request),
+            stream,
+            request: Some(Body::raw(&ex.request[..], ex.request_type.as_str())),
+            response: Some(Body::raw(
+                &ex.response[..],
+                ex.response_type
+                    .as_deref()
+                    .unwrap_or("application/octet-stream"),
+            )),
+            usage,
+            finish_reason,
+            duration_ms: ex.duration_ms,
+            error: ex.error.clone().or(parse_error),
+            http: Some(ex.http.clone()),
+            tool_calls: calls
+                .iter()
+                .map(|c| json!({"call_id": c.call_id, "name": c.name}))
+                .collect(),
+            ..ModelExchange::default()
+        };
+        let mut state = self.state.lock().await;
+        self.capture.model_exchange(exchange).await?;
+        if let Ok(r) = &parsed {
+            state.input_tokens += r.usage.input_tokens;
+            state.output_tokens += r.usage.output_tokens;
+        }
+        state.steps.push(calls);
+        Ok(())
+    }
+
+    async fn other(
+        &self,
+        kind: &'static str,
+        ex: Exchange,
+    ) -> Result<(), provrun_capture::CaptureError> {
+        let recorder = self.capture.recorder();
+        let mut state = self.state.lock().await;
+        let request = match ex.request.is_empty() {
+            true => None,
+            false => Some(
+                recorder
+                    .put_blob_for_next_event(&ex.request, &ex.request_type)
+                    .await?,
+            ),
+        };
+        let response = match ex.response.is_empty() {
+            true => None,
+            false => Some(
+                recorder
+                    .put_blob_for_next_event(
+                        &ex.response,
+                        ex.response_type
+                            .as_deref()
+                            .unwrap_or("application/octet-stream"),
+                    )
+                    .await?,
+            ),
+        };
+        recorder
+            .record_async(&HttpExchanged {
+                kind: kind.to_owned(),
+                request,
+                response,
+                http: ex.http,
+                duration_ms: ex.duration_ms,
+                error: ex.error,
+            })
+            .await?;
+        state.other_exchanges += 1;
+        Ok(())
+    }
+
+    /// Records a connection the program asked the proxy for.
+    pub async fn connection(
+        &self,
+        c: ConnectionHandled,
+    ) -> Result<(), provrun_capture::CaptureError> {
+        let mut state = self.state.lock().await;
+        let refused = c.outcome == "refused";
+        self.capture.recorder().record_async(&c).await?;
+        state.connections += 1;
+        state.refused += u64::from(refused);
+        Ok(())
+    }
+
+    /// The calls each recorded generation asked for, in log order.
+    pub async fn steps(&self) -> Vec<Vec<AskedCall>> {
+        self.state.lock().await.steps.clone()
+    }
+
+    /// What was recorded so far.
+    pub async fn totals(&self) -> Totals {
+        let s = self.state.lock().await;
+        Totals {
+            requests: s.steps.len() as u64,
+            other_exchanges: s.other_exchanges,
+            connections: s.connections,
+            refused: s.refused,
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+        }
+    }
+}
+
+/// The calls a response asks the program to run: its function calls, and the items a
+/// Responses body lists with a `call_id` that the parser counts as provider-run (custom
+/// tools, local shell calls), which a program such as the Codex CLI runs itself.
+fn asked_calls(r: &provrun_model::ModelResponse) -> Vec<AskedCall> {
+    let mut calls: Vec<AskedCall> = r
+        .tool_calls
+        .iter()
+        .map(|c| AskedCall {
+            call_id: c.id.clone(),
+            name: c.name.clone(),
+        })
+        .collect();
+    for p in &r.provider_tool_calls {
+        if let Some(id) = p.details.get("call_id").and_then(Value::as_str) {
+            calls.push(AskedCall {
+                call_id: id.to_owned(),
+                name: p
+                    .details
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&p.kind)
+                    .to_owned(),
+            });
+        }
+    }
+    calls
+}
+
+/// The model name recorded for a request in `wire`'s format: the request's `model`,
+/// prefixed as provrun names models (`openai:`, `openai-responses:`, `anthropic:`), so
+/// that readers of the bundle pick the right parser.
+fn model_name(wire: WireApi, request: &[u8]) -> String {
+    let model = serde_json::from_slice::<Value>(request)
+        .ok()
+        .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let prefix = match wire {
+        WireApi::AnthropicMessages => "anthropic",
+        WireApi::OpenAiResponses => "openai-responses",
+        _ => "openai",
+    };
+    format!("{prefix}:{model}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_carry_the_wire_format() {
+        assert_eq!(
+            model_name(WireApi::OpenAiResponses, br#"{"model":"gpt-5"}"#),
+            "openai-responses:gpt-5"
+        );
+        assert_eq!(
+            model_name(WireApi::AnthropicMessages, br#"{"model":"claude-x"}"#),
+            "anthropic:claude-x"
+        );
+        assert_eq!(
+            model_name(WireApi::ChatCompletions, b"not json"),
+            "openai:unknown"
+        );
+    }
+}
