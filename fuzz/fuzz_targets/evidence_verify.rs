@@ -48,6 +48,8 @@ fn make_template(dir: &std::path::Path) {
         error: None,
         attempts: Vec::new(),
         response_rendered: false,
+        http: None,
+        tool_calls: Vec::new(),
     })
     .unwrap();
     rec.record(&ToolCalled {
