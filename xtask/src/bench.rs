@@ -24,6 +24,7 @@ const SCENARIOS: &[&str] = &[
     "long_k300",
     "batch_10k",
     "wrap_proxy",
+    "serve_200",
     "ledger_100k",
 ];
 

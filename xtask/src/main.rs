@@ -134,12 +134,31 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run("clippy (light builds)", light)?;
+    // The fuzz targets are a workspace of their own, so the lint above never sees them; a
+    // payload that gains a field breaks them only when the fuzz step builds, at the end of
+    // CI. Lint them here, early, on the stable toolchain and the main target directory.
+    let mut fuzz = cargo();
+    fuzz.args([
+        "clippy",
+        "--manifest-path",
+        "fuzz/Cargo.toml",
+        "--bins",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+        fuzz.env("CARGO_TARGET_DIR", root().join("target"));
+    }
+    run("clippy (fuzz targets)", fuzz)?;
     deny()?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
     setup::node()?; // node and npm for the published npm MCP server test
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
+    setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
     setup::go()?; // go and golang.org/x/mod for the ledger's second implementation
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.

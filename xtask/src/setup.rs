@@ -6,9 +6,11 @@
 //! crates/cli/tests/it/import_pydantic_ai.rs, and the published PyPI MCP server of
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
 //! MCP server of that test and for the agent programs `provrun wrap` is tested around
-//! (`@openai/codex`, `@anthropic-ai/claude-code`, installed once into a cache outside the
-//! clone), Debian's `chromium` for the `provrun view` browser tests
-//! (tests/tests/it/view_browser.rs), and Go with Debian's `golang.org/x/mod` sources for
+//! (`@openai/codex`, `@anthropic-ai/claude-code`), Debian's `chromium` for the `provrun
+//! view` browser tests (tests/tests/it/view_browser.rs), the official AG-UI client
+//! (`@ag-ui/client`, npm) and validator (`ag-ui-validate`, PyPI) for the `provrun serve`
+//! tests (crates/cli/tests/it/serve/agui.rs), the npm and PyPI packages installed once
+//! into a cache outside the clone, and Go with Debian's `golang.org/x/mod` sources for
 //! the ledger's second implementation (tests/interop/ledger_check.go, built by
 //! crates/ledger/tests/it/go_interop.rs and crates/cli/tests/it/ledger.rs).
 //!
@@ -206,6 +208,56 @@ fn go_works() -> Result<(), String> {
     Ok(())
 }
 
+/// The official AG-UI client the `provrun serve` tests drive the server with, pinned.
+pub const AGUI_CLIENT: &str = "@ag-ui/client@1.0.0";
+/// The AG-UI stream validator those tests check the captured streams with, pinned.
+pub const AGUI_VALIDATE: &str = "ag-ui-validate==0.4.0";
+
+/// Where programs the tests need are installed once, outside the clone, by pinned
+/// version: `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
+fn ci_cache() -> std::path::PathBuf {
+    std::env::var_os("PROVRUN_CI_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache/provrun-ci"))
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from("/var/cache/provrun-ci"))
+}
+
+/// Install the pinned AG-UI client (npm) and validator (a PyPI virtualenv) into the cache
+/// when missing; the tests find them there (`ag-ui-client-1.0.0/node_modules`,
+/// `ag-ui-validate-0.4.0/bin/ag-ui-validate`).
+fn agui_install() -> Result<(), String> {
+    let cache = ci_cache();
+    let prefix = cache.join("ag-ui-client-1.0.0");
+    if !prefix
+        .join("node_modules/@ag-ui/client/package.json")
+        .is_file()
+    {
+        std::fs::create_dir_all(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
+        let mut npm = Command::new("npm");
+        npm.args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg(AGUI_CLIENT);
+        crate::run("setup: install the AG-UI client", npm)?;
+    }
+    let venv = cache.join("ag-ui-validate-0.4.0");
+    if !venv.join("bin/ag-ui-validate").is_file() {
+        let mut make = Command::new("python3");
+        make.args(["-m", "venv", "--clear"]).arg(&venv);
+        crate::run("setup: make the ag-ui-validate virtualenv", make)?;
+        let mut pip = Command::new(venv.join("bin/pip"));
+        pip.args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            AGUI_VALIDATE,
+        ]);
+        crate::run("setup: install ag-ui-validate", pip)?;
+    }
+    Ok(())
+}
+
 /// Makes sure the ledger's Go interoperability tests can build their checker offline:
 /// under CI, installs Debian's `golang-go` and `golang-golang-x-mod-dev` with apt-get when
 /// they are missing, and fails if it cannot. Elsewhere the tests skip themselves loudly.
@@ -237,25 +289,52 @@ pub fn go() -> Result<(), String> {
     Ok(())
 }
 
-/// Whether headless `chromium` starts and prints its version.
-fn chromium_works() -> Result<(), String> {
-    let out = Command::new("chromium")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("`chromium` could not be started: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`chromium --version` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+/// Makes sure the `provrun serve` tests find the official AG-UI client and validator:
+/// installed into the cache when missing (node, npm and python3 are set up before). Under
+/// CI a failed install fails; elsewhere the tests install them themselves or skip loudly.
+pub fn agui() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    match agui_install() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: {AGUI_CLIENT} and {AGUI_VALIDATE} are in {}; the `provrun serve` client tests run for real",
+                ci_cache().display()
+            );
+            Ok(())
+        }
+        Err(e) if ci => Err(format!(
+            "setup: CI must run the `provrun serve` client tests, but {e}"
+        )),
+        Err(e) => {
+            eprintln!(
+                "\n==> setup: WARNING: {e}; the `provrun serve` client tests will try again or SKIP themselves (CI=true fails here)"
+            );
+            Ok(())
+        }
     }
 }
 
-/// Makes sure the `provrun view` browser tests can load their pages: under CI, installs
-/// Debian's `chromium` with apt-get when it is missing, and fails if it cannot. Elsewhere
+/// Whether headless `chromium` and `chromedriver` start and print their versions.
+fn chromium_works() -> Result<(), String> {
+    // chromedriver (Debian's `chromium-driver`) drives the `provrun serve` browser example.
+    for program in ["chromium", "chromedriver"] {
+        let out = Command::new(program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("`{program}` could not be started: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`{program} --version` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure the `provrun view` and `provrun serve` browser tests can load their pages:
+/// under CI, installs Debian's `chromium` and `chromium-driver` with apt-get when missing, and fails if it cannot. Elsewhere
 /// the tests skip themselves loudly when it is missing.
 pub fn browser() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
@@ -267,7 +346,7 @@ pub fn browser() -> Result<(), String> {
         Err(e) => e,
     };
     if ci && is_root() && have("apt-get") {
-        return apt_install_packages("chromium")
+        return apt_install_packages("chromium chromium-driver")
             .and_then(|()| chromium_works())
             .map(|()| println!("==> setup: chromium installed"))
             .map_err(|e| format!("setup: CI must run the `provrun view` browser tests, but {e}"));
@@ -329,17 +408,6 @@ pub const WRAPPED_PROGRAMS: &[(&str, &str)] = &[
     ("@openai/codex", "0.171.0"),
     ("@anthropic-ai/claude-code", "2.1.332"),
 ];
-
-/// The cache the wrapped programs are installed into, outside the clone and reused by every
-/// run: `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci` (the tests look there too).
-fn ci_cache() -> std::path::PathBuf {
-    std::env::var_os("PROVRUN_CI_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/provrun-ci")
-        })
-}
 
 /// Installs each of [`WRAPPED_PROGRAMS`] once into `CACHE/npm/NAME-VERSION` (`npm install
 /// --prefix`; both packages carry their binaries, one platform package each), when it is

@@ -28,6 +28,17 @@ pub enum RunEvent {
         /// Its token usage.
         usage: Usage,
     },
+    /// The text and reasoning of a model response, whole (sent after
+    /// [`RunEvent::ModelResponse`], when the response has either): what a display shows
+    /// of a response that was not streamed, or checks a streamed one against.
+    ModelAnswer {
+        /// Which request of the run.
+        step: u32,
+        /// The answer text, if any.
+        text: Option<String>,
+        /// The reasoning text the provider exposed, if any.
+        reasoning: Option<String>,
+    },
     /// A tool call begins (before hooks run).
     CallBegin {
         /// The call id as the model sent it (models reuse ids, and some send none).
@@ -42,6 +53,10 @@ pub enum RunEvent {
         /// The tool's display label with the arguments filled in (`Read /input/a.txt`),
         /// when the tool has one (`x-summary`).
         summary: Option<String>,
+        /// The tool's confirmation prompt with the arguments filled in (`Delete
+        /// /output/a.txt?`), when the tool has one (`x-confirm`), whether or not this
+        /// call waits for approval.
+        confirm: Option<String>,
     },
     /// A tool call ended (or was denied, replaced or refused).
     ToolResult {

@@ -74,8 +74,9 @@ pub use provrun_evidence::{BlobLayout, Durability, RunStatus};
 pub use replay::{ReplayReport, replay};
 pub use skills::{Skill, default_skill_folders, load_skills, parse_skill};
 pub use spec::{
-    AgentSpec, ApprovePolicy, Decision, DeferReason, DeferredCall, ModelRef, ResumeSpec,
-    RunOutcome, RunResult, RunSpec, RunUsage, SettingsSpec, ToolChoiceMode, ToolChoiceSpec,
+    AgentSpec, ApprovePolicy, Continuation, Decision, DeferReason, DeferredCall, ModelRef,
+    ResumeSpec, RunOutcome, RunResult, RunSpec, RunUsage, SettingsSpec, ToolChoiceMode,
+    ToolChoiceSpec,
 };
 /// The token [`RunControl`] cancels through ([`RunControl::with_cancellation`],
 /// [`RunControl::cancellation_token`]), so a caller needs no `tokio-util` dependency of

@@ -14,8 +14,8 @@ use crate::backend::Backend;
 use crate::control::RunControl;
 use crate::error::AgentError;
 use crate::recorded::{
-    Replaying, blob_of, bundle_err, calls_in, order_difference, recorded_agent, replay_model,
-    tool_result, typed_log,
+    Replaying, blob_of, bundle_err, calls_in, order_difference, recorded_agent,
+    recorded_conversation, replay_model, tool_result, typed_log,
 };
 use crate::remote::RecordedMcp;
 use crate::spec::{RunResult, RunSpec};
@@ -171,6 +171,13 @@ pub async fn replay(
     let (mut agent, prompt) = recorded_agent(source, &raw_events)?;
     agent.model = format!("replay:{}", source.display());
     let mut run = RunSpec::new(prompt, out);
+    // The tools its caller ran and the conversation it started from, as recorded.
+    if let Some(EventPayload::RunStarted(started)) = events.first() {
+        let conversation = recorded_conversation(source, &started.details)?;
+        run.client_tools = conversation.client_tools;
+        run.history = conversation.history;
+        run.continues = conversation.continues;
+    }
     let input = source.join("input");
     let staged_any = std::fs::read_dir(&input)
         .map(|mut d| d.next().is_some())

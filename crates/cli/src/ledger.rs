@@ -314,7 +314,7 @@ fn print_report(report: &LedgerReport) {
     }
 }
 
-/// `--ledger DIR` of `run`, `resume` and `batch`, checked before anything runs: a ledger
+/// `--ledger DIR` of `run`, `resume`, `batch` and `serve`, checked before anything runs: a ledger
 /// whose key file can be read (an add signs with it). Exit 2 otherwise.
 pub(crate) fn check_target(dir: &Path) -> Result<(), u8> {
     Config::read(dir)

@@ -1,15 +1,15 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `tools`, `resume`, `batch`,
-//! `keygen`, `sign`, `ledger`, `redact`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
+//! `serve`, `keygen`, `sign`, `ledger`, `redact`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished |
-//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served |
+//! | 0 | `run`/`resume`: finished · `verify`: every check passes · `replay`: everything matches · `view`: page written or served · `batch`: every run finished · `serve`: stopped by SIGINT, SIGTERM or SIGHUP, every run's bundle finished |
+//! | 1 | `run`/`resume`: the run failed (the bundle verifies, status `failed`) · `batch`: some run did not finish · `verify`: a check failed · `replay`: a difference, or a source that does not verify · `cat`: no such blob, or its stored bytes are corrupt · `view`: the page cannot be written or served · `serve`: it cannot listen or its store cannot be written |
 //! | 2 | a usage or spec error (for `batch`, a bad line of the runs file), or (`run`/`resume`) a bundle another writer holds, or (`import`) a trace that is not valid or a bundle that exists; nothing was written |
 //! | 3 | `verify`: the chain is valid but the run never finished |
 //! | 4 | `run`/`resume`: the run paused, waiting for decisions |
@@ -51,6 +51,7 @@ mod progress;
 mod redact;
 mod replay;
 mod run;
+mod serve;
 mod settings;
 mod show;
 mod sign;
@@ -99,6 +100,12 @@ const BATCH_EXITS: &str = "Exit codes: 0 every run finished · 1 some run did no
                            by its number, or a bad flag): nothing ran · 130, 143, 129 stopped \
                            by SIGINT, SIGTERM or SIGHUP: no more lines taken, the running runs \
                            finished as cancelled; the same command again runs what did not end";
+
+const SERVE_EXITS: &str = "Exit codes: 0 stopped by SIGINT, SIGTERM or SIGHUP (runs in flight got \
+                           the grace period, then were cancelled; every bundle finished) · 1 it \
+                           cannot listen, or its store cannot be written · 2 bad flags, no \
+                           agents folder, or no token on an address that is not loopback · \
+                           130, 143, 129 a second signal stopped it at once";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -159,6 +166,11 @@ enum Command {
     /// Continue a paused run with decisions for the calls it waits on.
     #[command(after_help = RUN_EXITS)]
     Resume(run::ResumeArgs),
+    /// Serve the agents of a folder to AG-UI clients (POST /agents/NAME streams a run as
+    /// AG-UI events over SSE), every run's bundle into --out; prints its URL, stops on
+    /// SIGTERM or SIGINT.
+    #[command(after_help = SERVE_EXITS)]
+    Serve(serve::ServeArgs),
     /// List the skills an agent spec's runs would be offered: the spec's `skills` folders,
     /// then ./.provrun/skills and $XDG_CONFIG_HOME/provrun/skills (unless the spec sets
     /// `default_skills = false`); without a spec, the default folders' skills.
@@ -281,7 +293,13 @@ where
         }
     };
     style::set_choice(cli.color);
-    logging::init_logging(&cli.log.settings());
+    let mut log = cli.log.settings();
+    // A server's log is its record of requests: `serve` says what it answers (info) unless
+    // told to be quiet.
+    if matches!(cli.command, Command::Serve(_)) && !log.quiet && log.verbose == 0 {
+        log.verbose = 1;
+    }
+    logging::init_logging(&log);
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Verify(args) => verify::verify(&args),
@@ -291,6 +309,7 @@ where
         Command::Tools { json, tools_dirs } => listing::tools(json, &tools_dirs),
         Command::Resume(args) => run::resume(args),
         Command::Batch(args) => batch::batch(args),
+        Command::Serve(args) => serve::serve(&args),
         Command::Skills { spec, json } => listing::skills(spec.as_deref(), json),
         Command::Cat(args) => cat::cat(&args),
         Command::Doctor(args) => doctor::doctor(&args),

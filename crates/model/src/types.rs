@@ -491,6 +491,7 @@ impl ModelResponse {
         let reply = crate::Reply {
             text: self.text.clone(),
             tool_calls: self.tool_calls.clone(),
+            reasoning: None,
         };
         let body = crate::offline::render_json(model, &reply, &self.usage);
         RawExchange {

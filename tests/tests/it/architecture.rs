@@ -32,15 +32,17 @@ const LAYERS: &[(&str, u8)] = &[
     // sandbox and the model crate's wire parsers; no agent loop, MCP or CLI.
     ("provrun-wrap", 2),
     ("provrun-agent", 3),
-    ("provrun-cli", 4),
+    // The AG-UI server: the agent, the store and the page behind HTTP; the CLI's `serve`.
+    ("provrun-serve", 4),
+    ("provrun-cli", 5),
     ("provrun", 4),
-    ("provrun-tests", 5),
+    ("provrun-tests", 6),
     // A one-tool crate over provrun-tools that the linker tests of provrun-tests use.
     ("provrun-linker-probe", 2),
     // A crate that uses provrun as a user would: the facade alone.
-    ("provrun-downstream", 5),
+    ("provrun-downstream", 6),
     // The benchmark driver: a binary over the agent, depended on by nothing.
-    ("provrun-bench", 4),
+    ("provrun-bench", 5),
     // Project automation builds nothing of ours.
     ("xtask", 0),
 ];

@@ -275,12 +275,20 @@ impl Backend {
         }
     }
 
-    pub(super) fn prepare(&self, agent: &AgentSpec) -> Result<Prepared, AgentError> {
+    /// Everything a run of `agent` needs that does not change while it runs: its tools
+    /// (the registry's, then `client_tools`, which the caller runs), instructions,
+    /// skills, output schema and model.
+    pub(super) fn prepare(
+        &self,
+        agent: &AgentSpec,
+        client_tools: &[ToolDefinition],
+    ) -> Result<Prepared, AgentError> {
         agent.validate_with_model(
             &format!("agent spec `{}`", agent.name),
             self.model.is_some(),
         )?;
         let (mut tools, mut definitions) = self.agent_tools(agent)?;
+        add_client_tools(&mut tools, &mut definitions, client_tools)?;
         check_approve_names(agent, &tools)?;
         let skills = agent.visible_skills()?;
         let mut instructions = agent.instructions.clone();
@@ -356,6 +364,34 @@ impl Backend {
         }
         Ok((tools, definitions))
     }
+}
+
+/// Add the tools the caller runs (client round trips) to the agent's: each needs a valid
+/// name, an object schema, and a name no other tool of the run has.
+fn add_client_tools(
+    tools: &mut BTreeMap<String, Tool>,
+    definitions: &mut Vec<ToolDefinition>,
+    client_tools: &[ToolDefinition],
+) -> Result<(), AgentError> {
+    for d in client_tools {
+        let unusable = |reason: String| AgentError::UnusableTool {
+            name: d.name.clone(),
+            reason,
+        };
+        if tools.contains_key(&d.name) || d.name == OUTPUT_TOOL || d.name == USE_SKILL_TOOL {
+            return Err(unusable(
+                "the caller offers a tool of that name, and the run already has one".into(),
+            ));
+        }
+        let tool = Tool::builder(d.name.clone(), d.description.clone())
+            .schema(d.parameters.clone())
+            .mode(ToolMode::ClientRoundTrip)
+            .build()
+            .map_err(|e| unusable(format!("the caller's tool is not usable: {e}")))?;
+        definitions.push(tool.definition());
+        tools.insert(d.name.clone(), tool);
+    }
+    Ok(())
 }
 
 /// A tool name in an `approve` list must be one of the agent's tools (an MCP server's

@@ -247,6 +247,7 @@ impl Run<'_> {
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
                 summary: tool.and_then(|t| t.summary_for(&call.arguments)),
+                confirm: tool.and_then(|t| t.confirm_for(&call.arguments)),
             });
         }
     }

@@ -90,7 +90,7 @@ impl Backend {
             spec.host_dir.as_deref(),
         );
         provrun_sandbox::roots::check_disjoint(&roots)?;
-        let mut prepared = self.prepare(&agent)?;
+        let mut prepared = self.prepare(&agent, &paused.conversation.client_tools)?;
         let pending = check_decisions(&paused.pending, &paused.deferred, decisions)?;
         self.connect_remote(&agent, &mut prepared, (roots, Some(bundle.join("input"))))
             .await?;

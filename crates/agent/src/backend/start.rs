@@ -70,7 +70,7 @@ impl Backend {
         agent: &AgentSpec,
         run: &RunSpec,
     ) -> Result<RunResult, AgentError> {
-        let mut prepared = self.prepare(agent)?;
+        let mut prepared = self.prepare(agent, &run.client_tools)?;
         for input in &run.inputs {
             if let Err(e) = std::fs::symlink_metadata(input) {
                 return Err(AgentError::Input {
@@ -162,6 +162,14 @@ impl Backend {
                 .messages
                 .push(Message::system(prepared.instructions.clone()));
         }
+        // A later turn of a conversation: the earlier messages, never a system message
+        // (the instructions above open every run).
+        state.messages.extend(
+            run.history
+                .iter()
+                .filter(|m| !matches!(m, Message::System { .. }))
+                .cloned(),
+        );
         state.messages.push(Message::user(run.prompt.clone()));
         let active = self.start(control, agent, prepared, recorder, sandbox, (run_id, 0));
         active.drive(state, None).await
@@ -247,6 +255,7 @@ impl Backend {
             // The MCP servers and their tools, full schemas included (see docs/evidence.md).
             details["mcp"] = mcp;
         }
+        record_conversation(&mut details, run)?;
         #[cfg(not(feature = "otel"))]
         let _ = run_id;
         #[cfg(feature = "otel")]
@@ -270,6 +279,29 @@ impl Backend {
             details,
         })
     }
+}
+
+/// What `run_started.details` records of a run's place in a conversation and of the tools
+/// its caller runs, each only when there is one: `client_tools` (their definitions, so a
+/// resume or replay offers them again), `continues` (the earlier run) and `history` (the
+/// messages it started from).
+fn record_conversation(details: &mut Value, run: &RunSpec) -> Result<(), AgentError> {
+    let value = |what: &str, v: Result<Value, serde_json::Error>| {
+        v.map_err(|e| AgentError::Bundle {
+            path: run.bundle.clone(),
+            message: format!("cannot record the run's {what}: {e}"),
+        })
+    };
+    if !run.client_tools.is_empty() {
+        details["client_tools"] = value("client tools", serde_json::to_value(&run.client_tools))?;
+    }
+    if let Some(earlier) = &run.continues {
+        details["continues"] = value("continuation", serde_json::to_value(earlier))?;
+    }
+    if !run.history.is_empty() {
+        details["history"] = value("history", serde_json::to_value(&run.history))?;
+    }
+    Ok(())
 }
 
 /// Copies the run's inputs into the begun bundle's `input/` (off the async executor),

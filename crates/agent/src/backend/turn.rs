@@ -125,6 +125,15 @@ impl Run<'_> {
                 step,
                 usage: response.usage,
             });
+            if (response.text.is_some() || response.reasoning.is_some())
+                && self.control.has_subscriber()
+            {
+                self.control.emit(RunEvent::ModelAnswer {
+                    step,
+                    text: response.text.clone(),
+                    reasoning: response.reasoning.clone(),
+                });
+            }
             self.evidence
                 .provider_runs_at(u64::from(step), &response)
                 .await?;

@@ -9,8 +9,66 @@ use provrun_evidence::{
 };
 use serde_json::Value;
 
+use provrun_model::{Message, ToolDefinition};
+
 use crate::error::AgentError;
-use crate::spec::AgentSpec;
+use crate::spec::{AgentSpec, Continuation};
+
+/// What `run_started.details` recorded of a run's place in a conversation and of the
+/// tools its caller runs (see `RunSpec::history`, `continues`, `client_tools`); empty for
+/// a run that had none, and for every run recorded before they existed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Conversation {
+    pub(crate) client_tools: Vec<ToolDefinition>,
+    pub(crate) history: Vec<Message>,
+    pub(crate) continues: Option<Continuation>,
+}
+
+/// Read [`Conversation`] from a `run_started`'s details.
+pub(crate) fn recorded_conversation(
+    bundle: &Path,
+    details: &Value,
+) -> Result<Conversation, AgentError> {
+    fn field<T: serde::de::DeserializeOwned + Default>(
+        bundle: &Path,
+        details: &Value,
+        key: &str,
+    ) -> Result<T, AgentError> {
+        match details.get(key) {
+            None | Some(Value::Null) => Ok(T::default()),
+            Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+                bundle_err(
+                    bundle,
+                    format!("run_started's details.{key} does not parse: {e}"),
+                )
+            }),
+        }
+    }
+    Ok(Conversation {
+        client_tools: field(bundle, details, "client_tools")?,
+        history: field(bundle, details, "history")?,
+        continues: field(bundle, details, "continues")?,
+    })
+}
+
+/// The message history a finished (or paused) run recorded: its last `trace_imported`,
+/// which holds every message of the run, the history it started from included. This is
+/// what a conversation's next turn starts from.
+pub fn recorded_messages(bundle: &Path) -> Result<Vec<Message>, AgentError> {
+    let events = provrun_evidence::read_events(bundle)?;
+    let log = typed_log(&events)?;
+    let trace = log
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            EventPayload::TraceImported(t) => Some(t),
+            _ => None,
+        })
+        .ok_or_else(|| bundle_err(bundle, "the run recorded no message history"))?;
+    let bytes = read_blob(bundle, &trace.trace)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| bundle_err(bundle, format!("the message history does not parse: {e}")))
+}
 
 pub(crate) fn bundle_err(path: &Path, message: impl Into<String>) -> AgentError {
     AgentError::Bundle {

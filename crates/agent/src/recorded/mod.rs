@@ -15,8 +15,10 @@ mod paused;
 mod replaying;
 mod responses;
 
-pub use bundle::recorded_agent;
-pub(crate) use bundle::{blob_of, bundle_err, calls_in, tool_result, typed_log};
+pub(crate) use bundle::{
+    blob_of, bundle_err, calls_in, recorded_conversation, tool_result, typed_log,
+};
+pub use bundle::{recorded_agent, recorded_messages};
 pub(crate) use order::order_difference;
 pub use paused::waiting_calls;
 pub(crate) use paused::{PausedTurn, read_paused};

@@ -13,7 +13,10 @@ use crate::error::AgentError;
 use crate::spec::{AgentSpec, DeferReason, DeferredCall};
 use crate::state::LoopState;
 
-use super::bundle::{bundle_err, calls_in, recorded_agent, run_started, tool_result, typed_log};
+use super::bundle::{
+    Conversation, bundle_err, calls_in, recorded_agent, recorded_conversation, run_started,
+    tool_result, typed_log,
+};
 
 /// The calls of the turn a run paused in, and those of them already done.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +33,8 @@ pub(crate) struct PausedRun {
     pub(crate) deferred: Vec<DeferredCall>,
     /// Whether `run_started` says the run was granted a host folder.
     pub(crate) host_dir_granted: bool,
+    /// The tools its caller runs, and where it stood in a conversation.
+    pub(crate) conversation: Conversation,
 }
 
 /// Read the state of a paused run.
@@ -49,7 +54,9 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
         ));
     }
     let (agent, _prompt) = recorded_agent(bundle, &events)?;
-    let host_dir_granted = run_started(bundle, &log)?.details["host_dir_granted"] == true;
+    let started = run_started(bundle, &log)?;
+    let host_dir_granted = started.details["host_dir_granted"] == true;
+    let conversation = recorded_conversation(bundle, &started.details)?;
     let (messages, calls) = paused_trace(bundle, &log)?;
     let (mut state, last_model) = counts(&log);
     state.messages = messages;
@@ -63,6 +70,7 @@ pub(crate) fn read_paused(bundle: &Path) -> Result<PausedRun, AgentError> {
         pending: PausedTurn { calls, completed },
         deferred,
         host_dir_granted,
+        conversation,
     })
 }
 

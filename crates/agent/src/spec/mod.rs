@@ -17,5 +17,5 @@ pub use agent::{AgentSpec, ModelRef};
 pub use approve::ApprovePolicy;
 pub use result::{Decision, DeferReason, DeferredCall, RunOutcome, RunResult, RunUsage};
 pub(crate) use result::{denial_message, denial_text};
-pub use run::{ResumeSpec, RunSpec};
+pub use run::{Continuation, ResumeSpec, RunSpec};
 pub use settings::{SettingsSpec, ToolChoiceMode, ToolChoiceSpec};

@@ -4,6 +4,19 @@
 use std::path::PathBuf;
 
 use provrun_evidence::Durability;
+use provrun_model::{Message, ToolDefinition};
+use serde::{Deserialize, Serialize};
+
+/// The run a new run continues (a conversation's next turn): the earlier bundle's run id
+/// and the SHA-256 of its `statement.json`, recorded in the new bundle's `run_started`
+/// (`details.continues`) so the chain of a conversation can be checked bundle by bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Continuation {
+    /// The earlier run's id (its bundle's).
+    pub run_id: String,
+    /// Hex SHA-256 of the earlier bundle's `statement.json` bytes.
+    pub statement_sha256: String,
+}
 
 /// One run of an agent: its prompt, inputs, and where the bundle goes.
 ///
@@ -37,6 +50,18 @@ pub struct RunSpec {
     pub durability: Durability,
     /// The run's id; one is generated when absent.
     pub run_id: Option<String>,
+    /// The conversation so far, sent before the prompt (after the agent's instructions):
+    /// a later turn of a conversation starts from the earlier run's messages. It holds no
+    /// system message (the agent's instructions open every run). Recorded in
+    /// `run_started` (`details.history`), so the run replays from its bundle alone.
+    pub history: Vec<Message>,
+    /// The earlier run this one continues, when it is a later turn of a conversation.
+    pub continues: Option<Continuation>,
+    /// Tools the caller runs (client round trips) offered to the model besides the
+    /// agent's: a call to one pauses the run, and [`crate::Backend::resume`] continues it
+    /// with the caller's result. Recorded in `run_started` (`details.client_tools`), so a
+    /// resume or a replay offers them again.
+    pub client_tools: Vec<ToolDefinition>,
 }
 
 impl RunSpec {
@@ -51,7 +76,29 @@ impl RunSpec {
             host_dir: None,
             durability: Durability::AtEnd,
             run_id: None,
+            history: Vec::new(),
+            continues: None,
+            client_tools: Vec::new(),
         }
+    }
+
+    /// Start from this conversation (see [`RunSpec::history`]), replacing any set before.
+    pub fn history(mut self, messages: Vec<Message>) -> Self {
+        self.history = messages;
+        self
+    }
+
+    /// Record that this run continues `earlier` (see [`RunSpec::continues`]).
+    pub fn continues(mut self, earlier: Continuation) -> Self {
+        self.continues = Some(earlier);
+        self
+    }
+
+    /// Offer the model a tool the caller runs (see [`RunSpec::client_tools`]), after
+    /// those added before.
+    pub fn client_tool(mut self, tool: ToolDefinition) -> Self {
+        self.client_tools.push(tool);
+        self
     }
 
     /// Set the user's prompt (replacing the one given to [`RunSpec::new`]).

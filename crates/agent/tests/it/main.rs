@@ -1,6 +1,7 @@
 //! The agent crate's integration tests, linked as one test binary instead of one per
 //! file: each module below is a former `tests/*.rs` file.
 
+mod conversation;
 mod idle_handles;
 mod model_limit;
 mod run_started_details;

@@ -438,3 +438,79 @@ fn a_batch_started_again_adds_the_runs_an_earlier_one_finished() {
         1
     );
 }
+
+#[test]
+fn serve_adds_each_run_that_ends_and_keeps_a_paused_one_out() {
+    use crate::serve::{Served, input, request, write_agents};
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let key = t.join("log.pem");
+    exit(&provrun(&["keygen", &s(&key)]), 0);
+    let ledger = t.join("ledger");
+    exit(
+        &provrun(&[
+            "ledger",
+            "init",
+            &s(&ledger),
+            "--key",
+            &s(&key),
+            "--origin",
+            "example.org/served",
+        ]),
+        0,
+    );
+    let agents = t.join("agents");
+    write_agents(&agents);
+    let store = t.join("store");
+    let served = Served::start(&agents, &store, &["--ledger", &s(&ledger)], &[]);
+    for (agent, run) in [("chat", "run-0"), ("tools", "run-1"), ("approve", "run-2")] {
+        let reply = request(
+            served.addr,
+            "POST",
+            &format!("/agents/{agent}"),
+            &[],
+            &input(run, run, "go"),
+        );
+        let events = reply.events();
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    }
+    drop(served);
+
+    // The two runs that ended are in the ledger, which verifies; the paused one is not
+    // (a resume that ends it adds it).
+    let report = json(&provrun(&["ledger", "verify", &s(&ledger), "--json"]));
+    assert_eq!(
+        (report["ok"].as_bool(), report["size"].as_u64()),
+        (Some(true), Some(2)),
+        "{report}"
+    );
+    for run in ["run-0", "run-1"] {
+        let v = exit(
+            &provrun(&["verify", &s(&store.join(run)), "--ledger", &s(&ledger)]),
+            0,
+        );
+        assert!(v.contains("pass  ledger"), "{v}");
+    }
+    let v = exit(
+        &provrun(&["verify", &s(&store.join("run-2")), "--ledger", &s(&ledger)]),
+        1,
+    );
+    assert!(v.contains("FAIL  ledger"), "{v}");
+
+    // A folder that is no ledger is refused before the server listens.
+    let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
+        .args([
+            "serve",
+            "--agents",
+            &s(&agents),
+            "--out",
+            &s(&store),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--ledger", &s(&t.join("nothing"))])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ledger"));
+}

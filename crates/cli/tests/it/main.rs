@@ -29,6 +29,7 @@ mod otel;
 mod redact;
 mod roots;
 mod seeds;
+mod serve;
 mod settings;
 mod signals;
 mod sources;

@@ -26,6 +26,8 @@ pub struct Reply {
     pub text: Option<String>,
     /// Tool calls to request, in order.
     pub tool_calls: Vec<ToolCall>,
+    /// Reasoning text, sent as `reasoning_content` (as DeepSeek and vLLM send it), if any.
+    pub reasoning: Option<String>,
 }
 
 impl Reply {
@@ -34,6 +36,7 @@ impl Reply {
         Reply {
             text: Some(text.into()),
             tool_calls: Vec::new(),
+            reasoning: None,
         }
     }
 
@@ -42,6 +45,7 @@ impl Reply {
         Reply {
             text: None,
             tool_calls: calls,
+            reasoning: None,
         }
     }
 }
@@ -49,6 +53,7 @@ impl Reply {
 /// The deterministic usage estimate of the offline models (see the module docs).
 pub fn estimate_usage(request_body: &[u8], reply: &Reply) -> Usage {
     let out_bytes = reply.text.as_deref().map_or(0, str::len)
+        + reply.reasoning.as_deref().map_or(0, str::len)
         + reply
             .tool_calls
             .iter()
@@ -95,6 +100,9 @@ const RESPONSE_ID: &str = "chatcmpl-offline";
 /// A `chat.completion` JSON body for `reply`.
 pub(crate) fn render_json(model: &str, reply: &Reply, usage: &Usage) -> Bytes {
     let mut message = json!({"role": "assistant", "content": reply.text});
+    if let Some(r) = &reply.reasoning {
+        message["reasoning_content"] = Value::String(r.clone());
+    }
     if !reply.tool_calls.is_empty() {
         message["tool_calls"] = Value::Array(wire_calls(reply));
     }
@@ -118,6 +126,9 @@ pub(crate) fn render_sse(model: &str, reply: &Reply, usage: &Usage) -> Bytes {
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
+    if let Some(r) = &reply.reasoning {
+        chunks.push(chunk(json!({"reasoning_content": r}), Value::Null));
+    }
     if let Some(t) = &reply.text {
         chunks.push(chunk(json!({"content": t}), Value::Null));
     }

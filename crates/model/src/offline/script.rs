@@ -23,8 +23,9 @@ pub struct ScriptStep {
 /// An offline model that answers the n-th request with the n-th element of a script.
 ///
 /// The script is a JSON array of objects with the fields `text` (a string), `tool_calls`
-/// (an array of `{"id"?, "name", "arguments"?}`) and `delay_ms` (optional); each element
-/// needs `text` or `tool_calls`. `arguments` is a JSON object (sent serialised) or a string
+/// (an array of `{"id"?, "name", "arguments"?}`), `reasoning` (a string, optional: sent
+/// as the response's `reasoning_content`) and `delay_ms` (optional); each element needs
+/// `text` or `tool_calls`. `arguments` is a JSON object (sent serialised) or a string
 /// (sent as is, so invalid JSON can be scripted); when absent it is `{}`. A missing `id`
 /// becomes `call_<element>_<position>`; an `id` given is kept as written (reused or empty
 /// ids stand for models that send them). Unknown fields are errors, so typos are caught.
@@ -123,17 +124,22 @@ fn parse_step(source: &str, i: usize, item: &Value) -> Result<ScriptStep, ModelE
         .ok_or_else(|| err(None, "each element must be a JSON object"))?;
     if let Some(k) = obj
         .keys()
-        .find(|k| !["text", "tool_calls", "delay_ms"].contains(&k.as_str()))
+        .find(|k| !["text", "reasoning", "tool_calls", "delay_ms"].contains(&k.as_str()))
     {
         return Err(err(
             Some(k),
-            "unknown field (expected text, tool_calls, delay_ms)",
+            "unknown field (expected text, reasoning, tool_calls, delay_ms)",
         ));
     }
     let text = match obj.get("text") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(err(Some("text"), "must be a string")),
+    };
+    let reasoning = match obj.get("reasoning") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(err(Some("reasoning"), "must be a string")),
     };
     let mut tool_calls = Vec::new();
     match obj.get("tool_calls") {
@@ -156,7 +162,11 @@ fn parse_step(source: &str, i: usize, item: &Value) -> Result<ScriptStep, ModelE
         return Err(err(None, "needs `text` or a non-empty `tool_calls`"));
     }
     Ok(ScriptStep {
-        reply: Reply { text, tool_calls },
+        reply: Reply {
+            text,
+            tool_calls,
+            reasoning,
+        },
         delay,
     })
 }

@@ -430,3 +430,33 @@ fn attempts_serialise_as_a_summary_without_bytes() {
                "response_media_type": "application/json"})
     );
 }
+
+#[tokio::test]
+async fn a_script_step_can_give_reasoning_whole_or_streamed() {
+    let model =
+        ScriptModel::from_value(&json!([{"reasoning": "think first", "text": "then answer"}]))
+            .unwrap();
+    let req = request(vec![Message::user("q")], vec![]);
+    let whole = model.request(&req).await.unwrap();
+    assert_eq!(whole.reasoning.as_deref(), Some("think first"));
+    assert_eq!(whole.text.as_deref(), Some("then answer"));
+
+    let deltas = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&deltas);
+    let streamed = model
+        .request_stream(&req, &move |d| seen.lock().unwrap().push(d))
+        .await
+        .unwrap();
+    assert_eq!(streamed.reasoning.as_deref(), Some("think first"));
+    let deltas = deltas.lock().unwrap().clone();
+    let reasoning_first = deltas
+        .iter()
+        .position(|d| matches!(d, StreamDelta::Reasoning(r) if r == "think first"));
+    let text_at = deltas
+        .iter()
+        .position(|d| matches!(d, StreamDelta::Text(t) if t == "then answer"));
+    assert!(reasoning_first.unwrap() < text_at.unwrap(), "{deltas:?}");
+    // A mistyped reasoning is an error naming the field.
+    let err = ScriptModel::from_value(&json!([{"text": "a", "reasoning": 1}])).unwrap_err();
+    assert!(err.to_string().contains("reasoning"), "{err}");
+}

@@ -1,0 +1,345 @@
+//! One run, from `RUN_STARTED` to `RUN_FINISHED`: the agent runs (or resumes) with a
+//! [`RunControl`] the server can cancel and steer, its progress goes out as AG-UI events,
+//! and when it ends the bundle is verified, added to the ledger (with one), put in the
+//! store and written to the index before the stream's last events name it.
+//!
+//! A client that goes away cancels its run (docs/serve.md): the run stops at its next step,
+//! its bundle ends `cancelled`, is stored and indexed like any other, and a line is logged.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use provrun_agent::{DeferReason, RunControl, RunOutcome, RunResult};
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+
+use crate::events::{BUNDLE_EVENT, Mapper, call_wire_id, event, frame};
+use crate::index::Entry;
+use crate::runs::{Planned, Work};
+use crate::state::{Active, LastRun, State};
+
+/// The AG-UI version the events follow, declared in `RUN_STARTED`.
+const PROTOCOL_VERSION: &str = "1.0";
+
+/// How often an idle stream gets an SSE comment, so proxies and clients see it alive (and
+/// a client that left is noticed).
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// How long a run waits for its first event to be handed to the connection before it
+/// starts anyway.
+const FIRST_EVENT_WAIT: Duration = Duration::from_secs(2);
+
+/// Start the run `planned` on its own task; its events go to `tx`, and `written` fires when
+/// the first of them is handed to the connection.
+pub(crate) fn spawn(
+    state: Arc<State>,
+    planned: Planned,
+    slot: OwnedSemaphorePermit,
+    (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+) {
+    let control = RunControl::with_cancellation(&state.cancel_all);
+    state.add_active(
+        &planned.bundle,
+        Active {
+            control: control.clone(),
+            agui_run_id: planned.agui_run_id.clone(),
+        },
+    );
+    tokio::spawn(async move {
+        let bundle = planned.bundle.clone();
+        let thread = planned.thread.clone();
+        let last = drive(&state, planned, control, (tx, written)).await;
+        state.release_thread(&thread, last);
+        state.remove_active(&bundle);
+        drop(slot);
+    });
+}
+
+/// Send one frame; `false` once the client is gone.
+async fn send(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> bool {
+    for e in events {
+        if tx.send(frame(&e)).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Run it; give back the thread's new last run when a segment ended.
+async fn drive(
+    state: &Arc<State>,
+    planned: Planned,
+    control: RunControl,
+    (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+) -> Option<LastRun> {
+    let Planned {
+        agent_name,
+        agent,
+        thread,
+        agui_run_id,
+        bundle,
+        work,
+    } = planned;
+    let mut progress = control.subscribe();
+    let started = event(
+        "RUN_STARTED",
+        json!({"threadId": thread, "runId": agui_run_id, "protocolVersion": PROTOCOL_VERSION,
+               "metadata": {"bundle": bundle}}),
+    );
+    let mut connected = send(&tx, vec![started]).await;
+    // The response head and this first event go out before the run takes a worker: under
+    // load, a client sees its run begin without waiting for the others' work.
+    let _ = tokio::time::timeout(FIRST_EVENT_WAIT, written).await;
+    let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
+    let folder = state.folder_of(&bundle);
+    let run = async {
+        match work {
+            Work::New(spec) => backend.execute(&control, &agent, &spec).await,
+            Work::Resume { decisions, .. } => backend.resume(&control, &folder, &decisions).await,
+        }
+    };
+    tokio::pin!(run);
+    let mut keepalive = tokio::time::interval(KEEPALIVE);
+    keepalive.tick().await;
+    let result = loop {
+        tokio::select! {
+            result = &mut run => break result,
+            Some(ev) = progress.recv() => {
+                if connected && !send(&tx, mapper.on(ev)).await {
+                    connected = false;
+                    gone(&control, &bundle);
+                }
+            }
+            () = tx.closed(), if connected => {
+                connected = false;
+                gone(&control, &bundle);
+            }
+            _ = keepalive.tick(), if connected => {
+                if tx.send(Bytes::from_static(b": keepalive\n\n")).await.is_err() {
+                    connected = false;
+                    gone(&control, &bundle);
+                }
+            }
+        }
+    };
+    let mut tail = Vec::new();
+    while let Ok(ev) = progress.try_recv() {
+        tail.extend(mapper.on(ev));
+    }
+    tail.extend(mapper.close());
+    let ids = (thread.as_str(), agui_run_id.as_str(), bundle.as_str());
+    match result {
+        Ok(result) => {
+            let entry = end_segment(state, &agent_name, &thread, &result).await;
+            tail.extend(ending(ids, &result, entry.as_ref()));
+            if connected {
+                send(&tx, tail).await;
+            }
+            entry.map(|e| LastRun::from(&e))
+        }
+        Err(e) => {
+            tracing::warn!(bundle = %bundle, "the run could not start: {e}");
+            // The reason may name the server's files or settings: it goes to the log only.
+            tail.push(event(
+                "RUN_ERROR",
+                json!({"message": "the run could not start; the server's log says why",
+                       "code": "run_not_started"}),
+            ));
+            if connected {
+                send(&tx, tail).await;
+            }
+            None
+        }
+    }
+}
+
+fn gone(control: &RunControl, bundle: &str) {
+    tracing::info!(bundle, "the client went away: the run is cancelled");
+    control.cancel();
+}
+
+fn mapper_for(bundle: &str, work: &Work) -> Mapper {
+    match work {
+        Work::New(_) => Mapper::new(bundle, HashSet::new(), HashSet::new()),
+        Work::Resume {
+            announced,
+            client_results,
+            ..
+        } => Mapper::new(bundle, announced.clone(), client_results.clone()),
+    }
+}
+
+/// The events that end the stream: the bundle's `CUSTOM` event, then `RUN_FINISHED`
+/// (finished, paused, cancelled) or `RUN_ERROR` (failed).
+fn ending(
+    (thread, run_id, bundle): (&str, &str, &str),
+    result: &RunResult,
+    entry: Option<&Entry>,
+) -> Vec<Value> {
+    let status = result.status().as_str();
+    let verified = entry.is_some_and(|e| e.verified);
+    let about = json!({
+        "bundle": bundle,
+        "status": status,
+        "verified": verified,
+        "statementSha256": entry.map(|e| e.statement_sha256.clone()),
+    });
+    let mut out = vec![event(
+        "CUSTOM",
+        json!({"name": BUNDLE_EVENT, "value": about.clone()}),
+    )];
+    let finished = |outcome: Value| {
+        let mut result_value = about.clone();
+        if !result.output().is_empty() {
+            result_value["output"] = Value::String(result.output().to_string());
+        }
+        event(
+            "RUN_FINISHED",
+            json!({"threadId": thread, "runId": run_id, "outcome": outcome, "result": result_value}),
+        )
+    };
+    out.push(match &result.outcome {
+        RunOutcome::Failed { error } => {
+            event("RUN_ERROR", json!({"message": error, "code": "run_failed"}))
+        }
+        RunOutcome::Cancelled { .. } => finished(json!({"type": "cancelled"})),
+        RunOutcome::Paused { deferred } => {
+            let interrupts: Vec<Value> = deferred
+                .iter()
+                .filter(|d| d.reason == DeferReason::Approval)
+                .map(|d| interrupt(bundle, d))
+                .collect();
+            if interrupts.is_empty() {
+                let pending: Vec<String> = deferred
+                    .iter()
+                    .map(|d| call_wire_id(bundle, &d.run_call_id))
+                    .collect();
+                finished(json!({"type": "success", "pendingToolCallIds": pending}))
+            } else {
+                finished(json!({"type": "interrupt", "interrupts": interrupts}))
+            }
+        }
+        _ => finished(json!({"type": "success"})),
+    });
+    out
+}
+
+/// The interrupt of a call waiting for approval: its id is the call's wire id, its reason
+/// the tool's confirmation text.
+fn interrupt(bundle: &str, call: &provrun_agent::DeferredCall) -> Value {
+    let id = call_wire_id(bundle, &call.run_call_id);
+    let reason = call
+        .confirm
+        .clone()
+        .unwrap_or_else(|| format!("Approve the call of `{}`?", call.name));
+    json!({
+        "id": id,
+        "reason": reason,
+        "message": reason,
+        "toolCallId": id,
+        "responseSchema": {
+            "type": "object",
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"}
+            }
+        },
+        "metadata": {"tool": call.name, "arguments": call.arguments},
+    })
+}
+
+/// Append an ended run's bundle to the ledger at `dir` (before a bucket gets it), and
+/// log where it went, or why it could not go (the run is stored and indexed either way).
+fn add_to_ledger(dir: &std::path::Path, folder: &std::path::Path, id: &str) {
+    match provrun_ledger::append_bundle(dir, folder) {
+        Ok(outcome) => {
+            let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
+            tracing::info!(
+                bundle = %id,
+                ledger = %dir.display(),
+                ledger_index = index,
+                tree_size = outcome.checkpoint.size,
+                "run added to the ledger"
+            );
+        }
+        Err(e) => tracing::error!(
+            bundle = %id,
+            ledger = %dir.display(),
+            "the bundle could not be added to the ledger: {e}"
+        ),
+    }
+}
+
+/// A segment ended: verify the bundle, put it in the store (a bucket gets its tar; a
+/// finished bundle's work folder is then removed), append the index entry.
+async fn end_segment(
+    state: &Arc<State>,
+    agent_name: &str,
+    thread: &str,
+    result: &RunResult,
+) -> Option<Entry> {
+    let id = result.run_id.clone();
+    let folder = result.bundle.clone();
+    let ended = SystemTime::now();
+    let ledger = state.config.ledger.clone();
+    let paused = result.status() == provrun_agent::RunStatus::Paused;
+    let bundle_id = id.clone();
+    let measured = tokio::task::spawn_blocking(move || {
+        let report = provrun_evidence::verify(&folder);
+        if let Some(dir) = ledger.filter(|_| !paused) {
+            add_to_ledger(&dir, &folder, &bundle_id);
+        }
+        let statement = std::fs::read(folder.join("statement.json")).unwrap_or_default();
+        let started = provrun_evidence::read_events(&folder)
+            .ok()
+            .and_then(|events| events.first().map(|e| e.ts.clone()))
+            .unwrap_or_default();
+        (
+            report.ok && report.complete,
+            crate::http::sha256_hex(&statement),
+            started,
+        )
+    })
+    .await;
+    let Ok((verified, statement_sha256, started)) = measured else {
+        tracing::error!(bundle = %id, "the bundle's end could not be checked");
+        return None;
+    };
+    if state.config.store.is_bucket() {
+        if let Err(e) = state.config.store.put(&id, &result.bundle).await {
+            tracing::error!(bundle = %id, "the bundle could not be put in the store: {e}");
+        } else if result.status() != provrun_agent::RunStatus::Paused {
+            let _ = std::fs::remove_dir_all(&result.bundle);
+        }
+    }
+    let duration_ms = humantime::parse_rfc3339(&started)
+        .ok()
+        .and_then(|s| ended.duration_since(s).ok())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let entry = Entry {
+        v: 1,
+        id: id.clone(),
+        agent: agent_name.to_string(),
+        thread: thread.to_string(),
+        status: result.status().as_str().to_string(),
+        started,
+        ended: humantime::format_rfc3339_millis(ended).to_string(),
+        duration_ms,
+        verified,
+        statement_sha256,
+    };
+    if let Err(e) = state.index.append(&entry) {
+        tracing::error!(bundle = %id, "the run could not be written to the index: {e}");
+    }
+    state.add_known(&id);
+    tracing::info!(
+        bundle = %id,
+        status = %entry.status,
+        verified,
+        duration_ms,
+        "run ended"
+    );
+    Some(entry)
+}
