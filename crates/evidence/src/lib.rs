@@ -20,6 +20,8 @@
 //!
 //! 5. Optionally (crate feature `dsse`), `dsse::sign_bundle` signs the statement;
 //!    [`verify_with`] checks the signature against a public key.
+//! 6. A finished bundle can be copied without chosen content by [`redaction::redact`];
+//!    the copy still verifies, with its statement and signature as they were.
 //!
 //! ```
 //! use provrun_evidence::*;
