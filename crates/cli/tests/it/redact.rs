@@ -347,3 +347,23 @@ fn a_bundle_chained_by_bytes_still_verifies_and_redacts_its_blobs_and_files_not_
         "{text}"
     );
 }
+
+#[test]
+fn a_committed_redacted_bundle_still_verifies_with_its_signature_and_lists_its_redaction() {
+    let old = fixture("bundle-v5-redacted");
+    let key = fixture("bundle-v5-redacted.pub");
+    assert_eq!(events(&old)[0]["payload"]["chain"], 2);
+    let text = exit(&provrun(&["verify", &s(&old), "--key", &s(&key)]), 0);
+    for want in [
+        "pass  signature",
+        "pass  redactions 1 redaction(s): 1 string(s), 2 blob(s), 2 file(s) removed",
+        "redaction 1: \"fixture: the meeting notes are personal\" on 2026-12-05",
+        "  removed file  output/summary.md  sha256:",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    let report: Value =
+        serde_json::from_str(&exit(&provrun(&["verify", &s(&old), "--json"]), 0)).unwrap();
+    assert_eq!(report["redactions"][0]["signature"], "verified");
+    exit(&provrun(&["show", &s(&old)]), 0);
+}
