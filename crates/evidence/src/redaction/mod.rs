@@ -7,7 +7,7 @@
 //! [`REDACTION_PAYLOAD_TYPE`]) whose payload is the canonical JSON of a [`Redaction`],
 //! signed by the redacting party's key or with no signatures. This module reads and
 //! checks the record's form ([`read_redactions`]), gives readers the digests of removed
-//! strings ([`substitutions`]), and says which places cannot be redacted ([`protected`]);
+//! strings (`substitutions`), and says which places cannot be redacted ([`protected`]);
 //! [`redact`] makes a redacted bundle and `verify` judges one.
 
 mod plan;
