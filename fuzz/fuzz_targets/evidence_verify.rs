@@ -45,11 +45,7 @@ fn make_template(dir: &std::path::Path) {
         usage: json!({"input_tokens": 1, "output_tokens": 2}),
         finish_reason: Some("tool_calls".into()),
         duration_ms: 5,
-        error: None,
-        attempts: Vec::new(),
-        response_rendered: false,
-        http: None,
-        tool_calls: Vec::new(),
+        ..ModelCalled::default()
     })
     .unwrap();
     rec.record(&ToolCalled {

@@ -8,7 +8,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use boon::{Compiler, Draft, SchemaIndex, Schemas, UrlLoader};
+use boon::{Compiler, Draft, SchemaIndex, Schemas};
+use provrun_tools::{SelfOnlyLoader, json_depth};
 use serde_json::Value;
 
 use crate::arguments::arguments_value;
@@ -21,30 +22,6 @@ const SCHEMA_URL: &str = "urn:provrun:output-schema";
 
 /// How deeply an answer may nest objects and arrays.
 pub const MAX_DEPTH: usize = 32;
-
-/// The nesting depth of a JSON value (a scalar is 0). Iterative: any input is safe.
-fn depth(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((v, d)) = stack.pop() {
-        deepest = deepest.max(d);
-        match v {
-            Value::Object(m) => stack.extend(m.values().map(|c| (c, d + 1))),
-            Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// Refuses every `$ref` that leaves the schema itself.
-struct NoLoading;
-
-impl UrlLoader for NoLoading {
-    fn load(&self, url: &str) -> Result<Value, Box<dyn std::error::Error>> {
-        Err(format!("`{url}` is not loaded: an output schema may only refer to itself").into())
-    }
-}
 
 /// A compiled output schema.
 #[derive(Clone)]
@@ -75,7 +52,7 @@ impl OutputSchema {
     pub fn new(schema: &Value) -> Result<Self, String> {
         let mut compiler = Compiler::new();
         compiler.set_default_draft(Draft::V2020_12);
-        compiler.use_loader(Box::new(NoLoading));
+        compiler.use_loader(Box::new(SelfOnlyLoader::new("an output schema")));
         compiler
             .add_resource(SCHEMA_URL, schema.clone())
             .map_err(|e| one_line(&format!("{e:#}")))?;
@@ -103,7 +80,7 @@ impl OutputSchema {
         }
         // Validation recurses once per level (more with a schema that refers to itself):
         // the depth bound keeps the model's answer from exhausting the stack.
-        if depth(&value) > MAX_DEPTH {
+        if json_depth(&value) > MAX_DEPTH {
             return Err(format!(
                 "invalid arguments for tool `{OUTPUT_TOOL}`: nested deeper than {MAX_DEPTH} levels"
             ));

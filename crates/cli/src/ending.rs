@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::inert::inert;
 use crate::style::Painter;
-use crate::{EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE, fail, run::log_len, shell_word};
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE, fail, shell_word};
 
 /// What is asked of a run's end.
 pub(crate) struct Ending<'a> {
@@ -237,4 +237,12 @@ fn paused(result: &RunResult, bundle: &Path, host_dir: Option<&Path>) {
         inert(&shell_word(&bundle.display().to_string())),
         inert(&flags.join(" "))
     );
+}
+
+/// The length of a bundle's evidence log, if it has one: a run that changed it wrote
+/// evidence, even when it then failed.
+pub(crate) fn log_len(bundle: &Path) -> Option<u64> {
+    std::fs::metadata(bundle.join("events.jsonl"))
+        .ok()
+        .map(|m| m.len())
 }

@@ -9,7 +9,7 @@ use provrun_agent::{
 use provrun_evidence::BundleLock;
 
 use crate::drive::{Driven, drive};
-use crate::ending::Ending;
+use crate::ending::{Ending, log_len};
 use crate::{DEFAULT_PROMPT, EXIT_USAGE, check_new_bundle, fail, registry};
 
 /// When evidence reaches stable storage (`--durability`).
@@ -350,13 +350,6 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         ledger: args.ledger.as_deref(),
     }
     .report(result)
-}
-
-/// The length of a bundle's evidence log, if it has one.
-pub(crate) fn log_len(bundle: &Path) -> Option<u64> {
-    std::fs::metadata(bundle.join("events.jsonl"))
-        .ok()
-        .map(|m| m.len())
 }
 
 /// `--host-dir` must name an existing folder (a usage error otherwise).

@@ -37,7 +37,7 @@
 //!     model: "test".into(),
 //!     tools: vec![],
 //!     limits: json!({"max_steps": 20}),
-//!     details: json!(null),
+//!     ..RunStarted::default()
 //! };
 //! let rec = Recorder::create(&dir, "run-1", Durability::PerStep, &started)?;
 //! std::fs::write(rec.input_dir().join("a.txt"), "hello").expect("stage an input");
@@ -51,11 +51,7 @@
 //!     usage: json!({"input_tokens": 3, "output_tokens": 1}),
 //!     finish_reason: Some("stop".into()),
 //!     duration_ms: 5,
-//!     error: None,
-//!     attempts: vec![],
-//!     response_rendered: false,
-//!     http: None,
-//!     tool_calls: Vec::new(),
+//!     ..ModelCalled::default()
 //! })?;
 //! rec.step()?;
 //! std::fs::write(rec.output_dir().join("response.txt"), "hi").expect("write an output");
@@ -68,6 +64,14 @@
 //! # }
 //! ```
 //!
+//! **Building payloads.** The payloads a caller builds (`RunStarted`, `ModelCalled`,
+//! `ToolCalled`, `FileRecord`, `OutputSkipped`, `Declared`, `ToolInfo` and wrap's
+//! `HttpExchanged`, `ConnectionHandled`, `StreamRecord`, `ProgramExited`) implement
+//! `Default`: name the fields you set and end with `..Default::default()`, as above, and a
+//! field added in a later version keeps its default instead of breaking your build. The
+//! payloads that hold a required reference (`Steered`, `TraceImported`, `RunFinished`)
+//! are written by the recorder and the importers, not built by hand.
+//!
 //! The format is specified in `docs/evidence.md` of the repository.
 
 mod canonical;
@@ -78,6 +82,7 @@ mod event;
 mod fsutil;
 mod lock;
 mod log;
+mod names;
 mod outputs;
 pub mod pack;
 #[cfg(feature = "sync-probe")]

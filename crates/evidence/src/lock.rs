@@ -36,7 +36,7 @@ impl BundleLock {
     /// shows it (`/proc/locks`).
     pub fn acquire(dir: impl AsRef<Path>) -> Result<BundleLock> {
         let path = dir.as_ref().to_path_buf();
-        let log_path = path.join(crate::recorder::EVENTS_FILE);
+        let log_path = path.join(crate::names::EVENTS_FILE);
         let log = std::fs::OpenOptions::new()
             .append(true)
             .open(&log_path)
@@ -68,7 +68,7 @@ impl BundleLock {
     /// moved away or replaced).
     pub(crate) fn is_current(&self) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let log_path = self.path.join(crate::recorder::EVENTS_FILE);
+        let log_path = self.path.join(crate::names::EVENTS_FILE);
         let Some(log) = &self.log else {
             return false;
         };

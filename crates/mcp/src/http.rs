@@ -10,8 +10,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 
 use crate::McpError;
-use crate::connect::{Started, initialise};
 use crate::error::server_err;
+use crate::session::{Started, initialise};
 
 /// Reach the server at `spec`'s URL, then initialise it and list its tools within
 /// `limit`. `Err` only when the declared token variable is not set.

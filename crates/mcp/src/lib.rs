@@ -37,13 +37,14 @@ mod installed;
 mod schema;
 mod server;
 mod servers;
+mod session;
 mod spawn;
 mod tap;
 mod tools;
 
 pub use call::McpCall;
-pub use connect::ConnectOptions;
 pub use error::McpError;
 pub use schema::check_input_schema;
 pub use servers::McpServers;
+pub use session::ConnectOptions;
 pub use tools::{McpTool, NAME_SEPARATOR, exposed_name};

@@ -9,7 +9,8 @@
 //! or `$schema` is ever loaded from the network or a file — a schema may refer only to
 //! itself and the standard metaschemas.
 
-use boon::{CompileError, Compiler, Draft, ErrorKind, Schemas, UrlLoader, ValidationError};
+use boon::{CompileError, Compiler, Draft, ErrorKind, Schemas, ValidationError};
+use provrun_tools::{SelfOnlyLoader, json_depth};
 use regex_syntax::ast::ErrorKind as RegexError;
 use serde_json::{Map, Value};
 
@@ -46,7 +47,7 @@ pub fn check_input_schema(schema: &Value) -> Result<(), String> {
         }
         None => return Err("the root has no `type: \"object\"`".into()),
     }
-    if depth(schema) > MAX_DEPTH {
+    if json_depth(schema) > MAX_DEPTH {
         return Err(format!(
             "#: objects and arrays nested more than {MAX_DEPTH} levels deep"
         ));
@@ -63,37 +64,11 @@ pub fn check_input_schema(schema: &Value) -> Result<(), String> {
         .unwrap_or_else(|_| Err("the JSON Schema compiler failed on it".into()))
 }
 
-/// The nesting depth of a JSON value (a scalar is 0). Iterative: any input is safe.
-fn depth(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((v, d)) = stack.pop() {
-        deepest = deepest.max(d);
-        match v {
-            Value::Object(m) => stack.extend(m.values().map(|c| (c, d + 1))),
-            Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// Refuses every `$ref` and `$schema` that leaves the schema itself (boon knows the
-/// standard metaschemas without loading them). Without it, boon would read `file://`
-/// URLs.
-struct NoLoading;
-
-impl UrlLoader for NoLoading {
-    fn load(&self, url: &str) -> Result<Value, Box<dyn std::error::Error>> {
-        Err(format!("`{url}` is not loaded: an input schema may only refer to itself").into())
-    }
-}
-
 /// Compile `schema` with boon; `Err` is why it is not a valid JSON Schema, in one line.
 fn compile(schema: Value) -> Result<(), String> {
     let mut compiler = Compiler::new();
     compiler.set_default_draft(Draft::V2020_12);
-    compiler.use_loader(Box::new(NoLoading));
+    compiler.use_loader(Box::new(SelfOnlyLoader::new("an input schema")));
     compiler
         .add_resource(SCHEMA_URL, schema)
         .map_err(|e| message(&e))?;
@@ -369,11 +344,11 @@ mod tests {
         // As deep as the bound lets a schema be, checked from a thread with a far
         // smaller stack than a tokio worker's (2 MiB).
         let mut s = json!({"type": "string"});
-        while depth(&s) + 2 < MAX_DEPTH {
+        while json_depth(&s) + 2 < MAX_DEPTH {
             s = json!({"type": "array", "items": s});
         }
         let root = json!({"type": "object", "properties": {"deep": s}});
-        assert_eq!(depth(&root), MAX_DEPTH);
+        assert_eq!(json_depth(&root), MAX_DEPTH);
         let checked = std::thread::Builder::new()
             .stack_size(256 << 10)
             .spawn(move || check_input_schema(&root))

@@ -7,10 +7,12 @@ use std::time::Duration;
 use provrun_tools::McpServerSpec;
 use serde_json::{Value, json};
 
-use crate::connect::{ConnectOptions, connect_one};
+use crate::connect::connect_one;
 use crate::error::server_err;
 use crate::server::Server;
-use crate::{McpError, McpTool};
+use crate::session::ConnectOptions;
+use crate::tools::{NAME_SEPARATOR, exposed_name, offered_tool};
+use crate::{McpError, McpTool, check_input_schema};
 
 /// How long the client waits for a server to close politely before it is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -144,5 +146,105 @@ impl McpServers {
                 child.kill();
             }
         }
+    }
+}
+
+impl McpServers {
+    /// Check the tools server `index` listed and add those it offers to the model, named
+    /// `PREFIX_tool`: a tool the declaration's `tools` leaves out or that only runs as an
+    /// MCP task is not offered; a broken schema, a name too long or taken, or a name in
+    /// `tools` the server does not list is an error.
+    pub(crate) fn add_tools(
+        &mut self,
+        index: usize,
+        listed: Vec<rmcp::model::Tool>,
+    ) -> Result<(), McpError> {
+        let spec = self.servers[index].spec.clone();
+        let wanted: Option<BTreeSet<&str>> = spec
+            .tools
+            .as_ref()
+            .map(|t| t.iter().map(String::as_str).collect());
+        let mut seen = BTreeSet::new();
+        for tool in listed {
+            let remote = tool.name.to_string();
+            seen.insert(remote.clone());
+            if wanted
+                .as_ref()
+                .is_some_and(|w| !w.contains(remote.as_str()))
+            {
+                continue;
+            }
+            let execution = self.servers[index]
+                .seen
+                .as_ref()
+                .and_then(|s| s.lock().ok())
+                .and_then(|s| s.execution.get(&remote).cloned());
+            if execution
+                .as_ref()
+                .and_then(|e| e.get("taskSupport"))
+                .and_then(Value::as_str)
+                == Some("required")
+            {
+                // provrun does not run MCP tasks; every call would fail with
+                // "requires task augmentation", so the model is not offered the tool.
+                tracing::warn!(server = %spec.name, tool = %remote, "MCP tool left out: it requires tasks");
+                self.servers[index].left_out.push(json!({
+                    "tool": remote,
+                    "reason": "it declares `execution.taskSupport: \"required\"` (it can \
+                               only be called as an MCP task, which provrun does not run)",
+                    "execution": execution,
+                }));
+                continue;
+            }
+            let schema = Value::Object((*tool.input_schema).clone());
+            check_input_schema(&schema).map_err(|message| McpError::InvalidSchema {
+                server: spec.name.clone(),
+                tool: remote.clone(),
+                message,
+            })?;
+            let name = self.name_for(&spec, &remote)?;
+            let tool = offered_tool(&spec, &tool, name.clone(), remote, schema, execution);
+            self.tools.insert(name, (index, tool));
+        }
+        if let Some(wanted) = wanted {
+            let missing: Vec<&str> = wanted.into_iter().filter(|w| !seen.contains(*w)).collect();
+            if !missing.is_empty() {
+                return Err(server_err(
+                    &spec,
+                    format!(
+                        "`tools` names {} that the server does not list; it lists: {}",
+                        missing.join(", "),
+                        seen.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The name `remote` of server `spec` is offered under: `PREFIX_tool`, valid for a
+    /// model and not taken by another server's tool.
+    fn name_for(&self, spec: &McpServerSpec, remote: &str) -> Result<String, McpError> {
+        let name = exposed_name(spec.tool_prefix(), remote).ok_or_else(|| {
+            server_err(
+                spec,
+                format!(
+                    "tool `{remote}` cannot be named for a model: `{}{NAME_SEPARATOR}{remote}` \
+                     is longer than 64 characters (choose a shorter `prefix`)",
+                    spec.tool_prefix()
+                ),
+            )
+        })?;
+        if let Some((other, _)) = self.tools.get(&name) {
+            return Err(server_err(
+                spec,
+                format!(
+                    "tool `{remote}` would be named `{name}`, which MCP server `{}` already \
+                     uses (give one of them a different `prefix`)",
+                    self.servers[*other].spec.name
+                ),
+            ));
+        }
+        Ok(name)
     }
 }

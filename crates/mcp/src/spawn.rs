@@ -11,8 +11,8 @@ use provrun_tools::McpServerSpec;
 use serde_json::{Value, json};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::connect::ConnectOptions;
 use crate::error::server_err;
+use crate::session::ConnectOptions;
 use crate::{McpError, installed, tap};
 
 /// A started stdio server, its pipes not yet handed to the client.

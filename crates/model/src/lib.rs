@@ -48,6 +48,7 @@ pub use async_trait::async_trait;
 #[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod anthropic;
 mod error;
+mod from_spec;
 #[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod native;
 mod offline;
@@ -66,6 +67,7 @@ pub use anthropic::{
     ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicConfig,
 };
 pub use error::{ModelError, TimeoutKind};
+pub use from_spec::model_from_spec;
 pub use native::WireApi;
 pub use offline::function::FunctionModel;
 pub use offline::replay::{RecordedResponse, ReplayModel};
@@ -127,53 +129,6 @@ pub trait Model: Send + Sync {
             });
         }
         Ok(response)
-    }
-}
-
-/// Builds a model from an agent spec's `model` string: `test`, `script:PATH`,
-/// `openai:MODEL_NAME`, `anthropic:MODEL_NAME` or `openai-responses:MODEL_NAME`
-/// (configured from the environment, see [`OpenAiConfig::from_env`],
-/// [`AnthropicConfig::from_env`] and [`OpenAiResponsesConfig::from_env`]).
-///
-/// `replay:BUNDLE` is refused here: reading a bundle is not this crate's business, so the
-/// caller extracts the recorded responses and builds a [`ReplayModel`] itself.
-pub fn model_from_spec(spec: &str) -> Result<std::sync::Arc<dyn Model>, ModelError> {
-    let spec = spec.trim();
-    if spec == "test" {
-        return Ok(std::sync::Arc::new(TestModel::new()));
-    }
-    match spec.split_once(':') {
-        Some(("script", path)) if !path.is_empty() => {
-            Ok(std::sync::Arc::new(ScriptModel::from_path(path)?))
-        }
-        #[cfg(feature = "http")]
-        Some(("openai", name)) if !name.is_empty() => {
-            Ok(std::sync::Arc::new(OpenAiModel::from_env(name)?))
-        }
-        #[cfg(feature = "http")]
-        Some(("anthropic", name)) if !name.is_empty() => {
-            Ok(std::sync::Arc::new(AnthropicModel::from_env(name)?))
-        }
-        #[cfg(feature = "http")]
-        Some(("openai-responses", name)) if !name.is_empty() => {
-            Ok(std::sync::Arc::new(OpenAiResponsesModel::from_env(name)?))
-        }
-        #[cfg(not(feature = "http"))]
-        Some((provider @ ("openai" | "anthropic" | "openai-responses"), name))
-            if !name.is_empty() =>
-        {
-            Err(ModelError::Config(format!(
-                "model {spec:?} needs the live {provider} backend, which this build leaves out: \
-                 enable the `http` feature of provrun-model (the `openai` feature of \
-                 provrun-agent or the provrun facade)"
-            )))
-        }
-        Some(("replay", _)) => Err(ModelError::Config(
-            "a replay model is built from a bundle's recorded responses (ReplayModel::new)".into(),
-        )),
-        _ => Err(ModelError::Config(format!(
-            "unknown model {spec:?}: expected test, script:PATH, replay:BUNDLE, openai:MODEL_NAME, anthropic:MODEL_NAME or openai-responses:MODEL_NAME"
-        ))),
     }
 }
 

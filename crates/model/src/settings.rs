@@ -1,7 +1,7 @@
 //! Request settings per API: which [`ModelSettings`] each wire format takes
 //! ([`WireApi::check_settings`]), the values any model accepts
 //! ([`ModelSettings::check_values`]), and how `extra` joins a request body
-//! ([`merge_extra`]: never replacing what the builder set).
+//! ([`merge_extra`](crate::wire::merge_extra): never replacing what the builder set).
 //!
 //! | setting | Chat Completions | Responses | Anthropic Messages |
 //! |---|---|---|---|
@@ -22,24 +22,7 @@ use crate::error::ModelError;
 use crate::native::WireApi;
 use crate::types::{Message, ModelRequest, ModelSettings, ToolChoice, ToolDefinition};
 
-/// Merges `extra` into `body` without replacing anything in it: a key `body` lacks is
-/// added; where both hold an object, the objects merge the same way; any other key
-/// `body` already has keeps its value (with a warning naming it).
-pub(crate) fn merge_extra(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
-    for (key, value) in extra {
-        match (body.get_mut(key), value) {
-            (None, _) => {
-                body.insert(key.clone(), value.clone());
-            }
-            (Some(Value::Object(inner)), Value::Object(more)) => merge_extra(inner, more),
-            (Some(_), _) => {
-                tracing::warn!(key = %key, "an `extra` field would replace one provrun sets; left out");
-            }
-        }
-    }
-}
-
-/// The first key of `extra` (as a dotted path under `prefix`) that [`merge_extra`] would
+/// The first key of `extra` (as a dotted path under `prefix`) that [`merge_extra`](crate::wire::merge_extra) would
 /// leave out because `body` already has it.
 fn collision(
     body: &Map<String, Value>,
@@ -250,6 +233,7 @@ impl WireApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::merge_extra;
 
     fn with(f: impl FnOnce(&mut ModelSettings)) -> ModelSettings {
         let mut s = ModelSettings::default();

@@ -482,32 +482,6 @@ impl ModelResponse {
         !self.raw.response_body.is_empty()
     }
 
-    /// The exchange to record for a response that has no wire bytes (a hand-written
-    /// model's): its parsed content rendered as the Chat Completions JSON body an
-    /// OpenAI-compatible server would have sent (text, tool calls, usage), which
-    /// [`crate::parse_response`] reads back to the same text and calls, so a replay
-    /// gives the run the same answers. Reasoning and provider items are not rendered.
-    pub fn rendered_exchange(&self, model: &str) -> RawExchange {
-        let reply = crate::Reply {
-            text: self.text.clone(),
-            tool_calls: self.tool_calls.clone(),
-            reasoning: None,
-        };
-        let body = crate::offline::render_json(model, &reply, &self.usage);
-        RawExchange {
-            request_body: self.raw.request_body.clone(),
-            request_media_type: if self.raw.request_media_type.is_empty() {
-                crate::JSON_MEDIA_TYPE.to_owned()
-            } else {
-                self.raw.request_media_type.clone()
-            },
-            response_body: body,
-            response_media_type: Some(crate::JSON_MEDIA_TYPE.to_owned()),
-            status: Some(200),
-            attempts: Vec::new(),
-        }
-    }
-
     /// The assistant message this response adds to the history.
     pub fn to_message(&self) -> Message {
         Message::Assistant {

@@ -10,17 +10,13 @@ use provrun_capture::{
     Body, Capture, CaptureBuilder, CaptureError, JSON_MEDIA_TYPE, ModelExchange, ToolCallRecord,
 };
 use provrun_evidence::{Finished, RunStatus};
-use provrun_sandbox::Sandbox;
 use rig_core::completion::AssistantContent;
 use rig_core::tool::ToolDyn;
 use serde_json::Value;
 
 use crate::error::RigError;
-use crate::http::EvidenceHttpClient;
-use crate::model::EvidenceModel;
-use crate::tool::EvidenceTool;
 
-/// One HTTP exchange as the [`EvidenceHttpClient`] saw it on the wire.
+/// One HTTP exchange as the [`EvidenceHttpClient`](crate::EvidenceHttpClient) saw it on the wire.
 #[derive(Debug, Clone)]
 pub(crate) struct WireExchange {
     pub(crate) request: Bytes,
@@ -122,49 +118,6 @@ impl RigEvidence {
     /// The capture underneath (its bundle, run id, recorder).
     pub fn capture(&self) -> &Capture {
         &self.inner.capture
-    }
-
-    /// Wrap a rig completion model: every `completion` call through it is recorded as one
-    /// `model_called` event (raw bytes when its HTTP client is an [`EvidenceHttpClient`] of
-    /// this evidence, else rig's parsed request and response, recorded `parsed`).
-    pub fn model<M>(&self, model: M) -> EvidenceModel<M> {
-        EvidenceModel::new(model, self.clone())
-    }
-
-    /// Wrap a rig HTTP client (e.g. `reqwest::Client`, re-exported as
-    /// `rig_core::http_client::ReqwestClient`): give it to a provider's client builder
-    /// (`.http_client(..)`) and the request and response bodies of every non-streamed call
-    /// are kept, byte for byte, for the model wrapper to record as `observed`.
-    pub fn http_client<H>(&self, client: H) -> EvidenceHttpClient<H> {
-        EvidenceHttpClient::new(client, self.clone())
-    }
-
-    /// Wrap a rig tool: every call is recorded as one `tool_called` event (arguments,
-    /// result, ok, duration).
-    pub fn tool<T: ToolDyn + 'static>(&self, tool: T) -> EvidenceTool {
-        EvidenceTool::new(Box::new(tool), self.clone())
-    }
-
-    /// Wrap already boxed rig tools (what `AgentBuilder::tools` takes).
-    pub fn tools(&self, tools: Vec<Box<dyn ToolDyn>>) -> Vec<Box<dyn ToolDyn>> {
-        tools
-            .into_iter()
-            .map(|t| Box::new(EvidenceTool::new(t, self.clone())) as Box<dyn ToolDyn>)
-            .collect()
-    }
-
-    /// Build a tool on a fresh [`Sandbox`] over the bundle's `input/` (read-only) and
-    /// `output/`, and wrap it: the files it writes through the sandbox land in the bundle's
-    /// `output/` and are recorded at [`RigEvidence::finish`]; paths that leave it (`..`,
-    /// links, absolute host paths) are refused by the sandbox. Sandbox operations block on
-    /// file I/O: a tool on a busy runtime calls them through `spawn_blocking`.
-    pub fn sandboxed<T, F>(&self, make: F) -> Result<EvidenceTool, RigError>
-    where
-        T: ToolDyn + 'static,
-        F: FnOnce(Sandbox) -> T,
-    {
-        let sandbox = self.inner.capture.sandbox()?;
-        Ok(self.tool(make(sandbox)))
     }
 
     /// The run's totals so far, with the keys a native run's `run_finished.usage` has:

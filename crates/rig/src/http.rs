@@ -123,3 +123,14 @@ where
         self.inner.send_streaming(req)
     }
 }
+
+/// The evidence's door to this wrapper.
+impl RigEvidence {
+    /// Wrap a rig HTTP client (e.g. `reqwest::Client`, re-exported as
+    /// `rig_core::http_client::ReqwestClient`): give it to a provider's client builder
+    /// (`.http_client(..)`) and the request and response bodies of every non-streamed call
+    /// are kept, byte for byte, for the model wrapper to record as `observed`.
+    pub fn http_client<H>(&self, client: H) -> EvidenceHttpClient<H> {
+        EvidenceHttpClient::new(client, self.clone())
+    }
+}

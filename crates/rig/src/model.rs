@@ -155,3 +155,13 @@ where
         self.inner.composes_native_output_with_tools()
     }
 }
+
+/// The evidence's door to this wrapper.
+impl RigEvidence {
+    /// Wrap a rig completion model: every `completion` call through it is recorded as one
+    /// `model_called` event (raw bytes when its HTTP client is an [`EvidenceHttpClient`](crate::EvidenceHttpClient) of
+    /// this evidence, else rig's parsed request and response, recorded `parsed`).
+    pub fn model<M>(&self, model: M) -> EvidenceModel<M> {
+        EvidenceModel::new(model, self.clone())
+    }
+}

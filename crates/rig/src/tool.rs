@@ -8,7 +8,9 @@ use rig_core::tool::{ToolCallExtensions, ToolDyn, ToolError, ToolExecutionResult
 use rig_core::wasm_compat::WasmBoxedFuture;
 use serde_json::Value;
 
+use crate::error::RigError;
 use crate::evidence::RigEvidence;
+use provrun_sandbox::Sandbox;
 
 /// A rig tool whose every call is recorded as one `tool_called` event: the arguments (as
 /// JSON, or the raw text when the model sent something that does not parse), the text the
@@ -129,5 +131,36 @@ impl ToolDyn for EvidenceTool {
                 ),
             }
         })
+    }
+}
+
+/// The evidence's door to this wrapper.
+impl RigEvidence {
+    /// Wrap a rig tool: every call is recorded as one `tool_called` event (arguments,
+    /// result, ok, duration).
+    pub fn tool<T: ToolDyn + 'static>(&self, tool: T) -> EvidenceTool {
+        EvidenceTool::new(Box::new(tool), self.clone())
+    }
+
+    /// Wrap already boxed rig tools (what `AgentBuilder::tools` takes).
+    pub fn tools(&self, tools: Vec<Box<dyn ToolDyn>>) -> Vec<Box<dyn ToolDyn>> {
+        tools
+            .into_iter()
+            .map(|t| Box::new(EvidenceTool::new(t, self.clone())) as Box<dyn ToolDyn>)
+            .collect()
+    }
+
+    /// Build a tool on a fresh [`Sandbox`] over the bundle's `input/` (read-only) and
+    /// `output/`, and wrap it: the files it writes through the sandbox land in the bundle's
+    /// `output/` and are recorded at [`RigEvidence::finish`]; paths that leave it (`..`,
+    /// links, absolute host paths) are refused by the sandbox. Sandbox operations block on
+    /// file I/O: a tool on a busy runtime calls them through `spawn_blocking`.
+    pub fn sandboxed<T, F>(&self, make: F) -> Result<EvidenceTool, RigError>
+    where
+        T: ToolDyn + 'static,
+        F: FnOnce(Sandbox) -> T,
+    {
+        let sandbox = self.capture().sandbox()?;
+        Ok(self.tool(make(sandbox)))
     }
 }

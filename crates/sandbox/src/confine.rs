@@ -470,7 +470,10 @@ pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> i32 {
         .is_some_and(|a| a == crate::forward::FORWARDER_FLAG)
     {
         args.next();
-        return crate::forward::forwarder_main(args);
+        return match crate::forward::forwarder_main(args) {
+            Ok(()) => 0,
+            Err(crate::forward::ForwarderFailed) => EXIT_CANNOT_RUN,
+        };
     }
     let args = match HelperArgs::parse(args) {
         Ok(a) => a,

@@ -59,9 +59,13 @@ impl Forward {
     }
 }
 
-/// The forwarder's whole life (`args`: its `PORT=SOCKET` arguments). Returns only when it
-/// cannot start; the status is the helper's "cannot run" status then.
-pub(crate) fn forwarder_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+/// The forwarder's whole life (`args`: its `PORT=SOCKET` arguments). Returns `Ok` when
+/// every listener has ended, and `Err` at once when it cannot start, after printing why on
+/// the line the helper reads instead of `ready`; the helper turns that into its "cannot
+/// run" status.
+pub(crate) fn forwarder_main(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<(), ForwarderFailed> {
     let forwards: Result<Vec<Forward>, String> = args
         .into_iter()
         .map(|a| Forward::parse(&a.to_string_lossy()))
@@ -80,12 +84,12 @@ pub(crate) fn forwarder_main(args: impl IntoIterator<Item = std::ffi::OsString>)
         Ok(l) if !l.is_empty() => l,
         Ok(_) => {
             println!("provrun-confine: the forwarder has no port to forward");
-            return crate::confine::EXIT_CANNOT_RUN;
+            return Err(ForwarderFailed);
         }
         Err(e) => {
             // The helper reads this line instead of `ready` and reports it.
             println!("provrun-confine: {e}");
-            return crate::confine::EXIT_CANNOT_RUN;
+            return Err(ForwarderFailed);
         }
     };
     println!("{READY}");
@@ -97,8 +101,12 @@ pub(crate) fn forwarder_main(args: impl IntoIterator<Item = std::ffi::OsString>)
     for t in threads {
         let _ = t.join();
     }
-    0
+    Ok(())
 }
+
+/// The forwarder could not start (it has printed why).
+#[derive(Debug)]
+pub(crate) struct ForwarderFailed;
 
 /// Starts the port forwarder (this executable, confined as the helper is now) in a process
 /// group of its own, so that a signal sent to the program's group does not end it, and

@@ -298,7 +298,7 @@ async fn end_segment(
             .unwrap_or_default();
         (
             report.ok && report.complete,
-            crate::http::sha256_hex(&statement),
+            crate::digest::sha256_hex(&statement),
             started,
         )
     })

@@ -34,9 +34,11 @@
 
 mod agui;
 mod config;
+mod digest;
 mod drive;
 mod error;
 mod events;
+mod front;
 mod http;
 mod index;
 mod routes;

@@ -207,7 +207,7 @@ async fn earlier_turn(state: &Arc<State>, id: &str) -> Result<(Vec<Message>, Str
             .into_iter()
             .filter(|m| !matches!(m, Message::System { .. }))
             .collect();
-        Ok::<_, String>((history, crate::http::sha256_hex(&statement)))
+        Ok::<_, String>((history, crate::digest::sha256_hex(&statement)))
     })
     .await
     .map_err(|e| broken(e.to_string()))?

@@ -91,7 +91,7 @@ async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
     let _open = state.open_connection();
     let stopping = state.stopping.clone();
     let service =
-        hyper::service::service_fn(move |req| crate::http::handle(Arc::clone(&state), req));
+        hyper::service::service_fn(move |req| crate::front::handle(Arc::clone(&state), req));
     let conn =
         hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);

@@ -106,7 +106,7 @@ impl State {
             known.insert(entry.id.clone());
             threads.entry(entry.thread.clone()).or_default().last = Some(LastRun::from(&entry));
         }
-        let token_digest = config.token.as_deref().map(crate::http::digest);
+        let token_digest = config.token.as_deref().map(crate::digest::digest);
         Ok(Self {
             slots: Arc::new(Semaphore::new(config.concurrency)),
             config,

@@ -3,7 +3,9 @@
 use serde_json::Value;
 
 use crate::output::ToolOutput;
-use crate::tool::JsonMap;
+
+/// A JSON object: the arguments a tool receives once parsed.
+pub type JsonMap = serde_json::Map<String, Value>;
 
 /// A tool call's arguments as they arrive, before parsing.
 ///

@@ -69,19 +69,48 @@ fn render_listing(listing: &DirListing) -> String {
     text
 }
 
+/// What a tool is by being, or not being, one of the built-ins.
+impl Tool {
+    /// Whether this is one of the built-in tools that only read the sandbox within its size
+    /// limits (`read_file`, `list_dir`, as linked, not a replacement of the same name).
+    /// A runtime may call such a tool with [`Tool::call`] right on its async task, as it
+    /// does its own small evidence writes, instead of handing it to the blocking pool: the
+    /// hand-off would cost more than the call.
+    pub fn is_bounded_builtin_read(&self) -> bool {
+        is_bounded_read(self)
+    }
+
+    /// Whether calls of this tool only read, so that a runtime may let them overlap with
+    /// each other: category `read`, not destructive, and not a tool that reaches the host
+    /// folder (`list_host_files`). Every other tool, a manifest or MCP tool not marked
+    /// `read` included, may conflict with other calls and runs alone, in the model's order.
+    pub fn is_read_only(&self) -> bool {
+        self.category() == crate::ToolCategory::Read
+            && !self.is_destructive()
+            && !reaches_host(self)
+    }
+
+    /// Whether a call runs a program under the sandbox's OS confinement (the built-in
+    /// `run_command`, a manifest's `command` tool): its evidence then records the
+    /// confinement, and `provrun verify` requires that record.
+    pub fn runs_program(&self) -> bool {
+        self.declared_runs_program() || is_run_command(self)
+    }
+}
+
 /// Whether `tool` is the linked `read_file` or `list_dir` (see
 /// [`Tool::is_bounded_builtin_read`]).
-pub(crate) fn is_bounded_read(tool: &Tool) -> bool {
+fn is_bounded_read(tool: &Tool) -> bool {
     tool.same_as(&ReadFileTool::tool()) || tool.same_as(&ListDirTool::tool())
 }
 
 /// Whether `tool` is the built-in `run_command` (as linked).
-pub(crate) fn is_run_command(tool: &Tool) -> bool {
+fn is_run_command(tool: &Tool) -> bool {
     tool.same_as(&RunCommandTool::tool())
 }
 
 /// Whether `tool` is one of the linked host-folder tools (see [`Tool::is_read_only`]).
-pub(crate) fn reaches_host(tool: &Tool) -> bool {
+fn reaches_host(tool: &Tool) -> bool {
     tool.same_as(&ListHostFilesTool::tool())
         || tool.same_as(&CopyFromHostTool::tool())
         || tool.same_as(&CopyToHostTool::tool())

@@ -65,6 +65,7 @@ mod manifest;
 mod mcp;
 mod output;
 mod registry;
+mod schema_guard;
 mod template;
 mod tool;
 
@@ -87,6 +88,9 @@ pub use mcp::{
 pub use output::{IntoToolOutput, Json, ToolOutput};
 pub use provrun_macros::tool;
 pub use registry::ToolRegistry;
+#[cfg(feature = "schema")]
+pub use schema_guard::SelfOnlyLoader;
+pub use schema_guard::json_depth;
 pub use template::{TEMPLATE_VALUE_CHARS, fill_template, fill_template_json};
 pub use tool::{
     AsyncHandler, JsonMap, SyncHandler, Tool, ToolBuilder, ToolCategory, ToolMode, X_CATEGORY_KEY,

@@ -222,10 +222,6 @@ fn opening(trace: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-pub(crate) fn num(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
-}
-
 /// The page's data for a bundle: the one JSON value the page's script renders (its
 /// shape is the page's own business, not a contract; docs/view.md describes what the
 /// page shows).

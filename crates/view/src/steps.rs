@@ -8,8 +8,6 @@ use std::collections::HashMap;
 use provrun_evidence::{Event, EventType, ModelCalled, RunFinished, ToolCalled};
 use serde_json::{Map, Value, json};
 
-use crate::data::num;
-
 /// The page's steps: step 0 holds what came before the first model request, each later
 /// step one request and what followed it.
 #[derive(Default)]
@@ -133,4 +131,9 @@ impl Tally {
             json!(pick("output_tokens", self.output_tokens)),
         );
     }
+}
+
+/// A JSON number as a count: anything else (absent, negative, text) counts as 0.
+pub(crate) fn num(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
 }

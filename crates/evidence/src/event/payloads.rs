@@ -1,6 +1,8 @@
 //! The [`Payload`] trait and the payload of every event type but `tool_called` (in
 //! `tool_called.rs`): run start and end, staged inputs, outputs produced or skipped,
-//! model requests, imported traces, declarations and steering messages.
+//! model requests, imported traces, declarations and steering messages. Each payload a
+//! caller builds implements `Default`, so a literal ends with `..Default::default()` and
+//! survives new fields (see the crate's documentation).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,7 +20,7 @@ pub trait Payload: Serialize {
 }
 
 /// A tool offered to the model, with the digest of its JSON Schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolInfo {
     /// Tool name.
     pub name: String,
@@ -27,7 +29,7 @@ pub struct ToolInfo {
 }
 
 /// Payload of `run_started` (seq 0).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunStarted {
     /// Identifier of what ran the agent, e.g. `provrun/0.1.0`; copied into the statement.
     pub builder: String,
@@ -50,7 +52,7 @@ impl Payload for RunStarted {
 }
 
 /// Payload of `input_staged` and `output_produced`: one file of the bundle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileRecord {
     /// Path relative to `input/` or `output/`, `/`-separated.
     pub path: String,
@@ -79,7 +81,7 @@ impl Payload for OutputProduced {
 /// Payload of `output_skipped`: an entry found under `output/` when the run (or a
 /// paused segment) ended that is not one of its outputs. The recorder removes it from
 /// the bundle, so the bundle holds regular files and folders only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputSkipped {
     /// Path relative to `output/`, `/`-separated, escaped losslessly: bytes that are not
     /// UTF-8 are written `\xHH` and a backslash `\\` (see [`escape_path_bytes`]).
@@ -124,7 +126,7 @@ pub fn escape_path_bytes(bytes: &[u8]) -> String {
 }
 
 /// Payload of `model_called`: one model request, streamed or not.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelCalled {
     /// Model identifier.
     pub model: String,
@@ -236,7 +238,7 @@ impl Payload for RunFinished {
 }
 
 /// Payload of `declared`: what a tool says, unchecked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Declared {
     /// Who declares it (the tool's name, set by the runtime when it hands out the
     /// [`crate::Declarer`]); `null` if not set.

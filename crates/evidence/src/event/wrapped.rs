@@ -10,7 +10,7 @@ use super::{BlobRef, EventType, Payload};
 /// Payload of `http_exchanged`: one exchange through the recording proxy that is not a
 /// model request (token counting, model listing, a path the proxy does not classify),
 /// recorded with its raw bytes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HttpExchanged {
     /// What the exchange is, as the proxy classifies it: `count_tokens`, `models` or
     /// `other`.
@@ -35,7 +35,7 @@ impl Payload for HttpExchanged {
 /// Payload of `connection_handled`: a connection the program asked the proxy for
 /// (`CONNECT host:port`, or a request for an absolute URL), tunnelled to an allowed host
 /// or refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectionHandled {
     /// The host asked for, as the program wrote it.
     pub host: String,
@@ -62,7 +62,7 @@ impl Payload for ConnectionHandled {
 
 /// One of a program's output streams: its digest and size, and its bytes when they are
 /// kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamRecord {
     /// SHA-256 hex of everything the program wrote to the stream.
     pub sha256: String,
@@ -74,7 +74,7 @@ pub struct StreamRecord {
 }
 
 /// Payload of `program_exited`: how the wrapped program ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramExited {
     /// The program and its arguments, as given.
     pub argv: Vec<String>,

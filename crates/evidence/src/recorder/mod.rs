@@ -45,9 +45,7 @@ pub use pending::PendingBundle;
 /// when passed through [`Recorder::tool_value`].
 pub const INLINE_LIMIT: usize = 16 * 1024;
 
-/// File names inside a bundle.
-pub(crate) const EVENTS_FILE: &str = "events.jsonl";
-pub(crate) const STATEMENT_FILE: &str = "statement.json";
+pub(crate) use crate::names::{EVENTS_FILE, STATEMENT_FILE};
 
 // ---------------------------------------------------------------------------------------
 // The recorder.

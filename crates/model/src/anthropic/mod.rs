@@ -33,5 +33,5 @@ pub use client::AnthropicModel;
 pub use config::AnthropicConfig;
 pub use request::build_request_body;
 pub use response::finish_reason;
-pub(crate) use response::parse_body;
 pub(crate) use stream::StreamState;
+pub(crate) use stream::parse_body;

@@ -106,7 +106,7 @@ pub fn build_request_body(
     if stream {
         body.insert("stream".into(), json!(true));
     }
-    crate::settings::merge_extra(&mut body, &s.extra);
+    crate::wire::merge_extra(&mut body, &s.extra);
     Value::Object(body)
 }
 

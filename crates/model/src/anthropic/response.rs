@@ -3,9 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::{API_TAG, StreamState};
-use crate::native;
-use crate::types::{FinishReason, ProviderItem, ProviderToolCall, StreamDelta, ToolCall, Usage};
+use super::API_TAG;
+use crate::types::{FinishReason, ProviderItem, ProviderToolCall, ToolCall, Usage};
 use crate::wire::{BodyProblem, Parsed, error_info_from_value, number, snippet};
 
 /// Maps a `stop_reason`: `end_turn` and `stop_sequence` are a stop, `tool_use` tool calls,
@@ -215,16 +214,7 @@ pub(super) fn provider_problem(err: &Value) -> BodyProblem {
     }
 }
 
-/// Parses a successful Messages body, JSON or SSE. Stream deltas go to `on_delta`.
-pub(crate) fn parse_body(
-    body: &[u8],
-    media_type: Option<&str>,
-    on_delta: &mut dyn FnMut(StreamDelta),
-) -> Result<Parsed, BodyProblem> {
-    native::parse_sse_or_json(body, media_type, on_delta, StreamState::finish, parse_json)
-}
-
-fn parse_json(body: &[u8]) -> Result<Parsed, BodyProblem> {
+pub(super) fn parse_json(body: &[u8]) -> Result<Parsed, BodyProblem> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         BodyProblem::Malformed(format!(
             "body is not JSON ({e}): {}",

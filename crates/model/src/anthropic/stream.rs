@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 
 use super::finish_reason;
+use super::response;
 use super::response::{Block, RawUsage, assemble, block_type, provider_problem, read_block};
-use crate::native::LiveEvents;
+use crate::native::{self, LiveEvents};
 use crate::types::StreamDelta;
 use crate::wire::{BodyProblem, Parsed, event_json, number};
 
@@ -236,4 +237,19 @@ impl StreamState {
 /// The `index` of a content block event, which `kind` must carry.
 fn block_index(v: &Value, kind: &str) -> Result<u64, BodyProblem> {
     number(v.get("index")).ok_or_else(|| BodyProblem::Malformed(format!("{kind} without an index")))
+}
+
+/// Parses a successful Messages body, JSON or SSE. Stream deltas go to `on_delta`.
+pub(crate) fn parse_body(
+    body: &[u8],
+    media_type: Option<&str>,
+    on_delta: &mut dyn FnMut(StreamDelta),
+) -> Result<Parsed, BodyProblem> {
+    native::parse_sse_or_json(
+        body,
+        media_type,
+        on_delta,
+        StreamState::finish,
+        response::parse_json,
+    )
 }

@@ -6,9 +6,6 @@ use std::fmt;
 use super::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, OPENAI, RetryPolicy, Settings, Timeouts};
 use crate::error::ModelError;
 
-/// The public OpenAI API, used when no base URL is given.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-
 /// Where and how [`OpenAiModel`](super::OpenAiModel) connects.
 #[derive(Clone)]
 pub struct OpenAiConfig {
@@ -56,7 +53,7 @@ impl OpenAiConfig {
         }
     }
 
-    /// A configuration from `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and
+    /// A configuration from `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`](super::DEFAULT_BASE_URL)) and
     /// `OPENAI_API_KEY`. The key is required for the default base URL only.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
         let (base_url, api_key) = OPENAI.env_values();

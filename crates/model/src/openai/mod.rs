@@ -21,6 +21,6 @@ mod settings;
 
 #[cfg(feature = "http")]
 pub use client::OpenAiModel;
-pub use config::{DEFAULT_BASE_URL, OpenAiConfig};
-pub use settings::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts};
+pub use config::OpenAiConfig;
+pub use settings::{ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts};
 pub(crate) use settings::{OPENAI, Provider, Settings};

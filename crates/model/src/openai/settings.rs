@@ -25,10 +25,13 @@ pub(crate) struct Provider {
     pub key_var: &'static str,
 }
 
+/// The public OpenAI API, used when no base URL is given.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
 /// OpenAI's public API, shared by the chat-completions and Responses backends.
 pub(crate) const OPENAI: Provider = Provider {
     name: "OpenAI",
-    default_base_url: super::DEFAULT_BASE_URL,
+    default_base_url: DEFAULT_BASE_URL,
     base_var: "OPENAI_BASE_URL",
     key_var: "OPENAI_API_KEY",
 };

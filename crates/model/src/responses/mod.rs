@@ -26,8 +26,8 @@ mod tests;
 pub use client::OpenAiResponsesModel;
 pub use config::OpenAiResponsesConfig;
 pub use request::build_request_body;
-pub(crate) use response::parse_body;
 pub(crate) use stream::StreamState;
+pub(crate) use stream::parse_body;
 
 /// The [`ProviderItem::api`](crate::ProviderItem::api) of Responses items.
 pub const API_TAG: &str = "openai-responses";

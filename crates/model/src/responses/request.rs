@@ -102,6 +102,6 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool, sto
     if stream {
         body.insert("stream".into(), json!(true));
     }
-    crate::settings::merge_extra(&mut body, &s.extra);
+    crate::wire::merge_extra(&mut body, &s.extra);
     Value::Object(body)
 }

@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
+use super::response;
 use super::response::{parse_response_object, provider_problem};
-use crate::native::LiveEvents;
+use crate::native::{self, LiveEvents};
 use crate::types::StreamDelta;
 use crate::wire::{BodyProblem, Parsed, event_json, number};
 
@@ -143,4 +144,19 @@ fn delta(v: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned()
+}
+
+/// Parses a successful Responses body, JSON or SSE. Stream deltas go to `on_delta`.
+pub(crate) fn parse_body(
+    body: &[u8],
+    media_type: Option<&str>,
+    on_delta: &mut dyn FnMut(StreamDelta),
+) -> Result<Parsed, BodyProblem> {
+    native::parse_sse_or_json(
+        body,
+        media_type,
+        on_delta,
+        StreamState::finish,
+        response::parse_json,
+    )
 }

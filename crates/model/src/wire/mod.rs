@@ -3,10 +3,13 @@
 //!
 //! `request` builds request bodies; `completion` parses a JSON completion, `sse` a
 //! streamed one (accumulating deltas); `errors` reads provider error bodies and maps
-//! HTTP statuses to typed errors. This module holds what they share and the entry points.
+//! HTTP statuses to typed errors; `parse` holds the entry points that pick between them.
+//! This module holds what they all share.
 
 mod completion;
 mod errors;
+mod extra;
+mod parse;
 mod request;
 mod sse;
 
@@ -14,16 +17,20 @@ use serde_json::Value;
 
 use crate::error::ModelError;
 use crate::types::{
-    FinishReason, ModelResponse, ProviderItem, ProviderToolCall, RawExchange, StreamDelta,
-    ToolCall, Usage,
+    FinishReason, ModelResponse, ProviderItem, ProviderToolCall, RawExchange, ToolCall, Usage,
 };
 
-use completion::parse_json_completion;
-pub(crate) use errors::{error_info, error_info_from_value, http_status_error};
+#[cfg(feature = "http")]
+pub(crate) use errors::http_status_error;
+pub(crate) use errors::{error_info, error_info_from_value};
+pub(crate) use extra::merge_extra;
+#[cfg(feature = "http")]
+pub(crate) use parse::parse_body;
+pub use parse::parse_response;
+pub(crate) use parse::parse_response_streamed;
 pub use request::{build_request_body, strip_extension_keys};
 #[cfg(feature = "http")]
 pub(crate) use sse::StreamAccumulator;
-use sse::parse_sse;
 pub(crate) use sse::sse_pieces;
 
 /// Media type of JSON bodies.
@@ -111,49 +118,6 @@ pub(crate) fn is_sse(media_type: Option<&str>, body: &[u8]) -> bool {
     start.starts_with("data:") || start.starts_with("event:") || start.starts_with(':')
 }
 
-/// Parses a successful response body, JSON or SSE. Stream deltas go to `on_delta`.
-pub(crate) fn parse_body(
-    body: &[u8],
-    media_type: Option<&str>,
-    on_delta: &mut dyn FnMut(StreamDelta),
-) -> Result<Parsed, BodyProblem> {
-    if is_sse(media_type, body) {
-        parse_sse(body, on_delta)
-    } else {
-        parse_json_completion(body)
-    }
-}
-
-/// Parses any recorded response: the status (when given and not 2xx) maps to the typed
-/// error a live request would have given; otherwise the body is parsed leniently.
-///
-/// This is how [`crate::ReplayModel`] and the offline models read responses back, and how
-/// recorded evidence can be re-read by other crates.
-pub fn parse_response(raw: RawExchange) -> Result<ModelResponse, ModelError> {
-    parse_response_streamed(raw, &mut |_| {})
-}
-
-/// [`parse_response`], reporting stream deltas as they are parsed.
-pub(crate) fn parse_response_streamed(
-    raw: RawExchange,
-    on_delta: &mut dyn FnMut(StreamDelta),
-) -> Result<ModelResponse, ModelError> {
-    if let Some(status) = raw.status
-        && !(200..300).contains(&status)
-    {
-        let body = raw.response_body.clone();
-        return Err(http_status_error(status, &body, None, raw));
-    }
-    match parse_body(
-        &raw.response_body,
-        raw.response_media_type.as_deref(),
-        on_delta,
-    ) {
-        Ok(p) => Ok(p.into_response(raw)),
-        Err(p) => Err(p.into_error(raw)),
-    }
-}
-
 pub(crate) fn number(v: Option<&Value>) -> Option<u64> {
     let v = v?;
     v.as_u64()
@@ -192,6 +156,7 @@ pub(crate) fn event_json(event: &str, data: &str) -> Result<Value, BodyProblem> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::StreamDelta;
     use serde_json::json;
 
     fn collect(body: &str) -> (Result<Parsed, BodyProblem>, Vec<StreamDelta>) {

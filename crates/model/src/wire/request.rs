@@ -73,7 +73,7 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool) -> 
         body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    crate::settings::merge_extra(&mut body, &s.extra);
+    crate::wire::merge_extra(&mut body, &s.extra);
     Value::Object(body)
 }
 

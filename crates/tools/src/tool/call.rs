@@ -1,36 +1,18 @@
-//! Calling a tool: its handler types, [`Tool::call`] and [`Tool::acall`] (arguments
+//! Calling a tool: [`Tool::call`] and [`Tool::acall`] (arguments
 //! parsed, context checked, a sync body run off the executor), and a panic in the body,
 //! sync or async, turned into a failed output.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use super::{JsonMap, Tool};
+use super::Tool;
+use super::handler::{Handler, SyncHandler};
 use crate::BoxFuture;
+use crate::args::JsonMap;
 use crate::args::ToolArgs;
 use crate::context::RunContext;
 use crate::error::ToolError;
 use crate::output::ToolOutput;
-
-/// A synchronous handler: parsed arguments in, output out.
-pub type SyncHandler =
-    dyn for<'a> Fn(Option<&'a RunContext>, JsonMap) -> Result<ToolOutput, ToolError> + Send + Sync;
-/// An asynchronous handler: parsed arguments in, a future of the output out.
-pub type AsyncHandler = dyn Fn(Option<RunContext>, JsonMap) -> Result<BoxFuture<'static, ToolOutput>, ToolError>
-    + Send
-    + Sync;
-
-/// How a tool's body is reached.
-#[derive(Clone)]
-#[doc(hidden)]
-pub enum Handler {
-    /// A plain function.
-    Sync(Arc<SyncHandler>),
-    /// An async function.
-    Async(Arc<AsyncHandler>),
-    /// Declared here but run elsewhere, or not runnable yet; the text says why.
-    Unavailable(String),
-}
 
 impl Tool {
     fn check_context(&self, has_ctx: bool) -> Result<(), ToolError> {

@@ -2,7 +2,8 @@
 //!
 //! The type and what it tells are here; `metadata` holds its mode, category and the
 //! `x-*` schema keys, `builder` the [`ToolBuilder`], `call` how it is called (handlers,
-//! panics caught).
+//! panics caught). What a tool is by being one of the built-ins (`runs_program`,
+//! `is_read_only`, `is_bounded_builtin_read`) is answered in `builtin.rs`, beside them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,16 +12,15 @@ use serde_json::Value;
 
 mod builder;
 mod call;
+mod handler;
 mod metadata;
 
+pub use crate::args::JsonMap;
 pub use builder::ToolBuilder;
-pub use call::{AsyncHandler, Handler, SyncHandler};
+pub use handler::{AsyncHandler, Handler, SyncHandler};
 pub use metadata::{
     ToolCategory, ToolMode, X_CATEGORY_KEY, X_CONFIRM_KEY, X_DESTRUCTIVE_KEY, X_SUMMARY_KEY,
 };
-
-/// A JSON object: the arguments a tool receives once parsed.
-pub type JsonMap = serde_json::Map<String, Value>;
 
 /// One tool: what the model is told about it, and how to call it.
 ///
@@ -109,23 +109,10 @@ impl Tool {
         self.inner.category
     }
 
-    /// Whether this is one of the built-in tools that only read the sandbox within its size
-    /// limits (`read_file`, `list_dir`, as linked, not a replacement of the same name).
-    /// A runtime may call such a tool with [`Tool::call`] right on its async task, as it
-    /// does its own small evidence writes, instead of handing it to the blocking pool: the
-    /// hand-off would cost more than the call.
-    pub fn is_bounded_builtin_read(&self) -> bool {
-        crate::builtin::is_bounded_read(self)
-    }
-
-    /// Whether calls of this tool only read, so that a runtime may let them overlap with
-    /// each other: category `read`, not destructive, and not a tool that reaches the host
-    /// folder (`list_host_files`). Every other tool, a manifest or MCP tool not marked
-    /// `read` included, may conflict with other calls and runs alone, in the model's order.
-    pub fn is_read_only(&self) -> bool {
-        self.inner.category == ToolCategory::Read
-            && !self.inner.destructive
-            && !crate::builtin::reaches_host(self)
+    /// Whether the tool was declared as one that runs a program (a manifest's `command`
+    /// tool); the built-in `run_command` is known by identity instead (`builtin.rs`).
+    pub(crate) fn declared_runs_program(&self) -> bool {
+        self.inner.runs_program
     }
 
     /// Whether `self` and `other` are the same tool (clones of one registration).
@@ -155,13 +142,6 @@ impl Tool {
     pub fn summary_for(&self, arguments: &str) -> Option<String> {
         self.summary()
             .map(|t| crate::template::fill_template(t, arguments))
-    }
-
-    /// Whether a call runs a program under the sandbox's OS confinement (the built-in
-    /// `run_command`, a manifest's `command` tool): its evidence then records the
-    /// confinement, and `provrun verify` requires that record.
-    pub fn runs_program(&self) -> bool {
-        self.inner.runs_program || crate::builtin::is_run_command(self)
     }
 
     /// Whether the tool takes a [`RunContext`](crate::RunContext).
