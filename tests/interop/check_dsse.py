@@ -6,7 +6,8 @@ Usage: check_dsse.py BUNDLE PUBLIC_KEY_PEM PRIVATE_KEY_PEM
   BUNDLE/statement.dsse.json with the SPKI PEM public key, and refuses it once the
   payload is changed;
 - pyca/cryptography reads the PKCS#8 PEM private key and derives the same public key, whose
-  SHA-256 must be the key id the envelope names;
+  SHA-256 must be the key id the envelope names (of its 32 raw bytes for Ed25519, of its
+  SPKI DER encoding for ECDSA P-256);
 - the in-toto attestation reference library (in-toto-attestation) parses the envelope's
   payload, byte for byte statement.json, as an in-toto v1 Statement and validates it, and
   parses its predicate as SLSA provenance v1.
@@ -22,6 +23,7 @@ import json
 import sys
 
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from google.protobuf import json_format
 from in_toto_attestation.v1 import statement_pb2
 from in_toto_attestation.v1.statement import Statement
@@ -44,20 +46,23 @@ def main() -> None:
     # The key files in the formats other tools read.
     public = serialization.load_pem_public_key(public_pem)
     private = serialization.load_pem_private_key(private_pem, password=None)
-    raw = public.public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
-    derived = private.public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    if isinstance(public, ec.EllipticCurvePublicKey):
+        assert public.curve.name == "secp256r1", public.curve.name
+        encoding, form = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        scheme = "ecdsa-sha2-nistp256"
+    else:
+        encoding, form = serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        scheme = "ed25519"
+    raw = public.public_bytes(encoding, form)
+    derived = private.public_key().public_bytes(encoding, form)
     assert raw == derived, "the private key does not belong to the public key"
     keyid = hashlib.sha256(raw).hexdigest()
     named = [s["keyid"] for s in envelope_json["signatures"]]
     assert named == [keyid], f"envelope names {named}, the key's id is {keyid}"
-    print(f"key files: PKCS#8 and SPKI PEM read by cryptography; key id {keyid}")
+    print(f"key files: PKCS#8 and SPKI PEM read by cryptography; {scheme} key id {keyid}")
 
     # DSSE with securesystemslib.
-    key = SSlibKey.from_crypto(public, keyid=keyid, scheme="ed25519")
+    key = SSlibKey.from_crypto(public, keyid=keyid, scheme=scheme)
     envelope = Envelope.from_dict(copy.deepcopy(envelope_json))
     assert envelope.payload_type == "application/vnd.in-toto+json", envelope.payload_type
     assert envelope.payload == statement_bytes, "payload is not statement.json"

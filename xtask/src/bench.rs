@@ -25,6 +25,7 @@ const SCENARIOS: &[&str] = &[
     "batch_10k",
     "wrap_proxy",
     "serve_200",
+    "ledger_100k",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).

@@ -7,12 +7,15 @@
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
 //! MCP server of that test and for the agent programs `provrun wrap` is tested around
 //! (`@openai/codex`, `@anthropic-ai/claude-code`), Debian's `chromium` for the `provrun
-//! view` browser tests (tests/tests/it/view_browser.rs), and the official AG-UI client
+//! view` browser tests (tests/tests/it/view_browser.rs), the official AG-UI client
 //! (`@ag-ui/client`, npm) and validator (`ag-ui-validate`, PyPI) for the `provrun serve`
 //! tests (crates/cli/tests/it/serve/agui.rs), `inspect-ai` for the Inspect export test
-//! (crates/cli/tests/it/inspect_interop.rs), and the pinned packages of the Python
-//! package's suite (python/tests/requirements.txt; xtask/src/python.rs); the npm and PyPI
-//! packages are installed once into a cache outside the clone.
+//! (crates/cli/tests/it/inspect_interop.rs), the pinned packages of the Python package's
+//! suite (python/tests/requirements.txt; xtask/src/python.rs), and Go with Debian's
+//! `golang.org/x/mod` sources for the ledger's second implementation
+//! (tests/interop/ledger_check.go, built by crates/ledger/tests/it/go_interop.rs and
+//! crates/cli/tests/it/ledger.rs); the npm and PyPI packages are installed once into a
+//! cache outside the clone.
 //!
 //! - `bwrap` present and able to build a sandbox: nothing to do.
 //! - Missing, and we are root with `apt-get`: install the `bubblewrap` package.
@@ -186,6 +189,28 @@ pub fn node() -> Result<(), String> {
     Ok(())
 }
 
+/// Where Debian's `golang-golang-x-mod-dev` puts the sources the Go ledger checker imports.
+const GO_MOD_SOURCES: &str = "/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog";
+
+/// Whether `go` starts and Debian's `golang.org/x/mod` sources are there.
+fn go_works() -> Result<(), String> {
+    let out = Command::new("go")
+        .arg("version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("`go` could not be started: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`go version` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    if !std::path::Path::new(GO_MOD_SOURCES).is_dir() {
+        return Err(format!("{GO_MOD_SOURCES} is missing"));
+    }
+    Ok(())
+}
+
 /// The official AG-UI client the `provrun serve` tests drive the server with, pinned.
 pub const AGUI_CLIENT: &str = "@ag-ui/client@1.0.0";
 /// The AG-UI stream validator those tests check the captured streams with, pinned.
@@ -233,6 +258,37 @@ fn agui_install() -> Result<(), String> {
         ]);
         crate::run("setup: install ag-ui-validate", pip)?;
     }
+    Ok(())
+}
+
+/// Makes sure the ledger's Go interoperability tests can build their checker offline:
+/// under CI, installs Debian's `golang-go` and `golang-golang-x-mod-dev` with apt-get when
+/// they are missing, and fails if it cannot. Elsewhere the tests skip themselves loudly.
+pub fn go() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let problem = match go_works() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: go and golang.org/x/mod work; the ledger's Go interop tests run for real"
+            );
+            return Ok(());
+        }
+        Err(e) => e,
+    };
+    if ci && is_root() && have("apt-get") {
+        return apt_install_packages("golang-go golang-golang-x-mod-dev")
+            .and_then(|()| go_works())
+            .map(|()| println!("==> setup: golang-go and golang-golang-x-mod-dev installed"))
+            .map_err(|e| format!("setup: CI must run the ledger's Go interop tests, but {e}"));
+    }
+    if ci {
+        return Err(format!(
+            "setup: CI must run the ledger's Go interop tests, but {problem} (and apt-get as root is not available)"
+        ));
+    }
+    eprintln!(
+        "\n==> setup: WARNING: {problem}; the ledger's Go interop tests will SKIP themselves (CI=true fails here)"
+    );
     Ok(())
 }
 

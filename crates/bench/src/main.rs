@@ -17,10 +17,11 @@
 //!
 //! The code: `figure` (one JSON line), `harness` (folders, inputs, the script, the shared
 //! backend), and the scenarios by what they measure: `scripted` (scripted runs, one long
-//! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines)
+//! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines),
 //! `cli` (whole `provrun run` and `provrun batch` processes), `wrap` (what
-//! `provrun wrap`'s recording proxy adds to an exchange and to a stream) and `serve`
-//! (runs at once through an AG-UI server over HTTP).
+//! `provrun wrap`'s recording proxy adds to an exchange and to a stream), `serve` (runs
+//! at once through an AG-UI server over HTTP) and `ledger` (adds to the transparency log
+//! up to 100,000 leaves, and its proofs' sizes).
 
 use std::path::PathBuf;
 
@@ -31,6 +32,7 @@ mod disk;
 mod figure;
 mod harness;
 mod idle;
+mod ledger;
 mod scripted;
 mod serve;
 mod wrap;
@@ -42,7 +44,7 @@ use scripted::{long_run, scripted};
 use serve::serve_concurrent;
 
 const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
-scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k wrap_proxy serve_200";
+scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k wrap_proxy serve_200 ledger_100k";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -127,6 +129,7 @@ fn main() {
             scenario,
             runs_arg.unwrap_or(if quick { 20 } else { 200 }),
         )],
+        "ledger_100k" => ledger::ledger_100k(quick),
         other => {
             eprintln!("unknown scenario `{other}`\n{USAGE}");
             std::process::exit(2);

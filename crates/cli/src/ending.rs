@@ -23,12 +23,15 @@ pub(crate) struct Ending<'a> {
     /// The folder the run was granted, for the resume command printed when it pauses.
     pub(crate) host_dir: Option<&'a Path>,
     /// `--sign-key`'s seed.
-    pub(crate) sign_key: Option<&'a [u8; 32]>,
+    pub(crate) sign_key: Option<&'a provrun_evidence::dsse::PrivateKey>,
     /// `--json`.
     pub(crate) json: bool,
     /// The exit code of a cancelled run: 128 + the signal that stopped it (see
     /// [`crate::drive::Driven`]).
     pub(crate) cancelled_code: u8,
+    /// `--ledger`: the ledger the bundle is added to when the run ends (not when it
+    /// pauses).
+    pub(crate) ledger: Option<&'a Path>,
 }
 
 impl Ending<'_> {
@@ -71,10 +74,19 @@ impl Ending<'_> {
                 EXIT_PAUSED
             }
         };
-        if let Some(seed) = self.sign_key
-            && let Err(e) = crate::sign::sign_bundle(bundle, seed)
+        if let Some(key) = self.sign_key
+            && let Err(e) = crate::sign::sign_bundle(bundle, key)
         {
             code = fail(EXIT_FAILED, e);
+        }
+        if let Some(dir) = self.ledger
+            && result.status() != RunStatus::Paused
+        {
+            match crate::ledger::add_run(dir, bundle) {
+                Ok(line) if !crate::logging::quiet() => eprintln!("provrun: {}", inert(&line)),
+                Ok(_) => {}
+                Err(e) => code = fail(EXIT_FAILED, e),
+            }
         }
         let report = self.verify.then(|| self.verify_now());
         if report.as_ref().is_some_and(|r| !r.ok) {
@@ -104,11 +116,9 @@ impl Ending<'_> {
     /// signed), the verdict on stderr.
     fn verify_now(&self) -> VerifyReport {
         let report = match self.sign_key {
-            Some(seed) => provrun_evidence::verify_with(
+            Some(key) => provrun_evidence::verify_with(
                 self.bundle,
-                &provrun_evidence::VerifyOptions {
-                    public_key: Some(provrun_evidence::dsse::public_key(seed)),
-                },
+                &provrun_evidence::VerifyOptions::with_key(key.public()),
             ),
             None => provrun_evidence::verify(self.bundle),
         };

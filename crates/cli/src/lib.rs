@@ -1,7 +1,7 @@
 //! The `provrun` command-line interface, as a library so tests can drive it in-process.
 //!
 //! Subcommands: `run`, `verify`, `replay`, `show`, `view`, `diff`, `tools`, `resume`, `batch`,
-//! `serve`, `keygen`, `sign`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
+//! `serve`, `keygen`, `sign`, `ledger`, `redact`, `completions`, `schema`, `cat`, `export`, `import`, `doctor`, `wrap`. Their flags, exit codes and output formats are a contract
 //! (docs/contract.md §3): they only ever grow.
 //!
 //! Exit codes, all subcommands:
@@ -44,11 +44,13 @@ mod ending;
 mod import;
 pub mod inert;
 mod inspect;
+mod ledger;
 mod listing;
 pub mod logging;
 mod open;
 mod otel;
 mod progress;
+mod redact;
 mod replay;
 mod run;
 mod serve;
@@ -204,12 +206,24 @@ enum Command {
         after_help = "Exit codes: 0 commands run fully confined (every layer the evidence records is here) · 1 something a command needs is missing (commands are refused, or run degraded where allowed) · 2 usage"
     )]
     Doctor(doctor::DoctorArgs),
-    /// Write a new Ed25519 key pair for signing bundles: FILE (private, PKCS#8 PEM) and
-    /// FILE.pub (public, SPKI PEM); prints the key id.
+    /// Write a new key pair for signing bundles (Ed25519, or ECDSA P-256 with --algorithm):
+    /// FILE (private, PKCS#8 PEM) and FILE.pub (public, SPKI PEM); prints the key id.
     Keygen(sign::KeygenArgs),
-    /// Sign a finished bundle's statement with a private key (writes statement.dsse.json);
+    /// Sign a finished bundle's statement with a private key (writes statement.dsse.json),
+    /// and with --model-signing every file of it in the OpenSSF model-signing format;
     /// exit 1 if the bundle does not verify.
     Sign(sign::SignArgs),
+    /// Write a copy of a finished bundle without chosen content (a string of the log, a
+    /// blob, an input or output file) that still verifies, with the original signature;
+    /// redactions.jsonl records what was removed, where, why and by whom.
+    #[command(
+        after_help = "Exit codes: 0 the redacted copy is written (and verifies) · 1 the bundle does not verify, or the copy cannot be written · 2 usage: a bad flag, a selector that names nothing, a pattern that matches what must stay, NEW not empty (nothing written)"
+    )]
+    Redact(redact::RedactArgs),
+    /// The transparency log of runs: `ledger init DIR`, `ledger add DIR BUNDLE…`,
+    /// `ledger proof`, `ledger consistency`, `ledger verify` (docs/ledger.md).
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
     /// Send a bundle's run elsewhere: `export otlp BUNDLE` sends its spans to an
     /// OpenTelemetry collector.
     #[command(subcommand)]
@@ -310,6 +324,8 @@ where
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Sign(args) => sign::sign(&args),
+        Command::Ledger(command) => ledger::ledger(command),
+        Command::Redact(args) => redact::redact(&args),
         Command::Export(target) => otel::export(target),
         Command::Import(source) => import::import(source),
         Command::Wrap(args) => wrap::wrap(args),

@@ -100,6 +100,10 @@ pub(crate) struct RunArgs {
     /// the file may be created after the run starts.
     #[arg(long = "steer-file", value_name = "FILE")]
     steer_file: Option<PathBuf>,
+    /// Add the bundle to this ledger (`provrun ledger init`) when the run ends (a paused
+    /// run is added when it ends after a resume); exit 1 if it cannot be added.
+    #[arg(long, value_name = "DIR")]
+    ledger: Option<PathBuf>,
 }
 
 /// Arguments of `provrun resume`.
@@ -142,6 +146,9 @@ pub(crate) struct ResumeArgs {
     /// Print one JSON object on stdout instead of the answer, as `run --json` does.
     #[arg(long)]
     json: bool,
+    /// Add the bundle to this ledger when the run ends (see `run --ledger`).
+    #[arg(long, value_name = "DIR")]
+    ledger: Option<PathBuf>,
 }
 
 fn parse_result(text: &str) -> Result<(String, String), String> {
@@ -169,6 +176,11 @@ fn model_override(text: &str) -> Result<String, String> {
 
 pub(crate) fn run(args: RunArgs) -> u8 {
     if let Err(code) = check_new_bundle(&args.out) {
+        return code;
+    }
+    if let Some(dir) = &args.ledger
+        && let Err(code) = crate::ledger::check_target(dir)
+    {
         return code;
     }
     let sign_key = match signing_key(args.sign_key.as_deref()) {
@@ -245,6 +257,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         sign_key: sign_key.as_ref(),
         json: args.json,
         cancelled_code,
+        ledger: args.ledger.as_deref(),
     }
     .report(result)
 }
@@ -260,8 +273,8 @@ pub(crate) fn with_builder_id(backend: Backend) -> Result<Backend, u8> {
     }
 }
 
-/// The `--sign-key` seed, read before the run starts so a bad key writes nothing.
-fn signing_key(path: Option<&Path>) -> Result<Option<[u8; 32]>, u8> {
+/// The `--sign-key` key, read before the run starts so a bad key writes nothing.
+fn signing_key(path: Option<&Path>) -> Result<Option<provrun_evidence::dsse::PrivateKey>, u8> {
     path.map(|p| {
         crate::sign::load_private_key(p).map_err(|e| fail(EXIT_USAGE, format!("--sign-key: {e}")))
     })
@@ -277,6 +290,11 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(k) => k,
         Err(code) => return code,
     };
+    if let Some(dir) = &args.ledger
+        && let Err(code) = crate::ledger::check_target(dir)
+    {
+        return code;
+    }
     let mut decisions: Vec<Decision> = args.approve.into_iter().map(Decision::Approve).collect();
     decisions.extend(args.deny.into_iter().map(|call_id| Decision::Deny {
         call_id,
@@ -329,6 +347,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         sign_key: sign_key.as_ref(),
         json: args.json,
         cancelled_code,
+        ledger: args.ledger.as_deref(),
     }
     .report(result)
 }

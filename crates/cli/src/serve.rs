@@ -55,8 +55,9 @@ pub(crate) struct ServeArgs {
     /// Load the tool manifests (*.toml) of this folder as well; repeatable.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
-    /// Append every finished bundle to the transparency log in this folder (not available
-    /// yet: refused with exit 2).
+    /// Add each run's bundle to this ledger (`provrun ledger init`) when the run ends (a
+    /// paused run when a resume ends it), before a bucket gets it; a bundle the ledger
+    /// cannot take is logged as an error.
     #[arg(long, value_name = "DIR")]
     ledger: Option<PathBuf>,
 }
@@ -81,11 +82,8 @@ fn token(args: &ServeArgs) -> Result<Option<String>, String> {
 
 /// Everything a server needs, checked before anything listens; the error is exit 2's.
 fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
-    if args.ledger.is_some() {
-        return Err(fail(
-            EXIT_USAGE,
-            "--ledger: the transparency log is not available in this version yet",
-        ));
+    if let Some(dir) = &args.ledger {
+        crate::ledger::check_target(dir)?;
     }
     let registry = registry(&args.tools_dirs)?;
     let backend = crate::run::with_builder_id(Backend::new().with_registry(registry))?;
@@ -105,6 +103,9 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
     }
     if let Some(dir) = &args.work_dir {
         config = config.work_dir(dir);
+    }
+    if let Some(dir) = &args.ledger {
+        config = config.ledger(dir);
     }
     config.check().map_err(|e| fail(EXIT_USAGE, e))?;
     Ok(config)

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use provrun_evidence::{CheckStatus, VerifyReport};
+use provrun_evidence::redaction::Removed;
+use provrun_evidence::{CheckStatus, SignatureStatus, VerifyReport};
 
 use crate::style::Painter;
 use crate::{EXIT_FAILED, EXIT_USAGE, fail};
@@ -15,20 +16,38 @@ pub(crate) struct VerifyArgs {
     bundle: PathBuf,
     /// Print one JSON object `{"ok", "complete", "status", "checks": [{"code", "status", "detail"}]}`
     /// (`status`: how the run ended — finished, failed, cancelled or paused — absent when
-    /// the log does not end with run_finished).
+    /// the log does not end with run_finished), and for a redacted bundle
+    /// `"redactions": [{"record", "signature"}]` (docs/evidence.md §8).
     #[arg(long)]
     json: bool,
     /// Require a valid signature (statement.dsse.json) by this public key (SPKI PEM, as
-    /// `provrun keygen` writes FILE.pub); the signature check names the key id that signed.
+    /// `provrun keygen` writes FILE.pub; Ed25519 or ECDSA P-256); the signature check names
+    /// the key id that signed.
     #[arg(long, value_name = "PUBFILE")]
     key: Option<PathBuf>,
+    /// Also check that the bundle's statement is in this ledger (`provrun ledger`): a
+    /// `ledger` check is added to the report.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["checkpoint", "proof"])]
+    ledger: Option<PathBuf>,
+    /// The ledger's checkpoint verifier key (NAME+KEYHASH+BASE64, as `ledger init` printed
+    /// it, or a file holding it): with --ledger, the key its checkpoint must verify with;
+    /// with --checkpoint and --proof, the key of an offline check.
+    #[arg(long = "ledger-key", value_name = "KEY")]
+    ledger_key: Option<String>,
+    /// A ledger checkpoint (signed note) to check the bundle's inclusion against offline,
+    /// with --ledger-key and --proof.
+    #[arg(long, value_name = "FILE", requires_all = ["ledger_key", "proof"])]
+    checkpoint: Option<PathBuf>,
+    /// The inclusion proof (`provrun ledger proof --json`) for --checkpoint.
+    #[arg(long, value_name = "FILE", requires_all = ["ledger_key", "checkpoint"])]
+    proof: Option<PathBuf>,
 }
 
 pub(crate) fn verify(args: &VerifyArgs) -> u8 {
     let mut options = provrun_evidence::VerifyOptions::default();
     if let Some(path) = &args.key {
         match crate::sign::load_public_key(path) {
-            Ok(key) => options.public_key = Some(key),
+            Ok(key) => options.key = Some(key),
             Err(e) => return fail(EXIT_USAGE, format!("--key: {e}")),
         }
     }
@@ -38,7 +57,19 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let report = provrun_evidence::verify_with(loaded.dir(), &options);
+    let mut report = provrun_evidence::verify_with(loaded.dir(), &options);
+    if args.ledger.is_some() || args.checkpoint.is_some() || args.ledger_key.is_some() {
+        let ledger = crate::ledger::LedgerCheckArgs {
+            ledger: args.ledger.as_deref(),
+            key: args.ledger_key.as_deref(),
+            checkpoint: args.checkpoint.as_deref(),
+            proof: args.proof.as_deref(),
+        };
+        match crate::ledger::check_bundle(loaded.dir(), &ledger) {
+            Ok(check) => report.push(check),
+            Err(code) => return code,
+        }
+    }
     if args.json {
         match serde_json::to_string(&report) {
             Ok(text) => out!("{}", crate::inert::inert_json(&text)),
@@ -47,6 +78,9 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
     } else {
         let paint = Painter::stdout();
         for line in report_lines(&report, paint) {
+            out!("{line}");
+        }
+        for line in redaction_lines(&report) {
             out!("{line}");
         }
         out!("{}", summary(&report, paint));
@@ -76,6 +110,69 @@ pub(crate) fn report_lines(report: &VerifyReport, paint: Painter) -> Vec<String>
                 crate::inert::inert(&c.detail)
             )
         })
+        .collect()
+}
+
+/// What a redacted bundle lacks, record by record: why, when, by whom, and each removed
+/// piece with its digest and where it sat.
+pub(crate) fn redaction_lines(report: &VerifyReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, r) in report.redactions.iter().enumerate() {
+        let rec = &r.record;
+        let by = match (&rec.signer, r.signature) {
+            (Some(s), SignatureStatus::Verified) => format!("signed by key {}", s.key_id),
+            (Some(s), SignatureStatus::NotChecked) => {
+                format!("signed by key {} (not checked)", s.key_id)
+            }
+            (Some(s), _) => format!("signature by key {} does NOT verify", s.key_id),
+            (None, _) => "unsigned".to_owned(),
+        };
+        lines.push(format!(
+            "redaction {}: {:?} on {}, {by}",
+            i + 1,
+            rec.reason,
+            rec.redacted_on
+        ));
+        for item in &rec.removed {
+            lines.push(match item {
+                Removed::Text {
+                    seq,
+                    pointer,
+                    sha256,
+                } => format!(
+                    "  removed text  line {} {pointer}  sha256:{sha256}",
+                    seq + 1
+                ),
+                Removed::Blob {
+                    sha256,
+                    size,
+                    media_type,
+                    events,
+                } => {
+                    let at: Vec<String> = events
+                        .iter()
+                        .map(|p| format!("line {} {}", p.seq + 1, p.pointer))
+                        .collect();
+                    format!(
+                        "  removed blob  sha256:{sha256} ({size} bytes, {media_type}) named at {}",
+                        at.join(", ")
+                    )
+                }
+                Removed::File {
+                    path,
+                    sha256,
+                    size,
+                    seq,
+                } => format!(
+                    "  removed file  {path}  sha256:{sha256} ({size} bytes, recorded on line {})",
+                    seq + 1
+                ),
+            });
+        }
+    }
+    lines
+        .iter()
+        .map(|l| crate::inert::inert(l).into_owned())
         .collect()
 }
 

@@ -39,15 +39,37 @@ pub fn to_canonical_string(value: &Value) -> Result<String> {
     Ok(out)
 }
 
+/// How `text` compares with the canonical JSON of `value` (which was parsed from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// The form this version writes.
+    Exact,
+    /// The form earlier versions wrote for tie numbers (accepted in chain-1 logs only).
+    Legacy,
+    /// Neither.
+    Not,
+}
+
 /// Whether `text` is the canonical JSON of `value` (which was parsed from it): the form
 /// this version writes, or the one earlier versions wrote for tie numbers.
-pub(crate) fn is_canonical(value: &Value, text: &str) -> Result<bool> {
+pub(crate) fn canonical_form(value: &Value, text: &str) -> Result<Form> {
     if to_canonical_string(value)? == text {
-        return Ok(true);
+        return Ok(Form::Exact);
     }
     let mut legacy = String::with_capacity(text.len());
     write_value(value, &mut legacy, Numbers::Legacy)?;
-    Ok(legacy == text)
+    Ok(if legacy == text {
+        Form::Legacy
+    } else {
+        Form::Not
+    })
+}
+
+/// Whether `text` is the canonical JSON of `value` in either form [`canonical_form`]
+/// accepts.
+#[cfg(test)]
+pub(crate) fn is_canonical(value: &Value, text: &str) -> Result<bool> {
+    Ok(canonical_form(value, text)? != Form::Not)
 }
 
 /// Serialise any `Serialize` value as canonical JSON (through `serde_json::Value`).
@@ -107,7 +129,7 @@ fn write_members<'a>(
 }
 
 /// Whether the map's iteration order is already RFC 8785's (UTF-16 code units).
-fn keys_in_canonical_order(map: &serde_json::Map<String, Value>) -> bool {
+pub(crate) fn keys_in_canonical_order(map: &serde_json::Map<String, Value>) -> bool {
     let mut keys = map.keys();
     let Some(mut prev) = keys.next() else {
         return true;

@@ -98,6 +98,11 @@ pub enum EvidenceError {
         /// The blob's SHA-256 hex.
         digest: String,
     },
+    /// A redaction that cannot be made as asked (a selector that names nothing, text in
+    /// a log chained by its bytes, a pattern that matches what must stay); nothing was
+    /// written.
+    #[error("cannot redact: {0}")]
+    Redaction(String),
     /// An existing log to be reopened is not a valid chain.
     #[error("cannot reopen {path}: {reason}")]
     InvalidLog {

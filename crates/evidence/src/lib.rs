@@ -20,6 +20,8 @@
 //!
 //! 5. Optionally (crate feature `dsse`), `dsse::sign_bundle` signs the statement;
 //!    [`verify_with`] checks the signature against a public key.
+//! 6. A finished bundle can be copied without chosen content by [`redaction::redact`];
+//!    the copy still verifies, with its statement and signature as they were.
 //!
 //! ```
 //! use provrun_evidence::*;
@@ -73,6 +75,7 @@
 //! The format is specified in `docs/evidence.md` of the repository.
 
 mod canonical;
+mod chain;
 pub mod dsse;
 mod error;
 mod event;
@@ -86,10 +89,12 @@ pub mod pack;
 pub mod probe;
 mod read;
 mod recorder;
+pub mod redaction;
 mod statement;
 mod verify;
 
 pub use canonical::{to_canonical_string, to_canonical_string_of};
+pub use chain::{CHAIN, CHAIN_KEY, LineSubstitutions, chain_of, line_hash};
 pub use error::{EvidenceError, Result};
 pub use event::escape_path_bytes;
 pub use event::{
@@ -111,4 +116,7 @@ pub use statement::{
     PREDICATE_TYPE, PROJECT_URI, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY, STATEMENT_TYPE,
     StatementFacts, build_type, builder_id, builder_id_from_env, builder_uri, is_absolute_uri,
 };
-pub use verify::{Check, CheckCode, CheckStatus, VerifyOptions, VerifyReport, verify, verify_with};
+pub use verify::{
+    Check, CheckCode, CheckStatus, RedactionReport, SignatureStatus, VerifyOptions, VerifyReport,
+    verify, verify_with,
+};

@@ -7,7 +7,8 @@ use std::path::Path;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::canonical::is_canonical;
+use crate::canonical::{Form, canonical_form};
+use crate::chain::{Envelope, LineSubstitutions, chain_of};
 use crate::event::{Event, EventType, FORMAT_VERSION, check_payload};
 use crate::fsutil::open_regular;
 
@@ -119,9 +120,11 @@ const ENVELOPE_KEYS: [&str; 8] = [
 
 /// Parse one line and check it against the line format: UTF-8, JSON, canonical form,
 /// envelope fields and types, a known event type, and a payload that fits its type
-/// and confidence. Does not check the chain or the sequence.
-pub(crate) fn parse_line(line: &RawLine) -> Result<Event, String> {
-    let value = parse_canonical(line)?;
+/// and confidence. Does not check the chain or the sequence. Also says whether the line
+/// is in the exact canonical form (not the tie-rounding form earlier writers used for
+/// some numbers).
+pub(crate) fn parse_line_form(line: &RawLine) -> Result<(Event, bool), String> {
+    let (value, exact) = parse_canonical_form(line)?;
     if let Some(name) = value.get("type").and_then(Value::as_str)
         && EventType::from_name(name).is_none()
     {
@@ -131,12 +134,13 @@ pub(crate) fn parse_line(line: &RawLine) -> Result<Event, String> {
     check_envelope(event.v, event.prev.as_deref(), &event.payload)?;
     check_payload(event.kind, event.confidence, &event.payload)
         .map_err(|e| format!("{} payload: {e}", event.kind.as_str()))?;
-    Ok(event)
+    Ok((event, exact))
 }
 
-/// The first checks of [`parse_line`], which do not depend on the event type: UTF-8,
-/// JSON, canonical form, exactly the envelope's keys. Returns the parsed line.
-pub(crate) fn parse_canonical(line: &RawLine) -> Result<Value, String> {
+/// The first checks of [`parse_line_form`], which do not depend on the event type:
+/// UTF-8, JSON, canonical form, exactly the envelope's keys. Returns the parsed line,
+/// and whether the form is exact.
+pub(crate) fn parse_canonical_form(line: &RawLine) -> Result<(Value, bool), String> {
     let Some(bytes) = line.bytes.as_deref() else {
         return Err(format!(
             "line of {} bytes exceeds the {MAX_LINE_BYTES}-byte limit",
@@ -145,7 +149,8 @@ pub(crate) fn parse_canonical(line: &RawLine) -> Result<Value, String> {
     };
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
     let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    if !is_canonical(&value, text).map_err(|e| e.to_string())? {
+    let form = canonical_form(&value, text).map_err(|e| e.to_string())?;
+    if form == Form::Not {
         return Err("not in canonical JSON form (RFC 8785)".to_owned());
     }
     let obj = value.as_object().ok_or("not a JSON object")?;
@@ -154,10 +159,10 @@ pub(crate) fn parse_canonical(line: &RawLine) -> Result<Value, String> {
             "envelope must have exactly the keys {ENVELOPE_KEYS:?}"
         ));
     }
-    Ok(value)
+    Ok((value, form == Form::Exact))
 }
 
-/// The envelope checks of [`parse_line`] after its fields parsed: the format version,
+/// The envelope checks of [`parse_line_form`] after its fields parsed: the format version,
 /// `prev`'s form, a payload that is an object.
 pub(crate) fn check_envelope(v: u64, prev: Option<&str>, payload: &Value) -> Result<(), String> {
     if v != FORMAT_VERSION {
@@ -190,29 +195,89 @@ pub(crate) struct WalkedLine<'a> {
     pub index: usize,
     /// The line as read.
     pub raw: &'a RawLine,
-    /// The event, or why the line is not one (see [`parse_line`]).
+    /// The event, or why the line is not one (see [`parse_line_form`]).
     pub event: Result<Event, String>,
-    /// Whether the event's `prev` is the SHA-256 of the line before (`null` for the
+    /// The line's chain hash (see [`crate::chain`]): what the next line's `prev` must be.
+    /// `None` when it cannot be computed (a chain-2 line that did not parse).
+    pub hash: Option<String>,
+    /// Whether the event's `prev` is the chain hash of the line before (`null` for the
     /// first line). `false` when the line did not parse.
     pub chained: bool,
     /// Whether the event's `seq` is its index. `false` when the line did not parse.
     pub in_sequence: bool,
 }
 
+/// Strings a redaction removed, by line: seq → the line's substitutions.
+pub(crate) type Substitutions = std::collections::BTreeMap<u64, LineSubstitutions>;
+
+/// The chain hash of a parsed line under `chain` (its bytes' SHA-256 for chain 1).
+pub(crate) fn event_hash(
+    raw: &RawLine,
+    ev: &Event,
+    chain: u64,
+    subst: Option<&LineSubstitutions>,
+) -> Result<String, String> {
+    if chain < 2 {
+        return Ok(raw.hash.clone());
+    }
+    Envelope {
+        confidence: ev.confidence.as_str(),
+        prev: ev.prev.as_deref(),
+        run_id: &ev.run_id,
+        seq: ev.seq,
+        ts: &ev.ts,
+        kind: ev.kind.as_str(),
+        v: ev.v,
+    }
+    .commitment_hash(&ev.payload, subst)
+    .map_err(|e| e.to_string())
+}
+
 /// Walk a scanned log line by line: parse each line and check its chain link and its
-/// sequence number (the checks every reader of a log makes before trusting it).
-pub(crate) fn walk(scan: &LogScan) -> impl Iterator<Item = WalkedLine<'_>> {
-    scan.lines.iter().enumerate().map(|(index, raw)| {
-        let before = index.checked_sub(1).map(|j| scan.lines[j].hash.as_str());
-        let event = parse_line(raw);
-        let (chained, in_sequence) = match &event {
-            Ok(ev) => (ev.prev.as_deref() == before, ev.seq == index as u64),
-            Err(_) => (false, false),
+/// sequence number (the checks every reader of a log makes before trusting it). The
+/// chain scheme is the one line 0's `run_started` declares; `subst` gives the digests of
+/// strings a redaction removed.
+pub(crate) fn walk<'a>(
+    scan: &'a LogScan,
+    subst: &'a Substitutions,
+) -> impl Iterator<Item = WalkedLine<'a>> + 'a {
+    let mut chain = 1u64;
+    let mut before: Option<Option<String>> = None;
+    scan.lines.iter().enumerate().map(move |(index, raw)| {
+        let mut event = parse_line_form(raw);
+        if index == 0
+            && let Ok((ev, _)) = &event
+            && ev.kind == EventType::RunStarted
+        {
+            chain = chain_of(&ev.payload);
+        }
+        if chain >= 2 && matches!(&event, Ok((_, false))) {
+            event = Err(
+                "not in the exact canonical form a log chained by commitments \
+                         requires (a number in an earlier writer's form)"
+                    .to_owned(),
+            );
+        }
+        let event = event.map(|(ev, _)| ev);
+        let hash = match &event {
+            Ok(ev) => event_hash(raw, ev, chain, subst.get(&(index as u64))).ok(),
+            Err(_) if chain < 2 => Some(raw.hash.clone()),
+            Err(_) => None,
         };
+        let (chained, in_sequence) = match (&event, &before) {
+            (Ok(ev), None) => (ev.prev.is_none(), ev.seq == index as u64),
+            (Ok(ev), Some(prev)) => (
+                prev.is_some() && ev.prev.as_deref() == prev.as_deref(),
+                ev.seq == index as u64,
+            ),
+            (Err(_), _) => (false, false),
+        };
+        before = Some(hash.clone());
         WalkedLine {
             index,
             raw,
             event,
+            hash,
             chained,
             in_sequence,
         }

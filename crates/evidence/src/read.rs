@@ -4,32 +4,38 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::chain::Envelope;
 use crate::error::{EvidenceError, Result};
 use crate::event::{BlobRef, Confidence, Event, EventPayload, TypedEvent, check_confidence};
 use crate::fsutil::{open_regular, sha256_hex};
-use crate::log::{check_envelope, is_sha256_hex, parse_canonical, parse_line, scan_log};
+use crate::log::{check_envelope, is_sha256_hex, parse_canonical_form, scan_log, walk};
 use crate::pack::{BlobReader, FileSource};
 use crate::recorder::{EVENTS_FILE, PACK_FILE};
+use crate::redaction::substitutions;
 
 /// Every complete event of a bundle's log, in order. A torn last line is skipped; any
-/// other line that does not parse, or a broken chain, is an error.
+/// other line that does not parse, or a broken chain, is an error. A redacted bundle's
+/// log is chained with the digests its `redactions.jsonl` records.
 pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
+    let subst = substitutions(bundle.as_ref()).map_err(|reason| EvidenceError::InvalidLog {
+        path: path.clone(),
+        reason,
+    })?;
     let mut events = Vec::with_capacity(scan.lines.len());
-    let mut prev: Option<&str> = None;
-    for (i, raw) in scan.lines.iter().enumerate() {
-        let ev = parse_line(raw).map_err(|reason| EvidenceError::InvalidLog {
+    for line in walk(&scan, &subst) {
+        let i = line.index;
+        let ev = line.event.map_err(|reason| EvidenceError::InvalidLog {
             path: path.clone(),
             reason: format!("line {}: {reason}", i + 1),
         })?;
-        if ev.prev.as_deref() != prev || ev.seq != i as u64 {
+        if !line.chained || !line.in_sequence {
             return Err(EvidenceError::InvalidLog {
                 path: path.clone(),
                 reason: format!("line {}: breaks the chain", i + 1),
             });
         }
-        prev = Some(raw.hash.as_str());
         events.push(ev);
     }
     Ok(events)
@@ -60,25 +66,50 @@ pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
     }
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
+    let subst = substitutions(bundle.as_ref()).map_err(|reason| EvidenceError::InvalidLog {
+        path: path.clone(),
+        reason,
+    })?;
     let mut events = Vec::with_capacity(scan.lines.len());
-    let mut prev: Option<&str> = None;
+    let mut prev: Option<String> = None;
+    let mut chain = 1u64;
     for (i, raw) in scan.lines.iter().enumerate() {
         let invalid = |reason: String| EvidenceError::InvalidLog {
             path: path.clone(),
             reason: format!("line {}: {reason}", i + 1),
         };
-        let line: Line = parse_canonical(raw)
-            .and_then(|v| serde_json::from_value(v).map_err(|e| format!("bad envelope: {e}")))
-            .map_err(invalid)?;
+        let (value, exact) = parse_canonical_form(raw).map_err(invalid)?;
+        let line: Line =
+            serde_json::from_value(value).map_err(|e| invalid(format!("bad envelope: {e}")))?;
         check_envelope(line.v, line.prev.as_deref(), &line.payload).map_err(invalid)?;
-        if line.prev.as_deref() != prev || line.seq != i as u64 {
+        if line.prev != prev || line.seq != i as u64 {
             return Err(invalid("breaks the chain".to_owned()));
+        }
+        if i == 0 {
+            chain = crate::chain::chain_of(&line.payload);
         }
         let body = EventPayload::parse(line.seq, &line.kind, &line.payload)?;
         if let (Some(kind), Some(want)) = (body.event_type(), body.wanted_confidence()) {
             check_confidence(kind, want, line.confidence).map_err(invalid)?;
         }
-        prev = Some(raw.hash.as_str());
+        prev = Some(if chain < 2 {
+            raw.hash.clone()
+        } else {
+            if !exact {
+                return Err(invalid("not in the exact canonical form".to_owned()));
+            }
+            Envelope {
+                confidence: line.confidence.as_str(),
+                prev: line.prev.as_deref(),
+                run_id: &line.run_id,
+                seq: line.seq,
+                ts: &line.ts,
+                kind: &line.kind,
+                v: line.v,
+            }
+            .commitment_hash(&line.payload, subst.get(&line.seq))
+            .map_err(|e| invalid(e.to_string()))?
+        });
         events.push(TypedEvent {
             run_id: line.run_id,
             seq: line.seq,

@@ -54,6 +54,9 @@ pub struct ServeConfig {
     pub work_dir: Option<PathBuf>,
     /// What runs the agents (its tool registry, a model for tests, the builder id).
     pub backend: Backend,
+    /// The transparency log of runs (`provrun ledger init`) each run's bundle is appended
+    /// to when the run ends (a paused run when a resume ends it); `None`: no ledger.
+    pub ledger: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -73,6 +76,7 @@ impl ServeConfig {
             grace: DEFAULT_GRACE,
             work_dir: None,
             backend: Backend::new(),
+            ledger: None,
         }
     }
 
@@ -115,6 +119,13 @@ impl ServeConfig {
     /// Build bucket stores' runs in this folder.
     pub fn work_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.work_dir = Some(dir.into());
+        self
+    }
+
+    /// Append each run's bundle to the ledger in `dir` when the run ends
+    /// ([`provrun_ledger::append_bundle`]).
+    pub fn ledger(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.ledger = Some(dir.into());
         self
     }
 

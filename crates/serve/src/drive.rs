@@ -1,7 +1,7 @@
 //! One run, from `RUN_STARTED` to `RUN_FINISHED`: the agent runs (or resumes) with a
 //! [`RunControl`] the server can cancel and steer, its progress goes out as AG-UI events,
-//! and when it ends the bundle is verified, put in the store and written to the index
-//! before the stream's last events name it.
+//! and when it ends the bundle is verified, added to the ledger (with one), put in the
+//! store and written to the index before the stream's last events name it.
 //!
 //! A client that goes away cancels its run (docs/serve.md): the run stops at its next step,
 //! its bundle ends `cancelled`, is stored and indexed like any other, and a line is logged.
@@ -250,6 +250,28 @@ fn interrupt(bundle: &str, call: &provrun_agent::DeferredCall) -> Value {
     })
 }
 
+/// Append an ended run's bundle to the ledger at `dir` (before a bucket gets it), and
+/// log where it went, or why it could not go (the run is stored and indexed either way).
+fn add_to_ledger(dir: &std::path::Path, folder: &std::path::Path, id: &str) {
+    match provrun_ledger::append_bundle(dir, folder) {
+        Ok(outcome) => {
+            let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
+            tracing::info!(
+                bundle = %id,
+                ledger = %dir.display(),
+                ledger_index = index,
+                tree_size = outcome.checkpoint.size,
+                "run added to the ledger"
+            );
+        }
+        Err(e) => tracing::error!(
+            bundle = %id,
+            ledger = %dir.display(),
+            "the bundle could not be added to the ledger: {e}"
+        ),
+    }
+}
+
 /// A segment ended: verify the bundle, put it in the store (a bucket gets its tar; a
 /// finished bundle's work folder is then removed), append the index entry.
 async fn end_segment(
@@ -263,7 +285,12 @@ async fn end_segment(
     let ended = SystemTime::now();
     let (agent, thread_name, bundle_id) = (agent_name.to_owned(), thread.to_owned(), id.clone());
     let ended_text = humantime::format_rfc3339_millis(ended).to_string();
+    let ledger = state.config.ledger.clone();
+    let paused = result.status() == provrun_agent::RunStatus::Paused;
     let measured = tokio::task::spawn_blocking(move || {
+        if let Some(dir) = ledger.filter(|_| !paused) {
+            add_to_ledger(&dir, &folder, &bundle_id);
+        }
         Entry::for_bundle(&folder, &bundle_id, &agent, &thread_name, Some(ended_text))
     })
     .await;

@@ -21,6 +21,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("provrun-capture", 1),
     // A bundle as a web page: the evidence reader and the model crate's wire parsers.
     ("provrun-view", 1),
+    // The transparency log of runs: bundles' statements as leaves, over the evidence
+    // crate (verify, keys) alone.
+    ("provrun-ledger", 1),
     // The rig integration: rig-core over the capture API, no agent loop, MCP or CLI.
     ("provrun-rig", 2),
     // The Python package's Rust core (PyO3): the capture API, the sandbox and verify for

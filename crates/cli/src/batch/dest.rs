@@ -87,6 +87,8 @@ pub(crate) struct Dest {
     /// The run index (`.provrun-index.jsonl` in DEST), a line per ended run, in the
     /// format `serve` writes; none for a bucket.
     pub(super) index: Option<provrun_view::RunIndex>,
+    /// `--ledger`: each run that ends is added to it (before its upload).
+    pub(super) ledger: Option<PathBuf>,
 }
 
 impl Dest {

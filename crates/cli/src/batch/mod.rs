@@ -74,6 +74,11 @@ pub(crate) struct BatchArgs {
     /// `run --set KEY=VALUE` does.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
     set: Vec<(String, String)>,
+    /// Add each run that ends (finished or failed) to this ledger (`provrun ledger init`),
+    /// before it is uploaded; a run the ledger cannot take counts as not finished. Runs
+    /// an earlier batch finished into a folder are added too.
+    #[arg(long, value_name = "DIR")]
+    ledger: Option<PathBuf>,
 }
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
@@ -86,6 +91,11 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Some(dir) = &args.ledger
+        && let Err(code) = crate::ledger::check_target(dir)
+    {
+        return code;
+    }
     // A bad PROVRUN_BUILDER_ID is a usage error before anything is written.
     let backend = match crate::run::with_builder_id(Backend::new().with_registry(registry.clone()))
     {
@@ -215,6 +225,7 @@ fn open_dest(
             // A bucket's runs are not indexed: the work folder is not kept.
             index: None,
             local,
+            ledger: args.ledger.clone(),
         };
         return Ok((dest, work));
     }
@@ -237,6 +248,7 @@ fn open_dest(
         )),
         local,
         bucket: None,
+        ledger: args.ledger.clone(),
     };
     Ok((dest, None))
 }

@@ -66,6 +66,18 @@ async fn look_for_earlier(
     }
 }
 
+/// Add a run's bundle to the batch's `--ledger`, if it has one; the error, if it fails.
+async fn add_to_ledger(dest: &Dest, bundle: &Path) -> Option<String> {
+    let dir = dest.ledger.clone()?;
+    let bundle = bundle.to_path_buf();
+    let added = tokio::task::spawn_blocking(move || crate::ledger::add_run(&dir, &bundle)).await;
+    match added {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(format!("cannot add the bundle to the ledger: {e}")),
+    }
+}
+
 /// The agent spec a line runs: the file's, or with the line's `model` in its place.
 fn agent_for<'a>(agent: &'a AgentSpec, model: Option<&str>) -> Cow<'a, AgentSpec> {
     match model {
@@ -106,6 +118,15 @@ pub(super) async fn run_one(
             outcome.status = status;
             outcome.skipped = true;
             outcome.run_id = Some(run_id);
+            // Killed between the end of this run and its add: added now (an add of a
+            // bundle the ledger holds changes nothing). A bucket's bundles were added
+            // before their upload.
+            if dest.bucket.is_none()
+                && let Some(e) = add_to_ledger(&dest, &bundle).await
+            {
+                outcome.status = "error";
+                outcome.error = Some(e);
+            }
             return outcome;
         }
         Ok(Existing::Redo) => match move_aside(&dest.local, &job.id, &bundle) {
@@ -168,6 +189,11 @@ pub(super) async fn run_one(
             } else if result.status() == RunStatus::Cancelled {
                 // Stopped by a signal: a restart redoes it, so a bucket gets nothing.
                 outcome.error = Some("the batch was stopped; a restart runs it again".into());
+            } else if result.status() != RunStatus::Paused
+                && let Some(e) = add_to_ledger(&dest, &bundle).await
+            {
+                outcome.status = "error";
+                outcome.error = Some(e);
             } else if let Some(bucket) = &dest.bucket
                 && let Err(e) = bucket.put(&job.id, &bundle).await
             {

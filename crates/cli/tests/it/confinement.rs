@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use sha2::Digest as _;
 
 fn provrun(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_provrun"))
@@ -77,12 +76,16 @@ fn lines(bundle: &Path) -> Vec<Value> {
 fn rechain(bundle: &Path, events: &[Value]) {
     let mut text = String::new();
     let mut prev: Option<String> = None;
+    // The chain scheme the log's `run_started` declares (docs/evidence.md §2a).
+    let chain = events
+        .first()
+        .map_or(1, |e| provrun_evidence::chain_of(&e["payload"]));
     for (i, e) in events.iter().enumerate() {
         let mut e = e.clone();
         e["seq"] = serde_json::json!(i);
         e["prev"] = prev.clone().map_or(Value::Null, Value::String);
         let line = provrun_evidence::to_canonical_string(&e).unwrap();
-        prev = Some(hex::encode(sha2::Sha256::digest(line.as_bytes())));
+        prev = Some(provrun_evidence::line_hash(&line, chain).unwrap());
         text.push_str(&line);
         text.push('\n');
     }

@@ -63,6 +63,19 @@ fn provrun(args: &[&str]) -> i32 {
 
 #[test]
 fn signed_bundles_verify_with_securesystemslib_and_in_toto_attestation() {
+    round_trip("ed25519");
+}
+
+/// The same with an ECDSA P-256 key: securesystemslib checks the DER signature under its
+/// `ecdsa-sha2-nistp256` scheme, and the key id is the SHA-256 of the SPKI DER.
+#[test]
+fn ecdsa_p256_signatures_verify_with_securesystemslib() {
+    round_trip("ecdsa-p256");
+}
+
+/// keygen, a signed run, `verify --key`, check_dsse.py; a signature by another key of the
+/// same algorithm is refused by both.
+fn round_trip(algorithm: &str) {
     let python = match virtualenv() {
         Ok(p) => p,
         Err(why) => return unavailable(&why),
@@ -70,7 +83,7 @@ fn signed_bundles_verify_with_securesystemslib_and_in_toto_attestation() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("signing.pem");
     let s = |p: &Path| p.display().to_string();
-    assert_eq!(provrun(&["keygen", &s(&key)]), 0);
+    assert_eq!(provrun(&["keygen", &s(&key), "--algorithm", algorithm]), 0);
     let public = dir.path().join("signing.pem.pub");
     let bundle = dir.path().join("bundle");
     let ex = root().join("examples/scripted");
@@ -111,7 +124,10 @@ fn signed_bundles_verify_with_securesystemslib_and_in_toto_attestation() {
 
     // The same checker refuses an envelope whose signature is not by that key.
     let other = dir.path().join("other.pem");
-    assert_eq!(provrun(&["keygen", &s(&other)]), 0);
+    assert_eq!(
+        provrun(&["keygen", &s(&other), "--algorithm", algorithm]),
+        0
+    );
     assert_eq!(provrun(&["sign", &s(&bundle), "--key", &s(&other)]), 0);
     let out = Command::new(&python)
         .arg(root().join("tests/interop/check_dsse.py"))

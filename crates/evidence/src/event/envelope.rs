@@ -118,7 +118,8 @@ pub struct Event {
     pub run_id: String,
     /// Position in the log, from 0.
     pub seq: u64,
-    /// SHA-256 hex of the previous line's bytes (without its `\n`); `None` for seq 0.
+    /// The previous line's chain hash (the SHA-256 hex of its bytes without the `\n`, or
+    /// of its commitment form in a chain-2 log, docs/evidence.md §2a); `None` for seq 0.
     pub prev: Option<String>,
     /// RFC 3339 UTC time the event was recorded.
     pub ts: String,

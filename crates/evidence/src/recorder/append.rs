@@ -13,7 +13,8 @@ use super::durability::DurableState;
 use super::{
     Durability, Durable, EVENTS_FILE, LogState, Recorder, lock, now_rfc3339, payload_value, rfc3339,
 };
-use crate::canonical::{write_canonical, write_canonical_str};
+use crate::canonical::write_canonical;
+use crate::chain::Envelope;
 use crate::error::{EvidenceError, Result};
 use crate::event::{Confidence, EventType, FORMAT_VERSION, FileRecord, Payload, RunStarted};
 #[cfg(feature = "sync-probe")]
@@ -153,31 +154,30 @@ impl Recorder {
             obj.insert("event_count".into(), json!(seq + 1));
         }
         let ts = st.clock.map_or_else(now_rfc3339, rfc3339);
-        // The envelope's canonical JSON written directly (its keys in RFC 8785 order),
-        // instead of building a `Value` around the payload and sorting it again.
-        let mut text = String::with_capacity(256);
-        text.push_str("{\"confidence\":");
-        write_canonical_str(confidence.as_str(), &mut text);
-        text.push_str(",\"payload\":");
-        write_canonical(&payload, &mut text)?;
-        text.push_str(",\"prev\":");
-        match &st.head {
-            Some(h) => write_canonical_str(h, &mut text),
-            None => text.push_str("null"),
-        }
-        text.push_str(",\"run_id\":");
-        write_canonical_str(&inner.run_id, &mut text);
-        text.push_str(",\"seq\":");
-        text.push_str(&seq.to_string());
-        text.push_str(",\"ts\":");
-        write_canonical_str(&ts, &mut text);
-        text.push_str(",\"type\":");
-        write_canonical_str(kind.as_str(), &mut text);
-        text.push_str(",\"v\":");
-        text.push_str(&FORMAT_VERSION.to_string());
-        text.push('}');
-        let mut line = text.into_bytes();
-        let head = sha256_hex(&line);
+        // The envelope's canonical JSON written around the payload's (its keys in RFC
+        // 8785 order), instead of building a `Value` around the payload and sorting it.
+        let mut payload_text = String::with_capacity(256);
+        write_canonical(&payload, &mut payload_text)?;
+        let envelope = Envelope {
+            confidence: confidence.as_str(),
+            prev: st.head.as_deref(),
+            run_id: &inner.run_id,
+            seq,
+            ts: &ts,
+            kind: kind.as_str(),
+            v: FORMAT_VERSION,
+        };
+        let mut line = envelope.text(&payload_text).into_bytes();
+        // The line's chain hash, by the scheme `run_started` declares (its own line too).
+        let chain = match kind {
+            EventType::RunStarted => crate::chain::chain_of(&payload),
+            _ => st.facts.chain,
+        };
+        let head = if chain >= 2 {
+            envelope.commitment_hash(&payload, None)?
+        } else {
+            sha256_hex(&line)
+        };
         line.push(b'\n');
         if let Err(e) = st.file.write_all(&line) {
             let log_path = inner.root.join(EVENTS_FILE);
@@ -197,6 +197,7 @@ impl Recorder {
         match kind {
             EventType::RunStarted => {
                 st.facts.statement_format = crate::statement::format_of(&payload);
+                st.facts.chain = crate::chain::chain_of(&payload);
                 if let Ok(p) = serde_json::from_value::<RunStarted>(payload) {
                     st.facts.builder = p.builder;
                     st.facts.agent_spec_digest = p.agent_spec_digest;

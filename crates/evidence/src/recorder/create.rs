@@ -309,6 +309,7 @@ impl Recorder {
                 crate::statement::STATEMENT_FORMAT_KEY.into(),
                 json!(crate::statement::STATEMENT_FORMAT),
             );
+            obj.insert(crate::chain::CHAIN_KEY.into(), json!(crate::chain::CHAIN));
         }
         self.append(EventType::RunStarted, started.confidence(), payload, true)?
             .wait()

@@ -55,6 +55,8 @@ pub(crate) use crate::names::{EVENTS_FILE, STATEMENT_FILE};
 struct Facts {
     /// The statement format `run_started` declares (see [`crate::statement`]).
     statement_format: u64,
+    /// The chain scheme `run_started` declares (see [`crate::chain`]).
+    chain: u64,
     builder: String,
     agent_spec_digest: String,
     started_on: String,
@@ -118,7 +120,7 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 

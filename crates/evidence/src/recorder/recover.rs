@@ -50,6 +50,13 @@ impl Recorder {
             path: log_path.clone(),
             reason,
         };
+        if std::fs::symlink_metadata(root.join(crate::redaction::REDACTIONS_FILE)).is_ok() {
+            return Err(invalid(
+                "the bundle is a redacted copy: content was removed from it, so its run cannot \
+                 go on (resume the original)"
+                    .into(),
+            ));
+        }
         let scan = scan_log(&log_path).map_err(|e| EvidenceError::io("read", &log_path, e))?;
         let read = read_log(&scan).map_err(|e| match e {
             LogProblem::Invalid(reason) => invalid(reason),
@@ -141,7 +148,7 @@ fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
         referenced: std::collections::BTreeSet::new(),
     };
     let mut last = None;
-    for line in walk(scan) {
+    for line in walk(scan, &Default::default()) {
         let i = line.index;
         let ev = line
             .event
@@ -162,6 +169,7 @@ fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
             let p: RunStarted =
                 serde_json::from_value(ev.payload.clone()).map_err(|e| invalid(e.to_string()))?;
             read.facts.statement_format = crate::statement::format_of(&ev.payload);
+            read.facts.chain = crate::chain::chain_of(&ev.payload);
             read.facts.builder = p.builder;
             read.facts.agent_spec_digest = p.agent_spec_digest;
             read.facts.started_on = ev.ts.clone();
@@ -184,7 +192,7 @@ fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
         crate::event::collect_refs(&ev.payload, &mut refs);
         read.referenced
             .extend(refs.into_iter().map(|b| b.digest.sha256));
-        read.head = Some(line.raw.hash.clone());
+        read.head = line.hash.clone();
         last = Some(ev);
     }
     let Some(last) = last else {

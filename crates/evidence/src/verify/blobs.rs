@@ -14,14 +14,31 @@ use crate::recorder::PACK_FILE;
 pub(super) fn blobs(b: &Bundle<'_>) -> Check {
     let mut acc = Acc::new(CheckCode::Blobs);
     let complete = b.shape.complete;
+    // A blob a redaction removed (the record names it with the ref's size) is not looked
+    // for; the `redactions` check makes sure it is gone and was named where it says.
+    let (refs, removed): (Vec<_>, Vec<_>) = b
+        .refs
+        .iter()
+        .cloned()
+        .partition(|(_, r)| b.redactions.blobs.get(&r.digest.sha256) != Some(&r.size));
     match &b.store {
-        StoreRead::Pack(PackRead::Missing) => missing_all(&mut acc, &b.refs, "no pack"),
+        StoreRead::Pack(PackRead::Missing) => missing_all(&mut acc, &refs, "no pack"),
         StoreRead::Pack(PackRead::Unreadable(_)) => {
-            missing_all(&mut acc, &b.refs, "the pack is unreadable")
+            missing_all(&mut acc, &refs, "the pack is unreadable")
         }
-        StoreRead::Pack(PackRead::Read(p)) => packed_blobs(&mut acc, p, &b.refs, complete),
-        StoreRead::Loose(l) => loose_blobs(&mut acc, l, &b.refs, complete),
-        StoreRead::Absent => loose_blobs(&mut acc, &LooseRead::default(), &b.refs, complete),
+        StoreRead::Pack(PackRead::Read(p)) => packed_blobs(&mut acc, p, &refs, complete),
+        StoreRead::Loose(l) => loose_blobs(&mut acc, l, &refs, complete),
+        StoreRead::Absent => loose_blobs(&mut acc, &LooseRead::default(), &refs, complete),
+    }
+    if !removed.is_empty() {
+        let distinct: BTreeSet<&str> = removed
+            .iter()
+            .map(|(_, r)| r.digest.sha256.as_str())
+            .collect();
+        acc.pass.push_str(&format!(
+            "; {} blob(s) removed by a redaction (see redactions)",
+            distinct.len()
+        ));
     }
     acc.done()
 }

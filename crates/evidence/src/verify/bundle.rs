@@ -12,6 +12,7 @@ use crate::fsutil::{hash_file, walk_files};
 use crate::log::{LogScan, is_sha256_hex, scan_log, walk};
 use crate::pack::{BlobReader, FileSource, read_chunk};
 use crate::recorder::{BlobLayout, EVENTS_FILE, PACK_FILE, STATEMENT_FILE};
+use crate::redaction::REDACTIONS_FILE;
 
 /// Everything verification read from a bundle whose path is a folder.
 pub(super) struct Bundle<'a> {
@@ -32,6 +33,8 @@ pub(super) struct Bundle<'a> {
     pub refs: Vec<(usize, BlobRef)>,
     /// The blob store as read.
     pub store: StoreRead,
+    /// `redactions.jsonl`, as read (nothing when absent).
+    pub redactions: super::redactions::RedactionsRead,
 }
 
 /// The listing of the bundle's folder and of `blobs/`.
@@ -62,6 +65,8 @@ pub(super) struct LogRead {
     pub errors: Vec<(usize, String)>,
     /// Each line: whether it parsed and its `prev` is the hash of the line before.
     pub chained: Vec<bool>,
+    /// Each line's chain hash (`None` where it cannot be computed).
+    pub hashes: Vec<Option<String>>,
 }
 
 impl LogRead {
@@ -81,6 +86,11 @@ impl LogRead {
     /// The log was read and every line parsed.
     pub fn all_parsed(&self) -> bool {
         self.scan.is_some() && self.events.iter().all(Option::is_some)
+    }
+
+    /// The chain head: the last line's chain hash.
+    pub fn head(&self) -> Option<&str> {
+        self.hashes.last().and_then(Option::as_deref)
     }
 
     /// The parsed `run_started` on the first line, if that is what it holds.
@@ -172,7 +182,13 @@ impl<'a> Bundle<'a> {
     /// Read the bundle at `root`, a folder.
     pub fn read(root: &'a Path) -> Bundle<'a> {
         let dir = read_dir(root);
-        let log = read_log(root, dir.present.contains(EVENTS_FILE));
+        let redactions =
+            super::redactions::RedactionsRead::read(root, dir.present.contains(REDACTIONS_FILE));
+        let log = read_log(
+            root,
+            dir.present.contains(EVENTS_FILE),
+            &redactions.substitutions,
+        );
         let declared = log
             .run_started()
             .map(|e| BlobLayout::of_run_started(&e.payload));
@@ -211,6 +227,7 @@ impl<'a> Bundle<'a> {
             blob_layout,
             refs,
             store,
+            redactions,
         }
     }
 
@@ -286,7 +303,8 @@ fn read_entry(d: &mut DirRead, entry: &fs::DirEntry) {
     };
     let kind_ok = |want_dir: bool| if want_dir { ft.is_dir() } else { ft.is_file() };
     match name {
-        EVENTS_FILE | STATEMENT_FILE | DSSE_FILE | "input" | "output" | "blobs" => {
+        EVENTS_FILE | STATEMENT_FILE | DSSE_FILE | REDACTIONS_FILE | "input" | "output"
+        | "blobs" => {
             let want_dir = !name.ends_with(".json") && !name.ends_with(".jsonl");
             if ft.is_symlink() {
                 d.problems
@@ -305,6 +323,7 @@ fn read_entry(d: &mut DirRead, entry: &fs::DirEntry) {
                     EVENTS_FILE => EVENTS_FILE,
                     STATEMENT_FILE => STATEMENT_FILE,
                     DSSE_FILE => DSSE_FILE,
+                    REDACTIONS_FILE => REDACTIONS_FILE,
                     "input" => "input",
                     "output" => "output",
                     _ => "blobs",
@@ -320,8 +339,9 @@ fn read_entry(d: &mut DirRead, entry: &fs::DirEntry) {
     }
 }
 
-/// Read and walk the log (when it is there).
-fn read_log(root: &Path, present: bool) -> LogRead {
+/// Read and walk the log (when it is there), chained with the digests of the strings a
+/// redaction removed.
+fn read_log(root: &Path, present: bool, subst: &crate::log::Substitutions) -> LogRead {
     let (scan, unreadable) = if present {
         match scan_log(&root.join(EVENTS_FILE)) {
             Ok(s) => (Some(s), None),
@@ -336,10 +356,12 @@ fn read_log(root: &Path, present: bool) -> LogRead {
         events: Vec::new(),
         errors: Vec::new(),
         chained: Vec::new(),
+        hashes: Vec::new(),
     };
     if let Some(scan) = &scan {
-        for line in walk(scan) {
+        for line in walk(scan, subst) {
             log.chained.push(line.chained);
+            log.hashes.push(line.hash);
             match line.event {
                 Ok(ev) => log.events.push(Some(ev)),
                 Err(e) => {

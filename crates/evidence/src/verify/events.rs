@@ -45,7 +45,7 @@ pub(super) fn chain(b: &Bundle<'_>) -> Check {
     for (i, ev) in log.events.iter().enumerate() {
         if ev.is_some() && !log.chained[i] {
             acc.fail(format!(
-                "line {}: prev is not the SHA-256 of the line before",
+                "line {}: prev is not the chain hash of the line before",
                 i + 1
             ));
         }
@@ -54,8 +54,8 @@ pub(super) fn chain(b: &Bundle<'_>) -> Check {
         acc.fail("not every line could be checked (see parse)");
     }
     let lines = log.lines();
-    acc.pass = match lines.last() {
-        Some(l) => format!("{} line(s) chained; head {}", lines.len(), l.hash),
+    acc.pass = match log.head() {
+        Some(head) => format!("{} line(s) chained; head {head}", lines.len()),
         None => "no lines".to_owned(),
     };
     acc.done()

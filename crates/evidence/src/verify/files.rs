@@ -17,7 +17,7 @@ pub(super) fn inputs(b: &Bundle<'_>) -> Check {
     let files = file_map(&mut acc, b.root, "input");
     compare_files(
         &mut acc,
-        "input",
+        ("input", &b.redactions),
         &input_records(b),
         &files,
         b.shape.ends_finished,
@@ -30,7 +30,13 @@ pub(super) fn outputs(b: &Bundle<'_>) -> Check {
     let mut acc = Acc::new(CheckCode::Outputs);
     let records = output_records(b);
     let files = file_map(&mut acc, b.root, "output");
-    compare_files(&mut acc, "output", &records, &files, b.shape.ends_finished);
+    compare_files(
+        &mut acc,
+        ("output", &b.redactions),
+        &records,
+        &files,
+        b.shape.ends_finished,
+    );
     // Entries the recorder left out (`output_skipped`, bundles of this version on): each
     // names its path losslessly, and none of them may still be in the bundle.
     let mut skipped_count = 0usize;
@@ -137,15 +143,17 @@ fn file_map(acc: &mut Acc, root: &Path, sub: &str) -> BTreeMap<String, PathBuf> 
     walk.files.into_iter().map(|f| (f.rel, f.path)).collect()
 }
 
-/// Compare recorded files with the files present.
+/// Compare recorded files with the files present (a file a redaction removed is
+/// recorded and absent).
 fn compare_files(
     acc: &mut Acc,
-    sub: &str,
+    (sub, redactions): (&str, &super::redactions::RedactionsRead),
     records: &[FileRecord],
     files: &BTreeMap<String, PathBuf>,
     strict: bool,
 ) {
     let mut seen = BTreeSet::new();
+    let mut removed = 0usize;
     for r in records {
         if !valid_rel_path(&r.path) {
             acc.fail(format!(
@@ -159,6 +167,7 @@ fn compare_files(
             continue;
         }
         match files.get(&r.path) {
+            None if redactions.file_removed(sub, r) => removed += 1,
             None => acc.fail(format!("{sub}/{} is recorded but missing", r.path)),
             Some(path) => match hash_file(path, false) {
                 Err(e) => acc.fail(format!("{sub}/{}: cannot read: {e}", r.path)),
@@ -179,6 +188,11 @@ fn compare_files(
         }
     }
     if acc.fails.is_empty() && acc.warns.is_empty() {
-        acc.pass = format!("{} file(s) match their events", records.len());
+        acc.pass = format!("{} file(s) match their events", records.len() - removed);
+        if removed > 0 {
+            acc.pass.push_str(&format!(
+                "; {removed} removed by a redaction (see redactions)"
+            ));
+        }
     }
 }

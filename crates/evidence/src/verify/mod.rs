@@ -17,6 +17,7 @@ mod bundle;
 mod events;
 mod files;
 mod layout;
+mod redactions;
 mod statement;
 mod tools;
 
@@ -64,8 +65,17 @@ pub enum CheckCode {
     /// deferred after completing, none completed twice.
     ToolCalls,
     /// `statement.dsse.json`, if present or required, is a DSSE envelope of exactly
-    /// `statement.json` with a valid Ed25519 signature by the given key.
+    /// `statement.json` with a valid signature (Ed25519 or ECDSA P-256) by the given key.
     Signature,
+    /// Added later, and present only when asked for (`provrun verify --ledger`, made by
+    /// the CLI with provrun-ledger): the statement is a leaf of a ledger's signed
+    /// checkpoint.
+    Ledger,
+    /// Added later, and present only in a bundle with `redactions.jsonl`: every
+    /// redaction record is well formed, about this run, statement and log, in order;
+    /// each piece it lists as removed is gone and sat where it says; its signature, if
+    /// any, verifies.
+    Redactions,
 }
 
 impl CheckCode {
@@ -83,6 +93,8 @@ impl CheckCode {
             CheckCode::Statement => "statement",
             CheckCode::ToolCalls => "tool-calls",
             CheckCode::Signature => "signature",
+            CheckCode::Ledger => "ledger",
+            CheckCode::Redactions => "redactions",
         }
     }
 }
@@ -126,12 +138,46 @@ pub struct VerifyReport {
     pub status: Option<RunStatus>,
     /// Every check, in a fixed order.
     pub checks: Vec<Check>,
+    /// What was removed from this bundle, why and by whom: each record of its
+    /// `redactions.jsonl` (added later; absent from the JSON when there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<RedactionReport>,
+}
+
+/// One redaction record as `verify` read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactionReport {
+    /// The record.
+    pub record: crate::redaction::Redaction,
+    /// Its signature.
+    pub signature: SignatureStatus,
+}
+
+/// Whether a redaction record's signature was checked, and how it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignatureStatus {
+    /// Signed by the key the record names, and the signature verifies.
+    Verified,
+    /// Not signed.
+    Unsigned,
+    /// Signed, but not checked (a verifier built without the `dsse` feature).
+    NotChecked,
+    /// A signature that does not verify, or a record and envelope that disagree.
+    Invalid,
 }
 
 impl VerifyReport {
     /// The check with `code`, if it ran.
     pub fn check(&self, code: CheckCode) -> Option<&Check> {
         self.checks.iter().find(|c| c.code == code)
+    }
+
+    /// Add a check made elsewhere (the CLI's `ledger` check) at the end, and count it in
+    /// `ok`.
+    pub fn push(&mut self, check: Check) {
+        self.ok &= check.status != CheckStatus::Fail;
+        self.checks.push(check);
     }
 
     /// Process exit code for `provrun verify`: 0 all good, 1 a check failed, 3 valid
@@ -215,8 +261,24 @@ impl Acc {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyOptions {
     /// Ed25519 public key that must have signed the statement (`statement.dsse.json`).
-    /// Checking a signature needs the crate feature `dsse`.
+    /// Checking a signature needs the crate feature `dsse`. `key` takes either algorithm
+    /// and wins over this.
     pub public_key: Option<[u8; 32]>,
+    /// The public key (Ed25519 or ECDSA P-256) that must have signed the statement
+    /// (added with P-256 keys; feature `dsse`).
+    #[cfg(feature = "dsse")]
+    pub key: Option<crate::dsse::PublicKey>,
+}
+
+impl VerifyOptions {
+    /// Options that require a valid signature of the statement by `key`.
+    #[cfg(feature = "dsse")]
+    pub fn with_key(key: crate::dsse::PublicKey) -> VerifyOptions {
+        VerifyOptions {
+            key: Some(key),
+            ..VerifyOptions::default()
+        }
+    }
 }
 
 /// Check a bundle offline. Never panics and never follows a symlink; problems in the
@@ -255,6 +317,12 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         tools::tool_calls(&b),
         statement::signature(&b, options),
     ];
+    let mut checks = checks;
+    let mut reports = Vec::new();
+    if let Some((check, statuses)) = redactions::redactions(&b) {
+        checks.push(check);
+        reports = b.redactions.reports(&statuses);
+    }
     let ok = checks.iter().all(|c| c.status != CheckStatus::Fail);
     let complete = b.shape.complete;
     tracing::debug!(bundle = %root.display(), ok, complete, "bundle verified");
@@ -263,6 +331,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
         complete,
         status: b.shape.status.filter(|_| b.shape.ends_finished),
         checks,
+        redactions: reports,
     }
 }
 
@@ -294,5 +363,6 @@ fn unreadable(layout: Acc) -> VerifyReport {
         complete: false,
         status: None,
         checks,
+        redactions: Vec::new(),
     }
 }

@@ -12,7 +12,6 @@ use super::{Acc, Check, CheckCode, VerifyOptions};
 use crate::dsse::DSSE_FILE;
 use crate::event::{Event, FileRecord, RunFinished, RunStarted};
 use crate::fsutil::open_regular;
-use crate::log::LogScan;
 use crate::recorder::STATEMENT_FILE;
 use crate::statement::StatementFacts;
 
@@ -32,12 +31,7 @@ pub(super) fn statement(b: &Bundle<'_>) -> Check {
                 "statement.json is present but the log does not end with a complete run_finished",
             );
         } else {
-            let facts = derive_facts(
-                &parsed,
-                b.log.scan.as_ref(),
-                input_records(b),
-                output_records(b),
-            );
+            let facts = derive_facts(&parsed, b, input_records(b), output_records(b));
             match (
                 facts,
                 read_bounded(&root.join(STATEMENT_FILE), MAX_STATEMENT_BYTES),
@@ -62,6 +56,12 @@ pub(super) fn statement(b: &Bundle<'_>) -> Check {
                             facts.subject_count(),
                             facts.inputs.len()
                         );
+                        if b.redactions.original_log_sha256().is_some() {
+                            statement.pass.push_str(
+                                " (strings were removed from the log: events.jsonl's digest is \
+                                 the original's, from the redaction record; the head is checked)",
+                            );
+                        }
                     }
                     Ok(expected) => statement.fail(describe_statement_diff(&expected, &actual)),
                 },
@@ -82,7 +82,14 @@ pub(super) fn signature(b: &Bundle<'_>, options: &VerifyOptions) -> Check {
     let root = b.root;
     let has_statement = b.dir.present.contains(STATEMENT_FILE);
     let signed = b.dir.present.contains(DSSE_FILE);
-    match (signed, &options.public_key) {
+    #[cfg(feature = "dsse")]
+    let wanted = options
+        .key
+        .clone()
+        .or_else(|| options.public_key.map(crate::dsse::PublicKey::Ed25519));
+    #[cfg(not(feature = "dsse"))]
+    let wanted = options.public_key;
+    match (signed, &wanted) {
         (false, None) => signature.pass = "not signed, no key required".to_owned(),
         (false, Some(_)) => signature.fail("a key was given but statement.dsse.json is missing"),
         (true, _) if !has_statement => signature.fail("statement.dsse.json without statement.json"),
@@ -93,7 +100,7 @@ pub(super) fn signature(b: &Bundle<'_>, options: &VerifyOptions) -> Check {
 }
 
 #[cfg(feature = "dsse")]
-fn check_signature(acc: &mut Acc, root: &Path, key: &[u8; 32]) {
+fn check_signature(acc: &mut Acc, root: &Path, key: &crate::dsse::PublicKey) {
     let envelope = match read_bounded(&root.join(DSSE_FILE), MAX_STATEMENT_BYTES) {
         Ok(b) => b,
         Err(e) => return acc.fail(format!("cannot read {DSSE_FILE}: {e}")),
@@ -142,11 +149,11 @@ fn check_signature(acc: &mut Acc, _root: &Path, _key: &[u8; 32]) {
 
 fn derive_facts(
     events: &[&Event],
-    scan: Option<&LogScan>,
+    b: &Bundle<'_>,
     inputs: Vec<FileRecord>,
     outputs: Vec<FileRecord>,
 ) -> Option<StatementFacts> {
-    let scan = scan?;
+    let scan = b.log.scan.as_ref()?;
     let first = events.first()?;
     let last = events.last()?;
     let started: RunStarted = serde_json::from_value(first.payload.clone()).ok()?;
@@ -161,9 +168,14 @@ fn derive_facts(
         status: finished.status,
         inputs,
         outputs,
-        events_sha256: scan.file_sha256.clone(),
+        // A log with strings removed is not the file the statement names: the original's
+        // digest comes from the redaction record; the chain head (checked) is the same.
+        events_sha256: b
+            .redactions
+            .original_log_sha256()
+            .unwrap_or_else(|| scan.file_sha256.clone()),
         event_count: scan.lines.len() as u64,
-        head: scan.lines.last()?.hash.clone(),
+        head: b.log.head()?.to_owned(),
     })
 }
 

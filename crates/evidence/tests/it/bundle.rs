@@ -70,13 +70,20 @@ fn log_layout_and_statement_are_as_documented() {
         );
         assert_eq!(v["seq"], json!(i));
         assert_eq!(v["v"], json!(1));
+        // New logs chain each line's commitment form (docs/evidence.md §2a).
         let want_prev = if i == 0 {
             json!(null)
         } else {
-            json!(sha256_hex(lines[i - 1].as_bytes()))
+            json!(line_hash(&lines[i - 1], CHAIN).unwrap())
         };
         assert_eq!(v["prev"], want_prev);
+        assert_ne!(
+            want_prev,
+            json!(sha256_hex(lines[i.saturating_sub(1)].as_bytes()))
+        );
     }
+    let started: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(started["payload"]["chain"], json!(CHAIN));
     // Keys appear in RFC 8785 order.
     assert!(lines[0].starts_with(r#"{"confidence":"observed","payload":{"#));
     let declared: serde_json::Value = serde_json::from_str(&lines[7]).unwrap();
@@ -139,7 +146,10 @@ fn log_layout_and_statement_are_as_documented() {
         sha256_hex(&fs::read(dir.join("events.jsonl")).unwrap())
     );
     assert_eq!(log["annotations"]["event_count"], json!(12));
-    assert_eq!(log["annotations"]["head"], sha256_hex(lines[11].as_bytes()));
+    assert_eq!(
+        log["annotations"]["head"],
+        line_hash(&lines[11], CHAIN).unwrap()
+    );
 }
 
 #[test]

@@ -113,12 +113,29 @@ fn numbers_are_written_as_rfc_8785_says_and_earlier_tie_forms_still_verify() {
     let report = verify(&dir);
     assert!(report.ok, "{report:?}");
 
-    // The same line as an earlier version wrote it (the last line: no later line chains
-    // to it): still canonical, so the bundle verifies and reopens.
+    // A log chained by commitments takes only the exact form: the earlier writers' tie
+    // form would be a second spelling of the same line with the same hash.
     let mut old = lines.clone();
     old[1] = old[1].replace("1424953923781206.2}", "1424953923781206.3}");
-    assert_ne!(old[1], lines[1]);
     write_lines(&dir, &old);
+    let report = verify(&dir);
+    assert_eq!(
+        report.check(CheckCode::Parse).unwrap().status,
+        CheckStatus::Fail,
+        "{report:?}"
+    );
+
+    // The same line in a log as earlier versions wrote it (chained by bytes, no `chain`
+    // member; the line is the last one, so no later line chains to it): still canonical,
+    // so the bundle verifies and reopens.
+    let mut started: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    started["payload"]
+        .as_object_mut()
+        .unwrap()
+        .remove(provrun_evidence::CHAIN_KEY);
+    let mut earlier = rechain(&[to_canonical_string(&started).unwrap(), lines[1].clone()]);
+    earlier[1] = earlier[1].replace("1424953923781206.2}", "1424953923781206.3}");
+    write_lines(&dir, &earlier);
     let report = verify(&dir);
     assert!(report.ok, "{report:?}");
     assert_eq!(
@@ -130,8 +147,8 @@ fn numbers_are_written_as_rfc_8785_says_and_earlier_tie_forms_still_verify() {
     drop(rec);
 
     // Any other spelling of the number is not canonical.
-    let mut other = lines;
-    other[1] = other[1].replace("1424953923781206.2}", "1424953923781206.20}");
+    let mut other = earlier;
+    other[1] = other[1].replace("1424953923781206.3}", "1424953923781206.20}");
     write_lines(&dir, &other);
     let report = verify(&dir);
     assert_eq!(

@@ -14,6 +14,7 @@ const SEED: [u8; 32] = [7u8; 32];
 fn opts(key: [u8; 32]) -> VerifyOptions {
     VerifyOptions {
         public_key: Some(key),
+        ..VerifyOptions::default()
     }
 }
 
@@ -203,4 +204,92 @@ fn base64_encode(bytes: &[u8]) -> String {
 /// Canonical JSON of a small object (keys sorted by serde_json's map, no spaces).
 fn canonical(v: &serde_json::Value) -> String {
     serde_json::to_string(v).unwrap()
+}
+
+#[test]
+fn ecdsa_p256_keys_sign_and_verify_and_are_told_apart_from_ed25519() {
+    let dir = make_bundle("signed-p256", Durability::Flush);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256).unwrap();
+    let public = key.public();
+    assert_eq!(public.algorithm(), KeyAlgorithm::EcdsaP256);
+    // The PEM files read back as the same keys.
+    let pem = key.to_pem().unwrap();
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{pem}");
+    assert_eq!(PrivateKey::parse(pem.as_bytes()).unwrap().public(), public);
+    let public_pem = public.to_pem().unwrap();
+    assert_eq!(PublicKey::parse(public_pem.as_bytes()).unwrap(), public);
+    assert!(PublicKey::parse(pem.as_bytes()).is_err());
+
+    sign_bundle_with(&dir, &key).unwrap();
+    let r = verify_with(&dir, &VerifyOptions::with_key(public.clone()));
+    assert!(r.ok && r.complete, "{r:#?}");
+    let detail = &r.check(CheckCode::Signature).unwrap().detail;
+    assert!(
+        detail.contains(&public.key_id()) && detail.contains("ecdsa-p256"),
+        "{detail}"
+    );
+    // Without a key the envelope is well formed (a DER signature), and only warns.
+    let r = verify(&dir);
+    assert!(r.ok, "{r:#?}");
+    assert_eq!(
+        r.check(CheckCode::Signature).unwrap().status,
+        CheckStatus::Warn
+    );
+    // Another P-256 key, or an Ed25519 key, is no match.
+    let other = PrivateKey::generate(KeyAlgorithm::EcdsaP256)
+        .unwrap()
+        .public();
+    assert_eq!(
+        fails(&verify_with(&dir, &VerifyOptions::with_key(other))),
+        [CheckCode::Signature]
+    );
+    assert_eq!(
+        fails(&verify_with(&dir, &opts(public_key(&SEED)))),
+        [CheckCode::Signature]
+    );
+    // A flipped byte of the DER signature fails.
+    let path = dir.join(DSSE_FILE);
+    let env: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let sig = env["signatures"][0]["sig"].as_str().unwrap().to_owned();
+    let mut raw = base64_decode(&sig);
+    let last = raw.len() - 1;
+    raw[last] ^= 1;
+    let mut changed = env.clone();
+    changed["signatures"][0]["sig"] = base64_encode(&raw).into();
+    fs::write(&path, format!("{}\n", canonical(&changed))).unwrap();
+    assert_eq!(
+        fails(&verify_with(&dir, &VerifyOptions::with_key(public))),
+        [CheckCode::Signature]
+    );
+    // An OpenSSL SEC1 key (`openssl ecparam -name prime256v1 -genkey -noout`) reads too,
+    // as the key whose public half `openssl ec -pubout` printed.
+    let sec1 = "-----BEGIN EC PRIVATE KEY-----\n\
+                MHcCAQEEIDPNoYa9FGu5N4Zxe42daZycLcK3OBJp0Hlz4XWwQh4/oAoGCCqGSM49\n\
+                AwEHoUQDQgAEVXLHGV2h/+GicMvIXF4fkermmQUSRzPSYM/CM8dov6QJBBX5vxqP\n\
+                LFG8fOtpiYKLuMjVi9+B8BUMKBu2VC/28w==\n\
+                -----END EC PRIVATE KEY-----\n";
+    let openssl_public = "-----BEGIN PUBLIC KEY-----\n\
+                          MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEVXLHGV2h/+GicMvIXF4fkermmQUS\n\
+                          RzPSYM/CM8dov6QJBBX5vxqPLFG8fOtpiYKLuMjVi9+B8BUMKBu2VC/28w==\n\
+                          -----END PUBLIC KEY-----\n";
+    let parsed = PrivateKey::parse(sec1.as_bytes()).unwrap();
+    assert_eq!(parsed.algorithm(), KeyAlgorithm::EcdsaP256);
+    assert_eq!(parsed.public().to_pem().unwrap(), openssl_public);
+}
+
+/// Standard base64 decoding, the inverse of [`base64_encode`].
+fn base64_decode(text: &str) -> Vec<u8> {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|c| *c != b'=') {
+        bits = (bits << 6) | A.iter().position(|a| *a == c).unwrap() as u32;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    out
 }

@@ -15,4 +15,5 @@ mod outputs;
 mod pending;
 mod power_loss;
 mod props;
+mod redaction;
 mod typed;

@@ -183,15 +183,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Re-chain a list of event lines (after editing one): fix every `prev` and `seq`, keep
-/// everything else, and keep lines canonical.
+/// everything else, and keep lines canonical. The chain scheme is the one line 0 declares.
 pub fn rechain(lines: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut chain = 1;
     for (i, l) in lines.iter().enumerate() {
         let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if i == 0 {
+            chain = chain_of(&v["payload"]);
+        }
         v["seq"] = json!(i);
         v["prev"] = match out.last() {
             None => serde_json::Value::Null,
-            Some(p) => json!(sha256_hex(p.as_bytes())),
+            Some(p) => json!(line_hash(p, chain).unwrap()),
         };
         out.push(to_canonical_string(&v).unwrap());
     }

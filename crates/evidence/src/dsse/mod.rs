@@ -1,16 +1,31 @@
-//! DSSE (Dead Simple Signing Envelope) over `statement.json`, signed with Ed25519.
+//! DSSE (Dead Simple Signing Envelope) over `statement.json`, signed with Ed25519 or
+//! ECDSA P-256.
 //!
 //! The envelope is written to `statement.dsse.json` beside the statement:
 //! `{"payload":<base64 of statement.json's bytes>,"payloadType":"application/vnd.in-toto+json",
-//! "signatures":[{"keyid":<hex SHA-256 of the public key>,"sig":<base64 signature>}]}`,
+//! "signatures":[{"keyid":<the key's id>,"sig":<base64 signature>}]}`,
 //! the signature being over `PAE(payloadType, payload bytes)`. Signing and checking need
 //! the crate feature `dsse`; [`pae`] is always available.
 //!
-//! Keys: a private key is read from a PKCS#8 PEM file (`-----BEGIN PRIVATE KEY-----`, what
-//! `provrun keygen` and `openssl genpkey -algorithm ed25519` write) or as a raw 32-byte
-//! seed (binary or 64 hex digits); a public key from an SPKI PEM file
-//! (`-----BEGIN PUBLIC KEY-----`) or as 32 raw bytes / hex. A key's id (`key_id`, with the `dsse` feature) is the
-//! hex SHA-256 of its 32 raw public key bytes.
+//! Keys (`PrivateKey`, `PublicKey`, with the `dsse` feature): a private key is read from a
+//! PKCS#8 PEM file (`-----BEGIN PRIVATE KEY-----`, what `provrun keygen` and `openssl
+//! genpkey` write; a P-256 key also from a SEC1 `EC PRIVATE KEY` file), an Ed25519 key also
+//! as a raw 32-byte seed (binary or 64 hex digits); a public key from an SPKI PEM file
+//! (`-----BEGIN PUBLIC KEY-----`), an Ed25519 one also as 32 raw bytes / hex. A key's id is
+//! the hex SHA-256 of its 32 raw public key bytes (Ed25519) or of its SPKI DER encoding
+//! (P-256). The functions taking a `[u8; 32]` seed or key are the Ed25519-only interface
+//! of earlier versions, kept.
+
+#[cfg(feature = "dsse")]
+mod keys;
+#[cfg(feature = "dsse")]
+mod model_signing;
+#[cfg(feature = "dsse")]
+pub use keys::{KeyAlgorithm, PrivateKey, PublicKey};
+#[cfg(feature = "dsse")]
+pub use model_signing::{
+    MODEL_SIGNING_PREDICATE_TYPE, ModelSignature, SIGSTORE_BUNDLE_MEDIA_TYPE, model_signature,
+};
 
 /// Name of the envelope file in a bundle.
 pub const DSSE_FILE: &str = "statement.dsse.json";
@@ -44,10 +59,11 @@ mod signing {
     use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
     use ed25519_dalek::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _};
     use ed25519_dalek::pkcs8::{EncodePrivateKey as _, EncodePublicKey as _};
-    use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+    use ed25519_dalek::{SigningKey, VerifyingKey};
     use serde_json::{Value, json};
 
-    use super::{DSSE_FILE, IN_TOTO_PAYLOAD_TYPE, pae};
+    use super::keys::{is_signature_form, pem_text};
+    use super::{DSSE_FILE, IN_TOTO_PAYLOAD_TYPE, PrivateKey, PublicKey, pae};
     use crate::canonical::to_canonical_string;
     use crate::error::{EvidenceError, Result};
     use crate::fsutil::{open_regular, sha256_hex, write_atomic};
@@ -93,13 +109,6 @@ mod signing {
         Ok(raw)
     }
 
-    /// `bytes` as text when it holds a PEM block labelled `label`.
-    fn pem_text<'a>(bytes: &'a [u8], label: &str) -> Option<&'a str> {
-        let text = std::str::from_utf8(bytes).ok()?;
-        text.contains(&format!("-----BEGIN {label}-----"))
-            .then_some(text.trim())
-    }
-
     /// A new random Ed25519 private seed from the operating system's random source.
     pub fn generate_seed() -> Result<[u8; 32]> {
         let mut seed = [0u8; 32];
@@ -140,19 +149,25 @@ mod signing {
         SigningKey::from_bytes(seed).verifying_key().to_bytes()
     }
 
-    /// Sign the bundle's `statement.json` and write `statement.dsse.json` atomically.
+    /// Sign the bundle's `statement.json` with an Ed25519 seed and write
+    /// `statement.dsse.json` atomically ([`sign_bundle_with`] for either algorithm).
     pub fn sign_bundle(bundle: &Path, seed: &[u8; 32]) -> Result<PathBuf> {
+        sign_bundle_with(bundle, &PrivateKey::Ed25519(*seed))
+    }
+
+    /// Sign the bundle's `statement.json` with `key` (Ed25519 or ECDSA P-256) and write
+    /// `statement.dsse.json` atomically, replacing an earlier envelope.
+    pub fn sign_bundle_with(bundle: &Path, key: &PrivateKey) -> Result<PathBuf> {
         let statement_path = bundle.join(STATEMENT_FILE);
         let statement = read_small(&statement_path)
             .map_err(|e| EvidenceError::io("read", &statement_path, e))?;
-        let key = SigningKey::from_bytes(seed);
         let sig = key.sign(&pae(IN_TOTO_PAYLOAD_TYPE, &statement));
         let envelope = json!({
             "payloadType": IN_TOTO_PAYLOAD_TYPE,
             "payload": B64.encode(&statement),
             "signatures": [{
-                "keyid": sha256_hex(key.verifying_key().as_bytes()),
-                "sig": B64.encode(sig.to_bytes()),
+                "keyid": key.public().key_id(),
+                "sig": B64.encode(sig),
             }],
         });
         let mut text = to_canonical_string(&envelope)?;
@@ -181,7 +196,8 @@ mod signing {
     /// Check an envelope's form and payload without a key: canonical JSON of exactly
     /// `payload`, `payloadType` (the in-toto type) and `signatures`, a payload that is
     /// exactly `statement`, and at least one signature of the form `{keyid, sig}` with a
-    /// 64-byte base64 signature. Returns the parsed envelope, or what is wrong.
+    /// base64 signature of 64 bytes (Ed25519) or in DER (ECDSA). Returns the parsed
+    /// envelope, or what is wrong.
     pub(crate) fn check_envelope_form(
         envelope: &[u8],
         statement: &[u8],
@@ -225,10 +241,14 @@ mod signing {
             let keyid = s["keyid"].as_str();
             let raw = s["sig"].as_str().and_then(|t| B64.decode(t).ok());
             match (exact(s, &["keyid", "sig"]), keyid, raw) {
-                (true, Some(keyid), Some(raw)) => match Signature::from_slice(&raw) {
-                    Ok(sig) => signatures.push((keyid.to_owned(), sig)),
-                    Err(_) => return Err(format!("signature {i} is not 64 bytes")),
-                },
+                (true, Some(keyid), Some(raw)) => {
+                    if !is_signature_form(&raw) {
+                        return Err(format!(
+                            "signature {i} is neither 64 bytes (Ed25519) nor a DER ECDSA signature"
+                        ));
+                    }
+                    signatures.push((keyid.to_owned(), raw));
+                }
                 _ => {
                     return Err(format!(
                         "signature {i} is not {{\"keyid\": text, \"sig\": base64}}"
@@ -245,7 +265,7 @@ mod signing {
     /// A well-formed envelope: the signed message and its signatures by key id.
     pub(crate) struct Envelope {
         message: Vec<u8>,
-        signatures: Vec<(String, Signature)>,
+        signatures: Vec<(String, Vec<u8>)>,
     }
 
     impl Envelope {
@@ -260,18 +280,28 @@ mod signing {
     pub(crate) fn check_envelope(
         envelope: &[u8],
         statement: &[u8],
-        public: &[u8; 32],
+        key: &PublicKey,
     ) -> std::result::Result<String, String> {
-        let key = VerifyingKey::from_bytes(public).map_err(|e| format!("bad public key: {e}"))?;
         let env = check_envelope_form(envelope, statement)?;
-        let keyid = sha256_hex(public);
+        let keyid = key.key_id();
         for (id, sig) in &env.signatures {
             // The keyid is unauthenticated in DSSE; still, ours must name our key.
-            if *id == keyid && key.verify_strict(&env.message, sig).is_ok() {
-                return Ok(format!("statement signed by key {keyid}"));
+            if *id == keyid && key.verify(&env.message, sig) {
+                return Ok(format!("statement signed by key {keyid}{}", alg_note(key)));
             }
         }
-        Err(format!("no signature verifies with the given key {keyid}"))
+        Err(format!(
+            "no signature verifies with the given key {keyid}{}",
+            alg_note(key)
+        ))
+    }
+
+    /// `" (ecdsa-p256)"` for a P-256 key; nothing for Ed25519, the default.
+    fn alg_note(key: &PublicKey) -> String {
+        match key {
+            PublicKey::Ed25519(_) => String::new(),
+            PublicKey::EcdsaP256(_) => format!(" ({})", key.algorithm().as_str()),
+        }
     }
 }
 

@@ -1,0 +1,370 @@
+//! A ledger folder: its configuration (`ledger.json`), making one (`init`), the lock its
+//! writers and readers take, and what readers ask of it: the checkpoint, where a leaf
+//! is, and proofs against the current checkpoint.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use provrun_evidence::dsse::{PrivateKey, PublicKey};
+use rustix::fs::{FlockOperation, flock};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LedgerError, Result};
+use crate::merkle::{self, Hash, leaf_hash};
+use crate::note::{Checkpoint, MAX_NOTE_BYTES, VerifierKey, sign_note};
+use crate::tiles::{TILE_DIR, TileId, TileKind, TileReader, read_bounded, read_hashes, width_at};
+
+/// The ledger's configuration file.
+pub const CONFIG_FILE: &str = "ledger.json";
+/// The ledger's current checkpoint (a signed note).
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The configuration format `init` writes.
+const FORMAT: u64 = 1;
+/// How long a writer or reader waits for another writer before giving up.
+const LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// `ledger.json`: what the log is called, the key its checkpoints verify with, and where
+/// the key that signs them is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The configuration format (1).
+    pub format: u64,
+    /// The checkpoints' origin line, and the signing key's name.
+    pub origin: String,
+    /// The verifier key of the checkpoints (`NAME+KEYHASH+BASE64`).
+    pub verifier_key: String,
+    /// The private key file (absolute) that adds sign with.
+    pub key_file: PathBuf,
+}
+
+impl Config {
+    /// Read and check `dir/ledger.json`.
+    pub fn read(dir: &Path) -> Result<Config> {
+        let path = dir.join(CONFIG_FILE);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(LedgerError::NotALedger(dir.to_path_buf()));
+        }
+        let bad = |reason: String| LedgerError::BadConfig {
+            path: path.clone(),
+            reason,
+        };
+        let bytes = read_bounded(&path, 64 * 1024)?;
+        let config: Config = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(format!("not a ledger configuration: {e}")))?;
+        if config.format != FORMAT {
+            return Err(bad(format!("unknown format {}", config.format)));
+        }
+        let key = config.key()?;
+        if key.name != config.origin {
+            return Err(bad("the verifier key's name is not the origin".into()));
+        }
+        Ok(config)
+    }
+
+    /// The checkpoints' verifier key.
+    pub fn key(&self) -> Result<VerifierKey> {
+        VerifierKey::parse(&self.verifier_key)
+    }
+}
+
+/// An Ed25519 private key from a key file (`provrun keygen`'s PKCS#8 PEM).
+pub fn load_signing_key(path: &Path) -> Result<PrivateKey> {
+    let bytes = read_bounded(path, 64 * 1024)
+        .map_err(|e| LedgerError::Key(format!("cannot read the key {}: {e}", path.display())))?;
+    let key = PrivateKey::parse(&bytes)
+        .map_err(|e| LedgerError::Key(format!("{}: {e}", path.display())))?;
+    match key {
+        PrivateKey::Ed25519(_) => Ok(key),
+        other => Err(LedgerError::KeyType(other.algorithm().as_str().to_owned())),
+    }
+}
+
+/// The Ed25519 public key of an Ed25519 private key.
+pub(crate) fn ed25519_public(key: &PrivateKey) -> Result<[u8; 32]> {
+    match key.public() {
+        PublicKey::Ed25519(p) => Ok(p),
+        other => Err(LedgerError::KeyType(other.algorithm().as_str().to_owned())),
+    }
+}
+
+/// An advisory lock on a ledger (`flock` on its `ledger.json`): exclusive for a writer,
+/// shared for a reader. Released when dropped, or when its process ends.
+#[derive(Debug)]
+pub struct LedgerLock {
+    _file: File,
+}
+
+impl LedgerLock {
+    /// Take the lock, waiting for another writer (up to two minutes).
+    pub fn take(dir: &Path, exclusive: bool) -> Result<LedgerLock> {
+        let path = dir.join(CONFIG_FILE);
+        let file = File::open(&path).map_err(|e| LedgerError::io("open", &path, e))?;
+        let op = if exclusive {
+            FlockOperation::NonBlockingLockExclusive
+        } else {
+            FlockOperation::NonBlockingLockShared
+        };
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match flock(&file, op) {
+                Ok(()) => return Ok(LedgerLock { _file: file }),
+                Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(LedgerError::Locked(dir.to_path_buf()));
+                }
+                Err(e) => return Err(LedgerError::io("lock", &path, e.into())),
+            }
+        }
+    }
+}
+
+/// Make a new, empty ledger at `dir` (a new or empty folder): `ledger.json`, `tile/`, and
+/// the checkpoint of size 0 signed with the Ed25519 key in `key_file`, named `origin`.
+/// The folder is built beside its path and renamed into place, so it appears whole.
+/// Returns the checkpoints' verifier key.
+pub fn init(dir: &Path, key_file: &Path, origin: &str) -> Result<VerifierKey> {
+    let key = load_signing_key(key_file)?;
+    let vkey = VerifierKey::new(origin, ed25519_public(&key)?)?;
+    if let Ok(mut entries) = std::fs::read_dir(dir)
+        && entries.next().is_some()
+    {
+        return Err(LedgerError::NotEmpty(dir.to_path_buf()));
+    }
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(LedgerError::NotEmpty(dir.to_path_buf()));
+    }
+    let key_file =
+        std::path::absolute(key_file).map_err(|e| LedgerError::io("resolve", key_file, e))?;
+    let config = Config {
+        format: FORMAT,
+        origin: origin.to_owned(),
+        verifier_key: vkey.to_text(),
+        key_file,
+    };
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let building = parent.join(format!(".{name}.provrun-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&building);
+    let made = (|| -> Result<()> {
+        std::fs::create_dir_all(building.join(TILE_DIR))
+            .map_err(|e| LedgerError::io("make", &building, e))?;
+        let mut text =
+            serde_json::to_string_pretty(&config).map_err(|e| LedgerError::BadConfig {
+                path: building.join(CONFIG_FILE),
+                reason: e.to_string(),
+            })?;
+        text.push('\n');
+        write_synced(&building.join(CONFIG_FILE), text.as_bytes())?;
+        let empty = Checkpoint {
+            origin: origin.to_owned(),
+            size: 0,
+            root: merkle::empty_root(),
+        };
+        let note = sign_note(&empty.to_text(), origin, &key)?;
+        write_synced(&building.join(CHECKPOINT_FILE), note.as_bytes())?;
+        sync_dir(&building.join(TILE_DIR))?;
+        sync_dir(&building)?;
+        std::fs::rename(&building, dir).map_err(|e| LedgerError::io("rename into", dir, e))?;
+        sync_dir(parent)
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&building);
+    }
+    made.map(|()| vkey)
+}
+
+/// Write `bytes` to a new file at `path` and sync it.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let mut file = File::create(path).map_err(|e| LedgerError::io("create", path, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| LedgerError::io("write", path, e))
+}
+
+/// Sync a folder, so the names made in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| LedgerError::io("sync", dir, e))?;
+    crate::probe::note(crate::probe::Op::SyncDir(dir.to_path_buf()));
+    Ok(())
+}
+
+/// An inclusion proof as `provrun ledger proof --json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InclusionProof {
+    /// The leaf's index.
+    pub index: u64,
+    /// The size of the tree the proof is for.
+    pub tree_size: u64,
+    /// The proof's hashes, base64, nearest the leaf first.
+    pub hashes: Vec<String>,
+}
+
+/// A consistency proof as `provrun ledger consistency --json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsistencyProof {
+    /// The proof's hashes, base64.
+    pub hashes: Vec<String>,
+}
+
+/// Hashes as base64 text.
+pub fn encode_hashes(hashes: &[Hash]) -> Vec<String> {
+    use base64::Engine as _;
+    hashes
+        .iter()
+        .map(|h| base64::engine::general_purpose::STANDARD.encode(h))
+        .collect()
+}
+
+/// Base64 text as hashes.
+pub fn decode_hashes(text: &[String]) -> Result<Vec<Hash>> {
+    use base64::Engine as _;
+    text.iter()
+        .map(|t| {
+            base64::engine::general_purpose::STANDARD
+                .decode(t)
+                .ok()
+                .and_then(|b| <Hash>::try_from(b).ok())
+                .ok_or_else(|| LedgerError::BadProof(format!("`{t}` is not a base64 hash")))
+        })
+        .collect()
+}
+
+/// A ledger opened for reading, at its current checkpoint (checked against its key).
+#[derive(Debug)]
+pub struct Ledger {
+    dir: PathBuf,
+    config: Config,
+    key: VerifierKey,
+    note: Vec<u8>,
+    checkpoint: Checkpoint,
+    _lock: LedgerLock,
+}
+
+impl Ledger {
+    /// Open the ledger at `dir` for reading: its configuration and its checkpoint, which
+    /// must verify with `key` when one is given (else with the key `ledger.json` names).
+    /// Holds a shared lock while open, so no add runs meanwhile.
+    pub fn open(dir: &Path, key: Option<&VerifierKey>) -> Result<Ledger> {
+        let config = Config::read(dir)?;
+        let lock = LedgerLock::take(dir, false)?;
+        let key = match key {
+            Some(k) => k.clone(),
+            None => config.key()?,
+        };
+        let note = read_bounded(&dir.join(CHECKPOINT_FILE), MAX_NOTE_BYTES as u64)?;
+        let checkpoint = Checkpoint::open(&note, &key)?;
+        Ok(Ledger {
+            dir: dir.to_path_buf(),
+            config,
+            key,
+            note,
+            checkpoint,
+            _lock: lock,
+        })
+    }
+
+    /// The ledger's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The key its checkpoint was checked with.
+    pub fn key(&self) -> &VerifierKey {
+        &self.key
+    }
+
+    /// The current checkpoint.
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// The current checkpoint's signed note, as stored.
+    pub fn checkpoint_note(&self) -> &[u8] {
+        &self.note
+    }
+
+    /// The index of the first leaf whose data is `leaf`, if the tree holds it.
+    pub fn find(&self, leaf: &[u8]) -> Result<Option<u64>> {
+        Ok(find_leaves(&self.dir, self.checkpoint.size, &[leaf_hash(leaf)])?[0])
+    }
+
+    /// The inclusion proof of leaf `index` in the current tree.
+    pub fn inclusion_proof(&self, index: u64) -> Result<InclusionProof> {
+        let size = self.checkpoint.size;
+        if index >= size {
+            return Err(LedgerError::BadProof(format!(
+                "leaf {index} is not in a tree of {size}"
+            )));
+        }
+        let mut tiles = TileReader::new(&self.dir, size);
+        let hashes = merkle::inclusion_proof(&mut tiles, index, size)?;
+        Ok(InclusionProof {
+            index,
+            tree_size: size,
+            hashes: encode_hashes(&hashes),
+        })
+    }
+
+    /// The consistency proof from the tree of `from` leaves to the current one.
+    pub fn consistency_proof(&self, from: u64) -> Result<ConsistencyProof> {
+        let size = self.checkpoint.size;
+        if from == 0 || from > size {
+            return Err(LedgerError::BadProof(format!(
+                "--from must be between 1 and the tree size {size}, not {from}"
+            )));
+        }
+        let mut tiles = TileReader::new(&self.dir, size);
+        let hashes = merkle::consistency_proof(&mut tiles, from, size)?;
+        Ok(ConsistencyProof {
+            hashes: encode_hashes(&hashes),
+        })
+    }
+}
+
+/// For each of `wanted` (leaf hashes), the index of the first leaf of the tree of `size`
+/// with that hash, read from the level-0 tiles.
+pub(crate) fn find_leaves(dir: &Path, size: u64, wanted: &[Hash]) -> Result<Vec<Option<u64>>> {
+    let mut found = vec![None; wanted.len()];
+    let mut left = wanted.len();
+    let mut index = 0u64;
+    while left > 0 {
+        let Some(width) = width_at(size, 0, index) else {
+            break;
+        };
+        let id = TileId {
+            kind: TileKind::Hashes(0),
+            index,
+            width,
+        };
+        for (i, h) in read_hashes(dir, id)?.iter().enumerate() {
+            for (w, slot) in wanted.iter().zip(found.iter_mut()) {
+                if slot.is_none() && w == h {
+                    *slot = Some(index * 256 + i as u64);
+                    left -= 1;
+                }
+            }
+        }
+        index += 1;
+    }
+    Ok(found)
+}
