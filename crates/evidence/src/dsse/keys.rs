@@ -72,21 +72,14 @@ fn key_error(what: impl std::fmt::Display) -> EvidenceError {
     EvidenceError::Key(what.to_string())
 }
 
-/// `bytes` as text when it holds a PEM block labelled `label`.
-pub(super) fn pem_text<'a>(bytes: &'a [u8], label: &str) -> Option<&'a str> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    text.contains(&format!("-----BEGIN {label}-----"))
-        .then_some(text.trim())
-}
-
 impl PrivateKey {
     /// A new random key of `algorithm`, from the operating system's random source.
     pub fn generate(algorithm: KeyAlgorithm) -> Result<PrivateKey> {
         match algorithm {
-            KeyAlgorithm::Ed25519 => super::generate_seed().map(PrivateKey::Ed25519),
+            KeyAlgorithm::Ed25519 => super::ed25519::generate_seed().map(PrivateKey::Ed25519),
             KeyAlgorithm::EcdsaP256 => loop {
                 // A random scalar; the rare value outside 1..n is drawn again.
-                let seed = super::generate_seed()?;
+                let seed = super::ed25519::generate_seed()?;
                 if let Ok(key) = p256::ecdsa::SigningKey::from_slice(&seed) {
                     return Ok(PrivateKey::EcdsaP256(Box::new(key)));
                 }
@@ -97,7 +90,7 @@ impl PrivateKey {
     /// Read a private key: a PKCS#8 PEM file of either algorithm, a SEC1 PEM file of a
     /// P-256 key, or an Ed25519 seed as 32 raw bytes or 64 hex digits.
     pub fn parse(bytes: &[u8]) -> Result<PrivateKey> {
-        if let Some(text) = pem_text(bytes, "PRIVATE KEY") {
+        if let Some(text) = super::ed25519::pem_text(bytes, "PRIVATE KEY") {
             if let Ok(k) = ed25519_dalek::SigningKey::from_pkcs8_pem(text) {
                 return Ok(PrivateKey::Ed25519(k.to_bytes()));
             }
@@ -109,12 +102,12 @@ impl PrivateKey {
                     ))
                 });
         }
-        if let Some(text) = pem_text(bytes, "EC PRIVATE KEY") {
+        if let Some(text) = super::ed25519::pem_text(bytes, "EC PRIVATE KEY") {
             return p256::SecretKey::from_sec1_pem(text)
                 .map(|k| PrivateKey::EcdsaP256(Box::new(k.into())))
                 .map_err(|e| key_error(format!("not an ECDSA P-256 SEC1 private key: {e}")));
         }
-        super::parse_key(bytes).map(PrivateKey::Ed25519)
+        super::ed25519::parse_key(bytes).map(PrivateKey::Ed25519)
     }
 
     /// The algorithm the key is for.
@@ -128,7 +121,7 @@ impl PrivateKey {
     /// The matching public key.
     pub fn public(&self) -> PublicKey {
         match self {
-            PrivateKey::Ed25519(seed) => PublicKey::Ed25519(super::public_key(seed)),
+            PrivateKey::Ed25519(seed) => PublicKey::Ed25519(super::ed25519::public_key(seed)),
             PrivateKey::EcdsaP256(k) => PublicKey::EcdsaP256(*k.verifying_key()),
         }
     }
@@ -164,7 +157,7 @@ impl PublicKey {
     /// Read a public key: an SPKI PEM file of either algorithm, or an Ed25519 key as 32
     /// raw bytes or 64 hex digits. The key must be a valid curve point.
     pub fn parse(bytes: &[u8]) -> Result<PublicKey> {
-        if let Some(text) = pem_text(bytes, "PUBLIC KEY") {
+        if let Some(text) = super::ed25519::pem_text(bytes, "PUBLIC KEY") {
             if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_pem(text) {
                 return Ok(PublicKey::Ed25519(k.to_bytes()));
             }
