@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use super::lock;
+use super::guard::lock;
 use crate::error::{EvidenceError, Result};
 #[cfg(feature = "sync-probe")]
 use crate::fsutil;

@@ -17,12 +17,14 @@ mod declare;
 pub(crate) mod durability;
 mod files;
 mod finish;
+mod guard;
+mod layout;
 mod pending;
 mod recover;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -32,13 +34,14 @@ use crate::error::{EvidenceError, Result};
 use crate::event::{FileRecord, Payload};
 use crate::pack::PackWriter;
 
-pub use blobs::BlobLayout;
-pub(crate) use blobs::{BLOB_STORE_KEY, PACK_FILE};
 use commit::SyncShared;
 pub use create::CreateOptions;
 pub use declare::Declarer;
 pub use durability::{Durability, Durable};
 pub use finish::{Finished, RunEnd};
+use guard::lock;
+pub use layout::BlobLayout;
+pub(crate) use layout::{BLOB_STORE_KEY, PACK_FILE};
 pub use pending::PendingBundle;
 
 /// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
@@ -134,12 +137,6 @@ fn payload_value<P: Payload>(p: &P) -> Result<Value> {
         kind: P::TYPE.as_str(),
         source,
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of our locks cannot leave the state half-updated in a
-    // way that matters more than refusing to go on would; keep going with the data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Recorder {
