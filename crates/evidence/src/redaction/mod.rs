@@ -27,7 +27,6 @@ use crate::fsutil::sha256_hex;
 use crate::log::Substitutions;
 
 pub(crate) use plan::ref_places;
-pub(crate) use redact::holds_placeholder;
 pub use redact::{RecordSigner, RedactOutcome, RedactRequest, Selector, redact};
 
 /// The record of a bundle's redactions.
@@ -281,6 +280,11 @@ pub(crate) fn pointer_tokens(pointer: &str) -> Option<Vec<String>> {
             .map(|t| t.replace("~1", "/").replace("~0", "~"))
             .collect(),
     )
+}
+
+/// Whether a string removed at `pointer` of `payload` is the placeholder (for `verify`).
+pub(crate) fn holds_placeholder(payload: &Value, pointer: &str) -> bool {
+    at_pointer(payload, pointer).and_then(Value::as_str) == Some(PLACEHOLDER)
 }
 
 /// The value at `pointer` (from a line's root) in a line whose payload is `payload`.

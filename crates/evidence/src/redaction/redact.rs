@@ -14,7 +14,7 @@ pub use super::plan::Selector;
 use super::plan::{Plan, Source, plan};
 use super::{
     LogFacts, PLACEHOLDER, REDACTION_PAYLOAD_TYPE, REDACTION_TYPE, REDACTIONS_FILE, Redaction,
-    Signer, at_pointer, pointer_tokens, read_redactions, substitutions_of,
+    Signer, pointer_tokens, read_redactions, substitutions_of,
 };
 use crate::canonical::to_canonical_string;
 use crate::dsse::pae;
@@ -354,9 +354,4 @@ fn copy_blobs(source: &Path, dest: &Path, events: &[Event], plan: &Plan) -> Resu
     let tmp = crate::pack::rewrite(&reader, &keep, &blobs, true)
         .map_err(|e| EvidenceError::io("write", &blobs, e))?;
     std::fs::rename(&tmp, dest.join(PACK_FILE)).map_err(|e| EvidenceError::io("rename", &tmp, e))
-}
-
-/// Whether a string removed at `pointer` of `payload` is the placeholder (for `verify`).
-pub(crate) fn holds_placeholder(payload: &Value, pointer: &str) -> bool {
-    at_pointer(payload, pointer).and_then(Value::as_str) == Some(PLACEHOLDER)
 }

@@ -34,7 +34,7 @@ pub(super) struct Bundle<'a> {
     /// The blob store as read.
     pub store: StoreRead,
     /// `redactions.jsonl`, as read (nothing when absent).
-    pub redactions: super::redactions::RedactionsRead,
+    pub redactions: super::redacted::RedactionsRead,
 }
 
 /// The listing of the bundle's folder and of `blobs/`.
@@ -183,7 +183,7 @@ impl<'a> Bundle<'a> {
     pub fn read(root: &'a Path) -> Bundle<'a> {
         let dir = read_dir(root);
         let redactions =
-            super::redactions::RedactionsRead::read(root, dir.present.contains(REDACTIONS_FILE));
+            super::redacted::RedactionsRead::read(root, dir.present.contains(REDACTIONS_FILE));
         let log = read_log(
             root,
             dir.present.contains(EVENTS_FILE),

@@ -147,7 +147,7 @@ fn file_map(acc: &mut Acc, root: &Path, sub: &str) -> BTreeMap<String, PathBuf> 
 /// recorded and absent).
 fn compare_files(
     acc: &mut Acc,
-    (sub, redactions): (&str, &super::redactions::RedactionsRead),
+    (sub, redactions): (&str, &super::redacted::RedactionsRead),
     records: &[FileRecord],
     files: &BTreeMap<String, PathBuf>,
     strict: bool,

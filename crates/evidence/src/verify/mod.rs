@@ -17,6 +17,7 @@ mod bundle;
 mod events;
 mod files;
 mod layout;
+mod redacted;
 mod redactions;
 mod statement;
 mod tools;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::RunStatus;
 use bundle::Bundle;
+pub use redacted::{RedactionReport, SignatureStatus};
 
 /// How many problems a check's detail lists before summarising the rest.
 const DETAIL_ITEMS: usize = 5;
@@ -142,29 +144,6 @@ pub struct VerifyReport {
     /// `redactions.jsonl` (added later; absent from the JSON when there are none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redactions: Vec<RedactionReport>,
-}
-
-/// One redaction record as `verify` read it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RedactionReport {
-    /// The record.
-    pub record: crate::redaction::Redaction,
-    /// Its signature.
-    pub signature: SignatureStatus,
-}
-
-/// Whether a redaction record's signature was checked, and how it went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SignatureStatus {
-    /// Signed by the key the record names, and the signature verifies.
-    Verified,
-    /// Not signed.
-    Unsigned,
-    /// Signed, but not checked (a verifier built without the `dsse` feature).
-    NotChecked,
-    /// A signature that does not verify, or a record and envelope that disagree.
-    Invalid,
 }
 
 impl VerifyReport {
