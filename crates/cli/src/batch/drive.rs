@@ -10,7 +10,7 @@ use std::time::Instant;
 use provrun_agent::{Backend, RunControl};
 use serde_json::json;
 
-use super::BatchArgs;
+use super::args::BatchArgs;
 use super::check::{Checked, Line, resolve};
 use super::dest::Dest;
 use super::progress::{Progress, Tally};

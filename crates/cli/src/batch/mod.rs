@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use provrun_agent::{Backend, RunControl};
 
-use crate::run::DurabilityArg;
 use crate::signals::StopSignals;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
 use provrun_store::{Store, is_url};
 
+mod args;
 mod check;
 mod dest;
 mod drive;
@@ -27,63 +27,15 @@ mod progress;
 mod run;
 mod shard;
 
+pub(crate) use args::BatchArgs;
 use check::check_file;
 use dest::Dest;
 use drive::{Source, drive, print_summary_line, print_table};
-use shard::{Shard, choose_shard, parse_shard};
-
-/// Arguments of `provrun batch`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct BatchArgs {
-    /// The runs, one JSON object per line: {"id", "agent", "input": [PATH...], "prompt",
-    /// "model", "host_dir"}; relative paths resolve against this file's folder.
-    runs: PathBuf,
-    /// Where the bundles go: a folder (one bundle per run at DEST/<id>, made if missing),
-    /// or s3://BUCKET/PREFIX or file:///FOLDER (one object per run, PREFIX/<id>.tar).
-    #[arg(long, value_name = "DEST")]
-    out: PathBuf,
-    /// With a bucket --out: the local folder where bundles are built before they are
-    /// uploaded [default: a new provrun-batch-* folder in TMPDIR, removed at the end].
-    #[arg(long = "work-dir", value_name = "DIR")]
-    work_dir: Option<PathBuf>,
-    /// Runs in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    concurrency: u32,
-    /// Model requests in flight at once, over all runs (for rate-limited endpoints)
-    /// [default: no limit beyond --concurrency].
-    #[arg(long = "max-model-requests", value_name = "M", value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    max_model_requests: Option<u32>,
-    /// Run only shard I of N (0 <= I < N): the lines whose number, counted from 0, leaves
-    /// I when divided by N.
-    #[arg(long, value_name = "I/N", value_parser = parse_shard, conflicts_with = "shards")]
-    shard: Option<Shard>,
-    /// Split the lines into N shards and run the one named by JOB_COMPLETION_INDEX (as a
-    /// Kubernetes Indexed Job sets it).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    shards: Option<u32>,
-    /// Print one JSON object per run as it ends, then a summary object, on stdout.
-    #[arg(long)]
-    json: bool,
-    /// Load the tool manifests (*.toml) of this folder as well; repeatable.
-    #[arg(long = "tools-dir", value_name = "DIR")]
-    tools_dirs: Vec<PathBuf>,
-    /// When each run's evidence log is synced to disk (as for `run`).
-    #[arg(long, value_enum, value_name = "POLICY", default_value = "at-end")]
-    durability: DurabilityArg,
-    /// Change one of the `[settings]` of every line's agent spec (repeatable), as
-    /// `run --set KEY=VALUE` does.
-    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::settings::parse_setting)]
-    set: Vec<(String, String)>,
-    /// Add each run that ends (finished or failed) to this ledger (`provrun ledger init`),
-    /// before it is uploaded; a run the ledger cannot take counts as not finished. Runs
-    /// an earlier batch finished into a folder are added too.
-    #[arg(long, value_name = "DIR")]
-    ledger: Option<PathBuf>,
-}
+use shard::choose_shard;
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
     let job_index = std::env::var("JOB_COMPLETION_INDEX").ok();
-    let shard = match choose_shard(&args, job_index.as_deref()) {
+    let shard = match choose_shard(args.shard, args.shards, job_index.as_deref()) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, e),
     };

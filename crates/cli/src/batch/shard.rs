@@ -1,8 +1,6 @@
 //! Shards: which lines of the file this process runs (`--shard I/N`, or `--shards N`
 //! with a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX`).
 
-use super::BatchArgs;
-
 /// One shard of N: the lines `n` (from 0) with `n % count == index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Shard {
@@ -48,8 +46,12 @@ pub(super) fn parse_shard(text: &str) -> Result<Shard, String> {
 }
 
 /// Which shard runs: `--shard`, else `--shards` with `JOB_COMPLETION_INDEX`, else all.
-pub(super) fn choose_shard(args: &BatchArgs, job_index: Option<&str>) -> Result<Shard, String> {
-    match (args.shard, args.shards) {
+pub(super) fn choose_shard(
+    shard: Option<Shard>,
+    shards: Option<u32>,
+    job_index: Option<&str>,
+) -> Result<Shard, String> {
+    match (shard, shards) {
         (Some(shard), _) => Ok(shard),
         (None, Some(count)) => {
             let text = job_index.ok_or_else(|| {
