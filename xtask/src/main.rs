@@ -164,7 +164,7 @@ fn ci() -> Result<(), String> {
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
     setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
     setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
-    setup::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
+    python::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
     setup::go()?; // go and golang.org/x/mod for the ledger's second implementation
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.

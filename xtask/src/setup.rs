@@ -566,33 +566,3 @@ pub fn inspect() -> Result<(), String> {
         }
     }
 }
-
-/// Makes sure the Python package's suite (`cargo xtask python`) finds its pinned packages
-/// (python/tests/requirements.txt: pydantic-ai-slim, the OpenAI SDK, maturin, pytest) in
-/// the cache, installing them once when missing. Under CI a failure fails; elsewhere the
-/// suite is skipped loudly.
-pub fn python_suite() -> Result<(), String> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    match crate::python::suite_venv() {
-        Ok(python) => {
-            println!(
-                "\n==> setup: the Python suite's packages are in {}; `cargo xtask python` runs for real",
-                python
-                    .parent()
-                    .and_then(|p| p.parent())
-                    .unwrap_or(&python)
-                    .display()
-            );
-            Ok(())
-        }
-        Err(e) if ci => Err(format!(
-            "setup: CI must run the Python package's suite, but {e}"
-        )),
-        Err(e) => {
-            eprintln!(
-                "\n==> setup: WARNING: {e}; the Python package's suite will SKIP itself (CI=true fails here)"
-            );
-            Ok(())
-        }
-    }
-}
