@@ -10,6 +10,7 @@ mod agent_runs;
 mod architecture;
 mod call_order_props;
 mod cancel_calls;
+mod circles;
 mod concurrency;
 mod crash;
 mod faults;
