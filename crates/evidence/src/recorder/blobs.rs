@@ -17,7 +17,7 @@ use crate::pack::PackWriter;
 
 impl Recorder {
     /// Store `bytes` as a content-addressed blob (in the pack, or at
-    /// `blobs/sha256/<hex>` in a [`BlobLayout::Loose`] bundle) and return its ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
+    /// `blobs/sha256/<hex>` in a [`BlobLayout::Loose`](super::BlobLayout::Loose) bundle) and return its ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
     /// before this returns, so before any event that names it.
     pub fn put_blob(&self, bytes: &[u8], media_type: &str) -> Result<BlobRef> {
         self.put_blob_async(bytes, media_type).wait()

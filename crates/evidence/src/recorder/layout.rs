@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-/// How a bundle stores its blobs. Readers take both; [`Recorder::create`] writes
+/// How a bundle stores its blobs. Readers take both; [`Recorder::create`](super::Recorder::create) writes
 /// [`BlobLayout::Pack`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BlobLayout {
