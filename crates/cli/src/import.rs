@@ -1,5 +1,7 @@
 //! `provrun import pydantic-ai MESSAGES.json --out BUNDLE`: a run made elsewhere, kept as a
-//! bundle of `parsed` events (the provrun-capture crate's importer).
+//! bundle of `parsed` events (the provrun-capture crate's importer); `provrun import
+//! inspect LOG.eval --out DIR`: each sample of an Inspect log as such a bundle (the
+//! provrun-inspect crate's reader).
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -8,6 +10,7 @@ use clap::{Args, Subcommand};
 use provrun_capture::pydantic_ai::MAX_TRACE_BYTES;
 use provrun_capture::{CaptureError, ImportOptions, import_pydantic_ai};
 use provrun_evidence::{Durability, EvidenceError};
+use provrun_inspect::{EvalLog, InspectError};
 
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
@@ -19,6 +22,23 @@ pub(crate) enum ImportSource {
     /// itself as `trace_imported`. Exit 0 written, 1 writing failed, 2 the file cannot
     /// be read or is not such a history, or the bundle exists (nothing written).
     PydanticAi(ImportArgs),
+    /// An Inspect `.eval` log: one bundle per sample at `DIR/ID` (the sample's id, or
+    /// `sample-N`), each with one `model_called` per model event and one `tool_called` per
+    /// tool event, all `parsed`, plus the sample itself as `trace_imported`. Exit 0 written,
+    /// 1 writing failed, 2 the file cannot be read or is not an Inspect log, or a bundle
+    /// exists (every sample is checked before anything is written).
+    Inspect(InspectImportArgs),
+}
+
+/// `provrun import inspect`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct InspectImportArgs {
+    /// The `.eval` log.
+    #[arg(value_name = "LOG.eval")]
+    log: PathBuf,
+    /// The folder to write one bundle per sample into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 /// `provrun import pydantic-ai`'s arguments.
@@ -39,7 +59,10 @@ pub(crate) struct ImportArgs {
 }
 
 pub(crate) fn import(source: ImportSource) -> u8 {
-    let ImportSource::PydanticAi(args) = source;
+    let args = match source {
+        ImportSource::PydanticAi(args) => args,
+        ImportSource::Inspect(args) => return import_inspect(&args),
+    };
     let bytes = match std::fs::File::open(&args.messages).and_then(|f| {
         let mut buf = Vec::new();
         f.take(MAX_TRACE_BYTES as u64 + 1).read_to_end(&mut buf)?;
@@ -99,4 +122,61 @@ pub(crate) fn import(source: ImportSource) -> u8 {
         ),
         Err(e) => fail(EXIT_FAILED, format!("import: {e}")),
     }
+}
+
+/// `provrun import inspect`: every sample read and checked, then each written as a bundle.
+fn import_inspect(args: &InspectImportArgs) -> u8 {
+    let usage = |e: InspectError| {
+        fail(
+            EXIT_USAGE,
+            format!(
+                "import: {}: {}",
+                args.log.display(),
+                crate::inert::inert(&e.to_string())
+            ),
+        )
+    };
+    let mut log = match EvalLog::open(&args.log) {
+        Ok(log) => log,
+        Err(e) => return usage(e),
+    };
+    let names = log.names();
+    for (i, name) in names.iter().enumerate() {
+        if let Err(e) = log.read(i) {
+            return usage(e);
+        }
+        let bundle = args.out.join(name);
+        if bundle.exists() {
+            return fail(
+                EXIT_USAGE,
+                format!("import: `{}` exists; nothing written", bundle.display()),
+            );
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(EXIT_FAILED, format!("cannot start the runtime: {e}")),
+    };
+    let options = ImportOptions::default();
+    for (i, name) in names.iter().enumerate() {
+        let bundle = args.out.join(name);
+        let written = log.read(i).and_then(|bytes| {
+            runtime.block_on(provrun_inspect::import_sample(&bytes, &bundle, &options))
+        });
+        match written {
+            Ok(s) => out!(
+                "{}: {} model call(s), {} tool call(s)",
+                bundle.display(),
+                s.model_calls,
+                s.tool_calls
+            ),
+            Err(e) => return fail(EXIT_FAILED, format!("import: {}: {e}", bundle.display())),
+        }
+    }
+    out!(
+        "imported {} sample(s) into {}",
+        names.len(),
+        args.out.display()
+    );
+    EXIT_OK
 }

@@ -229,7 +229,8 @@ enum Command {
     #[command(subcommand)]
     Export(otel::ExportTarget),
     /// Keep a run made elsewhere as a bundle: `import pydantic-ai MESSAGES.json --out
-    /// BUNDLE` (every model and tool event `parsed`; `verify` accepts it).
+    /// BUNDLE`, or `import inspect LOG.eval --out DIR` (a bundle per sample; every model
+    /// and tool event `parsed`; `verify` accepts it).
     #[command(subcommand)]
     Import(import::ImportSource),
     /// Run a program provrun did not write (the Codex CLI, Claude Code, any program that

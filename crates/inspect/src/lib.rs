@@ -8,28 +8,22 @@
 //!
 //! The members are stored uncompressed, which every zip reader (Inspect's included)
 //! reads. The bundles are read with `provrun-view`, the same way the run page reads them.
+//!
+//! The other way, [`EvalLog::open`] reads an `.eval` log (written by `inspect-ai` or by
+//! [`export_eval`]) and [`import_sample`] turns one of its samples into a bundle of
+//! `parsed` events through `provrun-capture`, as the PydanticAI import does.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use provrun_view::{BundleSource, RunSummary};
-use serde_json::{Value, json};
 
-/// What went wrong writing an Inspect log.
-#[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    /// The log file cannot be written.
-    #[error("cannot write `{path}`: {message}")]
-    Write {
-        /// The log's path.
-        path: String,
-        /// Why.
-        message: String,
-    },
-    /// No bundle was given.
-    #[error("no bundle to export")]
-    Empty,
-}
+mod error;
+mod import;
+
+pub use error::InspectError;
+pub use import::{EvalLog, INSPECT_SAMPLE_FORMAT, MAX_MEMBERS, MAX_SAMPLE_BYTES, import_sample};
+use serde_json::{Value, json};
 
 /// One run to export: its bundle folder and the name it is known by.
 #[derive(Debug, Clone)]

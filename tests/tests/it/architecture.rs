@@ -34,7 +34,8 @@ const LAYERS: &[(&str, u8)] = &[
     // `provrun wrap`: the recording proxy and session importers over the capture API, the
     // sandbox and the model crate's wire parsers; no agent loop, MCP or CLI.
     ("provrun-wrap", 2),
-    // Inspect's .eval log from bundles: over the view crate's reading of a bundle.
+    // Inspect's .eval log from bundles (over the view crate's reading of a bundle) and back
+    // (over the capture API).
     ("provrun-inspect", 2),
     ("provrun-agent", 3),
     // The AG-UI server: the agent, the store and the page behind HTTP; the CLI's `serve`.

@@ -3,6 +3,10 @@
 //! `read_eval_log`: one sample per run, the messages, tool calls and results, the model
 //! usage, and the run id, statement digest and verdict in each sample's metadata.
 //!
+//! The way back: a log that inspect-ai itself writes (`write_eval_log` of what it read)
+//! is imported with `provrun import inspect`, one verifying bundle per sample, holding
+//! the same model calls, tool calls and final text as the bundles it came from.
+//!
 //! Without Python or PyPI the round trip is skipped loudly, except under `CI=true`, where
 //! it fails (`cargo xtask ci` installs inspect-ai into its cache).
 
@@ -225,4 +229,154 @@ fn an_exported_log_is_read_back_by_inspect_ai_one_sample_per_run() {
         samples[0]["metadata"]["provrun_failed_checks"],
         samples[1]["metadata"]["provrun_failed_checks"]
     );
+}
+
+/// inspect-ai reads the log at argv[1] and writes it again, itself, at argv[2].
+const REWRITE: &str = r#"
+import sys
+from inspect_ai.log import read_eval_log, write_eval_log
+write_eval_log(read_eval_log(sys.argv[1]), sys.argv[2])
+"#;
+
+/// The tool calls of a bundle: name, arguments (a JSON text parsed) and whether it
+/// succeeded.
+fn tool_calls(bundle: &Path) -> Vec<Value> {
+    events(bundle)
+        .iter()
+        .filter(|e| e["type"] == "tool_called")
+        .map(|e| {
+            let p = &e["payload"];
+            let arguments = match &p["arguments"] {
+                Value::String(t) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
+                other => other.clone(),
+            };
+            serde_json::json!([p["name"], arguments, p["ok"]])
+        })
+        .collect()
+}
+
+fn kinds(bundle: &Path, kind: &str) -> Vec<Value> {
+    events(bundle)
+        .into_iter()
+        .filter(|e| e["type"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_log_inspect_ai_writes_is_imported_one_bundle_per_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let originals = [scripted(&store, "a"), scripted(&store, "b")];
+    let ours = dir.path().join("ours.eval");
+    let out = provrun(&["export", "inspect", &s(&store), "--out", &s(&ours)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let python = match inspect_python() {
+        Ok(p) => p,
+        Err(why) => {
+            assert!(!in_ci(), "CI=true: the Inspect import cannot run: {why}");
+            eprintln!("\n*** SKIPPED the Inspect import: {why} (CI=true makes this a failure).\n");
+            return;
+        }
+    };
+    let theirs = dir.path().join("theirs.eval");
+    let rewrote = Command::new(&python)
+        .args(["-c", REWRITE])
+        .arg(&ours)
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    assert!(
+        rewrote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rewrote.stderr)
+    );
+    assert_ne!(
+        std::fs::read(&ours).unwrap(),
+        std::fs::read(&theirs).unwrap()
+    );
+
+    let imported = dir.path().join("imported");
+    let out = provrun(&["import", "inspect", &s(&theirs), "--out", &s(&imported)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("imported 2 sample(s)"));
+    let script: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scripted/script.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let final_text = script.as_array().unwrap().last().unwrap()["text"].clone();
+    for (id, original) in ["1", "2"].iter().zip(&originals) {
+        let bundle = imported.join(id);
+        let verified = provrun(&["verify", &s(&bundle)]);
+        assert_eq!(
+            verified.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+        let models = kinds(&bundle, "model_called");
+        assert_eq!(models.len(), kinds(original, "model_called").len());
+        assert_eq!(models.len(), 3);
+        let tools = tool_calls(&bundle);
+        assert_eq!(tools, tool_calls(original));
+        assert_eq!(
+            tools[0],
+            serde_json::json!(["list_dir", {"path": "/input"}, true])
+        );
+        for e in models
+            .iter()
+            .chain(&kinds(&bundle, "tool_called"))
+            .chain(&kinds(&bundle, "trace_imported"))
+        {
+            assert_eq!(e["confidence"], "parsed", "{e}");
+        }
+        assert_eq!(kinds(&bundle, "trace_imported").len(), 1);
+        assert_eq!(
+            std::fs::read_to_string(bundle.join("output/response.txt")).unwrap(),
+            final_text.as_str().unwrap()
+        );
+    }
+    // Importing again over the same folder writes nothing.
+    let again = provrun(&["import", "inspect", &s(&theirs), "--out", &s(&imported)]);
+    assert_eq!(again.status.code(), Some(2));
+}
+
+#[test]
+fn what_is_not_an_inspect_log_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_zip = dir.path().join("notes.eval");
+    std::fs::write(&not_zip, "not a zip").unwrap();
+    // An empty zip: only the end-of-central-directory record, no member at all.
+    let empty = dir.path().join("empty.eval");
+    let mut record = b"PK\x05\x06".to_vec();
+    record.extend([0u8; 18]);
+    std::fs::write(&empty, record).unwrap();
+    for (log, says) in [
+        (&not_zip, "not a zip"),
+        (&empty, "no `samples/*.json`"),
+        (&dir.path().join("missing.eval"), "cannot read"),
+    ] {
+        let out_dir = dir.path().join("out");
+        let out = provrun(&["import", "inspect", &s(log), "--out", &s(&out_dir)]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out_dir.exists());
+    }
 }
