@@ -98,24 +98,12 @@ fn side_by_side(args: &ViewArgs, a: &Path, b: &Path) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(EXIT_FAILED, format!("view: {e}")),
     };
-    match &args.out {
-        Some(out) => match std::fs::write(out, page.as_bytes()) {
-            Ok(()) => {
-                out!("page written to {}", out.display());
-                EXIT_OK
-            }
-            Err(e) => fail(
-                EXIT_FAILED,
-                format!("view: cannot write `{}`: {e}", out.display()),
-            ),
-        },
-        None => serve::serve(
-            page,
-            &provrun_view::comparison_security_policy(),
-            args.port,
-            None,
-        ),
-    }
+    write_or_serve(
+        page,
+        &provrun_view::comparison_security_policy(),
+        args.out.as_deref(),
+        args.port,
+    )
 }
 
 pub(crate) fn view(args: &ViewArgs) -> u8 {
@@ -180,24 +168,12 @@ pub(crate) fn view(args: &ViewArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(EXIT_FAILED, format!("view: {e}")),
     };
-    match &args.out {
-        Some(out) => match std::fs::write(out, page.as_bytes()) {
-            Ok(()) => {
-                out!("page written to {}", out.display());
-                EXIT_OK
-            }
-            Err(e) => fail(
-                EXIT_FAILED,
-                format!("view: cannot write `{}`: {e}", out.display()),
-            ),
-        },
-        None => serve::serve(
-            page,
-            &provrun_view::content_security_policy(),
-            args.port,
-            None,
-        ),
-    }
+    write_or_serve(
+        page,
+        &provrun_view::content_security_policy(),
+        args.out.as_deref(),
+        args.port,
+    )
 }
 
 /// `--out` must be a file name, and not inside a bundle folder (which must hold nothing
@@ -224,4 +200,21 @@ fn check_out(out: &Path, location: &Location) -> Result<(), u8> {
         ));
     }
     Ok(())
+}
+
+/// A page written to `out`, or served on `port` until Ctrl-C with its security policy.
+fn write_or_serve(page: String, csp: &str, out: Option<&std::path::Path>, port: u16) -> u8 {
+    match out {
+        Some(out) => match std::fs::write(out, page.as_bytes()) {
+            Ok(()) => {
+                out!("page written to {}", out.display());
+                EXIT_OK
+            }
+            Err(e) => fail(
+                EXIT_FAILED,
+                format!("view: cannot write `{}`: {e}", out.display()),
+            ),
+        },
+        None => serve::serve(page, csp, port, None),
+    }
 }
