@@ -263,11 +263,19 @@ fn tidy() -> Result<(), String> {
     map_paths(&root)
 }
 
-/// docs/architecture.md is the map of the code: every path it names in backticks must
-/// exist, so a move that forgets the map fails here. Under a crate's heading
-/// (`### name — `crates/x``), `src/…` and `tests/…` are that crate's.
+/// docs/architecture.md is the map of the code, and its two companion pages say where
+/// features and tests are: every path they name in backticks must exist, so a move that
+/// forgets a map fails here.
 fn map_paths(root: &Path) -> Result<(), String> {
-    const MAP: &str = "docs/architecture.md";
+    for map in ["docs/architecture.md", "docs/features.md", "docs/testing.md"] {
+        map_paths_of(root, map)?;
+    }
+    Ok(())
+}
+
+/// The check of [`map_paths`] for one page. Under a crate's heading
+/// (`### name — `crates/x``), `src/…` and `tests/…` are that crate's.
+fn map_paths_of(root: &Path, map: &str) -> Result<(), String> {
     const ROOTS: &[&str] = &[
         "crates/",
         "tests/",
@@ -278,8 +286,8 @@ fn map_paths(root: &Path) -> Result<(), String> {
         "src/",
         ".ci/",
     ];
-    println!("==> tidy: every path {MAP} names exists");
-    let text = std::fs::read_to_string(root.join(MAP)).map_err(|e| format!("{MAP}: {e}"))?;
+    println!("==> tidy: every path {map} names exists");
+    let text = std::fs::read_to_string(root.join(map)).map_err(|e| format!("{map}: {e}"))?;
     let mut base: Option<PathBuf> = None;
     let mut missing = Vec::new();
     let mut checked = 0usize;
@@ -309,7 +317,7 @@ fn map_paths(root: &Path) -> Result<(), String> {
             };
             checked += 1;
             if !path.exists() {
-                missing.push(format!("{MAP}:{}: `{span}`", number + 1));
+                missing.push(format!("{map}:{}: `{span}`", number + 1));
             }
         }
     }
