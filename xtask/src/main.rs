@@ -10,6 +10,7 @@
 
 mod bench;
 mod python;
+mod semver;
 mod setup;
 mod standalone;
 
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "tidy" => tidy(),
         "deny" => deny(),
+        "semver" => semver::semver(),
         "man" => man(rest),
         "bench" => bench::bench(rest),
         "python" => python::python(rest),
@@ -54,9 +56,10 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <task>
 tasks:
-  ci      tidy + fmt --check + clippy -D warnings (workspace and light builds) + cargo deny + tests + docs (what CI runs)
+  ci      tidy + fmt --check + clippy -D warnings (workspace and light builds) + cargo deny + semver-checks + tests + docs (what CI runs)
   tidy    check that every .rs file opens with a //! comment and no tracked file refers outside the repository
   deny    cargo deny check bans licenses sources (deny.toml; skipped with a warning if not installed)
+  semver  cargo semver-checks: the public API against the last landed main (xtask/semver-baseline)
   man     write the man pages (provrun.1, provrun-COMMAND.1) [--out-dir DIR] (default target/man)
   python  build the Python package (dev wheel) and run its pytest suite [PYTEST ARGS…]
   bench   run the benchmark scenarios [--quick] [--json] [--peer] [--repeat N] [SCENARIO…]
@@ -157,6 +160,7 @@ fn ci() -> Result<(), String> {
     }
     run("clippy (fuzz targets)", fuzz)?;
     deny()?;
+    semver::semver()?;
     setup::confinement()?; // bubblewrap for the run_command confinement tests
     setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
     setup::browser()?; // chromium for the `provrun view` browser tests
@@ -267,7 +271,11 @@ fn tidy() -> Result<(), String> {
 /// features and tests are: every path they name in backticks must exist, so a move that
 /// forgets a map fails here.
 fn map_paths(root: &Path) -> Result<(), String> {
-    for map in ["docs/architecture.md", "docs/features.md", "docs/testing.md"] {
+    for map in [
+        "docs/architecture.md",
+        "docs/features.md",
+        "docs/testing.md",
+    ] {
         map_paths_of(root, map)?;
     }
     Ok(())

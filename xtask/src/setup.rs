@@ -464,25 +464,29 @@ pub fn wrapped_programs() -> Result<(), String> {
 /// The cargo-deny release `cargo xtask ci` checks the dependency tree with (deny.toml).
 pub const CARGO_DENY_VERSION: &str = "0.20.2";
 
-/// Whether `cargo deny` at [`CARGO_DENY_VERSION`] is installed.
-fn cargo_deny_installed() -> bool {
+/// Whether `cargo SUBCOMMAND --version` reports `PACKAGE VERSION`.
+fn cargo_tool_installed(package: &str, subcommand: &str, version: &str) -> bool {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
-        .args(["deny", "--version"])
+        .args([subcommand, "--version"])
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|out| {
             out.status.success()
-                && String::from_utf8_lossy(&out.stdout).trim()
-                    == format!("cargo-deny {CARGO_DENY_VERSION}")
+                && String::from_utf8_lossy(&out.stdout).trim() == format!("{package} {version}")
         })
 }
 
-/// Make sure cargo-deny is there for the dependency-tree check. Under CI (`CI=true`) a
-/// missing one is installed from crates.io (`cargo install --locked`, about 200 s of CPU)
-/// and a failed install fails; elsewhere a missing one skips the check with a loud
-/// warning. Returns whether the check can run.
+/// Make sure cargo-deny is there for the dependency-tree check ([`cargo_tool`]).
 pub fn cargo_deny() -> Result<bool, String> {
-    if cargo_deny_installed() {
+    cargo_tool("cargo-deny", "deny", CARGO_DENY_VERSION)
+}
+
+/// Make sure the cargo subcommand `subcommand` of crates.io's `package` is there at
+/// `version`. Under CI (`CI=true`) a missing one is installed from crates.io
+/// (`cargo install --locked`, minutes of CPU) and a failed install fails; elsewhere a
+/// missing one skips its check with a loud warning. Returns whether the check can run.
+pub fn cargo_tool(package: &str, subcommand: &str, version: &str) -> Result<bool, String> {
+    if cargo_tool_installed(package, subcommand, version) {
         return Ok(true);
     }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
@@ -490,27 +494,21 @@ pub fn cargo_deny() -> Result<bool, String> {
         eprintln!(
             "\n\
              ############################################################################\n\
-             ##  WARNING: cargo-deny {CARGO_DENY_VERSION} is not installed: the dependency tree's   ##\n\
-             ##  licences, sources and duplicates are NOT checked. Install it with     ##\n\
-             ##  `cargo install cargo-deny --locked --version {CARGO_DENY_VERSION}` (CI=true does).  ##\n\
+             ##  WARNING: {package} {version} is not installed: `cargo {subcommand}` does NOT run.\n\
+             ##  Install it with `cargo install {package} --locked --version {version}`\n\
+             ##  (CI=true does).\n\
              ############################################################################\n"
         );
         return Ok(false);
     }
     let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
-    install.args([
-        "install",
-        "cargo-deny",
-        "--locked",
-        "--version",
-        CARGO_DENY_VERSION,
-    ]);
-    crate::run("setup: install cargo-deny", install)?;
-    if cargo_deny_installed() {
+    install.args(["install", package, "--locked", "--version", version]);
+    crate::run(&format!("setup: install {package}"), install)?;
+    if cargo_tool_installed(package, subcommand, version) {
         Ok(true)
     } else {
         Err(format!(
-            "setup: cargo-deny {CARGO_DENY_VERSION} was installed but `cargo deny --version` does not report it (is ~/.cargo/bin on PATH?)"
+            "setup: {package} {version} was installed but `cargo {subcommand} --version` does not report it (is ~/.cargo/bin on PATH?)"
         ))
     }
 }
