@@ -20,6 +20,10 @@ pub fn is_url(text: &str) -> bool {
 
 /// Check a bundle id: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`, so
 /// it is a safe file and object name everywhere (and never a hidden or parent folder).
+///
+/// # Errors
+///
+/// [`StoreError::BadId`] when `id` breaks the rule above.
 pub fn check_id(id: &str) -> Result<()> {
     let ok = !id.is_empty()
         && id.len() <= 128
@@ -58,6 +62,11 @@ impl Location {
     /// folder; an existing file is a tar. Nothing at a local path is
     /// [`StoreError::NotFound`]. An object's existence is not checked here (that takes a
     /// request): [`crate::open`] finds out.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] when nothing is at a local path; [`StoreError::Io`] when its
+    /// metadata cannot be read for another reason.
     pub fn parse(arg: impl AsRef<OsStr>) -> Result<Location> {
         let arg = arg.as_ref();
         let text = arg.to_string_lossy();
@@ -86,6 +95,10 @@ impl Location {
     /// The folder itself when the bundle is a folder, which a command may change in
     /// place (append to its log, add a signature); else [`StoreError::ReadOnly`] saying
     /// why not and what to do instead.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::ReadOnly`] for a local tar or an object in a bucket.
     pub fn writable_folder(&self) -> Result<&Path> {
         match self {
             Location::Folder(p) => Ok(p),
@@ -104,6 +117,10 @@ impl Location {
     /// ([`crate::OpenBundle::write_back`]): a folder is changed in place, a local tar is
     /// packed again over its file; an object in a bucket is not replaced
     /// ([`StoreError::ReadOnly`], with why).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::ReadOnly`] for an object in a bucket.
     pub fn check_write_back(&self) -> Result<()> {
         match self {
             Location::Object(_) => self.writable_folder().map(|_| ()),

@@ -46,6 +46,10 @@ impl OpenBundle {
     }
 
     /// [`StoreError::NotABundle`] unless [`OpenBundle::has_log`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotABundle`] when the folder has no `events.jsonl` file.
     pub fn require_log(&self) -> Result<()> {
         if self.has_log() {
             Ok(())
@@ -58,6 +62,11 @@ impl OpenBundle {
     /// (changed in place); a local tar is packed again and written over its file
     /// atomically (a new file beside it, synced, renamed over it); a bucket object is not
     /// replaced ([`StoreError::ReadOnly`]).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::ReadOnly`] for a bucket object; for a local tar, [`StoreError::Io`] when the
+    /// folder cannot be packed or the new file cannot be written and renamed over the old one.
     pub fn write_back(&self) -> Result<()> {
         match &self.location {
             Location::Folder(_) => Ok(()),
@@ -147,12 +156,23 @@ fn read_file(path: &Path) -> Result<bytes::Bytes> {
 /// [`StoreError::NotFound`]; a tar that cannot be unpacked is [`StoreError::Tar`].
 ///
 /// The folder is not checked to be a bundle: [`OpenBundle::require_log`] does that.
+///
+/// # Errors
+///
+/// [`StoreError::NotFound`] when the tar or object is not there; [`StoreError::BadUrl`] for a
+/// URL this build cannot read; [`StoreError::Io`] or [`StoreError::Object`] when reading fails;
+/// [`StoreError::Tar`] when the tar cannot be unpacked; [`StoreError::Task`] when a blocking
+/// task dies.
 pub async fn open(location: &Location) -> Result<OpenBundle> {
     open_in(location, None).await
 }
 
 /// [`open`], unpacking under `scratch` instead of `TMPDIR` (e.g. a work folder on a
 /// larger disk).
+///
+/// # Errors
+///
+/// As [`open`]; [`StoreError::Io`] also when no temporary folder can be made under `scratch`.
 pub async fn open_in(location: &Location, scratch: Option<&Path>) -> Result<OpenBundle> {
     if let Location::Folder(path) = location {
         return Ok(OpenBundle {
@@ -179,6 +199,11 @@ pub async fn open_in(location: &Location, scratch: Option<&Path>) -> Result<Open
 /// [`open`] for code that is not async: a folder or a local tar is opened on this
 /// thread; an object is fetched on a runtime of its own. Call it outside any tokio
 /// runtime (within one, use [`open`]).
+///
+/// # Errors
+///
+/// As [`open`]; also [`StoreError::Task`] when the runtime for fetching an object cannot be
+/// started.
 pub fn open_blocking(location: &Location) -> Result<OpenBundle> {
     match location {
         Location::Folder(path) => Ok(OpenBundle {

@@ -61,6 +61,11 @@ impl Store {
     /// The store `text` names: an `s3://`/`file://` URL is a bucket prefix, anything else
     /// a local folder (which need not exist yet). A bad URL or an unsupported scheme is
     /// [`StoreError::BadUrl`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::BadUrl`] when `text` is a URL that does not parse, names a scheme this build
+    /// does not speak, or has no usable object path.
     pub fn open(text: &str) -> Result<Store> {
         if is_url(text) {
             Ok(Store {
@@ -122,6 +127,11 @@ impl Store {
 
     /// Check that the store takes writes before anything is built for it: a bucket gets
     /// a probe object written and deleted; a folder is made if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Object`] when the probe object cannot be written or deleted;
+    /// [`StoreError::Io`] when the folder cannot be made.
     pub async fn probe(&self) -> Result<()> {
         match &self.place {
             Place::Bucket(b) => b.probe().await,
@@ -133,6 +143,12 @@ impl Store {
     /// Every bundle the store holds, in id order. In a folder: each sub-folder with an
     /// `events.jsonl`, and each `<id>.tar` (a folder wins over a tar of the same id);
     /// hidden entries and names that are not safe ids are left out.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Object`] when the bucket cannot be listed; [`StoreError::NotFound`] when the
+    /// folder does not exist; [`StoreError::Io`] when it cannot be read; [`StoreError::Task`] when
+    /// the listing task dies.
     pub async fn list(&self) -> Result<Vec<Listed>> {
         match &self.place {
             Place::Bucket(b) => Ok(b
@@ -157,6 +173,11 @@ impl Store {
 
     /// Open the bundle `id` for reading, or `None` when the store has none of that id.
     /// An id that is not a safe name is [`StoreError::BadId`] (ids come from requests).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::BadId`] for an unsafe id; otherwise the errors of [`crate::open`] other than
+    /// [`StoreError::NotFound`] (a missing bundle is `Ok(None)`).
     pub async fn open_bundle(&self, id: &str) -> Result<Option<OpenBundle>> {
         check_id(id)?;
         let location = match &self.place {
@@ -176,6 +197,12 @@ impl Store {
     /// The bundle `id` as a tar, in chunks (a stored tar as it is; a folder packed while
     /// it is read, as [`crate::tar_folder`] packs it), or `None` when there is no such
     /// bundle. Must be called within a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::BadId`] for an unsafe id; [`StoreError::Object`] when the bucket refuses the
+    /// read; [`StoreError::Io`] or [`StoreError::Task`] when a stored tar file cannot be
+    /// opened. Errors met while the chunks are read come as items of the stream.
     pub async fn tar(&self, id: &str) -> Result<Option<TarDownload>> {
         check_id(id)?;
         match &self.place {
@@ -205,6 +232,12 @@ impl Store {
     /// that id; `bundle` is left for the caller to remove); into a folder by renaming it
     /// to `DEST/<id>` (nothing to do when it is there already), which must not exist and
     /// must be on the same file system (build it under [`Store::folder_path`]).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::BadId`] for an unsafe id; [`StoreError::Io`] when the folder cannot be made,
+    /// `DEST/<id>` already exists or the rename fails (packing, for a bucket);
+    /// [`StoreError::Object`] when the upload fails; [`StoreError::Task`] when packing dies.
     pub async fn put(&self, id: &str, bundle: &Path) -> Result<()> {
         check_id(id)?;
         match &self.place {

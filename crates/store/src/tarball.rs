@@ -51,6 +51,10 @@ fn write_tar<W: Write>(folder: &Path, out: W) -> Result<W> {
 
 /// A plain tar of a folder's contents (names relative to it, in sorted order, symlinks
 /// kept as links, times and owners zeroed, so the same bundle gives the same bytes).
+///
+/// # Errors
+///
+/// [`StoreError::Io`] when the folder or one of its entries cannot be read.
 pub fn tar_folder(folder: &Path) -> Result<Vec<u8>> {
     write_tar(folder, Vec::new())
 }
@@ -58,6 +62,11 @@ pub fn tar_folder(folder: &Path) -> Result<Vec<u8>> {
 /// Unpack a bundle tar into `into` (made if missing). Entries that would land outside it
 /// (absolute names, `..`, links out) are refused, by the tar crate's `unpack_in`; `name`
 /// names the tar in messages.
+///
+/// # Errors
+///
+/// [`StoreError::Io`] when `into` cannot be made; [`StoreError::Tar`] when `bytes` is not a
+/// tar, an entry would land outside `into`, or an entry cannot be unpacked.
 pub fn untar(bytes: &[u8], into: &Path, name: &str) -> Result<()> {
     std::fs::create_dir_all(into)
         .map_err(|e| StoreError::io("make", into.display().to_string(), e))?;
