@@ -72,6 +72,10 @@ impl CaptureBuilder {
 
     /// Declare a tool offered to the model, with its JSON Schema for the parameters (its
     /// canonical JSON's digest goes into `run_started`).
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Unrecordable`] when `parameters` cannot be written as canonical JSON.
     pub fn tool(
         mut self,
         name: impl Into<String>,
@@ -141,6 +145,13 @@ impl CaptureBuilder {
     /// Create the bundle (it must not exist, or be an empty folder), write `run_started`,
     /// stage the inputs and record them. When staging fails, the half-made bundle is
     /// removed and nothing is left behind.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Evidence`] when the bundle cannot be created (it exists and is not empty,
+    /// or its folder or log cannot be written); [`CaptureError::Input`] when an input cannot be
+    /// staged, and [`CaptureError::Evidence`] when the staged inputs cannot be recorded (in both
+    /// cases the half-made bundle is removed).
     pub fn open(self) -> Result<Capture, CaptureError> {
         let run_id = self
             .run_id
@@ -432,6 +443,11 @@ impl Capture {
 
     /// A [`Sandbox`] over the bundle's `input/` (read-only) and `output/`, with a fresh
     /// `/scratch`, for tools whose files should land in the bundle.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Sandbox`] when the sandbox cannot be opened over the bundle's folders or
+    /// its scratch folder cannot be made.
     pub fn sandbox(&self) -> Result<Sandbox, CaptureError> {
         Ok(Sandbox::with_temp_scratch(
             self.recorder.input_dir(),
@@ -443,6 +459,10 @@ impl Capture {
     /// Record one model exchange (`model_called`). An empty `exchange.model` is filled
     /// with the model declared at open. Raw bodies are recorded `observed`; a parsed one
     /// makes the event `parsed`.
+    ///
+    /// # Errors
+    ///
+    /// As [`record_model_exchange`](crate::record_model_exchange).
     pub async fn model_exchange(&self, exchange: ModelExchange<'_>) -> Result<u64, CaptureError> {
         let mut exchange = exchange;
         if exchange.model.is_empty() {
@@ -452,6 +472,10 @@ impl Capture {
     }
 
     /// Record one completed tool call (`tool_called`).
+    ///
+    /// # Errors
+    ///
+    /// As [`record_tool_call`](crate::record_tool_call).
     pub async fn tool_call(&self, call: ToolCallRecord) -> Result<u64, CaptureError> {
         let parsed = call.parsed;
         record_tool_call(&self.recorder, tool_called(call), parsed).await
@@ -461,6 +485,10 @@ impl Capture {
     /// `tool_called` with its name, ids, arguments and mode (its result, `ok` and
     /// `decided_by` are not recorded yet), to be followed by [`Capture::tool_call`] with
     /// the same ids once it completes.
+    ///
+    /// # Errors
+    ///
+    /// As [`record_tool_call`](crate::record_tool_call).
     pub async fn tool_call_deferred(&self, call: ToolCallRecord) -> Result<u64, CaptureError> {
         let mut event = tool_called(call);
         event.deferred = true;
@@ -474,6 +502,10 @@ impl Capture {
     /// Record that a call waits (for approval, or for the caller to run it): a deferred
     /// `tool_called`, to be followed by [`Capture::tool_call`] with the same id once it
     /// completes (`verify` fails a run that finishes with a call still waiting).
+    ///
+    /// # Errors
+    ///
+    /// As [`record_tool_call`](crate::record_tool_call).
     pub async fn tool_deferred(
         &self,
         name: impl Into<String>,
@@ -487,6 +519,10 @@ impl Capture {
     /// Record the whole message history once (`trace_imported`, always `parsed`):
     /// `bytes` in the framework's own `format` (e.g. `pydantic-ai-messages/1`), holding
     /// `messages` messages.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Evidence`] when the trace blob or the event cannot be written.
     pub async fn trace(
         &self,
         format: &str,
@@ -510,6 +546,11 @@ impl Capture {
 
     /// Write one output file under `output/` (`path` relative to it, `/`-separated; the
     /// sandbox refuses `..`, absolute paths and links). Returns the bytes written.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Sandbox`] when the sandbox cannot be opened, or refuses the path or the
+    /// write (a bad path, a link, a limit); see [`Capture::sandbox`].
     pub fn write_output(&self, path: &str, bytes: &[u8]) -> Result<u64, CaptureError> {
         let sandbox = self.sandbox()?;
         let out =
@@ -520,6 +561,11 @@ impl Capture {
     /// Finish the run: record every file under `output/` and `run_finished` with `status`,
     /// and write `statement.json`. `usage` is any JSON (token totals...), `error` the
     /// message of a failed run.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Evidence`] when the outputs, `run_finished` or `statement.json` cannot be
+    /// recorded or written.
     pub fn finish(
         self,
         status: RunStatus,

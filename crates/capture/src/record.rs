@@ -125,6 +125,11 @@ async fn body_blob(recorder: &Recorder, body: &Body<'_>) -> Result<Option<BlobRe
 /// Write one `model_called` event for `exchange`: its bodies as blobs, with the
 /// confidence [`ModelExchange::confidence`] gives. Returns the event's seq once it is as
 /// durable as the recorder's policy promises.
+///
+/// # Errors
+///
+/// [`CaptureError::Evidence`] when a parsed body cannot be made canonical JSON, or a body
+/// blob or the event cannot be written.
 pub async fn record_model_exchange(
     recorder: &Recorder,
     exchange: &ModelExchange<'_>,
@@ -162,6 +167,11 @@ pub async fn record_model_exchange(
 /// inline; whichever is too large to inline is moved to a blob here (the `*_blob`
 /// members). With `parsed`, the event is recorded with confidence `parsed` (the call was
 /// read from another party's account, not seen); a `provider_run` call is always parsed.
+///
+/// # Errors
+///
+/// [`CaptureError::Evidence`] when a value cannot be inlined or moved to a blob, or the event
+/// cannot be written.
 pub async fn record_tool_call(
     recorder: &Recorder,
     mut call: ToolCalled,

@@ -328,6 +328,12 @@ fn plain_id(id: &str) -> bool {
 /// Import the PydanticAI history `bytes` (the output of `result.all_messages_json()`) into
 /// a new bundle at `bundle`. The history is checked whole first: on
 /// [`CaptureError::Trace`] nothing is written.
+///
+/// # Errors
+///
+/// [`CaptureError::Trace`] when the history is not valid PydanticAI JSON (nothing is written);
+/// otherwise the errors of [`Capture`]'s recording calls, [`CaptureError::Evidence`] above
+/// all, when the bundle cannot be created or written.
 pub async fn import_pydantic_ai(
     bytes: &[u8],
     bundle: &Path,
