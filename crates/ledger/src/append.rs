@@ -49,6 +49,15 @@ pub struct AddOutcome {
 /// default the key file `ledger.json` names). A leaf the tree already holds (or that
 /// comes twice in `leaves`) is not appended again: its index is reported. An entry is at
 /// most 65535 bytes.
+///
+/// # Errors
+///
+/// [`LedgerError::BadProof`] for an entry over 65535 bytes; [`LedgerError::NotALedger`] or
+/// [`LedgerError::BadConfig`] when `ledger.json` is missing or wrong; [`LedgerError::Locked`]
+/// when another writer holds the ledger too long; [`LedgerError::Key`] or
+/// [`LedgerError::KeyType`] when the key cannot be read or is not the ledger's Ed25519 key;
+/// the note and tile errors when the current checkpoint or a tile does not check; and
+/// [`LedgerError::Io`] when a file cannot be read, written or synced.
 pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> Result<AddOutcome> {
     if let Some(big) = leaves.iter().find(|l| l.len() > usize::from(u16::MAX)) {
         return Err(LedgerError::BadProof(format!(

@@ -23,6 +23,10 @@ pub fn leaf_data(statement_sha256: &str) -> Vec<u8> {
 }
 
 /// The hex SHA-256 of the bundle's `statement.json`.
+///
+/// # Errors
+///
+/// [`LedgerError::BadBundle`] when the bundle has no readable `statement.json`.
 pub fn statement_digest(bundle: &Path) -> Result<String> {
     let bytes = crate::tiles::read_bounded(&bundle.join(STATEMENT_FILE), 64 * 1024 * 1024)
         .map_err(|e| LedgerError::BadBundle {
@@ -34,6 +38,11 @@ pub fn statement_digest(bundle: &Path) -> Result<String> {
 
 /// The statement digest of a bundle that may be added: it verifies and its run ended
 /// (the log ends with `run_finished` and the statement is written).
+///
+/// # Errors
+///
+/// [`LedgerError::BadBundle`] when the bundle does not verify, its run never finished, or
+/// its statement cannot be read.
 pub fn checked_digest(bundle: &Path) -> Result<String> {
     let report = provrun_evidence::verify(bundle);
     let refuse = |reason: String| LedgerError::BadBundle {
@@ -56,6 +65,11 @@ pub fn checked_digest(bundle: &Path) -> Result<String> {
 /// Add finished bundles to the ledger at `dir` (each checked first; none is added when
 /// one is refused), signing with `key` or the ledger's own key file. A bundle whose
 /// statement is already a leaf keeps its index.
+///
+/// # Errors
+///
+/// [`LedgerError::BadBundle`] when a bundle is refused (see [`checked_digest`]); otherwise
+/// the errors of [`add_leaves`].
 pub fn add_bundles(dir: &Path, bundles: &[&Path], key: Option<&PrivateKey>) -> Result<AddOutcome> {
     let leaves = bundles
         .iter()
@@ -67,6 +81,10 @@ pub fn add_bundles(dir: &Path, bundles: &[&Path], key: Option<&PrivateKey>) -> R
 /// Add one finished bundle to the ledger at `dir` with the ledger's own key: what a run
 /// does when it ends with `--ledger DIR` (and what a server calls for each run it
 /// finishes). Returns the add's outcome: the bundle's index and the new checkpoint.
+///
+/// # Errors
+///
+/// As [`add_bundles`].
 pub fn append_bundle(dir: &Path, bundle: &Path) -> Result<AddOutcome> {
     add_bundles(dir, &[bundle], None)
 }
@@ -85,6 +103,12 @@ pub struct Inclusion {
 /// Prove and check that the statement whose SHA-256 is `statement_sha256` is a leaf of
 /// the ledger at `dir`, whose checkpoint must verify with `key` (by default the key its
 /// `ledger.json` names).
+///
+/// # Errors
+///
+/// The errors of [`Ledger::open`] and of reading its tiles; [`LedgerError::NotIncluded`] when
+/// the statement is not a leaf; [`LedgerError::BadProof`] when the proof does not verify
+/// against the checkpoint.
 pub fn check_in_ledger(
     dir: &Path,
     statement_sha256: &str,
@@ -108,6 +132,11 @@ pub fn check_in_ledger(
 /// Check offline that the statement whose SHA-256 is `statement_sha256` is a leaf of the
 /// log that signed `checkpoint` (a signed note) with `key`, by the inclusion `proof` (as
 /// `provrun ledger proof --json` prints it).
+///
+/// # Errors
+///
+/// The errors of [`Checkpoint::open`] when the checkpoint does not verify with `key`;
+/// [`LedgerError::BadProof`] when `proof` is not an inclusion proof or does not verify.
 pub fn check_offline(
     key: &VerifierKey,
     checkpoint: &[u8],

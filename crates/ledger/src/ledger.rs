@@ -41,6 +41,13 @@ pub struct Config {
 
 impl Config {
     /// Read and check `dir/ledger.json`.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotALedger`] when `ledger.json` is missing; [`LedgerError::BadConfig`]
+    /// when it is not a configuration of the known format or its key's name is not the origin;
+    /// [`LedgerError::BadVerifierKey`] for a bad key; [`LedgerError::Io`] or
+    /// [`LedgerError::BadTile`] when the file cannot be read or is too large.
     pub fn read(dir: &Path) -> Result<Config> {
         let path = dir.join(CONFIG_FILE);
         if std::fs::symlink_metadata(&path).is_err() {
@@ -64,12 +71,21 @@ impl Config {
     }
 
     /// The checkpoints' verifier key.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadVerifierKey`] when `verifier_key` does not parse.
     pub fn key(&self) -> Result<VerifierKey> {
         VerifierKey::parse(&self.verifier_key)
     }
 }
 
 /// An Ed25519 private key from a key file (`provrun keygen`'s PKCS#8 PEM).
+///
+/// # Errors
+///
+/// [`LedgerError::Key`] when the file cannot be read or holds no private key;
+/// [`LedgerError::KeyType`] when the key is not Ed25519.
 pub fn load_signing_key(path: &Path) -> Result<PrivateKey> {
     let bytes = read_bounded(path, 64 * 1024)
         .map_err(|e| LedgerError::Key(format!("cannot read the key {}: {e}", path.display())))?;
@@ -98,6 +114,11 @@ pub struct LedgerLock {
 
 impl LedgerLock {
     /// Take the lock, waiting for another writer (up to two minutes).
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Io`] when `ledger.json` cannot be opened or locked;
+    /// [`LedgerError::Locked`] when another writer still holds the lock after two minutes.
     pub fn take(dir: &Path, exclusive: bool) -> Result<LedgerLock> {
         let path = dir.join(CONFIG_FILE);
         let file = File::open(&path).map_err(|e| LedgerError::io("open", &path, e))?;
@@ -126,6 +147,12 @@ impl LedgerLock {
 /// the checkpoint of size 0 signed with the Ed25519 key in `key_file`, named `origin`.
 /// The folder is built beside its path and renamed into place, so it appears whole.
 /// Returns the checkpoints' verifier key.
+///
+/// # Errors
+///
+/// The errors of [`load_signing_key`]; [`LedgerError::BadName`] for an `origin` a note
+/// cannot carry; [`LedgerError::NotEmpty`] when `dir` is a file or a non-empty folder;
+/// [`LedgerError::Io`] when the new folder cannot be written, synced or renamed into place.
 pub fn init(dir: &Path, key_file: &Path, origin: &str) -> Result<VerifierKey> {
     let key = load_signing_key(key_file)?;
     let vkey = VerifierKey::new(origin, ed25519_public(&key)?)?;
@@ -231,6 +258,10 @@ pub fn encode_hashes(hashes: &[Hash]) -> Vec<String> {
 }
 
 /// Base64 text as hashes.
+///
+/// # Errors
+///
+/// [`LedgerError::BadProof`] when a text is not the base64 of a 32-byte hash.
 pub fn decode_hashes(text: &[String]) -> Result<Vec<Hash>> {
     use base64::Engine as _;
     text.iter()
@@ -259,6 +290,12 @@ impl Ledger {
     /// Open the ledger at `dir` for reading: its configuration and its checkpoint, which
     /// must verify with `key` when one is given (else with the key `ledger.json` names).
     /// Holds a shared lock while open, so no add runs meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Config::read`] and [`LedgerLock::take`]; [`LedgerError::BadVerifierKey`]
+    /// for a bad configured key; the errors of [`Checkpoint::open`] when the checkpoint does not
+    /// verify; [`LedgerError::Io`] or [`LedgerError::BadTile`] when it cannot be read.
     pub fn open(dir: &Path, key: Option<&VerifierKey>) -> Result<Ledger> {
         let config = Config::read(dir)?;
         let lock = LedgerLock::take(dir, false)?;
@@ -304,11 +341,21 @@ impl Ledger {
     }
 
     /// The index of the first leaf whose data is `leaf`, if the tree holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Io`] or [`LedgerError::BadTile`] when a level-0 tile cannot be read or is
+    /// malformed.
     pub fn find(&self, leaf: &[u8]) -> Result<Option<u64>> {
         Ok(find_leaves(&self.dir, self.checkpoint.size, &[leaf_hash(leaf)])?[0])
     }
 
     /// The inclusion proof of leaf `index` in the current tree.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadProof`] when `index` is not below the tree size; [`LedgerError::Io`] or
+    /// [`LedgerError::BadTile`] when a tile cannot be read or is malformed.
     pub fn inclusion_proof(&self, index: u64) -> Result<InclusionProof> {
         let size = self.checkpoint.size;
         if index >= size {
@@ -326,6 +373,11 @@ impl Ledger {
     }
 
     /// The consistency proof from the tree of `from` leaves to the current one.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadProof`] when `from` is 0 or larger than the tree; [`LedgerError::Io`]
+    /// or [`LedgerError::BadTile`] when a tile cannot be read or is malformed.
     pub fn consistency_proof(&self, from: u64) -> Result<ConsistencyProof> {
         let size = self.checkpoint.size;
         if from == 0 || from > size {

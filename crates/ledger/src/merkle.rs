@@ -48,6 +48,10 @@ pub trait Subtrees {
     /// The error a lookup can fail with.
     type Error;
     /// `MTH(D[start : start + 2^height])`.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the source fails with when it cannot give the subtree's hash.
     fn perfect(&mut self, start: u64, height: u32) -> Result<Hash, Self::Error>;
 }
 
@@ -58,6 +62,10 @@ fn split(n: u64) -> u64 {
 
 /// `MTH(D[a:b])` for `a < b`, from perfect subtrees (RFC 6962 §2.1: the left part of every
 /// split is a perfect subtree).
+///
+/// # Errors
+///
+/// Whatever `src` fails with for a subtree it cannot give.
 pub fn range_hash<S: Subtrees>(src: &mut S, a: u64, b: u64) -> Result<Hash, S::Error> {
     let n = b - a;
     if n.is_power_of_two() && a.is_multiple_of(n) {
@@ -70,6 +78,10 @@ pub fn range_hash<S: Subtrees>(src: &mut S, a: u64, b: u64) -> Result<Hash, S::E
 }
 
 /// The root of the tree of `size` leaves (the empty root for 0).
+///
+/// # Errors
+///
+/// Whatever `src` fails with for a subtree it cannot give.
 pub fn root<S: Subtrees>(src: &mut S, size: u64) -> Result<Hash, S::Error> {
     if size == 0 {
         return Ok(empty_root());
@@ -79,6 +91,10 @@ pub fn root<S: Subtrees>(src: &mut S, size: u64) -> Result<Hash, S::Error> {
 
 /// The inclusion proof of leaf `index` in the tree of `size` leaves (RFC 6962 §2.1.1,
 /// `PATH`), the sibling nearest the leaf first. `index < size`.
+///
+/// # Errors
+///
+/// Whatever `src` fails with for a subtree it cannot give.
 pub fn inclusion_proof<S: Subtrees>(
     src: &mut S,
     index: u64,
@@ -113,6 +129,10 @@ fn path<S: Subtrees>(
 
 /// The consistency proof that the tree of `old` leaves is a prefix of the tree of `new`
 /// leaves (RFC 6962 §2.1.2, `PROOF`). `1 ≤ old ≤ new`; empty when they are equal.
+///
+/// # Errors
+///
+/// Whatever `src` fails with for a subtree it cannot give.
 pub fn consistency_proof<S: Subtrees>(
     src: &mut S,
     old: u64,

@@ -50,6 +50,10 @@ pub struct VerifierKey {
 
 impl VerifierKey {
     /// The verifier key of `name` and an Ed25519 public key.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadName`] when `name` cannot name a log.
     pub fn new(name: &str, public: [u8; 32]) -> Result<VerifierKey, LedgerError> {
         if !valid_name(name) {
             return Err(LedgerError::BadName(name.to_owned()));
@@ -62,6 +66,11 @@ impl VerifierKey {
     }
 
     /// Parse `NAME+KEYHASH+BASE64` (8 lower-case hex digits; base64 of `0x01 ‖ key`).
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadVerifierKey`] when the text is not of that form, the key is not a valid
+    /// Ed25519 key, or the key hash does not match.
     pub fn parse(text: &str) -> Result<VerifierKey, LedgerError> {
         let bad = |why: &str| LedgerError::BadVerifierKey(format!("{why}: `{text}`"));
         let mut parts = text.trim().splitn(3, '+');
@@ -106,6 +115,11 @@ impl VerifierKey {
 }
 
 /// Sign `text` (which must end in `\n`) as a note by `name` with an Ed25519 key.
+///
+/// # Errors
+///
+/// [`LedgerError::KeyType`] when `key` is not Ed25519; [`LedgerError::BadNote`] when `text`
+/// does not end in a newline; [`LedgerError::BadName`] when `name` cannot name a log.
 pub fn sign_note(text: &str, name: &str, key: &PrivateKey) -> Result<String, LedgerError> {
     let PublicKey::Ed25519(public) = key.public() else {
         return Err(LedgerError::KeyType(key.algorithm().as_str().to_owned()));
@@ -125,6 +139,12 @@ pub fn sign_note(text: &str, name: &str, key: &PrivateKey) -> Result<String, Led
 /// characters but newlines, a text, a blank line, signature lines; a signature by `key`
 /// (matched by name and key hash) that verifies. Signatures by other keys (a witness's
 /// cosignature) are ignored.
+///
+/// # Errors
+///
+/// [`LedgerError::BadNote`] when the note is malformed or too large;
+/// [`LedgerError::BadSignature`] when `key`'s signature does not verify;
+/// [`LedgerError::NotSignedBy`] when no signature is by `key`.
 pub fn open_note<'a>(note: &'a [u8], key: &VerifierKey) -> Result<&'a str, LedgerError> {
     let bad = |why: &str| LedgerError::BadNote(why.to_owned());
     if note.len() > MAX_NOTE_BYTES {
@@ -198,6 +218,11 @@ impl Checkpoint {
 
     /// Parse a note text as a checkpoint. Extension lines after the root are allowed
     /// (and ignored) when non-empty.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadCheckpoint`] when the text is not an origin, a size and a root, each on
+    /// a line of its own.
     pub fn parse(text: &str) -> Result<Checkpoint, LedgerError> {
         let bad = |why: &str| LedgerError::BadCheckpoint(why.to_owned());
         let body = text
@@ -236,6 +261,11 @@ impl Checkpoint {
 
     /// Open a signed checkpoint note with `key`: the signature, then the text's form,
     /// then that its origin is the key's name.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`open_note`]; [`LedgerError::BadCheckpoint`] when the text is not a
+    /// checkpoint or its origin is not the key's name.
     pub fn open(note: &[u8], key: &VerifierKey) -> Result<Checkpoint, LedgerError> {
         let cp = Checkpoint::parse(open_note(note, key)?)?;
         if cp.origin != key.name {

@@ -194,6 +194,11 @@ pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
 }
 
 /// Read hash tile `id`: exactly `width` hashes.
+///
+/// # Errors
+///
+/// [`LedgerError::Io`] when the tile cannot be read; [`LedgerError::BadTile`] when it is not
+/// a regular file or does not hold exactly `width` hashes.
 pub fn read_hashes(dir: &Path, id: TileId) -> Result<Vec<Hash>> {
     let rel = id.path();
     let bytes = read_bounded(&dir.join(&rel), TILE_WIDTH * 32)?;
@@ -211,6 +216,11 @@ pub fn read_hashes(dir: &Path, id: TileId) -> Result<Vec<Hash>> {
 }
 
 /// Read entry bundle `id`: exactly `width` length-prefixed entries, nothing after them.
+///
+/// # Errors
+///
+/// [`LedgerError::Io`] when the bundle cannot be read; [`LedgerError::BadTile`] when it is
+/// not a regular file, is too large, or does not hold exactly `width` whole entries.
 pub fn read_entries(dir: &Path, id: TileId) -> Result<Vec<Vec<u8>>> {
     let rel = id.path();
     let bytes = read_bounded(&dir.join(&rel), MAX_BUNDLE_BYTES)?;
@@ -268,6 +278,11 @@ impl<'a> TileReader<'a> {
     }
 
     /// Hash tile `index` of `level` as the tree of this size has it.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::BadTile`] when the tree has no such tile or it is malformed;
+    /// [`LedgerError::Io`] when it cannot be read.
     pub fn tile(&mut self, level: u8, index: u64) -> Result<&Vec<Hash>> {
         if !self.cache.contains_key(&(level, index)) {
             let width = width_at(self.size, level, index).ok_or_else(|| {
@@ -350,6 +365,11 @@ pub fn role_of(rel: &str, size: u64) -> FileRole {
 /// Every regular file below `dir/tile` (and temporary files at the top), as
 /// `/`-separated paths relative to `dir`; symlinks and special files are listed too (as
 /// themselves: they are never read), so a check can refuse them.
+///
+/// # Errors
+///
+/// [`LedgerError::Io`] when a folder cannot be listed; [`LedgerError::BadTile`] when folders
+/// nest more than 32 deep.
 pub fn list_files(dir: &Path) -> Result<Vec<String>> {
     fn walk(dir: &Path, rel: &str, out: &mut Vec<String>, depth: usize) -> Result<()> {
         if depth > 32 {
