@@ -102,6 +102,11 @@ pub const fn assert_tool_arg<T: ToolArg>() {}
 
 /// Parse the arguments object into the generated struct, or the failed output that names
 /// the problem (with the path to the offending field).
+///
+/// # Errors
+///
+/// A failed [`ToolOutput`] naming the tool (and the field, when known) when `args` does not
+/// deserialize into `T`.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, args: JsonMap) -> Result<T, ToolOutput> {
     serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
         let path = e.path().to_string();

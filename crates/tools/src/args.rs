@@ -75,6 +75,11 @@ impl ToolArgs {
     ///
     /// Empty or blank text and JSON `null` mean no arguments. A JSON string value is taken
     /// as argument text (some callers pass the model's text wrapped in a value).
+    ///
+    /// # Errors
+    ///
+    /// A failed [`ToolOutput`] when the text is not valid JSON, or the value is neither an
+    /// object nor `null`.
     pub fn into_object(self, tool: &str) -> Result<JsonMap, ToolOutput> {
         let value = match self {
             ToolArgs::None => return Ok(JsonMap::new()),

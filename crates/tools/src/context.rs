@@ -77,6 +77,11 @@ impl RunContext {
     /// Runs `op` on the sandbox without blocking the async executor: on tokio's blocking
     /// pool inside a tokio runtime, else right here. What an async `#[tool]` uses for
     /// any sandbox operation (see [`RunContext::read_to_string`] for the common ones).
+    ///
+    /// # Errors
+    ///
+    /// Whatever `op` returns; a [`SandboxError::Io`] when the blocking task running it stops
+    /// (panics or is cancelled).
     pub async fn with_sandbox<T, F>(&self, op: F) -> Result<T, SandboxError>
     where
         F: FnOnce(&Sandbox) -> Result<T, SandboxError> + Send + 'static,
@@ -100,6 +105,11 @@ impl RunContext {
     /// `Limits::max_read_bytes` of it (a longer file is an error: page through it with
     /// [`Sandbox::read_file`]), without blocking the executor. One line in an async tool:
     /// `let text = ctx.read_to_string("/input/notes.txt").await?;`
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Sandbox::read_file`]; [`SandboxError::Io`] when the file is longer than
+    /// one read.
     pub async fn read_to_string(&self, path: &str) -> Result<String, SandboxError> {
         let path = path.to_owned();
         self.with_sandbox(move |sandbox| {
@@ -120,6 +130,11 @@ impl RunContext {
 
     /// Writes a sandbox file (under `/output` or `/scratch`) without blocking the
     /// executor; see [`Sandbox::write_file`].
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Sandbox::write_file`] (a read-only or bad path, a limit or quota, an I/O
+    /// failure).
     pub async fn write_file(
         &self,
         path: &str,
@@ -131,6 +146,10 @@ impl RunContext {
     }
 
     /// Lists a sandbox folder without blocking the executor; see [`Sandbox::list_dir`].
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Sandbox::list_dir`] (a bad path, not a folder, an I/O failure).
     pub async fn list_dir(&self, path: &str) -> Result<provrun_sandbox::DirListing, SandboxError> {
         let path = path.to_owned();
         self.with_sandbox(move |sandbox| sandbox.list_dir(&path))

@@ -182,6 +182,11 @@ impl McpServerSpec {
     }
 
     /// Check what the types cannot; `Err` says what is wrong, in one line.
+    ///
+    /// # Errors
+    ///
+    /// A one-line message when the name or prefix is not 1 to 32 letters, digits, `_` or `-`,
+    /// or another field is out of range or missing for the transport.
     pub fn check(&self, allow_reference: bool) -> Result<(), String> {
         let at = format!("MCP server `{}`", self.name);
         if !valid_server_name(&self.name) {

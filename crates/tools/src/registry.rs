@@ -78,6 +78,10 @@ impl ToolRegistry {
 
     /// The linked tools plus those of each tools folder, loaded in order (a later folder's
     /// tool replaces an earlier one of the same name).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`ToolRegistry::load_folder`] for the first folder that fails.
     pub fn new<I, P>(folders: I) -> Result<Self, ToolError>
     where
         I: IntoIterator<Item = P>,
@@ -97,6 +101,10 @@ impl ToolRegistry {
     }
 
     /// Add a tool, refusing one whose name is already registered.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::DuplicateTool`] when a tool of that name is already registered.
     pub fn register(&mut self, tool: impl Into<Tool>) -> Result<(), ToolError> {
         let tool = tool.into();
         if self.tools.contains_key(tool.name()) {
@@ -119,6 +127,10 @@ impl ToolRegistry {
     }
 
     /// The tools named, in the order named; an unknown name is an error that names it.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::UnknownTool`] for the first name that is not registered.
     pub fn get<S: AsRef<str>>(&self, names: &[S]) -> Result<Vec<Tool>, ToolError> {
         names
             .iter()
@@ -185,6 +197,13 @@ impl ToolRegistry {
     /// Manifests are read in name order. A manifest with no tools, an invalid manifest, or
     /// two manifests in the folder declaring the same tool name is an error, and then
     /// nothing from the folder is added.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::Io`] when the folder or a manifest cannot be read;
+    /// [`ToolError::InvalidManifest`] or [`ToolError::EmptyManifest`] for a bad manifest (or a tool
+    /// error such as [`ToolError::InvalidName`] for a tool in it), and
+    /// [`ToolError::InvalidManifest`] when two manifests declare the same tool or MCP server.
     #[allow(clippy::disallowed_methods)] // lists the operator's tools folder, not model input
     pub fn load_folder(&mut self, folder: impl AsRef<Path>) -> Result<usize, ToolError> {
         let folder = folder.as_ref();
@@ -249,6 +268,10 @@ impl ToolRegistry {
     }
 
     /// Call a registered sync tool by name; see [`Tool::call`].
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::UnknownTool`] when no tool has this name; otherwise as [`Tool::call`].
     pub fn call(
         &self,
         name: &str,
@@ -260,6 +283,10 @@ impl ToolRegistry {
     }
 
     /// Call a registered tool by name, sync or async; see [`Tool::acall`].
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::UnknownTool`] when no tool has this name; otherwise as [`Tool::acall`].
     pub async fn acall(
         &self,
         name: &str,

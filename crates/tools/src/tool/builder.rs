@@ -127,6 +127,11 @@ impl ToolBuilder {
 
     /// Finish: checks the name and that the schema's root is an object, then stamps the
     /// `x-*` keys into it.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::InvalidName`] when the name is not a valid tool name;
+    /// [`ToolError::InvalidSchema`] when the schema's root is not an object schema.
     pub fn build(self) -> Result<Tool, ToolError> {
         if !is_valid_tool_name(&self.name) {
             return Err(ToolError::InvalidName { name: self.name });

@@ -38,6 +38,12 @@ impl Tool {
     /// so does a tool that panics: the model sees the failure, the run goes on. `Err` is for
     /// misuse: an async tool (use [`Tool::acall`]), a missing context, a tool that cannot
     /// run here. A context given to a tool that takes none is ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::AsyncToolInSyncCall`] for an async tool; [`ToolError::ContextRequired`] when
+    /// the tool takes a context and none is given; [`ToolError::NotRunnable`] for a tool that
+    /// cannot run in this process.
     pub fn call(
         &self,
         args: impl Into<ToolArgs>,
@@ -64,6 +70,11 @@ impl Tool {
     /// A synchronous tool runs on tokio's blocking pool (when called inside a tokio
     /// runtime), so a slow one never stalls the executor. Errors and failures are as for
     /// [`Tool::call`].
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::ContextRequired`] when the tool takes a context and none is given;
+    /// [`ToolError::NotRunnable`] for a tool that cannot run in this process.
     pub async fn acall(
         &self,
         args: impl Into<ToolArgs>,
