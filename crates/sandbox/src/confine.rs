@@ -71,6 +71,11 @@ pub struct HelperArgs {
 
 impl HelperArgs {
     /// Parses the helper's arguments (without `argv[0]`).
+    ///
+    /// # Errors
+    ///
+    /// A message naming the flag when a flag is unknown, lacks its value, or has a value that
+    /// does not parse.
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
         let mut out = HelperArgs::default();
         let mut args = args.into_iter();
@@ -262,6 +267,10 @@ pub fn apply_landlock_reporting(args: &HelperArgs) -> (Applied, Option<u32>) {
 /// SHA-256 (hex) of the seccomp programs [`apply_seccomp`] installs, instruction by
 /// instruction (`code`, `jt`, `jf`, `k`, little-endian), programs in order: the same
 /// filter always has the same digest.
+///
+/// # Errors
+///
+/// A message when the filters cannot be built for this architecture.
 #[cfg(feature = "confine")]
 pub fn seccomp_digest() -> Result<String, String> {
     use sha2::Digest as _;
@@ -347,6 +356,10 @@ fn with_x32(nr: libc::c_long) -> Vec<i64> {
 /// keyctl, bpf, perf_event_open, setns, … — the `DENIED` list) and to `unshare`/`clone`
 /// with a namespace flag, one answering `clone3` with ENOSYS (its flags live in memory a
 /// filter cannot read, so libc is made to fall back to `clone`).
+///
+/// # Errors
+///
+/// A message when this architecture is not supported or a filter cannot be compiled.
 #[cfg(feature = "confine")]
 pub fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
@@ -449,6 +462,10 @@ pub fn apply_landlock_reporting(_args: &HelperArgs) -> (Applied, Option<u32>) {
 }
 
 /// Without the `confine` feature there is no seccomp filter, hence no digest.
+///
+/// # Errors
+///
+/// Always: without the `confine` feature, a message saying it was not built in.
 #[cfg(not(feature = "confine"))]
 pub fn seccomp_digest() -> Result<String, String> {
     Err(NOT_BUILT.to_owned())

@@ -35,6 +35,11 @@ pub struct Forward {
 
 impl Forward {
     /// Parses `PORT=SOCKET`.
+    ///
+    /// # Errors
+    ///
+    /// A message when the text is not `PORT=SOCKET`, the port is not a number from 1 to 65535,
+    /// or the socket path is empty.
     pub fn parse(text: &str) -> Result<Forward, String> {
         let (port, socket) = text
             .split_once('=')

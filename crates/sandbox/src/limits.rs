@@ -112,6 +112,11 @@ impl Limits {
     /// Checks that the limits leave a usable sandbox: the per-call sizes, the listing cap, the
     /// depth, the path lengths and the command limits must be above zero (a zero quota is allowed: it makes
     /// /output and /scratch read-only in effect).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::InvalidLimit`] naming the first field that is zero but must not be, or
+    /// `command_gid` when it is 0 while `command_uid` is not.
     pub fn check(&self) -> Result<()> {
         let zero = [
             ("max_read_bytes", self.max_read_bytes == 0),

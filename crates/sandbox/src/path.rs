@@ -82,6 +82,12 @@ impl VirtualPath {
     /// characters, backslashes, URLs (`file://…`), `~`, other absolute roots, roots that only
     /// look like ours (case, Unicode look-alikes, invisible characters), `..` leaving a root,
     /// and paths deeper than [`Limits::max_depth`].
+    ///
+    /// # Errors
+    ///
+    /// One of the [`SandboxError`] path variants listed above ([`SandboxError::EmptyPath`],
+    /// [`SandboxError::PathTooLong`], [`SandboxError::OutsideSandbox`],
+    /// [`SandboxError::Traversal`], [`SandboxError::TooDeep`], ...), naming the rule broken.
     pub fn parse(raw: &str, limits: &Limits) -> Result<VirtualPath> {
         check_raw(raw, limits)?;
         let (root, rest) = if let Some(abs) = raw.strip_prefix('/') {

@@ -143,6 +143,11 @@ fn within(inner: &Resolved, outer: &Resolved) -> bool {
 /// Refuses (with [`SandboxError::RootsOverlap`]) any two roots of different groups where
 /// one is equal to or inside the other; refuses (with [`SandboxError::RootUnusable`]) a root
 /// whose path cannot be resolved. Reads only: nothing is created or changed.
+///
+/// # Errors
+///
+/// [`SandboxError::RootsOverlap`] for two overlapping roots of different groups;
+/// [`SandboxError::RootUnusable`] for a root whose path cannot be resolved.
 pub fn check_disjoint(roots: &[HostRoot]) -> Result<()> {
     let resolved = roots.iter().map(resolve).collect::<Result<Vec<_>>>()?;
     for (i, a) in roots.iter().enumerate() {

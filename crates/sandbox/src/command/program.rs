@@ -114,6 +114,13 @@ impl Sandbox {
     /// opened with [`Sandbox::allow_degraded_commands`], and always when ports are to be
     /// forwarded but bubblewrap's namespaces are missing (the forwarder needs a network
     /// namespace of the program's own).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::NulInCommand`] for a NUL byte in the command or its environment;
+    /// [`SandboxError::ConfinementMissing`] when a layer is missing (see above);
+    /// [`SandboxError::CommandUserUnavailable`] when the command user cannot run it;
+    /// [`SandboxError::CommandStart`] for a bad forward or when the program cannot be started.
     pub fn start_program(&self, spec: &ProgramSpec) -> Result<ProgramChild> {
         refuse_nul(&spec.argv, &spec.env)?;
         let conf = self.confinement_for(&spec.argv)?;
@@ -225,6 +232,10 @@ impl ProgramChild {
 
     /// Whether it has ended, and how (without waiting). Once it has, the rest of its tree
     /// (the forwarder, anything left behind) is killed.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of waiting on the child.
     pub fn try_wait(&mut self) -> std::io::Result<Option<ProgramExit>> {
         if let Some(exit) = self.reaped {
             return Ok(Some(exit));

@@ -24,6 +24,10 @@ impl Sandbox {
     }
 
     /// Runs `sh -c command` under confinement; see [`Sandbox::run_program`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::run_program`].
     pub fn run_command(&self, command: &str, timeout: Option<Duration>) -> Result<CommandOutcome> {
         let argv = ["/bin/sh", "-c", command].map(String::from);
         self.run_program(&argv, None, timeout)
@@ -39,6 +43,14 @@ impl Sandbox {
     /// command left /output and /scratch over quota, the outcome says so and file writes
     /// that add bytes are refused. Whatever the command leaves behind (links, special files)
     /// is subject to the file tools' usual rules.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::NulInCommand`] for a NUL byte in `argv`;
+    /// [`SandboxError::ConfinementMissing`] or [`SandboxError::CommandUserUnavailable`] when the
+    /// command cannot be confined as required; [`SandboxError::CommandStart`] when it cannot be
+    /// started or watched; the errors of [`Sandbox::recount`]. A command that fails or times
+    /// out is not an error: its outcome says so.
     pub fn run_program(
         &self,
         argv: &[String],
@@ -192,6 +204,10 @@ impl Sandbox {
     /// [`ConfinedChild::kill`] (dropping it kills it too). `env` is the child's whole
     /// environment beyond `PATH`, `HOME`, `TMPDIR` and `LANG`; `read_only` host paths (the
     /// server's program, its data) are made visible read-only at the same paths.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::spawn_server`].
     pub fn spawn_program(
         &self,
         argv: &[String],
@@ -204,6 +220,13 @@ impl Sandbox {
     /// [`Sandbox::spawn_program`], with the host's network shared when `network` is true
     /// (the child then also sees `/etc/resolv.conf`, `/etc/hosts` and the system's CA
     /// certificates, read-only). Everything else is confined as without it.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::NulInCommand`] for a NUL byte in `argv` or `env`;
+    /// [`SandboxError::ConfinementMissing`] or [`SandboxError::CommandUserUnavailable`] when the
+    /// child cannot be confined as required; [`SandboxError::CommandStart`] when it cannot be
+    /// started; the errors of [`Sandbox::recount`].
     pub fn spawn_server(
         &self,
         argv: &[String],

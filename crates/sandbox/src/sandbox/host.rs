@@ -9,6 +9,12 @@ use crate::path::parse_host_path;
 impl Sandbox {
     /// Lists a directory of the granted host folder (`path` relative to it; `.` is the folder
     /// itself), like [`Sandbox::list_dir`]. Refused without a host grant.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::HostAccessNotGranted`] without a host grant; a path error (such as
+    /// [`SandboxError::OutsideHostDir`]) for a bad `path`; the errors of [`Sandbox::list_dir`]
+    /// for what is there.
     pub fn list_host_files(&self, path: &str) -> Result<DirListing> {
         let host = self.host()?;
         let names = parse_host_path(path, &host.path, &self.inner.limits)?;
@@ -22,6 +28,12 @@ impl Sandbox {
 
     /// Copies a regular file from the granted host folder into /output or /scratch, with the
     /// same rules and quota as `write_file`. Refused without a host grant.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::HostAccessNotGranted`] without a host grant; a path error for either
+    /// path; the refusals of reading a whole file on the host side and of
+    /// [`Sandbox::write_file`] on the sandbox side (read-only `/input`, size, quota, links).
     pub fn copy_from_host(&self, host_path: &str, path: &str) -> Result<CopyOutcome> {
         let host = self.host()?;
         let names = parse_host_path(host_path, &host.path, &self.inner.limits)?;
@@ -48,6 +60,12 @@ impl Sandbox {
     /// targets, `Limits::max_write_bytes`); the sandbox quota does not. A target inside one of
     /// the sandbox's own folders (when the host folder contains the bundle) is refused, so the
     /// staged inputs cannot be rewritten from the host side. Refused without a host grant.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::HostAccessNotGranted`] without a host grant; a path error for either
+    /// path; [`SandboxError::HostPathInSandbox`] for a target in one of the sandbox's folders;
+    /// the read refusals on the sandbox side and the write refusals on the host side.
     pub fn copy_to_host(&self, path: &str, host_path: &str) -> Result<CopyOutcome> {
         let host = self.host()?;
         let vp = self.file_path(path)?;

@@ -18,6 +18,12 @@ impl Sandbox {
     /// Opens a sandbox over existing `input` and over `output` and `scratch` (created if
     /// missing), with `limits`. Files already in `output` and `scratch` count against the
     /// quota.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::InvalidLimit`] when `limits` fail [`Limits::check`]; a
+    /// [`SandboxError::Io`] (or another refusal) when a root cannot be opened or created, or
+    /// `output` and `scratch` cannot be measured for the quota.
     pub fn new(
         input: impl AsRef<Path>,
         output: impl AsRef<Path>,
@@ -35,6 +41,10 @@ impl Sandbox {
 
     /// Like [`Sandbox::new`], with `/scratch` on a fresh temporary directory that is removed
     /// when the last clone of the sandbox is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::new`]; also [`SandboxError::Io`] when the temporary folder cannot be made.
     pub fn with_temp_scratch(
         input: impl AsRef<Path>,
         output: impl AsRef<Path>,
@@ -103,6 +113,10 @@ impl Sandbox {
 
     /// Grants the host tools access to `dir` (which must exist) and nothing outside it.
     /// Without a grant, `list_host_files`, `copy_from_host` and `copy_to_host` are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Io`] when `dir` cannot be resolved or opened as a folder.
     pub fn with_host_dir(mut self, dir: impl AsRef<Path>) -> Result<Sandbox> {
         let dir = dir.as_ref();
         let shown = dir.display().to_string();
@@ -175,6 +189,11 @@ impl Sandbox {
 
     /// Recounts the quota's usage from disk (after something outside the sandbox API, such as
     /// a command, changed /output or /scratch).
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::Io`] when /output or /scratch cannot be walked;
+    /// [`SandboxError::RootReplaced`] when a released root's path now names another folder.
     pub fn recount(&self) -> Result<Usage> {
         let mut total = Usage::default();
         for root in [Root::Output, Root::Scratch] {
@@ -213,6 +232,10 @@ impl Sandbox {
     }
 
     /// Parses `path` with this sandbox's limits.
+    ///
+    /// # Errors
+    ///
+    /// As [`VirtualPath::parse`].
     pub fn parse_path(&self, path: &str) -> Result<VirtualPath> {
         VirtualPath::parse(path, &self.inner.limits)
     }

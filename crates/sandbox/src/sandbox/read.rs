@@ -10,6 +10,10 @@ use crate::path::Root;
 
 impl Sandbox {
     /// Reads one page of a file as text: [`Sandbox::read_file_as`] with [`ReadAs::Text`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::read_file_as`].
     pub fn read_file(
         &self,
         path: &str,
@@ -31,6 +35,13 @@ impl Sandbox {
     /// shown, only its size and SHA-256 (`binary`, `sha256`, and the note); a caller that
     /// wants the bytes asks for a base64 slice ([`ReadAs::Base64`]). An offset past the end is an error; an
     /// offset equal to the size gives an empty page.
+    ///
+    /// # Errors
+    ///
+    /// A path error for a bad `path` or a trailing slash; [`SandboxError::NotFound`],
+    /// [`SandboxError::IsADirectory`], [`SandboxError::SymlinkRefused`] or
+    /// [`SandboxError::NotARegularFile`] for what is there; [`SandboxError::OffsetPastEnd`] for
+    /// an offset past the end; [`SandboxError::Io`] when reading fails.
     pub fn read_file_as(
         &self,
         path: &str,
@@ -120,6 +131,12 @@ impl Sandbox {
     /// Lists a directory: names sorted, each with its kind and size, at most
     /// `Limits::max_list_entries` (the listing says how many there were). Links are listed as
     /// links, never followed. `/` lists the three roots.
+    ///
+    /// # Errors
+    ///
+    /// A path error for a bad `path`; [`SandboxError::NotFound`],
+    /// [`SandboxError::NotADirectory`] or [`SandboxError::SymlinkRefused`] for what is there;
+    /// [`SandboxError::Io`] when listing fails.
     pub fn list_dir(&self, path: &str) -> Result<DirListing> {
         if path.trim_end_matches('/').is_empty() && !path.is_empty() {
             return Ok(DirListing {

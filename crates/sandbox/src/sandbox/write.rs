@@ -14,6 +14,13 @@ impl Sandbox {
     /// content over `Limits::max_write_bytes`, a target that is a link, directory, FIFO,
     /// device or socket, or has more than one hard link, any link along the path, and writes
     /// that would break the quota.
+    ///
+    /// # Errors
+    ///
+    /// A path error for a bad `path`; [`SandboxError::InputReadOnly`] for `/input`;
+    /// [`SandboxError::WriteTooLarge`], [`SandboxError::QuotaBytes`] or
+    /// [`SandboxError::QuotaFiles`] over a limit; a refusal of the target or a link along the
+    /// path (see above); [`SandboxError::Io`] when writing fails.
     pub fn write_file(&self, path: &str, content: impl AsRef<[u8]>) -> Result<WriteOutcome> {
         let vp = self.writable(path)?;
         self.write_vp(&vp, content.as_ref())
@@ -52,6 +59,13 @@ impl Sandbox {
     /// many times it occurs. Refused: binary files (not UTF-8, or holding NUL bytes), an empty
     /// `old`, files or results over `Limits::max_write_bytes`, and everything `write_file`
     /// refuses.
+    ///
+    /// # Errors
+    ///
+    /// [`SandboxError::EmptyPattern`] for an empty `old`; [`SandboxError::BinaryFile`] for a file
+    /// that is not text; [`SandboxError::MatchCount`] unless `old` occurs exactly once;
+    /// [`SandboxError::FileTooLarge`] for a file over the write limit; and whatever
+    /// [`Sandbox::write_file`] refuses.
     pub fn str_replace(&self, path: &str, old: &str, new: &str) -> Result<ReplaceOutcome> {
         let vp = self.writable(path)?;
         let shown = vp.to_string();
