@@ -66,6 +66,11 @@ pub struct AllowedHost {
 
 impl AllowedHost {
     /// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`.
+    ///
+    /// # Errors
+    ///
+    /// [`WrapError::SetUp`] when the text is not a host name or address with an optional port
+    /// from 1 to 65535 (an IPv6 address must be in brackets).
     pub fn parse(text: &str) -> Result<AllowedHost, WrapError> {
         let bad = |why: &str| WrapError::SetUp(format!("--allow-host `{text}`: {why}"));
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {
@@ -133,6 +138,10 @@ impl Upstreams {
     /// Each API's upstream: the flag when given, else the variable the caller's
     /// environment held (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`), else the public
     /// endpoint. Each must be an `http://` or `https://` URL.
+    ///
+    /// # Errors
+    ///
+    /// [`WrapError::SetUp`] when an upstream is not an `http://` or `https://` URL with a host.
     pub fn resolve(
         openai: Option<&str>,
         anthropic: Option<&str>,

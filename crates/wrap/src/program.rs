@@ -48,6 +48,11 @@ pub struct Resolved {
 
 /// Finds `program` (from the command line) for a caller in `cwd` with `path_var` as
 /// `PATH`, and checks the sandbox shows it and its interpreter.
+///
+/// # Errors
+///
+/// [`WrapError::SetUp`] when the program is not found or not executable, or the sandbox
+/// does not show it or its script interpreter.
 pub fn resolve(
     program: &str,
     cwd: &Path,

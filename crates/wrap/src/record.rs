@@ -109,6 +109,11 @@ impl Recording {
 
     /// Records one exchange: a generation as `model_called`, anything else as
     /// `http_exchanged`.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError`](provrun_capture::CaptureError) when a body blob or the event cannot be
+    /// written.
     pub async fn exchange(&self, ex: Exchange) -> Result<(), provrun_capture::CaptureError> {
         match ex.route {
             Route::Generation(wire) => self.generation(wire, ex).await,
@@ -218,6 +223,10 @@ impl Recording {
     }
 
     /// Records a connection the program asked the proxy for.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError`](provrun_capture::CaptureError) when the event cannot be written.
     pub async fn connection(
         &self,
         c: ConnectionHandled,

@@ -75,6 +75,13 @@ struct Prepared {
 /// that none is lost): one that came before the bundle is made stops the run with
 /// nothing written ([`WrapError::Stopped`]); after, the first is passed on to the program
 /// and the bundle ends `cancelled`.
+///
+/// # Errors
+///
+/// Before anything is written: [`WrapError::SetUp`] when the command line or the machine
+/// does not allow the run, [`WrapError::Stopped`] for a stop signal. After:
+/// [`WrapError::Program`] when the program cannot be started or watched,
+/// [`WrapError::Capture`] or [`WrapError::Evidence`] when the bundle cannot be written.
 pub async fn wrap(options: WrapOptions, mut signals: Signals) -> Result<WrapOutcome, WrapError> {
     let prepared = prepare(&options)?;
     if let Ok(signal) = signals.try_recv() {

@@ -35,6 +35,10 @@ pub struct Copied {
 
 /// Copies the tree under `from` into `to` (an empty folder), with `quota` bytes for the
 /// regular files with UTF-8 paths, taken in path order.
+///
+/// # Errors
+///
+/// The I/O error of reading `from` or making an entry under `to`.
 pub fn copy_tree(from: &Path, to: &Path, quota: u64) -> io::Result<Copied> {
     let mut copied = Copied::default();
     let mut budget = quota;

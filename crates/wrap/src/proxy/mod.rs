@@ -146,6 +146,11 @@ fn client(loopback: bool) -> Result<reqwest::Client, WrapError> {
 impl Proxy {
     /// Starts the proxy on three sockets in `dir` (which must exist and be private),
     /// recording into `recording`. Call it inside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`WrapError::SetUp`] when the HTTP clients cannot be built or a socket in `dir` cannot be
+    /// listened on.
     pub fn start(
         dir: &Path,
         config: ProxyConfig,

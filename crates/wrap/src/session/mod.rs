@@ -202,6 +202,11 @@ pub struct Imported {
 
 /// Imports every session log under `home` into `recording`'s bundle; returns what it
 /// wrote and warnings for the logs it could not read.
+///
+/// # Errors
+///
+/// [`CaptureError`](provrun_capture::CaptureError) when a log's blob, its `trace_imported`
+/// event or one of its tool calls cannot be recorded (an unreadable log is only a warning).
 pub async fn import(
     recording: &Recording,
     home: &Path,
