@@ -260,6 +260,11 @@ pub fn comparison_security_policy() -> String {
 }
 
 /// Two runs side by side as one HTML page with no outside references.
+///
+/// # Errors
+///
+/// [`ViewError::Template`](crate::ViewError::Template) when the comparison cannot be turned
+/// into the page's data or the template does not render (a defect of this crate).
 pub fn render_comparison(diff: &RunDiff) -> Result<String, crate::ViewError> {
     let data = serde_json::to_value(diff).map_err(|e| crate::ViewError::Template(e.to_string()))?;
     crate::render_template(TEMPLATE, comparison_security_policy(), STYLE, SCRIPT, &data)

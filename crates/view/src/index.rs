@@ -121,6 +121,10 @@ impl RunIndex {
     }
 
     /// Append one entry (one `write` of the line, on a file opened for appending).
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when the index cannot be opened for appending or written.
     pub fn append(&self, entry: &IndexEntry) -> std::io::Result<()> {
         let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
         line.push('\n');
@@ -136,6 +140,10 @@ impl RunIndex {
     }
 
     /// Every run's latest entry, in the order they last ended (a missing index is empty).
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when the index exists but cannot be read.
     pub fn read(&self) -> std::io::Result<Vec<IndexEntry>> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,

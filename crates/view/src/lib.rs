@@ -97,6 +97,11 @@ pub fn json_for_script(value: &serde_json::Value) -> String {
 
 /// The whole page for a bundle: one HTML document with no outside references. A bundle
 /// that does not verify, or whose log cannot be read, still gives a page that says so.
+///
+/// # Errors
+///
+/// [`ViewError::Template`] when the template does not render (a defect of this crate, never
+/// of the bundle).
 pub fn render_page(source: &BundleSource) -> Result<String, ViewError> {
     let data = page_data(source);
     render_template(TEMPLATE, content_security_policy(), STYLE, SCRIPT, &data)

@@ -110,6 +110,10 @@ pub fn listing_data(title: &str, note: &str, rows: &[ListingRow], links: LinkSty
 }
 
 /// The listing page: one HTML document with no outside references.
+///
+/// # Errors
+///
+/// [`ViewError::Template`] when the template does not render (a defect of this crate).
 pub fn render_listing(
     title: &str,
     note: &str,
