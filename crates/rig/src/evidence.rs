@@ -137,6 +137,11 @@ impl RigEvidence {
     /// (outputs, `run_finished`, statement). `run_finished.usage` is [`RigEvidence::usage`]
     /// with the members of `usage` (a JSON object; `null` for none) laid over it; `error`
     /// is the message of a failed run.
+    ///
+    /// # Errors
+    ///
+    /// [`RigError::Capture`] when a leftover wire exchange, the outputs, `run_finished` or the
+    /// statement cannot be recorded or written.
     pub async fn finish(
         self,
         status: RunStatus,
@@ -234,6 +239,11 @@ impl RigEvidence {
 /// their parameter schema.
 pub trait DeclareRigTools: Sized {
     /// Declare one rig tool (its name and parameter schema).
+    ///
+    /// # Errors
+    ///
+    /// [`RigError::Capture`] when the tool's parameter schema cannot be recorded as canonical
+    /// JSON.
     fn rig_tool(self, tool: &dyn ToolDyn) -> Result<Self, RigError>;
 }
 

@@ -155,6 +155,10 @@ impl RigEvidence {
     /// `output/` and are recorded at [`RigEvidence::finish`]; paths that leave it (`..`,
     /// links, absolute host paths) are refused by the sandbox. Sandbox operations block on
     /// file I/O: a tool on a busy runtime calls them through `spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// [`RigError::Capture`] when the sandbox over the bundle's folders cannot be opened.
     pub fn sandboxed<T, F>(&self, make: F) -> Result<EvidenceTool, RigError>
     where
         T: ToolDyn + 'static,
