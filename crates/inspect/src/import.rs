@@ -76,6 +76,11 @@ fn folder_name(stem: &str, n: usize) -> String {
 impl EvalLog {
     /// Opens the log at `path`: it must be a zip holding at most [`MAX_MEMBERS`] members,
     /// at least one of them a sample.
+    ///
+    /// # Errors
+    ///
+    /// [`InspectError::Read`] when the file cannot be opened; [`InspectError::NotInspect`] when
+    /// it is not a zip, has too many members, or holds no sample.
     pub fn open(path: &Path) -> Result<Self, InspectError> {
         let file = std::fs::File::open(path).map_err(|e| InspectError::Read {
             path: path.display().to_string(),
@@ -123,6 +128,11 @@ impl EvalLog {
     }
 
     /// The JSON of the `n`th sample (0-based), at most [`MAX_SAMPLE_BYTES`] long.
+    ///
+    /// # Errors
+    ///
+    /// [`InspectError::NotInspect`] when there is no sample `n`, or its member cannot be read, is
+    /// larger than [`MAX_SAMPLE_BYTES`], or is not a sample's JSON object.
     pub fn read(&mut self, n: usize) -> Result<Vec<u8>, InspectError> {
         let (index, name) = self
             .samples
@@ -245,6 +255,11 @@ fn resolve(v: &mut Value, attachments: &Map<String, Value>) {
 /// Imports one sample's JSON (as [`EvalLog::read`] returns it) into a new bundle at
 /// `bundle`. The run id is the one asked for, else `inspect-` and the start of the
 /// sample's SHA-256 (the same sample gives the same id).
+///
+/// # Errors
+///
+/// [`InspectError::NotInspect`] when `bytes` is not a sample's JSON object (nothing is
+/// written); [`InspectError::Capture`] when the bundle cannot be created or written.
 pub async fn import_sample(
     bytes: &[u8],
     bundle: &Path,

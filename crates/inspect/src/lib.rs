@@ -233,6 +233,11 @@ pub fn now() -> String {
 
 /// Writes `runs` as one `.eval` log at `out`, created at `created` (RFC 3339, UTC).
 /// Returns the number of samples.
+///
+/// # Errors
+///
+/// [`InspectError::Empty`] when `runs` is empty; [`InspectError::Write`] when the log cannot
+/// be created or written.
 pub fn export_eval(runs: &[Run<'_>], out: &Path, created: &str) -> Result<usize, InspectError> {
     if runs.is_empty() {
         return Err(InspectError::Empty);
