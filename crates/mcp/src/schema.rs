@@ -34,6 +34,11 @@ const MAX_CAUSES: usize = 8;
 
 /// Check a tool's input schema: an object schema (`type: "object"`) that is a valid JSON
 /// Schema. `Err` says where and what, in one line.
+///
+/// # Errors
+///
+/// A one-line message when the schema is not a JSON object, its root `type` is not
+/// `"object"`, it nests too deeply, or it is not a valid JSON Schema.
 pub fn check_input_schema(schema: &Value) -> Result<(), String> {
     let Some(root) = schema.as_object() else {
         return Err("the schema is not a JSON object".into());

@@ -53,6 +53,12 @@ impl McpServers {
     /// Start or reach every server, initialise it and list its tools, each within its
     /// `timeout_s`. On any error the servers already started are stopped and the error
     /// says which server failed and why.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Server`] for a server declared twice, or one that does not start, initialise
+    /// or list its tools in time; [`McpError::Sandbox`] when the sandbox refuses to start a
+    /// stdio server; [`McpError::InvalidSchema`] when a listed tool's input schema is invalid.
     pub async fn connect(
         specs: &[McpServerSpec],
         options: &ConnectOptions,
