@@ -4,39 +4,11 @@
 //! process tree and the bundle records the call once, as cancelled.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::cli::{events, s};
+use crate::support::cli::{assert_exit, command, events, provrun, s, text};
 use serde_json::Value;
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
-    cmd.args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE");
-    cmd
-}
-
-fn provrun(args: &[&str]) -> Output {
-    command(args).output().expect("the provrun binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
 
 /// The completed tool calls of a bundle: their payloads.
 fn completed_calls(bundle: &Path) -> Vec<Value> {

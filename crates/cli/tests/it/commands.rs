@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::support::cli::{events, s};
+use crate::support::cli::{command, events, provrun, s};
 use serde_json::Value;
 
 fn examples() -> PathBuf {
@@ -14,19 +14,6 @@ fn examples() -> PathBuf {
 
 fn example(rel: &str) -> String {
     examples().join(rel).display().to_string()
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
-    cmd.args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE");
-    cmd
-}
-
-fn provrun(args: &[&str]) -> Output {
-    command(args).output().expect("the provrun binary runs")
 }
 
 fn stdout(out: &Output) -> String {

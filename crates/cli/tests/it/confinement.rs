@@ -10,12 +10,13 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::cli::command;
+
 fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
+    command(args)
         .env("NO_COLOR", "1")
         .output()
-        .unwrap()
+        .expect("the provrun binary runs")
 }
 
 /// A run whose agent runs two commands and one manifest command tool (degraded mode

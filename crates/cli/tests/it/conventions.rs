@@ -2,19 +2,14 @@
 //! with the commit, and a JSON Schema of agent.toml that the shipped examples satisfy.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::cli::provrun;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .output()
-        .expect("the provrun binary runs")
 }
 
 fn ok_stdout(args: &[&str]) -> String {

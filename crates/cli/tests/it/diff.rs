@@ -2,28 +2,8 @@
 //! scripted runs whose one tool result differs (named, exit 1), and bad input (exit 2).
 
 use std::path::Path;
-use std::process::Output;
 
-use crate::support::cli::s;
-
-fn provrun(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the provrun binary runs")
-}
-
-#[track_caller]
-fn exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use crate::support::cli::{assert_exit, provrun, s};
 
 /// A run of the scripted example with `report` as its input file.
 fn scripted(dir: &Path, name: &str, report: &str) -> String {
@@ -40,7 +20,7 @@ fn scripted(dir: &Path, name: &str, report: &str) -> String {
         "--out",
         &s(&bundle),
     ]);
-    exit(&out, 0);
+    assert_exit(&out, 0);
     s(&bundle)
 }
 
@@ -49,12 +29,12 @@ fn a_replay_behaves_as_its_original() {
     let dir = tempfile::tempdir().unwrap();
     let original = scripted(dir.path(), "original", "Revenue grew 12%.\n");
     let replayed = s(&dir.path().join("replayed"));
-    exit(&provrun(&["replay", &original, "--out", &replayed]), 0);
+    assert_exit(&provrun(&["replay", &original, "--out", &replayed]), 0);
     let out = provrun(&["diff", &original, &replayed]);
-    exit(&out, 0);
+    assert_exit(&out, 0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("the same behaviour"));
     let json = provrun(&["diff", &original, &replayed, "--json"]);
-    exit(&json, 0);
+    assert_exit(&json, 0);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["same"], true);
     assert_eq!(v["differences"], serde_json::json!([]));
@@ -69,7 +49,7 @@ fn two_runs_that_differ_in_one_tool_result_are_named() {
     let a = scripted(dir.path(), "a", "Revenue grew 12%.\n");
     let b = scripted(dir.path(), "b", "Revenue grew 13%.\n");
     let json = provrun(&["diff", &a, &b, "--json"]);
-    exit(&json, 1);
+    assert_exit(&json, 1);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["same"], false);
     let differences = v["differences"].as_array().unwrap();
@@ -90,7 +70,7 @@ fn two_runs_that_differ_in_one_tool_result_are_named() {
     );
 
     let text = provrun(&["diff", &a, &b]);
-    exit(&text, 1);
+    assert_exit(&text, 1);
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("1 differences:"), "{stdout}");
     assert!(
@@ -104,10 +84,10 @@ fn bad_input_is_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let a = scripted(dir.path(), "a", "x\n");
     let out = provrun(&["diff", &a, &s(&dir.path().join("nope"))]);
-    exit(&out, 2);
+    assert_exit(&out, 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    exit(&provrun(&["diff", &s(&empty), &a]), 2);
-    exit(&provrun(&["diff", &a]), 2);
+    assert_exit(&provrun(&["diff", &s(&empty), &a]), 2);
+    assert_exit(&provrun(&["diff", &a]), 2);
 }

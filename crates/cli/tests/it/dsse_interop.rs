@@ -10,6 +10,7 @@
 //! Without Python (or without PyPI) the test is skipped with a loud message, except under
 //! `CI=true`, where it fails instead: `cargo xtask ci` installs python3 and venv there.
 
+use crate::support::venv::in_ci;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,10 +18,6 @@ use crate::support::venv;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 /// Skip loudly, or fail under CI.

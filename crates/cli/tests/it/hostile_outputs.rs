@@ -6,17 +6,16 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::support::cli::events;
+use crate::support::cli::{command, events};
 use serde_json::Value;
 
 fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
+    command(args)
         .env("NO_COLOR", "1")
         .output()
-        .unwrap()
+        .expect("the provrun binary runs")
 }
 
 /// Run an agent whose one command is `command`, with `limits` as its `[limits]` table.

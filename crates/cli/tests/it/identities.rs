@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::cli::{events, s};
+use crate::support::cli::{assert_exit, events, s};
 
 const BUILD_TYPE: &str =
     "https://github.com/provrun/provrun/blob/main/docs/evidence.md#build-type-agent-run-v1";
@@ -31,17 +31,6 @@ fn provrun(args: &[&str], env: &[(&str, &str)]) -> Output {
         .envs(env.iter().copied())
         .output()
         .expect("the provrun binary runs")
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn statement(bundle: &Path) -> Value {

@@ -9,26 +9,16 @@
 //! (`cargo xtask ci` installs python3 and venv there).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::cli::{events, s};
+use crate::support::cli::{events, provrun, s};
 use crate::support::venv;
+use crate::support::venv::in_ci;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .output()
-        .expect("the provrun binary runs")
 }
 
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {

@@ -11,69 +11,26 @@
 //! it fails (`cargo xtask ci` installs inspect-ai into its cache).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::support::cli::{events, s};
+use crate::support::cli::{events, provrun, s};
+use crate::support::venv::{cached_virtualenv, in_ci};
 
 const INSPECT_AI: &str = "inspect-ai==0.3.285";
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the provrun binary runs")
-}
-
 /// The virtualenv's python with inspect-ai, from the CI cache, installed there if missing.
 fn inspect_python() -> Result<PathBuf, String> {
-    let cache = std::env::var_os("PROVRUN_CI_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/provrun-ci")))
-        .ok_or("no HOME and no PROVRUN_CI_CACHE")?;
-    let venv = cache.join("inspect-ai-0.3.285");
-    let python = venv.join("bin/python");
-    let ready = || {
-        Command::new(&python)
+    let ready = |venv: &Path| {
+        Command::new(venv.join("bin/python"))
             .args(["-c", "import inspect_ai.log"])
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    if ready() {
-        return Ok(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err("`python3 -m venv` failed".into());
-    }
-    let pip = Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            INSPECT_AI,
-        ])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if pip.status.success() && ready() {
-        Ok(python)
-    } else {
-        Err(format!(
-            "pip could not install {INSPECT_AI}: {}",
-            String::from_utf8_lossy(&pip.stderr).trim()
-        ))
-    }
+    let venv = cached_virtualenv("inspect-ai-0.3.285", INSPECT_AI, ready)?;
+    Ok(venv.join("bin/python"))
 }
 
 /// What inspect-ai's `read_eval_log` makes of the log, as JSON.

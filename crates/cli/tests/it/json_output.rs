@@ -3,11 +3,11 @@
 //! auto|always|never`, and a top-level help in plain words.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::cli::s;
+use crate::support::cli::{command, provrun, s, text};
 
 fn example(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -15,24 +15,6 @@ fn example(rel: &str) -> String {
         .join(rel)
         .display()
         .to_string()
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
-    cmd.args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
-    cmd
-}
-
-fn provrun(args: &[&str]) -> Output {
-    command(args).output().expect("the provrun binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The one JSON object on stdout, after checking the exit code.

@@ -6,6 +6,7 @@
 //! Without Python (or without PyPI) the test is skipped with a loud message, except under
 //! `CI=true`, where it fails instead: `cargo xtask ci` installs python3 and venv there.
 
+use crate::support::venv::in_ci;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,10 +21,6 @@ fn root() -> PathBuf {
 
 fn manifest() -> PathBuf {
     root().join("examples/kubernetes/batch.yaml")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 /// Skip loudly, or fail under CI.

@@ -12,30 +12,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::support::cli::s;
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("JOB_COMPLETION_INDEX")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .expect("the provrun binary runs")
-}
-
-#[track_caller]
-fn exit(out: &Output, code: i32) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use crate::support::cli::{exit, provrun, s};
 
 fn json(out: &Output) -> Value {
     serde_json::from_str(&exit(out, 0)).unwrap()

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::cli::s;
+use crate::support::cli::{s, text};
 
 const KEY: &str = "sk-logtest-planted-7f3a9c2e1b";
 
@@ -85,10 +85,6 @@ fn run(agent: &Path, bundle: &Path, flags: &[&str], rust_log: Option<&str>) -> O
         None => cmd.env_remove("RUST_LOG"),
     };
     cmd.output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The replies of one run: a 429 whose message echoes the key (retried), then a recorded

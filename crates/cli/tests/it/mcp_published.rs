@@ -18,15 +18,12 @@ use serde_json::Value;
 
 use crate::support::cli::events;
 use crate::support::venv;
+use crate::support::venv::in_ci;
 
 /// The pinned npm package (and its version) of the Node server.
 const NPM_PACKAGE: &str = "@modelcontextprotocol/server-memory@2026.8.31";
 /// The pinned npm package of the filesystem server.
 const NPM_FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// Skip loudly, or fail under CI.
 fn unavailable(test: &str, why: &str) {

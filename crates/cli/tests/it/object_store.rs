@@ -18,9 +18,8 @@ use serde_json::Value;
 
 use crate::support::venv;
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+use crate::support::cli::{assert_exit, text};
+use crate::support::venv::in_ci;
 
 /// Skip loudly, or fail under CI.
 fn unavailable(why: &str) {
@@ -108,21 +107,6 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {

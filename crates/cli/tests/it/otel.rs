@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::cli::events;
+use crate::support::cli::{command, events, text};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
@@ -27,24 +27,8 @@ fn example(rel: &str) -> String {
 }
 
 /// The provrun binary with no OTLP variables from the caller's environment.
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
-    cmd.args(args);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("OTEL_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.env_remove("RUST_LOG");
-    cmd
-}
-
 fn output(cmd: &mut Command) -> Output {
     cmd.output().expect("the provrun binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// How the loopback collector answers.

@@ -5,34 +5,10 @@
 //! it still verifies and shows, its blobs and files redact, its text cannot.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::cli::{events, s};
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("PROVRUN_BUILDER_ID")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .expect("the provrun binary runs")
-}
-
-#[track_caller]
-fn exit(out: &Output, code: i32) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use crate::support::cli::{events, exit, provrun, s};
 
 fn hello(bundle: &Path) {
     let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");

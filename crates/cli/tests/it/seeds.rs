@@ -2,14 +2,12 @@
 //! category and tool name, the tools' confirmation and summary texts in the pause message
 //! and `provrun show`, the sandbox tool set.
 
-use crate::support::cli::s;
+use crate::support::cli::{command, s};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
+    command(args)
         .env("NO_COLOR", "1")
         .output()
         .expect("the provrun binary runs")

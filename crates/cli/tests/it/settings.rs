@@ -11,34 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
-use crate::support::cli::{events, s};
+use crate::support::cli::{assert_exit, command, events, s, text};
 use serde_json::{Map, Value, json};
 
 fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("OPENAI_API_KEY")
+    command(args)
         .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OPENAI_API_KEY")
         .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+        .expect("the provrun binary runs")
 }
 
 /// A recorded response of the model crate's fixtures, with its content type.

@@ -5,11 +5,10 @@
 //! The same commands against an S3-compatible server: tests/it/object_store.rs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::cli::s;
+use crate::support::cli::{assert_exit, provrun, s, text};
 
 fn example(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,30 +16,6 @@ fn example(rel: &str) -> String {
         .join(rel)
         .display()
         .to_string()
-}
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .expect("the provrun binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 /// A finished scripted run (three tool calls, an output), the same bundle as a `.tar`, and

@@ -4,15 +4,13 @@
 //! the next model request, which is when the file is read.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::support::cli::s;
+use crate::support::cli::{assert_exit, command, s};
 use provrun_evidence::{BlobRef, EventType, read_blob, read_events};
 
 fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
+    command(args)
         .env("NO_COLOR", "1")
         .output()
         .expect("the provrun binary runs")
@@ -20,17 +18,6 @@ fn provrun(args: &[&str]) -> Output {
 
 fn text(out: &[u8]) -> String {
     String::from_utf8(out.to_vec()).expect("UTF-8")
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 const BEFORE: &str = "Be brief.";

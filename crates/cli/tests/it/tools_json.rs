@@ -1,9 +1,11 @@
 //! `provrun tools` as scripts see it: the built binary, its stdout, stderr and exit code.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+
+use crate::support::cli::provrun;
 
 /// The eight built-in tools of docs/contract.md §5, sorted by name.
 const BUILTINS: [&str; 8] = [
@@ -16,14 +18,6 @@ const BUILTINS: [&str; 8] = [
     "str_replace",
     "write_file",
 ];
-
-fn provrun(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_provrun"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the provrun binary runs")
-}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")

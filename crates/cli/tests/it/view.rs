@@ -5,10 +5,10 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::cli::s;
+use crate::support::cli::{assert_exit, command, provrun, s};
 use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 
@@ -18,27 +18,6 @@ fn example(rel: &str) -> String {
         .join(rel)
         .display()
         .to_string()
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
-    cmd.args(args).env_remove("RUST_LOG");
-    cmd
-}
-
-fn provrun(args: &[&str]) -> Output {
-    command(args).output().expect("the provrun binary runs")
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A finished run of the hostile agent: its answer, a call's arguments, an output and an

@@ -18,18 +18,12 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use super::{Served, fetch_and_verify, in_ci, request, write_agents};
+use crate::support::venv::{cached_virtualenv, ci_cache as cache};
 
 /// The pinned official client, as npm names it.
 const CLIENT: &str = "@ag-ui/client@1.0.0";
 /// The pinned validator, as pip names it.
 const VALIDATOR: &str = "ag-ui-validate==0.4.0";
-
-fn cache() -> PathBuf {
-    std::env::var_os("PROVRUN_CI_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/provrun-ci")))
-        .expect("PROVRUN_CI_CACHE or HOME is set")
-}
 
 /// The client's `node_modules`, installed if missing.
 fn client_modules() -> Result<PathBuf, String> {
@@ -57,36 +51,9 @@ fn client_modules() -> Result<PathBuf, String> {
 
 /// The validator's program, installed into its own virtualenv if missing.
 fn validator() -> Result<PathBuf, String> {
-    let venv = cache().join("ag-ui-validate-0.4.0");
-    let program = venv.join("bin/ag-ui-validate");
-    if program.is_file() {
-        return Ok(program);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err("`python3 -m venv` failed (on Debian: apt-get install python3-venv)".into());
-    }
-    let pip = Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            VALIDATOR,
-        ])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if pip.status.success() && program.is_file() {
-        Ok(program)
-    } else {
-        Err(format!(
-            "pip could not install {VALIDATOR}: {}",
-            String::from_utf8_lossy(&pip.stderr).trim()
-        ))
-    }
+    let program = |venv: &Path| venv.join("bin/ag-ui-validate");
+    let venv = cached_virtualenv("ag-ui-validate-0.4.0", VALIDATOR, |v| program(v).is_file())?;
+    Ok(program(&venv))
 }
 
 fn unavailable(why: &str) {

@@ -11,6 +11,7 @@ mod browser;
 mod http;
 mod stop;
 
+pub use crate::support::venv::in_ci;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -328,9 +329,4 @@ pub fn fetch_and_verify(addr: SocketAddr, headers: &[(&str, &str)], id: &str, di
     std::fs::write(&tar, &r.body).unwrap();
     let (code, text) = verify(&tar);
     assert_eq!(code, 0, "{id}: {text}");
-}
-
-/// Whether tests may skip for a missing program (not under CI).
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }

@@ -1,6 +1,7 @@
-//! A throwaway Python virtualenv under target/ for the tests that check provrun against
-//! real Python programs (the dsse_interop, import_pydantic_ai, kubernetes, mcp_published
-//! and object_store modules), which use it as `crate::support::venv`.
+//! Python virtualenvs for the tests that check provrun against real Python programs: a
+//! throwaway one under target/ from a requirements file, or one per pinned package in the
+//! CI cache; and the two facts every such test asks first (are we in CI, where is its
+//! cache).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,5 +55,56 @@ pub fn virtualenv(name: &str, requirements: &str, probe: &str) -> Result<PathBuf
         Ok(python)
     } else {
         Err("the virtualenv was made but its packages do not import".into())
+    }
+}
+
+/// Whether the tests run under CI (`CI=true` or `CI=1`), where a missing real program is
+/// a failure instead of a loud skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The cache the CI set-up installs real programs into (`cargo xtask ci`):
+/// `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
+pub fn ci_cache() -> PathBuf {
+    std::env::var_os("PROVRUN_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/provrun-ci")
+        })
+}
+
+/// The virtualenv `folder` of the CI cache with the pinned `package` (pip's form,
+/// `name==version`) installed; made when `ready` (given the venv) says it is not there
+/// yet. Returns the venv's folder; `Err` says what failed.
+pub fn cached_virtualenv(
+    folder: &str,
+    package: &str,
+    ready: impl Fn(&Path) -> bool,
+) -> Result<PathBuf, String> {
+    let venv = ci_cache().join(folder);
+    if ready(&venv) {
+        return Ok(venv);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .output()
+        .map_err(|e| format!("python3 is not available ({e})"))?;
+    if !made.status.success() {
+        return Err("`python3 -m venv` failed (on Debian: apt-get install python3-venv)".into());
+    }
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", package])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if pip.status.success() && ready(&venv) {
+        Ok(venv)
+    } else {
+        Err(format!(
+            "pip could not install {package}: {}",
+            String::from_utf8_lossy(&pip.stderr).trim()
+        ))
     }
 }

@@ -11,10 +11,8 @@ use serde_json::Value;
 
 use super::cli::events;
 use super::upstream::Logged;
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+pub use super::venv::ci_cache;
+use super::venv::in_ci;
 
 /// Whether every confinement layer is there (wrap refuses otherwise); a loud skip when
 /// not, a failure under `CI=true`.
@@ -195,17 +193,6 @@ pub fn assert_show_json_links(bundle: &Path, calls: &[Value]) {
     let recorded: Vec<Value> = calls.iter().map(|c| c["call_id"].clone()).collect();
     assert_eq!(listed.len(), recorded.len(), "{listed:?} vs {recorded:?}");
     assert!(recorded.iter().all(|c| listed.contains(c)), "{listed:?}");
-}
-
-/// The cache the CI set-up installs the wrapped programs into (`cargo xtask ci`):
-/// `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
-pub fn ci_cache() -> PathBuf {
-    std::env::var_os("PROVRUN_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/provrun-ci")
-        })
 }
 
 /// The npm prefix a pinned package was installed into, when it is there; a loud skip
