@@ -20,10 +20,13 @@
 //! # Ok(()) }
 //! ```
 
+mod chat;
 mod config;
 mod error;
 mod export;
+mod live;
 mod mapping;
+mod messages;
 
 pub use config::{
     CAPTURE_CONTENT_VAR, DEFAULT_TIMEOUT, ENDPOINT_VAR, OtlpConfig, PROTOCOL_VAR, Protocol,
@@ -31,6 +34,7 @@ pub use config::{
 };
 pub use error::OtelError;
 pub use export::{ExportSummary, export_bundle, export_spans};
+pub use live::LiveExport;
 pub use mapping::{spans_from_events, trace_id_for_run};
 /// The span type the mapping produces (from `opentelemetry_sdk`).
 pub use opentelemetry_sdk::trace::SpanData;
