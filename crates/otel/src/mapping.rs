@@ -181,6 +181,7 @@ impl RunMap {
 
     fn chat(&self, ev: &Event, p: &ModelCalled, parent: SpanId, blobs: Blobs<'_>) -> SpanData {
         let (name, mut attrs) = chat_attributes(&self.facts, p, blobs, self.capture);
+        attrs.push(KeyValue::new("gen_ai.request.stream", p.stream));
         attrs.push(KeyValue::new("provrun.stream", p.stream));
         for (key, blob) in [("request", &p.request), ("response", &p.response)] {
             if let Some(b) = blob {

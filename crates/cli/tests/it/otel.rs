@@ -18,7 +18,7 @@ use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
 use prost::Message as _;
 use serde_json::Value;
 
-fn example(rel: &str) -> String {
+pub(crate) fn example(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(rel)
@@ -27,7 +27,7 @@ fn example(rel: &str) -> String {
 }
 
 /// The provrun binary with no OTLP variables from the caller's environment.
-fn command(args: &[&str]) -> Command {
+pub(crate) fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
     cmd.args(args);
     for (key, _) in std::env::vars() {
@@ -39,17 +39,17 @@ fn command(args: &[&str]) -> Command {
     cmd
 }
 
-fn output(cmd: &mut Command) -> Output {
+pub(crate) fn output(cmd: &mut Command) -> Output {
     cmd.output().expect("the provrun binary runs")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// How the loopback collector answers.
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     Accept,
     Refuse,
     Hang,
@@ -59,13 +59,13 @@ enum Mode {
 type Kept = Mutex<Vec<(String, Vec<u8>)>>;
 
 /// An OTLP/HTTP collector on loopback that keeps every request body it gets.
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     bodies: Arc<Kept>,
 }
 
 impl Receiver {
-    fn start(mode: Mode) -> Receiver {
+    pub(crate) fn start(mode: Mode) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -80,7 +80,7 @@ impl Receiver {
     }
 
     /// The decoded export requests sent to `/v1/traces`.
-    fn requests(&self) -> Vec<ExportTraceServiceRequest> {
+    pub(crate) fn requests(&self) -> Vec<ExportTraceServiceRequest> {
         self.bodies
             .lock()
             .unwrap()
@@ -92,7 +92,7 @@ impl Receiver {
             .collect()
     }
 
-    fn spans(&self) -> Vec<Span> {
+    pub(crate) fn spans(&self) -> Vec<Span> {
         self.requests()
             .into_iter()
             .flat_map(|r| r.resource_spans)
@@ -155,7 +155,7 @@ fn serve(stream: TcpStream, mode: Mode, kept: &Kept) {
     }
 }
 
-fn attrs(attributes: &[KeyValue]) -> BTreeMap<String, Value> {
+pub(crate) fn attrs(attributes: &[KeyValue]) -> BTreeMap<String, Value> {
     fn value(v: &Option<AnyValue>) -> Value {
         match v.as_ref().and_then(|v| v.value.as_ref()) {
             Some(any_value::Value::StringValue(s)) => Value::from(s.clone()),
@@ -187,7 +187,7 @@ fn run_scripted(bundle: &Path, env: &[(&str, &str)]) -> Output {
     output(&mut cmd)
 }
 
-fn assert_verifies(bundle: &Path) {
+pub(crate) fn assert_verifies(bundle: &Path) {
     let out = output(&mut command(&["verify", &bundle.display().to_string()]));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
