@@ -373,12 +373,17 @@ fn export_sends_a_finished_bundles_spans_with_contents_only_when_asked() {
     };
     assert_eq!(ids(&again), ids(&spans));
     let chat = attrs(&again[1].attributes);
+    // The instructions apart, the conversation in the conventions' `{role, parts}` shape.
     assert!(
-        chat["gen_ai.input.messages"]
+        chat["gen_ai.system_instructions"]
             .as_str()
             .unwrap()
             .contains("/input/report.txt")
     );
+    let input: Value = serde_json::from_str(chat["gen_ai.input.messages"].as_str().unwrap())
+        .expect("input messages are JSON");
+    assert_eq!(input[0]["role"], "user", "{input}");
+    assert_eq!(input[0]["parts"][0]["type"], "text", "{input}");
     assert!(
         chat["gen_ai.output.messages"]
             .as_str()

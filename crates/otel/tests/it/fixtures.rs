@@ -80,8 +80,10 @@ fn json_of(v: &OtelValue) -> Value {
         OtelValue::I64(i) => json!(i),
         OtelValue::F64(f) => json!(f),
         OtelValue::String(s) => json!(s.as_str()),
-        OtelValue::Array(a) => serde_json::from_str(&a.to_string().replace('\'', "\""))
-            .unwrap_or_else(|_| json!(a.to_string())),
+        OtelValue::Array(opentelemetry::Array::String(a)) => {
+            json!(a.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        }
+        OtelValue::Array(opentelemetry::Array::I64(a)) => json!(a),
         other => json!(other.to_string()),
     }
 }
