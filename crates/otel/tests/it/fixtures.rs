@@ -196,9 +196,12 @@ fn anthropic_messages_streamed_with_thinking_and_tool_use() {
         1,
         with(json!({
             "gen_ai.response.id": "msg_01JdU4xqNHXL9QCFWkwCDKGr",
-            "gen_ai.response.finish_reasons": ["tool_use"],
+            // As recorded: the parser's reading of `tool_use`.
+            "gen_ai.response.finish_reasons": ["tool_calls"],
             "gen_ai.usage.input_tokens": 598,
             "gen_ai.usage.output_tokens": 92,
+            // `output_tokens_details.thinking_tokens`.
+            "gen_ai.usage.reasoning.output_tokens": 53,
         })),
     );
     check(
@@ -207,9 +210,10 @@ fn anthropic_messages_streamed_with_thinking_and_tool_use() {
         2,
         with(json!({
             "gen_ai.response.id": "msg_01Qb3MMmP6RUjBckfsEVddrQ",
-            "gen_ai.response.finish_reasons": ["end_turn"],
+            "gen_ai.response.finish_reasons": ["stop"],
             "gen_ai.usage.input_tokens": 707,
             "gen_ai.usage.output_tokens": 89,
+            "gen_ai.usage.reasoning.output_tokens": 0,
         })),
     );
 
