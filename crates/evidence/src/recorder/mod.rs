@@ -195,6 +195,19 @@ impl Recorder {
         })
     }
 
+    /// Tell `observer` of every blob and event written from now on, by this recorder and
+    /// its clones. A recorder takes one observer; a second is refused (returned).
+    pub fn observe(
+        &self,
+        observer: Arc<dyn RecordObserver>,
+    ) -> std::result::Result<(), Arc<dyn RecordObserver>> {
+        self.inner.observer.set(observer)
+    }
+
+    pub(super) fn observer(&self) -> Option<&Arc<dyn RecordObserver>> {
+        self.inner.observer.get()
+    }
+
     /// The bundle directory.
     pub fn bundle_dir(&self) -> &Path {
         &self.inner.root
