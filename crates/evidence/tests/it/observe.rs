@@ -10,8 +10,11 @@ use provrun_evidence::{
 
 use crate::common::{run_started, scratch, tool_call};
 
+/// What the observer was told: an event, or a blob's bytes and media type.
+type Told = Result<Event, (Vec<u8>, String)>;
+
 #[derive(Default)]
-struct Seen(Mutex<Vec<Result<Event, (Vec<u8>, String)>>>);
+struct Seen(Mutex<Vec<Told>>);
 
 impl RecordObserver for Seen {
     fn blob(&self, bytes: &[u8], media_type: &str) {
