@@ -9,6 +9,7 @@
 //! the first failing step stops the run with a non-zero exit.
 
 mod bench;
+mod phoenix;
 mod python;
 mod semver;
 mod setup;
@@ -167,6 +168,7 @@ fn ci() -> Result<(), String> {
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
     setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
     setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
+    phoenix::phoenix()?; // Arize Phoenix, the OpenTelemetry backend of the otel_live test
     python::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
     setup::go()?; // go and golang.org/x/mod for the ledger's second implementation
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so

@@ -175,6 +175,10 @@ impl Model for EvidenceModel {
         self.inner.name()
     }
 
+    fn base_url(&self) -> Option<&str> {
+        self.inner.base_url()
+    }
+
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let result = self.inner.request(request).await;

@@ -30,6 +30,10 @@ impl Model for LimitedModel {
         self.inner.name()
     }
 
+    fn base_url(&self) -> Option<&str> {
+        self.inner.base_url()
+    }
+
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let _permit = self.permit().await?;
         self.inner.request(request).await

@@ -109,7 +109,7 @@ pub use outputs::OutputPolicy;
 pub use read::{read_blob, read_blob_by_digest, read_events, read_typed_events};
 pub use recorder::{
     BlobLayout, CreateOptions, Declarer, Durability, Durable, Finished, INLINE_LIMIT,
-    PendingBundle, Recorder, RunEnd,
+    PendingBundle, RecordObserver, Recorder, RunEnd,
 };
 pub use statement::{
     BUILD_TYPE, BUILDER_ID_ENV, BUILDER_URI_BASE, LEGACY_BUILD_TYPE, LEGACY_BUILDER_URI_BASE,

@@ -99,6 +99,13 @@ pub trait Model: Send + Sync {
     /// The model's name as configured (`test`, `script:PATH`, `openai:gpt-4o-mini`, …).
     fn name(&self) -> &str;
 
+    /// The base URL the model's requests go to (`https://api.openai.com/v1`, a
+    /// compatible server's), for telemetry's `server.address`; `None` for a model that
+    /// sends nothing over the network (the offline models, a hand-written one).
+    fn base_url(&self) -> Option<&str> {
+        None
+    }
+
     /// Sends one request and waits for the whole response.
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
 

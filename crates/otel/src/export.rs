@@ -1,8 +1,9 @@
 //! Sending spans to a collector with the official OTLP exporter, within a bound.
 
 use std::path::Path;
+use std::time::Duration;
 
-use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
 
@@ -31,13 +32,35 @@ fn resource() -> Resource {
     }
 }
 
-fn exporter(config: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
+/// An HTTP client that works on any thread, runtime or not (the batch processor's thread
+/// has none): reqwest's blocking client, built on a thread of its own (it may not be
+/// built inside an async runtime). Its requests give up after `timeout`.
+pub(crate) fn blocking_client(timeout: Duration) -> Result<reqwest::blocking::Client, OtelError> {
+    std::thread::spawn(move || {
+        reqwest::blocking::Client::builder()
+            .timeout(timeout)
+            .build()
+    })
+    .join()
+    .map_err(|_| OtelError::Config("building the HTTP client panicked".into()))?
+    .map_err(|e| OtelError::Config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// The OTLP exporter `config` describes; over HTTP with `client` when one is given (else
+/// reqwest's async client, which needs a Tokio runtime).
+pub(crate) fn exporter(
+    config: &OtlpConfig,
+    client: Option<reqwest::blocking::Client>,
+) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
     let built = match config.protocol {
         Protocol::HttpProtobuf => {
             let mut b = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                 .with_timeout(config.timeout);
+            if let Some(client) = client {
+                b = b.with_http_client(client);
+            }
             if let Some(endpoint) = config.resolved_endpoint() {
                 b = b.with_endpoint(endpoint);
             }
@@ -45,6 +68,7 @@ fn exporter(config: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, Ote
         }
         #[cfg(feature = "grpc")]
         Protocol::Grpc => {
+            let _ = client;
             let mut b = opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .with_protocol(opentelemetry_otlp::Protocol::Grpc)
@@ -56,6 +80,7 @@ fn exporter(config: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, Ote
         }
         #[cfg(not(feature = "grpc"))]
         Protocol::Grpc => {
+            let _ = client;
             return Err(OtelError::Config(
                 "OTLP over gRPC needs provrun built with the `otel-grpc` feature; \
                  use OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"
@@ -70,7 +95,7 @@ fn exporter(config: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, Ote
 
 /// Send spans, taking at most `config.timeout` in all (connect, send, retries).
 pub async fn export_spans(spans: Vec<SpanData>, config: &OtlpConfig) -> Result<(), OtelError> {
-    let exporter = exporter(config)?;
+    let exporter = exporter(config, None)?;
     let sent = tokio::time::timeout(config.timeout, exporter.export(spans)).await;
     let _ = exporter.shutdown();
     match sent {

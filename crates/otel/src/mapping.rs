@@ -1,6 +1,8 @@
-//! A bundle's events as GenAI spans: one `invoke_agent` span for the run, a `chat` span
-//! per model request and an `execute_tool` span per completed tool call, all in one trace
-//! whose id is derived from the run id, with the times recorded in the evidence.
+//! A bundle's events as GenAI spans: an `invoke_agent` span for the run (and one more for
+//! each resumed part of a paused run), a `chat` span per model request and an
+//! `execute_tool` span per completed tool call, all in one trace whose id is derived from
+//! the run id, with the times recorded in the evidence. The same [`Walker`] makes them
+//! from a whole log (`export`) and event by event while a run goes (live export).
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -9,11 +11,11 @@ use std::time::{Duration, SystemTime};
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
-use opentelemetry::{InstrumentationScope, KeyValue, StringValue, Value as OtelValue};
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use provrun_evidence::{
-    BlobRef, Event, EventPayload, EventType, ModelCalled, RunFinished, RunStarted, RunStatus,
-    ToolCalled, read_blob,
+    Event, EventPayload, EventType, ModelCalled, RunFinished, RunStarted, RunStatus, ToolCalled,
+    read_blob,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -21,6 +23,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::OtelError;
+use crate::chat::{Blobs, RunFacts, chat_attributes, model_name, provider_name, server_of};
 
 /// The trace id of a run: the first 16 bytes of SHA-256 over a fixed prefix and the run
 /// id, as 32 lower-case hex digits. Derived, so `run_started` can record it before any
@@ -67,48 +70,6 @@ fn started(event: &Event, duration_ms: Option<u64>) -> SystemTime {
         .unwrap_or(end)
 }
 
-/// A string member of provider JSON (a request or response body).
-fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-/// `openai:gpt-4o` → (`openai`, `gpt-4o`); a model id without a known prefix is its own
-/// model name, from an unknown provider.
-fn split_model(model: &str) -> (&str, &str) {
-    match model.split_once(':') {
-        Some((p @ ("openai" | "script" | "test" | "replay" | "function"), rest)) => (p, rest),
-        _ => ("", model),
-    }
-}
-
-/// The provider name the conventions use (`openai`), or `provrun.<kind>` for provrun's
-/// offline models.
-fn provider_name(prefix: &str) -> String {
-    match prefix {
-        "openai" => "openai".into(),
-        "" => "unknown".into(),
-        other => format!("provrun.{other}"),
-    }
-}
-
-/// The bytes of a blob named by an event, if it is there and intact.
-fn blob_bytes(bundle: &Path, blob: Option<&BlobRef>) -> Option<Vec<u8>> {
-    read_blob(bundle, blob?).ok()
-}
-
-/// The JSON of a response body: the object itself, or for a streamed (SSE) body the
-/// `data:` chunks' objects.
-fn response_objects(bytes: &[u8]) -> Vec<Value> {
-    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-        return vec![v];
-    }
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .collect()
-}
-
 /// A number from usage, under either naming.
 fn usage_of(usage: &Value, keys: &[&str]) -> Option<i64> {
     keys.iter()
@@ -122,15 +83,65 @@ fn text(v: &Value) -> String {
     }
 }
 
-struct Builder<'a> {
-    bundle: &'a Path,
-    run_id: &'a str,
+/// What a run's `run_started` gives every span of it.
+pub(crate) struct RunMap {
+    run_id: String,
     trace_id: TraceId,
+    agent: String,
+    model: String,
+    facts: RunFacts,
     capture: bool,
     scope: InstrumentationScope,
 }
 
-impl Builder<'_> {
+impl RunMap {
+    /// The run of a log whose first event is `first` (its `run_started`).
+    pub(crate) fn new(first: &Event, capture: bool) -> Result<RunMap, OtelError> {
+        if first.kind != EventType::RunStarted {
+            return Err(OtelError::NoRun);
+        }
+        let EventPayload::RunStarted(run) = payload(first) else {
+            return Err(OtelError::NoRun);
+        };
+        let run_id = first.run_id.clone();
+        let recorded = run
+            .details
+            .pointer("/otel/trace_id")
+            .and_then(Value::as_str)
+            .and_then(|h| TraceId::from_hex(h).ok())
+            .filter(|t| *t != TraceId::INVALID);
+        let details = &run.details;
+        Ok(RunMap {
+            trace_id: recorded.unwrap_or_else(|| TraceId::from_bytes(trace_id_bytes(&run_id))),
+            run_id,
+            agent: run.agent.clone(),
+            model: run.model.clone(),
+            facts: RunFacts {
+                server: details
+                    .get("model_base_url")
+                    .and_then(Value::as_str)
+                    .and_then(server_of),
+                settings: details
+                    .get("model_settings")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                thread: details
+                    .get("thread")
+                    .and_then(Value::as_str)
+                    .map(String::from),
+            },
+            capture,
+            scope: InstrumentationScope::builder("provrun")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build(),
+        })
+    }
+
+    /// The run's trace id.
+    pub(crate) fn trace_id(&self) -> TraceId {
+        self.trace_id
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn span(
         &self,
@@ -143,12 +154,12 @@ impl Builder<'_> {
         mut attributes: Vec<KeyValue>,
         status: Status,
     ) -> SpanData {
-        attributes.push(KeyValue::new("provrun.run_id", self.run_id.to_string()));
+        attributes.push(KeyValue::new("provrun.run_id", self.run_id.clone()));
         attributes.push(KeyValue::new("provrun.seq", seq as i64));
         SpanData {
             span_context: SpanContext::new(
                 self.trace_id,
-                span_id(self.run_id, seq),
+                span_id(&self.run_id, seq),
                 TraceFlags::SAMPLED,
                 false,
                 TraceState::default(),
@@ -168,69 +179,15 @@ impl Builder<'_> {
         }
     }
 
-    fn chat(&self, ev: &Event, p: &ModelCalled, parent: SpanId) -> SpanData {
-        let model_id = p.model.as_str();
-        let (prefix, fallback_model) = split_model(model_id);
-        let request = blob_bytes(self.bundle, p.request.as_ref());
-        let response = blob_bytes(self.bundle, p.response.as_ref());
-        let request_json = request
-            .as_ref()
-            .and_then(|b| serde_json::from_slice::<Value>(b).ok());
-        let request_model = request_json
-            .as_ref()
-            .and_then(|r| str_of(r, "model"))
-            .unwrap_or(fallback_model)
-            .to_string();
-        let objects = response
-            .as_ref()
-            .map(|b| response_objects(b))
-            .unwrap_or_default();
-        let mut attrs = vec![
-            KeyValue::new("gen_ai.operation.name", "chat"),
-            KeyValue::new("gen_ai.provider.name", provider_name(prefix)),
-            KeyValue::new("gen_ai.request.model", request_model.clone()),
-            KeyValue::new("provrun.model", model_id.to_string()),
-        ];
-        if let Some(m) = objects.iter().find_map(|o| str_of(o, "model")) {
-            attrs.push(KeyValue::new("gen_ai.response.model", m.to_string()));
-        }
-        if let Some(id) = objects.iter().find_map(|o| str_of(o, "id")) {
-            attrs.push(KeyValue::new("gen_ai.response.id", id.to_string()));
-        }
-        if let Some(reason) = &p.finish_reason {
-            attrs.push(KeyValue::new(
-                "gen_ai.response.finish_reasons",
-                OtelValue::Array(vec![StringValue::from(reason.clone())].into()),
-            ));
-        }
-        if let Some(n) = usage_of(&p.usage, &["input_tokens", "prompt_tokens"]) {
-            attrs.push(KeyValue::new("gen_ai.usage.input_tokens", n));
-        }
-        if let Some(n) = usage_of(&p.usage, &["output_tokens", "completion_tokens"]) {
-            attrs.push(KeyValue::new("gen_ai.usage.output_tokens", n));
-        }
+    fn chat(&self, ev: &Event, p: &ModelCalled, parent: SpanId, blobs: Blobs<'_>) -> SpanData {
+        let (name, mut attrs) = chat_attributes(&self.facts, p, blobs, self.capture);
+        attrs.push(KeyValue::new("gen_ai.request.stream", p.stream));
         attrs.push(KeyValue::new("provrun.stream", p.stream));
         for (key, blob) in [("request", &p.request), ("response", &p.response)] {
             if let Some(b) = blob {
                 attrs.push(KeyValue::new(
                     format!("provrun.{key}.sha256"),
                     b.digest.sha256.clone(),
-                ));
-            }
-        }
-        if self.capture {
-            if let Some(messages) = request_json.as_ref().and_then(|r| r.get("messages")) {
-                attrs.push(KeyValue::new("gen_ai.input.messages", messages.to_string()));
-            }
-            let output: Vec<Value> = objects
-                .iter()
-                .filter_map(|o| o.get("choices"))
-                .flat_map(|c| c.as_array().cloned().unwrap_or_default())
-                .collect();
-            if !output.is_empty() {
-                attrs.push(KeyValue::new(
-                    "gen_ai.output.messages",
-                    Value::Array(output).to_string(),
                 ));
             }
         }
@@ -245,7 +202,7 @@ impl Builder<'_> {
             ev.seq,
             parent,
             SpanKind::Client,
-            format!("chat {request_model}"),
+            name,
             started(ev, Some(p.duration_ms)),
             time_of(ev),
             attrs,
@@ -253,7 +210,7 @@ impl Builder<'_> {
         )
     }
 
-    fn tool(&self, ev: &Event, p: &ToolCalled, parent: SpanId) -> SpanData {
+    fn tool(&self, ev: &Event, p: &ToolCalled, parent: SpanId, blobs: Blobs<'_>) -> SpanData {
         let name = p.name.clone();
         let mode = p.mode.as_deref();
         let tool_type = if mode == Some("remote_mcp") {
@@ -286,7 +243,8 @@ impl Builder<'_> {
             if self.capture {
                 let inline = Some(inline).filter(|v| !v.is_null()).map(text);
                 let value = inline.or_else(|| {
-                    blob_bytes(self.bundle, blob.as_ref())
+                    blob.as_ref()
+                        .and_then(blobs)
                         .map(|b| String::from_utf8_lossy(&b).into_owned())
                 });
                 if let Some(v) = value {
@@ -311,6 +269,157 @@ impl Builder<'_> {
             attrs,
             status,
         )
+    }
+
+    /// The `invoke_agent` span of one part of the run: from its start to `end` (its
+    /// `run_finished`, or the last event so far), the first part the run's own span, a
+    /// resumed part a child of it.
+    fn part_span(&self, part: &Part, end: &Event, finished: Option<&RunFinished>) -> SpanData {
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+            KeyValue::new("gen_ai.agent.name", self.agent.clone()),
+            KeyValue::new("gen_ai.provider.name", provider_name(&self.model, None)),
+            KeyValue::new("gen_ai.request.model", model_name(&self.model).to_string()),
+        ];
+        if let Some((host, port)) = &self.facts.server {
+            attrs.push(KeyValue::new("server.address", host.clone()));
+            attrs.push(KeyValue::new("server.port", i64::from(*port)));
+        }
+        if let Some(thread) = &self.facts.thread {
+            attrs.push(KeyValue::new("gen_ai.conversation.id", thread.clone()));
+        }
+        if part.index > 0 {
+            attrs.push(KeyValue::new("provrun.part", part.index as i64));
+        }
+        let mut status = Status::Unset;
+        if let Some(fin) = finished {
+            attrs.push(KeyValue::new("provrun.status", fin.status.as_str()));
+            if fin.status == RunStatus::Failed {
+                let message = fin.error.as_deref().unwrap_or("the run failed").to_string();
+                attrs.push(KeyValue::new("error.type", "run_failed"));
+                status = Status::error(message);
+            }
+            if let Some(n) = usage_of(&fin.usage, &["input_tokens"]) {
+                attrs.push(KeyValue::new("gen_ai.usage.input_tokens", n));
+            }
+            if let Some(n) = usage_of(&fin.usage, &["output_tokens"]) {
+                attrs.push(KeyValue::new("gen_ai.usage.output_tokens", n));
+            }
+        }
+        let parent = if part.index == 0 {
+            SpanId::INVALID
+        } else {
+            span_id(&self.run_id, part.run_seq)
+        };
+        self.span(
+            part.first_seq,
+            parent,
+            SpanKind::Internal,
+            format!("invoke_agent {}", self.agent),
+            part.start,
+            time_of(end),
+            attrs,
+            status,
+        )
+    }
+}
+
+/// One part of a run: the whole of it, or what followed a pause.
+#[derive(Debug, Clone)]
+struct Part {
+    /// 0 for the run's start, then 1, 2… for each resume.
+    index: u64,
+    /// The seq of the run's `run_started`.
+    run_seq: u64,
+    /// The seq of the part's first event (its span's id is derived from it).
+    first_seq: u64,
+    start: SystemTime,
+}
+
+/// What one event ends: a `chat` or `execute_tool` span, and (at a `run_finished`) the
+/// span of the part it ends.
+#[derive(Debug, Default)]
+pub(crate) struct Step {
+    /// The event's own span.
+    pub child: Option<SpanData>,
+    /// The span of the part this event ends.
+    pub part: Option<SpanData>,
+}
+
+/// Walks a run's log event by event, making each span when its event is there.
+pub(crate) struct Walker {
+    map: RunMap,
+    part: Part,
+    /// The last event was a pause: the next one begins a part.
+    paused: bool,
+    /// The part has events not yet ended by a `run_finished`.
+    open: bool,
+}
+
+impl Walker {
+    /// A walk of the run whose `run_started` is `first`.
+    pub(crate) fn new(first: &Event, capture: bool) -> Result<Walker, OtelError> {
+        Ok(Walker {
+            map: RunMap::new(first, capture)?,
+            part: Part {
+                index: 0,
+                run_seq: first.seq,
+                first_seq: first.seq,
+                start: time_of(first),
+            },
+            paused: false,
+            open: true,
+        })
+    }
+
+    /// The run's trace id.
+    pub(crate) fn trace_id(&self) -> TraceId {
+        self.map.trace_id()
+    }
+
+    /// The spans `ev` ends (`blobs` gives the bodies and values its payload names).
+    pub(crate) fn step(&mut self, ev: &Event, blobs: Blobs<'_>) -> Step {
+        let p = payload(ev);
+        if self.paused {
+            let duration = match &p {
+                EventPayload::ModelCalled(m) => Some(m.duration_ms),
+                EventPayload::ToolCalled(t) => Some(t.duration_ms),
+                _ => None,
+            };
+            self.part = Part {
+                index: self.part.index + 1,
+                run_seq: self.part.run_seq,
+                first_seq: ev.seq,
+                start: started(ev, duration),
+            };
+            self.paused = false;
+        }
+        self.open = true;
+        let parent = span_id(&self.map.run_id, self.part.first_seq);
+        let mut step = Step::default();
+        match &p {
+            EventPayload::ModelCalled(m) => step.child = Some(self.map.chat(ev, m, parent, blobs)),
+            EventPayload::ToolCalled(t) if !t.deferred => {
+                step.child = Some(self.map.tool(ev, t, parent, blobs));
+            }
+            EventPayload::RunFinished(fin) => {
+                step.part = Some(self.map.part_span(&self.part, ev, Some(fin)));
+                self.paused = fin.status == RunStatus::Paused;
+                self.open = false;
+            }
+            _ => {}
+        }
+        step
+    }
+
+    /// The span of the part still open at `last` (a log that ends without
+    /// `run_finished`), if there is one.
+    pub(crate) fn close(&mut self, last: &Event) -> Option<SpanData> {
+        if !self.open {
+            return None;
+        }
+        self.open = false;
+        Some(self.map.part_span(&self.part, last, None))
     }
 }
 
@@ -393,89 +502,34 @@ fn payload(ev: &Event) -> EventPayload {
     }
 }
 
-/// The spans of a bundle's events (as [`provrun_evidence::read_events`] gives them): the
-/// run's `invoke_agent` span first, then its children in log order. `bundle` is where
-/// request and response blobs are read from (for the response model and, with
+/// The spans of a bundle's events (as [`provrun_evidence::read_events`] gives them): for
+/// each part of the run (the whole run, or each stretch between pauses) its
+/// `invoke_agent` span, then its children in log order. `bundle` is where request and
+/// response blobs are read from (for the response's model, id and usage and, with
 /// `capture_content`, the messages); a missing or damaged blob only leaves its
-/// attributes out. Payloads are read as their types' structs; of an event built by hand,
-/// a field it leaves out reads as empty.
+/// attributes out. Payloads are read as their types' structs; of an event built by
+/// hand, a field it leaves out reads as empty.
 pub fn spans_from_events(
     bundle: &Path,
     events: &[Event],
     capture_content: bool,
 ) -> Result<Vec<SpanData>, OtelError> {
     let first = events.first().ok_or(OtelError::NoRun)?;
-    if first.kind != EventType::RunStarted {
-        return Err(OtelError::NoRun);
-    }
-    let run_id = first.run_id.as_str();
-    let log: Vec<EventPayload> = events.iter().map(payload).collect();
-    let EventPayload::RunStarted(run) = &log[0] else {
-        return Err(OtelError::NoRun);
-    };
-    let recorded = run
-        .details
-        .pointer("/otel/trace_id")
-        .and_then(Value::as_str)
-        .and_then(|h| TraceId::from_hex(h).ok())
-        .filter(|t| *t != TraceId::INVALID);
-    let trace_id = recorded.unwrap_or_else(|| TraceId::from_bytes(trace_id_bytes(run_id)));
-    let builder = Builder {
-        bundle,
-        run_id,
-        trace_id,
-        capture: capture_content,
-        scope: InstrumentationScope::builder("provrun")
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build(),
-    };
-    let root = span_id(run_id, first.seq);
+    let mut walker = Walker::new(first, capture_content)?;
+    let blobs = |b: &provrun_evidence::BlobRef| read_blob(bundle, b).ok();
+    let mut spans = Vec::new();
     let mut children = Vec::new();
-    for (ev, p) in events.iter().zip(&log).skip(1) {
-        match p {
-            EventPayload::ModelCalled(m) => children.push(builder.chat(ev, m, root)),
-            EventPayload::ToolCalled(t) if !t.deferred => children.push(builder.tool(ev, t, root)),
-            _ => {}
+    for ev in &events[1..] {
+        let step = walker.step(ev, &blobs);
+        children.extend(step.child);
+        if let Some(part) = step.part {
+            spans.push(part);
+            spans.append(&mut children);
         }
     }
-
-    let agent = run.agent.clone();
-    let (prefix, model) = split_model(&run.model);
-    let mut attrs = vec![
-        KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-        KeyValue::new("gen_ai.agent.name", agent.clone()),
-        KeyValue::new("gen_ai.provider.name", provider_name(prefix)),
-        KeyValue::new("gen_ai.request.model", model.to_string()),
-    ];
-    let finished = log.iter().rev().find_map(EventPayload::as_run_finished);
-    let mut status = Status::Unset;
-    if let Some(fin) = finished {
-        attrs.push(KeyValue::new("provrun.status", fin.status.as_str()));
-        if fin.status == RunStatus::Failed {
-            let message = fin.error.as_deref().unwrap_or("the run failed").to_string();
-            attrs.push(KeyValue::new("error.type", "run_failed"));
-            status = Status::error(message);
-        }
-        if let Some(n) = usage_of(&fin.usage, &["input_tokens"]) {
-            attrs.push(KeyValue::new("gen_ai.usage.input_tokens", n));
-        }
-        if let Some(n) = usage_of(&fin.usage, &["output_tokens"]) {
-            attrs.push(KeyValue::new("gen_ai.usage.output_tokens", n));
-        }
+    if let Some(part) = walker.close(events.last().unwrap_or(first)) {
+        spans.push(part);
     }
-    let last = events.last().unwrap_or(first);
-    let run_span = builder.span(
-        first.seq,
-        SpanId::INVALID,
-        SpanKind::Internal,
-        format!("invoke_agent {agent}"),
-        time_of(first),
-        time_of(last),
-        attrs,
-        status,
-    );
-    let mut spans = Vec::with_capacity(children.len() + 1);
-    spans.push(run_span);
-    spans.extend(children);
+    spans.append(&mut children);
     Ok(spans)
 }

@@ -159,7 +159,9 @@ async fn new_run(
         .ok_or_else(|| {
             ApiError::bad_request("no_prompt", "the input has no user message with text")
         })?;
-    let mut spec = RunSpec::new(prompt, state.folder_of(bundle)).run_id(bundle);
+    let mut spec = RunSpec::new(prompt, state.folder_of(bundle))
+        .run_id(bundle)
+        .thread(input.thread_id.clone());
     for tool in &input.tools {
         spec = spec.client_tool(ToolDefinition {
             name: tool.name.clone(),

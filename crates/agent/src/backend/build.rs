@@ -18,6 +18,14 @@ use crate::spec::{AgentSpec, ModelRef, RunResult};
 use super::{Backend, Prepared};
 use crate::output::OUTPUT_TOOL;
 
+/// A run's live export: `None` when not asked for, else the exporter or why it could not
+/// start.
+#[cfg(feature = "otel")]
+pub(super) type Live = Option<Result<provrun_otel::LiveExport, String>>;
+/// No live export without the `otel` feature.
+#[cfg(not(feature = "otel"))]
+pub(super) type Live = ();
+
 /// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
 /// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
 /// be set), else from `key_var`.
@@ -88,11 +96,15 @@ impl Backend {
         self
     }
 
-    /// Export each run's spans over OTLP when it ends (finished, failed, cancelled or
-    /// paused), the way `provrun export otlp` does, and record the run's trace id in its
-    /// `run_started` event (`details.otel.trace_id`). The export is bounded by
-    /// `config.timeout` and never changes the run's outcome or its bundle: its result is
-    /// in [`RunResult::otel_export`]. [`provrun_otel::OtlpConfig::from_env`] reads the
+    /// Export each run's spans over OTLP while it goes: a `chat` span when a model
+    /// response is recorded, an `execute_tool` span when a call ends, the run's
+    /// `invoke_agent` span when it ends or pauses (a resumed run sends only its new part,
+    /// in the same trace), through the OpenTelemetry batch span processor (its bounded
+    /// queue and `OTEL_BSP_*` variables). The run's trace id is recorded in its
+    /// `run_started` event (`details.otel.trace_id`). Nothing on the run's path waits for
+    /// the collector; at the end the last spans are flushed within `config.timeout`. The
+    /// export never changes the run's outcome or its bundle: how it went is in
+    /// [`RunResult::otel_export`]. [`provrun_otel::OtlpConfig::from_env`] reads the
     /// standard `OTEL_*` variables. Replays never export.
     ///
     /// Needs the `otel` feature (on by default).
@@ -110,7 +122,7 @@ impl Backend {
         self
     }
 
-    /// Whether the run's spans are exported at its end.
+    /// Whether the run's spans are exported.
     pub(super) fn otlp_asked(&self) -> bool {
         #[cfg(feature = "otel")]
         return self.otlp.is_some();
@@ -118,31 +130,60 @@ impl Backend {
         return false;
     }
 
-    /// Export a finished (or paused) run's spans when asked to, and note how it went.
-    #[cfg(not(feature = "otel"))]
-    pub(super) async fn export_otel(
-        &self,
-        result: Result<RunResult, AgentError>,
-    ) -> Result<RunResult, AgentError> {
-        result
+    /// Start exporting the run `recorder` writes, when asked to: its log so far is read
+    /// (a resumed run's earlier part was sent when it paused) and the recorder tells the
+    /// exporter of every write from now on.
+    #[cfg(feature = "otel")]
+    pub(super) fn watch(&self, recorder: &provrun_evidence::Recorder) -> Live {
+        let config = self.otlp.as_ref()?;
+        let live = provrun_evidence::read_events(recorder.bundle_dir())
+            .map_err(provrun_otel::OtelError::from)
+            .and_then(|events| provrun_otel::LiveExport::start(config, &events))
+            .map_err(|e| e.to_string());
+        if let Ok(l) = &live {
+            let _ = recorder.observe(l.observer());
+        }
+        Some(live)
     }
 
-    /// Export a finished (or paused) run's spans when asked to, and note how it went.
+    /// Start exporting the run `recorder` writes, when asked to (never without `otel`).
+    #[cfg(not(feature = "otel"))]
+    pub(super) fn watch(&self, _recorder: &provrun_evidence::Recorder) -> Live {}
+
+    /// The run ended or paused: flush its last spans (within the bound, on a blocking
+    /// thread) and note how the export went.
     #[cfg(feature = "otel")]
-    pub(super) async fn export_otel(
+    pub(super) async fn finish_live(
         &self,
+        live: Live,
         result: Result<RunResult, AgentError>,
     ) -> Result<RunResult, AgentError> {
-        let Some(config) = &self.otlp else {
+        let Some(live) = live else {
             return result;
         };
+        let sent = match live {
+            Ok(l) => tokio::task::spawn_blocking(move || l.finish())
+                .await
+                .map_err(|e| format!("the export stopped: {e}"))
+                .and_then(|r| r.map_err(|e| e.to_string())),
+            Err(e) => Err(e),
+        };
         let mut result = result?;
-        let sent = provrun_otel::export_bundle(&result.bundle, config).await;
         if let Err(e) = &sent {
             tracing::warn!(bundle = %result.bundle.display(), "OpenTelemetry export failed: {e}");
         }
-        result.otel_export = Some(sent.map_err(|e| e.to_string()));
+        result.otel_export = Some(sent);
         Ok(result)
+    }
+
+    /// The run ended or paused (no export without `otel`).
+    #[cfg(not(feature = "otel"))]
+    pub(super) async fn finish_live(
+        &self,
+        _live: Live,
+        result: Result<RunResult, AgentError>,
+    ) -> Result<RunResult, AgentError> {
+        result
     }
 
     /// Replay mode: recorded decisions instead of hooks (see [`crate::replay`]).

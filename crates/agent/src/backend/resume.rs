@@ -105,7 +105,7 @@ impl Backend {
             )
             .await;
         prepared.remote.shutdown().await;
-        self.export_otel(result).await
+        result
     }
 
     pub(super) async fn resume_prepared(
@@ -118,6 +118,30 @@ impl Backend {
         bundle_lock: BundleLock,
     ) -> Result<RunResult, AgentError> {
         let recorder = Recorder::reopen_locked(bundle_lock, Durability::AtEnd)?;
+        // Before anything new is written: the log so far is the part already sent.
+        let live = self.watch(&recorder);
+        let result = self
+            .resume_reopened(
+                control,
+                agent,
+                prepared,
+                (state, pending),
+                host_dir,
+                recorder,
+            )
+            .await;
+        self.finish_live(live, result).await
+    }
+
+    async fn resume_reopened(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        (state, pending): (LoopState, PendingTurn),
+        host_dir: Option<&Path>,
+        recorder: Recorder,
+    ) -> Result<RunResult, AgentError> {
         let mut sandbox = Sandbox::with_temp_scratch(
             recorder.input_dir(),
             recorder.output_dir(),

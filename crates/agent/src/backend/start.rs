@@ -122,7 +122,7 @@ impl Backend {
             .execute_prepared(control, agent, &prepared, run, (pending, run_id))
             .await;
         prepared.remote.shutdown().await;
-        self.export_otel(result).await
+        result
     }
 
     /// The run itself, once its inputs are staged in the begun bundle and its tools (MCP
@@ -137,6 +137,22 @@ impl Backend {
     ) -> Result<RunResult, AgentError> {
         let started = self.run_started(agent, prepared, run, &run_id)?;
         let recorder = pending.start(&started)?;
+        let live = self.watch(&recorder);
+        let result = self
+            .execute_started(control, agent, prepared, run, (recorder, run_id))
+            .await;
+        self.finish_live(live, result).await
+    }
+
+    /// The run once its `run_started` is written: its inputs on record, the loop.
+    async fn execute_started(
+        &self,
+        control: &RunControl,
+        agent: &AgentSpec,
+        prepared: &Prepared,
+        run: &RunSpec,
+        (recorder, run_id): (Recorder, String),
+    ) -> Result<RunResult, AgentError> {
         let rec = recorder.clone();
         tokio::task::spawn_blocking(move || rec.record_inputs())
             .await
@@ -256,6 +272,11 @@ impl Backend {
             details["mcp"] = mcp;
         }
         record_conversation(&mut details, run)?;
+        if let Some(base) = prepared.model.base_url() {
+            // Where the model's requests go, credentials left out (telemetry's
+            // `server.address`).
+            details["model_base_url"] = json!(without_credentials(base));
+        }
         #[cfg(not(feature = "otel"))]
         let _ = run_id;
         #[cfg(feature = "otel")]
@@ -294,6 +315,9 @@ fn record_conversation(details: &mut Value, run: &RunSpec) -> Result<(), AgentEr
     };
     if !run.client_tools.is_empty() {
         details["client_tools"] = value("client tools", serde_json::to_value(&run.client_tools))?;
+    }
+    if let Some(thread) = &run.thread {
+        details["thread"] = json!(thread);
     }
     if let Some(earlier) = &run.continues {
         details["continues"] = value("continuation", serde_json::to_value(earlier))?;
@@ -408,4 +432,17 @@ fn sandbox_details(agent: &AgentSpec, prepared: &Prepared, has_mcp: bool) -> Val
         // is not root: its own uid, nothing changed).
         "command_user": provrun_sandbox::CommandUser::for_limits(&agent.limits),
     })
+}
+
+/// A base URL without any user name, password, query or fragment in it.
+fn without_credentials(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
 }

@@ -62,6 +62,10 @@ pub struct RunSpec {
     /// with the caller's result. Recorded in `run_started` (`details.client_tools`), so a
     /// resume or a replay offers them again.
     pub client_tools: Vec<ToolDefinition>,
+    /// The conversation thread the run is a turn of, as the caller names it (`provrun
+    /// serve`'s AG-UI `threadId`). Recorded in `run_started` (`details.thread`); telemetry
+    /// shows it as `gen_ai.conversation.id`.
+    pub thread: Option<String>,
 }
 
 impl RunSpec {
@@ -79,7 +83,14 @@ impl RunSpec {
             history: Vec::new(),
             continues: None,
             client_tools: Vec::new(),
+            thread: None,
         }
+    }
+
+    /// Name the conversation thread this run is a turn of (see [`RunSpec::thread`]).
+    pub fn thread(mut self, id: impl Into<String>) -> Self {
+        self.thread = Some(id.into());
+        self
     }
 
     /// Start from this conversation (see [`RunSpec::history`]), replacing any set before.

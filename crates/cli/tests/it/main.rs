@@ -28,6 +28,7 @@ mod mcp_published;
 mod model_signing;
 mod object_store;
 mod otel;
+mod otel_live;
 mod redact;
 mod roots;
 mod seeds;

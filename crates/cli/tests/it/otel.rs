@@ -18,7 +18,7 @@ use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
 use prost::Message as _;
 use serde_json::Value;
 
-fn example(rel: &str) -> String {
+pub(crate) fn example(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(rel)
@@ -26,14 +26,14 @@ fn example(rel: &str) -> String {
         .to_string()
 }
 
-/// The provrun binary with no OTLP variables from the caller's environment.
-fn output(cmd: &mut Command) -> Output {
+/// Runs a command to its end (its output, however it exited).
+pub(crate) fn output(cmd: &mut Command) -> Output {
     cmd.output().expect("the provrun binary runs")
 }
 
 /// How the loopback collector answers.
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     Accept,
     Refuse,
     Hang,
@@ -43,13 +43,13 @@ enum Mode {
 type Kept = Mutex<Vec<(String, Vec<u8>)>>;
 
 /// An OTLP/HTTP collector on loopback that keeps every request body it gets.
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     bodies: Arc<Kept>,
 }
 
 impl Receiver {
-    fn start(mode: Mode) -> Receiver {
+    pub(crate) fn start(mode: Mode) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -64,7 +64,7 @@ impl Receiver {
     }
 
     /// The decoded export requests sent to `/v1/traces`.
-    fn requests(&self) -> Vec<ExportTraceServiceRequest> {
+    pub(crate) fn requests(&self) -> Vec<ExportTraceServiceRequest> {
         self.bodies
             .lock()
             .unwrap()
@@ -76,7 +76,7 @@ impl Receiver {
             .collect()
     }
 
-    fn spans(&self) -> Vec<Span> {
+    pub(crate) fn spans(&self) -> Vec<Span> {
         self.requests()
             .into_iter()
             .flat_map(|r| r.resource_spans)
@@ -139,7 +139,7 @@ fn serve(stream: TcpStream, mode: Mode, kept: &Kept) {
     }
 }
 
-fn attrs(attributes: &[KeyValue]) -> BTreeMap<String, Value> {
+pub(crate) fn attrs(attributes: &[KeyValue]) -> BTreeMap<String, Value> {
     fn value(v: &Option<AnyValue>) -> Value {
         match v.as_ref().and_then(|v| v.value.as_ref()) {
             Some(any_value::Value::StringValue(s)) => Value::from(s.clone()),
@@ -171,7 +171,7 @@ fn run_scripted(bundle: &Path, env: &[(&str, &str)]) -> Output {
     output(&mut cmd)
 }
 
-fn assert_verifies(bundle: &Path) {
+pub(crate) fn assert_verifies(bundle: &Path) {
     let out = output(&mut command(&["verify", &bundle.display().to_string()]));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
@@ -357,12 +357,17 @@ fn export_sends_a_finished_bundles_spans_with_contents_only_when_asked() {
     };
     assert_eq!(ids(&again), ids(&spans));
     let chat = attrs(&again[1].attributes);
+    // The instructions apart, the conversation in the conventions' `{role, parts}` shape.
     assert!(
-        chat["gen_ai.input.messages"]
+        chat["gen_ai.system_instructions"]
             .as_str()
             .unwrap()
             .contains("/input/report.txt")
     );
+    let input: Value = serde_json::from_str(chat["gen_ai.input.messages"].as_str().unwrap())
+        .expect("input messages are JSON");
+    assert_eq!(input[0]["role"], "user", "{input}");
+    assert_eq!(input[0]["parts"][0]["type"], "text", "{input}");
     assert!(
         chat["gen_ai.output.messages"]
             .as_str()

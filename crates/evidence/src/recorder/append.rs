@@ -154,6 +154,9 @@ impl Recorder {
             obj.insert("event_count".into(), json!(seq + 1));
         }
         let ts = st.clock.map_or_else(now_rfc3339, rfc3339);
+        let observed = self
+            .observer()
+            .map(|o| (o, payload.clone(), st.head.clone()));
         // The envelope's canonical JSON written around the payload's (its keys in RFC
         // 8785 order), instead of building a `Value` around the payload and sorting it.
         let mut payload_text = String::with_capacity(256);
@@ -211,6 +214,18 @@ impl Recorder {
             }
             EventType::RunFinished => st.closed = Some("the run has ended (or paused)"),
             _ => {}
+        }
+        if let Some((observer, payload, prev)) = observed {
+            observer.event(&crate::event::Event {
+                v: FORMAT_VERSION,
+                run_id: inner.run_id.clone(),
+                seq,
+                prev,
+                ts: ts.clone(),
+                kind,
+                confidence,
+                payload,
+            });
         }
         st.last_ts = ts;
         Ok(seq)

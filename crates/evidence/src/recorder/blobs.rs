@@ -51,6 +51,9 @@ impl Recorder {
         media_type: &str,
         wait: bool,
     ) -> Result<Durable<BlobRef>> {
+        if let Some(observer) = self.observer() {
+            observer.blob(bytes, media_type);
+        }
         if let Some(pack) = &self.inner.pack {
             return self.put_packed(pack, bytes, media_type, wait);
         }

@@ -19,6 +19,7 @@ mod files;
 mod finish;
 mod guard;
 mod layout;
+mod observe;
 mod pending;
 mod recover;
 
@@ -42,6 +43,7 @@ pub use finish::{Finished, RunEnd};
 use guard::lock;
 pub use layout::BlobLayout;
 pub(crate) use layout::{BLOB_STORE_KEY, PACK_FILE};
+pub use observe::RecordObserver;
 pub use pending::PendingBundle;
 
 /// Canonical JSON of tool arguments or results longer than this (16 KiB) goes to a blob
@@ -91,6 +93,8 @@ struct Inner {
     log: Mutex<LogState>,
     /// Sync bookkeeping; `None` under `Flush`, which never syncs.
     sync: Option<Arc<SyncShared>>,
+    /// Told of each blob and event written, when set ([`Recorder::observe`]).
+    observer: std::sync::OnceLock<Arc<dyn RecordObserver>>,
 }
 
 impl Drop for Inner {
@@ -186,8 +190,22 @@ impl Recorder {
                     facts,
                 }),
                 sync,
+                observer: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Tell `observer` of every blob and event written from now on, by this recorder and
+    /// its clones. A recorder takes one observer; a second is refused (returned).
+    pub fn observe(
+        &self,
+        observer: Arc<dyn RecordObserver>,
+    ) -> std::result::Result<(), Arc<dyn RecordObserver>> {
+        self.inner.observer.set(observer)
+    }
+
+    pub(super) fn observer(&self) -> Option<&Arc<dyn RecordObserver>> {
+        self.inner.observer.get()
     }
 
     /// The bundle directory.

@@ -11,6 +11,7 @@ mod concurrency;
 mod crash;
 mod dsse;
 mod hostile;
+mod observe;
 mod outputs;
 mod pending;
 mod power_loss;

@@ -75,6 +75,10 @@ impl Model for AnthropicModel {
         &self.name
     }
 
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.config.base_url)
+    }
+
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let body = self.body(request, false);
         self.endpoint.request(&self.config.model, body).await

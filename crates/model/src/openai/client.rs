@@ -171,6 +171,10 @@ impl Model for OpenAiModel {
         &self.name
     }
 
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.config.base_url)
+    }
+
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let span = tracing::info_span!("model_request", model = %self.config.model, stream = false);
         self.run(request, None).instrument(span).await

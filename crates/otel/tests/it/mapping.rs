@@ -414,11 +414,11 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ff
   gen_ai.response.finish_reasons = str[] ["tool_calls"]
   gen_ai.usage.input_tokens = i64 12
   gen_ai.usage.output_tokens = i64 5
+  gen_ai.input.messages = str "[{\"parts\":[{\"content\":\"Review a.txt\",\"type\":\"text\"}],\"role\":\"user\"}]"
+  gen_ai.request.stream = bool true
   provrun.stream = bool true
   provrun.request.sha256 = str "c071e461378c811a92132030b23ccf9b4e778af423e7a6519e04635372b3b715"
   provrun.response.sha256 = str "d2fc558d8f2dce0ef2ab117825315f1c282eb5687d63d20cba9d08cd3efdc7ea"
-  gen_ai.input.messages = str "[{\"content\":\"Review a.txt\",\"role\":\"user\"}]"
-  gen_ai.output.messages = str "[{\"delta\":{\"role\":\"assistant\"},\"index\":0},{\"delta\":{\"tool_calls\":[]},\"finish_reason\":\"tool_calls\",\"index\":0}]"
   provrun.run_id = str "run-test"
   provrun.seq = i64 2
 execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 64855e5808b9f3ea parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600768750000000 end 1772600769000000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
@@ -467,11 +467,12 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0
   gen_ai.response.finish_reasons = str[] ["stop"]
   gen_ai.usage.input_tokens = i64 30
   gen_ai.usage.output_tokens = i64 7
+  gen_ai.input.messages = str "[{\"parts\":[{\"content\":\"Review a.txt\",\"type\":\"text\"}],\"role\":\"user\"},{\"parts\":[{\"id\":\"\",\"response\":\"ok\",\"type\":\"tool_call_response\"}],\"role\":\"tool\"}]"
+  gen_ai.output.messages = str "[{\"finish_reason\":\"stop\",\"parts\":[{\"content\":\"Done.\",\"type\":\"text\"}],\"role\":\"assistant\"}]"
+  gen_ai.request.stream = bool false
   provrun.stream = bool false
   provrun.request.sha256 = str "3740cabeff51656430e280ef5d643163f1e62f435067ce9fe7a25a4c1b42be34"
   provrun.response.sha256 = str "c600b1fdca49ac3f21d5a8e3e60c66e8dfce37b9ccf3ac528e0321b817f5dc9b"
-  gen_ai.input.messages = str "[{\"content\":\"Review a.txt\",\"role\":\"user\"},{\"content\":\"ok\",\"role\":\"tool\"}]"
-  gen_ai.output.messages = str "[{\"finish_reason\":\"stop\",\"index\":0,\"message\":{\"content\":\"Done.\",\"role\":\"assistant\"}}]"
   provrun.run_id = str "run-test"
   provrun.seq = i64 8
 chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc3cbd parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600771700000000 end 1772600772000000000 status Error { description: "HTTP 429: slow down" } scope provrun Some("0.1.0") dropped 0 events 0 links 0
@@ -479,6 +480,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
   provrun.model = str "openai:gpt-4o-mini"
+  gen_ai.request.stream = bool false
   provrun.stream = bool false
   provrun.request.sha256 = str "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"
   error.type = str "model_error"
@@ -492,6 +494,7 @@ chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee pa
   gen_ai.response.finish_reasons = str[] ["stop"]
   gen_ai.usage.input_tokens = i64 0
   gen_ai.usage.output_tokens = i64 0
+  gen_ai.request.stream = bool false
   provrun.stream = bool false
   provrun.run_id = str "run-test"
   provrun.seq = i64 10
@@ -518,6 +521,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ff
   gen_ai.response.finish_reasons = str[] ["tool_calls"]
   gen_ai.usage.input_tokens = i64 12
   gen_ai.usage.output_tokens = i64 5
+  gen_ai.request.stream = bool true
   provrun.stream = bool true
   provrun.request.sha256 = str "c071e461378c811a92132030b23ccf9b4e778af423e7a6519e04635372b3b715"
   provrun.response.sha256 = str "d2fc558d8f2dce0ef2ab117825315f1c282eb5687d63d20cba9d08cd3efdc7ea"
@@ -563,6 +567,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0
   gen_ai.response.finish_reasons = str[] ["stop"]
   gen_ai.usage.input_tokens = i64 30
   gen_ai.usage.output_tokens = i64 7
+  gen_ai.request.stream = bool false
   provrun.stream = bool false
   provrun.request.sha256 = str "3740cabeff51656430e280ef5d643163f1e62f435067ce9fe7a25a4c1b42be34"
   provrun.response.sha256 = str "c600b1fdca49ac3f21d5a8e3e60c66e8dfce37b9ccf3ac528e0321b817f5dc9b"
@@ -573,6 +578,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
   provrun.model = str "openai:gpt-4o-mini"
+  gen_ai.request.stream = bool false
   provrun.stream = bool false
   provrun.request.sha256 = str "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd"
   error.type = str "model_error"
@@ -586,6 +592,7 @@ chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee pa
   gen_ai.response.finish_reasons = str[] ["stop"]
   gen_ai.usage.input_tokens = i64 0
   gen_ai.usage.output_tokens = i64 0
+  gen_ai.request.stream = bool false
   provrun.stream = bool false
   provrun.run_id = str "run-test"
   provrun.seq = i64 10

@@ -416,6 +416,11 @@ fn a_thread_goes_on_after_a_restart() {
         details["continues"]["run_id"].as_str(),
         Some(earlier.as_str())
     );
+    // Both turns name their thread (telemetry's `gen_ai.conversation.id`).
+    assert_eq!(details["thread"], "talk");
+    let first_details =
+        &crate::support::cli::events(&store.join(&earlier))[0]["payload"]["details"];
+    assert_eq!(first_details["thread"], "talk");
 }
 
 #[test]
