@@ -84,8 +84,9 @@ pub(super) struct SyncState {
 pub(super) struct SyncShared {
     pub(super) state: Mutex<SyncState>,
     pub(super) done: Condvar,
-    /// The log, synced last in every batch that includes this recorder.
-    pub(super) log: File,
+    /// The log (the recorder's own descriptor, shared), synced last in every batch that
+    /// includes this recorder.
+    pub(super) log: Arc<File>,
     /// The device (file system) of the log.
     pub(super) dev: u64,
     /// The log's path (for the sync probe).
@@ -129,7 +130,7 @@ fn committer() -> &'static Committer {
 
 impl SyncShared {
     pub(super) fn new(
-        log: File,
+        log: Arc<File>,
         #[allow(unused_variables)] path: &Path,
     ) -> std::io::Result<Arc<Self>> {
         use std::os::unix::fs::MetadataExt as _;
