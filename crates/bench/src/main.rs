@@ -79,13 +79,14 @@ fn main() {
         )],
         "scripted_k10_c100_fsync" => {
             let base = fsync_baseline(quick);
+            base.print();
             let ours = scripted(
                 scenario,
                 runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
                 100,
                 Durability::GroupCommit,
             );
-            vec![ours, base]
+            vec![ours]
         }
         "concurrent_10k_idle" => {
             // `--runs N` overrides the count, e.g. where the descriptor limit is too low.
@@ -96,16 +97,15 @@ fn main() {
         "long_k300" => {
             // K=300, K=30 for the growth ratio, and both again in the first (loose)
             // blob layout for comparison (`--quick`: K=30 and K=3).
+            // Each printed as it is made.
             let (long, short) = if quick { (30, 3) } else { (300, 30) };
-            let mut figs = vec![
-                long_run("long_k300", long, BlobLayout::Pack),
-                long_run("long_k30", short, BlobLayout::Pack),
-            ];
+            long_run("long_k300", long, BlobLayout::Pack).print();
+            long_run("long_k30", short, BlobLayout::Pack).print();
             if !args.iter().any(|a| a == "--no-loose") {
-                figs.push(long_run("long_k300_loose", long, BlobLayout::Loose));
-                figs.push(long_run("long_k30_loose", short, BlobLayout::Loose));
+                long_run("long_k300_loose", long, BlobLayout::Loose).print();
+                long_run("long_k30_loose", short, BlobLayout::Loose).print();
             }
-            figs
+            Vec::new()
         }
         "cli_single_run" => vec![cli_single_run(
             scenario,
