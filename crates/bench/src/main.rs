@@ -78,14 +78,21 @@ fn main() {
             Durability::Flush,
         )],
         "scripted_k10_c100_fsync" => {
-            let base = fsync_baseline(quick);
+            // Both measured while another writer keeps the disk's page cache dirty.
+            let dirt = disk::Dirtier::start();
+            let mut base = fsync_baseline(quick);
+            base.extra
+                .push(("foreign_dirty_mb_per_s", dirt.mb_per_s.into()));
             base.print();
-            let ours = scripted(
+            let mut ours = scripted(
                 scenario,
                 runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
                 100,
                 Durability::GroupCommit,
             );
+            ours.extra
+                .push(("foreign_dirty_mb_per_s", dirt.mb_per_s.into()));
+            drop(dirt);
             vec![ours]
         }
         "concurrent_10k_idle" => {
