@@ -482,7 +482,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             println!("{}", g.json());
         }
     } else {
-        println!("\n==> the whole table\n{machine}\nload at the end: {}", loadavg());
+        println!(
+            "\n==> the whole table\n{machine}\nload at the end: {}",
+            loadavg()
+        );
         print_table(&results, &goals, o.repeat);
     }
     if o.crates {
@@ -696,7 +699,10 @@ fn machine() -> String {
 fn machine_json(machine: &str) -> String {
     format!(
         "{{\"name\":\"machine\",\"description\":\"{}\",\"load_at_end\":\"{}\"}}",
-        machine.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "; "),
+        machine
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "; "),
         loadavg()
     )
 }

@@ -163,7 +163,9 @@ pub(crate) fn concurrent_idle(name: &str, runs: usize) -> Figure {
             "{failures} of {runs} runs failed ({in_flight} were in flight at most); the first: {first}"
         ));
     } else if in_flight != runs {
-        fig.failed = Some(format!("only {in_flight} of {runs} runs were in flight at once"));
+        fig.failed = Some(format!(
+            "only {in_flight} of {runs} runs were in flight at once"
+        ));
     } else {
         let per_run = bench.check(0);
         fig.events = Some(per_run * runs as u64);

@@ -245,7 +245,8 @@ impl Backend {
             ModelRef::Test => Ok(Arc::new(TestModel::new())),
             ModelRef::Script(path) => {
                 let path = agent.resolve(&path);
-                self.script_model(&path).map_err(|e| model_err(e.to_string()))
+                self.script_model(&path)
+                    .map_err(|e| model_err(e.to_string()))
             }
             #[cfg(feature = "openai")]
             ModelRef::OpenAi(name) => {
