@@ -161,41 +161,91 @@ fn median_by(mut lines: Vec<Line>, key: &str) -> Option<Line> {
     Some(lines.swap_remove(mid))
 }
 
-/// Run one scenario once in a fresh driver process; its lines.
-fn run_ours(
-    bin: &Path,
-    scenario: &str,
-    o: &Options,
-    provrun: Option<&Path>,
-) -> Result<Vec<Line>, String> {
+/// How long one scenario may take before it is stopped (`$PROVRUN_BENCH_TIMEOUT`
+/// seconds, 900 unless set): a scenario that hangs fails; the others still run.
+fn scenario_timeout() -> std::time::Duration {
+    let secs = std::env::var("PROVRUN_BENCH_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(900);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Run one scenario once in a fresh driver process; its lines. A driver that fails or
+/// takes too long keeps the lines it printed and adds one saying it failed.
+fn run_ours(bin: &Path, scenario: &str, o: &Options, provrun: Option<&Path>) -> Vec<Line> {
+    use std::io::Read as _;
+    use std::process::Stdio;
     let mut cmd = Command::new(bin);
     cmd.arg(scenario)
         .env("PROVRUN_BENCH_DIR", target_dir().join("bench-tmp"))
-        .env("PROVRUN_BENCH_TRASH", bench_trash());
+        .env("PROVRUN_BENCH_TRASH", bench_trash())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if o.quick {
         cmd.arg("--quick");
     }
     if let Some(p) = provrun {
         cmd.arg("--provrun").arg(p);
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not start {}: {e}", bin.display()))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    for l in stderr.lines() {
-        eprintln!("    {l}");
-    }
-    if !out.status.success() {
-        return Err(format!("scenario {scenario} failed ({})", out.status));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
+    let failed = |why: String| Line {
+        name: scenario.to_string(),
+        json: format!(
+            "{{\"name\":\"{scenario}\",\"runs\":null,\"seconds\":null,\"failed\":\"{}\"}}",
+            why.replace('\\', "\\\\").replace('"', "\\\"")
+        ),
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return vec![failed(format!("could not start {}: {e}", bin.display()))],
+    };
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    // Echoed as it comes, so a long scenario shows its progress.
+    let echo = std::thread::spawn(move || {
+        let mut buf = String::new();
+        let _ = err.read_to_string(&mut buf);
+        for l in buf.lines() {
+            eprintln!("    {l}");
+        }
+    });
+    let deadline = Instant::now() + scenario_timeout();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Ok(s),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(format!(
+                    "stopped after {} s (PROVRUN_BENCH_TIMEOUT)",
+                    scenario_timeout().as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Err(e) => break Err(e.to_string()),
+        }
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let _ = echo.join();
+    let mut lines: Vec<Line> = stdout
         .lines()
         .filter(|l| l.starts_with('{'))
         .map(|l| Line {
             name: field(l, "name").unwrap_or_default(),
             json: l.to_string(),
         })
-        .collect())
+        .collect();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => lines.push(failed(format!("the driver failed ({s})"))),
+        Err(why) => lines.push(failed(why)),
+    }
+    lines
 }
 
 /// Where the driver leaves each scenario's finished folder; emptied after the last one
@@ -365,17 +415,51 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     let python = if o.peer { Some(peer_python()?) } else { None };
     std::fs::create_dir_all(target_dir().join("bench-tmp")).map_err(|e| e.to_string())?;
 
+    let machine = machine();
+    if !o.json {
+        println!("{machine}");
+        print_header();
+    }
     let mut results: Vec<Line> = Vec::new();
     for s in &scenarios {
         let mut ours: Vec<Line> = Vec::new();
         let mut peer: Vec<Line> = Vec::new();
         for i in 0..o.repeat {
-            eprintln!("==> bench: {s} ({}/{})", i + 1, o.repeat);
-            ours.extend(run_ours(&bin, s, &o, provrun.as_deref())?);
-            if let Some(py) = &python
-                && let Some(l) = run_peer(py, s, o.quick)?
-            {
-                peer.push(l);
+            eprintln!(
+                "==> bench: {s} ({}/{}), load {}",
+                i + 1,
+                o.repeat,
+                loadavg()
+            );
+            let lines = run_ours(&bin, s, &o, provrun.as_deref());
+            // Each figure shown as it is made: a later failure loses none of them.
+            for l in &lines {
+                if o.json {
+                    println!("{}", l.json);
+                } else {
+                    print_row(l);
+                }
+            }
+            ours.extend(lines);
+            if let Some(py) = &python {
+                let l = match run_peer(py, s, o.quick) {
+                    Ok(l) => l,
+                    Err(e) => Some(Line {
+                        name: format!("peer:{s}"),
+                        json: format!(
+                            "{{\"name\":\"peer:{s}\",\"failed\":\"{}\"}}",
+                            e.replace('\\', "\\\\").replace('"', "\\\"")
+                        ),
+                    }),
+                };
+                if let Some(l) = l {
+                    if o.json {
+                        println!("{}", l.json);
+                    } else {
+                        print_row(&l);
+                    }
+                    peer.push(l);
+                }
             }
         }
         let mut names: Vec<String> = ours.iter().map(|l| l.name.clone()).collect();
@@ -393,13 +477,15 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     empty_trash();
     let goals = goals(&results);
     if o.json {
-        for l in &results {
-            println!("{}", l.json);
-        }
+        println!("{}", machine_json(&machine));
         for g in &goals {
             println!("{}", g.json());
         }
     } else {
+        println!(
+            "\n==> the whole table\n{machine}\nload at the end: {}",
+            loadavg()
+        );
         print_table(&results, &goals, o.repeat);
     }
     if o.crates {
@@ -451,7 +537,11 @@ fn goals(results: &[Line]) -> Vec<Goal> {
     let get = |name: &str, key: &str| {
         results
             .iter()
-            .find(|l| l.name == name && field(&l.json, "skipped").is_none())
+            .find(|l| {
+                l.name == name
+                    && field(&l.json, "skipped").is_none()
+                    && field(&l.json, "failed").is_none()
+            })
             .and_then(|l| l.get(key))
     };
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -534,8 +624,15 @@ fn goals(results: &[Line]) -> Vec<Goal> {
             scenario: "concurrent_10k_idle",
             what: "peak RSS MiB",
             value: get("concurrent_10k_idle", "peak_rss_mb"),
-            target: 1024.0,
+            target: 256.0,
             at_most: true,
+        },
+        Goal {
+            scenario: "batch_10k",
+            what: "runs/s (K=3)",
+            value: get("batch_10k", "runs_per_second"),
+            target: 1700.0,
+            at_most: false,
         },
         Goal {
             scenario: "verify_1g",
@@ -560,29 +657,102 @@ fn goals(results: &[Line]) -> Vec<Goal> {
     ]
 }
 
-fn print_table(results: &[Line], goals: &[Goal], repeat: usize) {
-    let cell = |l: &Line, k: &str| {
-        field(&l.json, k)
-            .filter(|v| v != "null")
-            .unwrap_or_else(|| "-".into())
-    };
+/// The machine the figures come from, in a few lines: CPU, cores, memory, kernel, the
+/// file system of the bench folder, the commit and the load when the bench began.
+fn machine() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+    let kernel = read("/proc/sys/kernel/osrelease").trim().to_string();
+    let dir = target_dir().join("bench-tmp");
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(&dir)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "machine: {cpu}, {cores} cores, {mem_gib:.1} GiB, Linux {kernel}\n\
+         bench folder: {} ({fs}); commit {commit}; load at the start: {}",
+        dir.display(),
+        loadavg()
+    )
+}
+
+fn machine_json(machine: &str) -> String {
+    format!(
+        "{{\"name\":\"machine\",\"description\":\"{}\",\"load_at_end\":\"{}\"}}",
+        machine
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "; "),
+        loadavg()
+    )
+}
+
+/// `/proc/loadavg`'s three load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn print_header() {
     println!(
         "\n{:<28} {:>6} {:>9} {:>10} {:>11} {:>9} {:>9} {:>8}",
         "scenario", "runs", "seconds", "runs/s", "events/s", "p50 ms", "p99 ms", "rss MiB"
     );
+}
+
+/// One figure as a table row; a skipped or failed one says why.
+fn print_row(l: &Line) {
+    let cell = |k: &str| {
+        field(&l.json, k)
+            .filter(|v| v != "null")
+            .unwrap_or_else(|| "-".into())
+    };
+    let note = match (field(&l.json, "skipped"), field(&l.json, "failed")) {
+        (_, Some(w)) => format!("  FAILED: {w}"),
+        (Some(w), None) => format!("  SKIPPED: {w}"),
+        _ => String::new(),
+    };
+    println!(
+        "{:<28} {:>6} {:>9} {:>10} {:>11} {:>9} {:>9} {:>8}{note}",
+        l.name,
+        cell("runs"),
+        cell("seconds"),
+        cell("runs_per_second"),
+        cell("events_per_second"),
+        cell("p50_ms"),
+        cell("p99_ms"),
+        cell("peak_rss_mb"),
+    );
+}
+
+fn print_table(results: &[Line], goals: &[Goal], repeat: usize) {
+    print_header();
     for l in results {
-        println!(
-            "{:<28} {:>6} {:>9} {:>10} {:>11} {:>9} {:>9} {:>8}{}",
-            l.name,
-            cell(l, "runs"),
-            cell(l, "seconds"),
-            cell(l, "runs_per_second"),
-            cell(l, "events_per_second"),
-            cell(l, "p50_ms"),
-            cell(l, "p99_ms"),
-            cell(l, "peak_rss_mb"),
-            field(&l.json, "skipped").map_or(String::new(), |w| format!("  SKIPPED: {w}"))
-        );
+        print_row(l);
     }
     if repeat > 1 {
         println!("(median of {repeat} runs of each scenario)");
@@ -627,14 +797,24 @@ mod tests {
         assert_eq!(idle.value, None);
         assert_eq!(idle.met(), None);
         let ran = line(
-            r#"{"name":"concurrent_10k_idle","runs":10000,"seconds":7.9,"peak_rss_mb":337.7}"#,
+            r#"{"name":"concurrent_10k_idle","runs":10000,"seconds":7.9,"peak_rss_mb":201.7}"#,
         );
         let g = goals(&[ran]);
         let idle = g
             .iter()
             .find(|g| g.scenario == "concurrent_10k_idle")
             .unwrap();
-        assert_eq!(idle.value, Some(337.7));
+        assert_eq!(idle.value, Some(201.7));
         assert_eq!(idle.met(), Some(true));
+        // A failed scenario measured nothing either.
+        let failed = line(
+            r#"{"name":"concurrent_10k_idle","runs":10000,"seconds":3.1,"peak_rss_mb":90.0,"failed":"3 of 10000 runs failed"}"#,
+        );
+        let g = goals(&[failed]);
+        let idle = g
+            .iter()
+            .find(|g| g.scenario == "concurrent_10k_idle")
+            .unwrap();
+        assert_eq!(idle.met(), None);
     }
 }

@@ -118,3 +118,59 @@ pub(crate) fn verify_big(name: &str, files: usize, file_mib: usize) -> Vec<Figur
     discard_tree(dir.path());
     vec![ours, base]
 }
+
+/// Other dirty data on the disk while the fsync figures are measured: a thread that
+/// rewrites a 256 MiB file in the bench folder, 1 MiB at a time, never syncing, at
+/// `$PROVRUN_BENCH_DIRTY_MBPS` MB/s (50 unless set; 0: none). A `syncfs` would wait for
+/// it; an `fdatasync` of our own files should not.
+pub(crate) struct Dirtier {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+    /// The rate asked for, MB/s.
+    pub(crate) mb_per_s: u64,
+}
+
+impl Dirtier {
+    pub(crate) fn start() -> Dirtier {
+        use std::io::{Seek, SeekFrom, Write};
+        use std::sync::atomic::Ordering;
+        let mb_per_s: u64 = std::env::var("PROVRUN_BENCH_DIRTY_MBPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(50);
+        let dir = work_dir();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = (mb_per_s > 0).then(|| {
+            let path = dir.path().join("dirty.bin");
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut f = std::fs::File::create(&path).expect("create the dirty file");
+                let block = vec![0x5a_u8; 1 << 20];
+                let pause = std::time::Duration::from_secs_f64(1.0 / mb_per_s as f64);
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = f.seek(SeekFrom::Start((i % 256) << 20));
+                    let _ = f.write_all(&block);
+                    i += 1;
+                    std::thread::sleep(pause);
+                }
+            })
+        });
+        Dirtier {
+            stop,
+            thread,
+            _dir: dir,
+            mb_per_s,
+        }
+    }
+}
+
+impl Drop for Dirtier {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

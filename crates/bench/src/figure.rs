@@ -10,6 +10,8 @@ pub(crate) struct Figure {
     pub(crate) events: Option<u64>,
     pub(crate) latencies_ms: Vec<f64>,
     pub(crate) skipped: Option<String>,
+    /// Why the scenario failed (it measured nothing), when it did.
+    pub(crate) failed: Option<String>,
     /// Scenario-specific figures, appended to the line.
     pub(crate) extra: Vec<(&'static str, Value)>,
 }
@@ -23,6 +25,7 @@ impl Figure {
             events: None,
             latencies_ms: Vec::new(),
             skipped: None,
+            failed: None,
             extra: Vec::new(),
         }
     }
@@ -38,7 +41,7 @@ impl Figure {
             json!(round(lat[i], 3))
         };
         let per_s = |n: f64| -> Value {
-            if self.seconds > 0.0 && self.skipped.is_none() {
+            if self.seconds > 0.0 && self.skipped.is_none() && self.failed.is_none() {
                 json!(round(n / self.seconds, 2))
             } else {
                 Value::Null
@@ -62,8 +65,14 @@ impl Figure {
         if let Some(why) = &self.skipped {
             line.push_str(&format!(",\"skipped\":{}", json!(why)));
         }
+        if let Some(why) = &self.failed {
+            line.push_str(&format!(",\"failed\":{}", json!(why)));
+        }
         line.push('}');
+        // Printed at once, so a later figure's failure loses none made before it.
         println!("{line}");
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
     }
 }
 

@@ -138,6 +138,11 @@ impl Bench {
 
     /// One whole run; returns its wall time in ms.
     pub(crate) async fn run(&self, n: usize) -> f64 {
+        self.try_run(n).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// One whole run; its wall time in ms, or why it did not finish as scripted.
+    pub(crate) async fn try_run(&self, n: usize) -> Result<f64, String> {
         let started = Instant::now();
         let spec = RunSpec::new("Read the files and report.", self.bundle(n))
             .input(&self.input)
@@ -147,12 +152,14 @@ impl Bench {
             .backend
             .execute(&RunControl::new(), &self.agent, &spec)
             .await
-            .expect("run");
+            .map_err(|e| format!("run {n} did not start or lost its evidence: {e}"))?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        assert_eq!(result.status(), RunStatus::Finished, "{:?}", result.error());
+        if result.status() != RunStatus::Finished {
+            return Err(format!("run {n} failed: {:?}", result.error()));
+        }
         assert_eq!(result.output(), format!("read {} files", self.k));
         assert_eq!(result.usage.tool_calls, self.k as u64);
-        ms
+        Ok(ms)
     }
 
     /// Check one bundle (outside the timing) and return its event count.

@@ -22,9 +22,21 @@ struct SlowModel {
     waiting: AtomicUsize,
     max_waiting: AtomicUsize,
     all_in: tokio::sync::watch::Sender<bool>,
+    /// Why a run failed, when one did: the waiting runs are then let go at once.
+    failed: std::sync::Mutex<Option<String>>,
 }
 
 impl SlowModel {
+    /// A run failed: not every run can be in flight at once, so let the waiting ones go
+    /// now instead of at the timeout.
+    fn give_up(&self, why: String) {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(why);
+        self.all_in.send_replace(true);
+    }
+
     async fn wait(&self, request: &ModelRequest) {
         let first = !request
             .messages
@@ -67,13 +79,18 @@ impl Model for SlowModel {
     }
 }
 
+/// The open-files limit the scenario runs under (issue 43: 10,000 runs in flight inside
+/// 20,000), unless the hard limit is lower.
+const FD_LIMIT: u64 = 20_000;
+
 /// `runs` runs started at once, each with one tool call, all waiting on a slow model
-/// together; reports the process's peak RSS.
+/// together; reports the process's peak RSS. A run that fails (the open-files limit
+/// reached, say) lets every waiting run go at once and the figure says why it failed.
 pub(crate) fn concurrent_idle(name: &str, runs: usize) -> Figure {
-    let limit = raise_fd_limit();
-    // A run waiting on its model holds one descriptor, its log (the sandbox gives its
-    // folder handles back while it waits); the rest is headroom for the runs that are
-    // between two requests and the runtime's own.
+    let limit = set_fd_limit(FD_LIMIT);
+    // A run waiting on its model holds one descriptor, its locked log (the sandbox gives
+    // its folder handles and the recorder its pack's back while it waits); the rest is
+    // headroom for the runs that are between two requests and the runtime's own.
     let need = runs as u64 + 1024;
     if limit < need {
         let mut f = Figure::new(name, runs as u64, 0.0);
@@ -91,6 +108,7 @@ pub(crate) fn concurrent_idle(name: &str, runs: usize) -> Figure {
         waiting: AtomicUsize::new(0),
         max_waiting: AtomicUsize::new(0),
         all_in: tokio::sync::watch::channel(false).0,
+        failed: std::sync::Mutex::new(None),
     });
     let bench = Arc::new(Bench::new(
         dir.path(),
@@ -104,32 +122,64 @@ pub(crate) fn concurrent_idle(name: &str, runs: usize) -> Figure {
         let tasks: Vec<_> = (0..runs)
             .map(|n| {
                 let bench = Arc::clone(&bench);
-                tokio::spawn(async move { bench.run(n).await })
+                let model = Arc::clone(&model);
+                tokio::spawn(async move {
+                    let r = bench.try_run(n).await;
+                    if let Err(e) = &r {
+                        model.give_up(e.clone());
+                    }
+                    r
+                })
             })
             .collect();
         let mut all = Vec::with_capacity(runs);
+        let mut failures = 0usize;
         for t in tasks {
-            all.push(t.await.expect("run"));
+            match t.await {
+                Ok(Ok(ms)) => all.push(ms),
+                Ok(Err(_)) => failures += 1,
+                Err(e) => {
+                    failures += 1;
+                    model.give_up(format!("a run panicked: {e}"));
+                }
+            }
         }
-        all
+        (all, failures)
     });
+    let (latencies, failures) = latencies;
     let seconds = started.elapsed().as_secs_f64();
     let in_flight = model.max_waiting.load(Ordering::SeqCst);
     eprintln!("{name}: {in_flight} runs were waiting on the model at once");
-    assert_eq!(in_flight, runs, "not every run was in flight at once");
-    let per_run = bench.check(0);
     let mut fig = Figure::new(name, runs as u64, seconds);
-    fig.events = Some(per_run * runs as u64);
-    fig.latencies_ms = latencies;
+    fig.extra.push(("fd_limit", limit.into()));
+    fig.extra.push(("in_flight", in_flight.into()));
+    let failed = model
+        .failed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(first) = failed {
+        fig.failed = Some(format!(
+            "{failures} of {runs} runs failed ({in_flight} were in flight at most); the first: {first}"
+        ));
+    } else if in_flight != runs {
+        fig.failed = Some(format!(
+            "only {in_flight} of {runs} runs were in flight at once"
+        ));
+    } else {
+        let per_run = bench.check(0);
+        fig.events = Some(per_run * runs as u64);
+        fig.latencies_ms = latencies;
+    }
     drop(rt);
     discard_tree(dir.path());
     fig
 }
 
-/// Each waiting run holds a descriptor (its log): allow many thousands.
-/// Returns the soft limit in force afterwards.
+/// Set the open-files soft limit to `want` (at most the hard limit; raising the hard
+/// limit where allowed). Returns the soft limit in force afterwards.
 #[allow(unsafe_code)]
-fn raise_fd_limit() -> u64 {
+fn set_fd_limit(want: u64) -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -137,13 +187,12 @@ fn raise_fd_limit() -> u64 {
     // SAFETY: plain syscalls on a valid, owned struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            let want = 1_048_576.min(lim.rlim_max.max(262_144));
             let raised = libc::rlimit {
                 rlim_cur: want,
                 rlim_max: lim.rlim_max.max(want),
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
-                lim.rlim_cur = lim.rlim_max;
+                lim.rlim_cur = lim.rlim_max.min(want);
                 let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }

@@ -78,14 +78,22 @@ fn main() {
             Durability::Flush,
         )],
         "scripted_k10_c100_fsync" => {
-            let base = fsync_baseline(quick);
-            let ours = scripted(
+            // Both measured while another writer keeps the disk's page cache dirty.
+            let dirt = disk::Dirtier::start();
+            let mut base = fsync_baseline(quick);
+            base.extra
+                .push(("foreign_dirty_mb_per_s", dirt.mb_per_s.into()));
+            base.print();
+            let mut ours = scripted(
                 scenario,
                 runs_arg.unwrap_or(if quick { 200 } else { 1000 }),
                 100,
                 Durability::GroupCommit,
             );
-            vec![ours, base]
+            ours.extra
+                .push(("foreign_dirty_mb_per_s", dirt.mb_per_s.into()));
+            drop(dirt);
+            vec![ours]
         }
         "concurrent_10k_idle" => {
             // `--runs N` overrides the count, e.g. where the descriptor limit is too low.
@@ -96,16 +104,15 @@ fn main() {
         "long_k300" => {
             // K=300, K=30 for the growth ratio, and both again in the first (loose)
             // blob layout for comparison (`--quick`: K=30 and K=3).
+            // Each printed as it is made.
             let (long, short) = if quick { (30, 3) } else { (300, 30) };
-            let mut figs = vec![
-                long_run("long_k300", long, BlobLayout::Pack),
-                long_run("long_k30", short, BlobLayout::Pack),
-            ];
+            long_run("long_k300", long, BlobLayout::Pack).print();
+            long_run("long_k30", short, BlobLayout::Pack).print();
             if !args.iter().any(|a| a == "--no-loose") {
-                figs.push(long_run("long_k300_loose", long, BlobLayout::Loose));
-                figs.push(long_run("long_k30_loose", short, BlobLayout::Loose));
+                long_run("long_k300_loose", long, BlobLayout::Loose).print();
+                long_run("long_k30_loose", short, BlobLayout::Loose).print();
             }
-            figs
+            Vec::new()
         }
         "cli_single_run" => vec![cli_single_run(
             scenario,

@@ -114,6 +114,18 @@ pub enum EvidenceError {
 }
 
 impl EvidenceError {
+    /// Whether this is the process (`EMFILE`) or the system (`ENFILE`) running out of
+    /// file descriptors: a file could not be opened, so nothing was written with it and
+    /// the log (whose descriptor a writer keeps) is still whole; the run can end as
+    /// failed with this as its error.
+    pub fn is_out_of_descriptors(&self) -> bool {
+        let EvidenceError::Io { source, .. } = self else {
+            return false;
+        };
+        let code = source.raw_os_error();
+        code == Some(libc::EMFILE) || code == Some(libc::ENFILE)
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

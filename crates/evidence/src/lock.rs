@@ -1,8 +1,9 @@
 //! One writer per bundle: [`BundleLock`], an OS advisory lock (`flock`) on the bundle's
 //! log, `events.jsonl`.
 //!
-//! The lock is taken on the very descriptor the writer appends to the log with, so no
-//! file is added to the bundle (`verify` refuses files it does not know), a waiting run
+//! The lock is taken on the very descriptor the writer appends to the log with (kept
+//! open for the writer's life, while the pack's is given back whenever the run waits), so
+//! no file is added to the bundle (`verify` refuses files it does not know), a waiting run
 //! holds no extra descriptor, and the lock goes away with the process that holds it,
 //! however that process ends: a crashed writer never leaves a stale lock behind. The
 //! descriptor is close-on-exec, so programs a run starts do not inherit it.

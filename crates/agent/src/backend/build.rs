@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use provrun_model::{Model, ScriptModel, TestModel, ToolDefinition};
+use provrun_model::{Model, ModelError, ScriptModel, TestModel, ToolDefinition};
 use provrun_tools::{Tool, ToolMode, ToolRegistry};
 
 use crate::error::AgentError;
@@ -246,6 +246,34 @@ impl Backend {
         Ok(())
     }
 
+    /// The script model at `path`: the one read before when the file is unchanged (same
+    /// device, inode, size and modification time), else read now. A script model is
+    /// stateless (it answers from the request's history), so runs can share it.
+    fn script_model(&self, path: &std::path::Path) -> Result<Arc<dyn Model>, ModelError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let stamp = std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
+        let mut cache = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(stamp) = stamp
+            && let Some(entry) = cache.get(path)
+            && entry.stamp == stamp
+        {
+            return Ok(Arc::clone(&entry.model));
+        }
+        let model: Arc<dyn Model> = Arc::new(ScriptModel::from_path(path)?);
+        if let Some(stamp) = stamp {
+            cache.insert(
+                path.to_path_buf(),
+                ScriptEntry {
+                    stamp,
+                    model: Arc::clone(&model),
+                },
+            );
+        }
+        Ok(model)
+    }
+
     pub(super) fn model_for(&self, agent: &AgentSpec) -> Result<Arc<dyn Model>, AgentError> {
         if let Some(m) = &self.model {
             return Ok(Arc::clone(m));
@@ -258,9 +286,8 @@ impl Backend {
             ModelRef::Test => Ok(Arc::new(TestModel::new())),
             ModelRef::Script(path) => {
                 let path = agent.resolve(&path);
-                Ok(Arc::new(
-                    ScriptModel::from_path(&path).map_err(|e| model_err(e.to_string()))?,
-                ))
+                self.script_model(&path)
+                    .map_err(|e| model_err(e.to_string()))
             }
             #[cfg(feature = "openai")]
             ModelRef::OpenAi(name) => {
@@ -483,4 +510,33 @@ fn output_tool(
         parameters: schema.clone(),
     };
     Ok((checked, definition))
+}
+
+/// A script model read before, and the file's stamp (device, inode, size, modification
+/// time in seconds and nanoseconds) when it was read.
+pub(super) struct ScriptEntry {
+    stamp: (u64, u64, u64, i64, i64),
+    model: Arc<dyn Model>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A script read once is shared by later runs; a changed file is read again.
+    #[test]
+    fn a_script_model_is_read_once_until_its_file_changes() {
+        let dir = std::env::temp_dir().join(format!("provrun-script-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("script.json");
+        std::fs::write(&path, r#"[{"text": "one"}]"#).unwrap();
+        let backend = Backend::new();
+        let a = backend.script_model(&path).unwrap();
+        let b = backend.clone().script_model(&path).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "read again although unchanged");
+        std::fs::write(&path, r#"[{"text": "two, longer"}]"#).unwrap();
+        let c = backend.script_model(&path).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c), "a changed script was not read again");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -14,9 +14,18 @@ impl Run<'_> {
     pub(super) async fn finish(
         self,
         state: LoopState,
-        outcome: RunOutcome,
+        mut outcome: RunOutcome,
     ) -> Result<RunResult, AgentError> {
-        self.evidence.trace(&state.messages).await?;
+        match self.evidence.trace(&state.messages).await {
+            Ok(_) => {}
+            // Out of descriptors: the trace is not on record, the run ends as failed.
+            Err(AgentError::Evidence(e)) if e.is_out_of_descriptors() => {
+                outcome = RunOutcome::Failed {
+                    error: format!("out of file descriptors recording the trace: {e}"),
+                };
+            }
+            Err(e) => return Err(e),
+        }
         if let RunOutcome::Finished { output } = &outcome {
             let response = self.recorder.output_dir().join("response.txt");
             if std::fs::symlink_metadata(&response).is_err()

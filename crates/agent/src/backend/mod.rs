@@ -64,6 +64,10 @@ pub struct Backend {
     /// Shared by every run of this backend (and its clones): one permit per model
     /// request in flight.
     model_limit: Option<Arc<tokio::sync::Semaphore>>,
+    /// Script models read so far, by path, shared by every run of this backend (and its
+    /// clones): a batch of runs of one script reads and parses it once, and again only if
+    /// the file changes.
+    scripts: Arc<std::sync::Mutex<HashMap<std::path::PathBuf, build::ScriptEntry>>>,
 }
 
 impl std::fmt::Debug for Backend {

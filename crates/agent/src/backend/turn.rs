@@ -53,6 +53,12 @@ impl Run<'_> {
     ) -> Result<RunResult, AgentError> {
         let outcome = match self.steps(&mut state, pending).await {
             Ok(o) => o,
+            // Out of descriptors: a file could not be opened, nothing was written with it
+            // and the log is whole, so the run ends as failed (if the end cannot be
+            // written either, that is the error returned).
+            Err(AgentError::Evidence(e)) if e.is_out_of_descriptors() => RunOutcome::Failed {
+                error: format!("out of file descriptors: {e}"),
+            },
             Err(AgentError::Evidence(e)) => return Err(AgentError::Evidence(e)),
             Err(other) => RunOutcome::Failed {
                 error: other.to_string(),
@@ -180,9 +186,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// [`Self::request`], giving back the sandbox's folder handles when the answer is not
-    /// there at once: a run waiting on a model (or on its evidence sync) then holds one
-    /// descriptor, its log, so many thousands can wait together. A model that answers at
+    /// [`Self::request`], giving back the sandbox's folder handles and the pack's
+    /// descriptor when the answer is not there at once: a run waiting on a model (or on
+    /// its evidence sync) then holds one descriptor, its locked log, so many thousands
+    /// can wait together. A model that answers at
     /// once (the offline models) keeps them and costs no reopen.
     pub(super) async fn request_idle(
         &self,
@@ -193,6 +200,7 @@ impl Run<'_> {
             std::task::Poll::Ready(r) => r,
             std::task::Poll::Pending => {
                 self.ctx.sandbox().release_handles();
+                self.recorder.release_handles();
                 answer.await
             }
         }

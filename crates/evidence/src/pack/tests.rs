@@ -134,3 +134,37 @@ fn every_flipped_byte_is_caught_and_every_cut_is_torn() {
         assert_eq!(idx.torn.is_some(), idx.good_len < cut as u64, "cut {cut}");
     }
 }
+
+/// A writer that gives its descriptor back between blobs writes the same pack as one
+/// that keeps it, and refuses to write to a file put in the pack's place meanwhile.
+#[test]
+fn a_parked_writer_reopens_the_same_pack_and_refuses_a_replaced_one() {
+    let dir = std::env::temp_dir().join(format!("provrun-pack-park-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let blobs = [text(100_000, 1), text(120_000, 1), text(3_000, 2)];
+    let path = dir.join("pack");
+    let mut w = PackWriter::create(&path).unwrap();
+    for b in &blobs {
+        w.park();
+        w.put(b).unwrap();
+    }
+    let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    assert_eq!(std::fs::read(&path).unwrap(), pack_of(&refs));
+    // Moved with its folder (as a begun bundle is renamed into place): still the pack.
+    let moved = dir.join("moved");
+    std::fs::rename(&path, &moved).unwrap();
+    w.path = moved.clone();
+    w.park();
+    w.put(&text(5_000, 3)).expect("the same file, moved");
+    // Replaced by another file of the same name: refused, nothing written to it.
+    w.park();
+    std::fs::rename(&moved, dir.join("old")).unwrap();
+    std::fs::write(&moved, HEADER).unwrap();
+    let Err(err) = w.put(&text(6_000, 4)) else {
+        panic!("a replaced pack was written to");
+    };
+    assert!(err.to_string().contains("moved or replaced"), "{err}");
+    assert_eq!(std::fs::read(&moved).unwrap(), HEADER);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

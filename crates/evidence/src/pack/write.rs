@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
@@ -15,10 +16,16 @@ use super::{
 };
 
 /// Appends blobs to a pack: the writer side, kept by the recorder.
+///
+/// It holds the pack's descriptor only while it is in use: [`PackWriter::park`] gives it
+/// back (a run waiting on its model then holds one descriptor, its locked log), and the
+/// next write opens the pack again at `path`, refusing a file that is not the one it
+/// created or resumed (another device or inode: the pack was moved or replaced).
 pub(crate) struct PackWriter {
-    /// The compression context, reused for every chunk.
-    zstd: Option<zstd::bulk::Compressor<'static>>,
-    pub(crate) file: std::sync::Arc<File>,
+    /// The open pack, when in use; `None` once parked.
+    file: Option<Arc<File>>,
+    /// The pack's device and inode, checked whenever it is opened again.
+    id: (u64, u64),
     pub(crate) path: PathBuf,
     /// Bytes in the file (every whole record).
     len: u64,
@@ -76,13 +83,13 @@ impl PackWriter {
             .create_new(true)
             .open(path)?;
         file.write_all(&HEADER)?;
-        Ok(PackWriter::with_file(file, path, HEADER.len() as u64))
+        PackWriter::with_file(file, path, HEADER.len() as u64)
     }
 
-    fn with_file(file: File, path: &Path, len: u64) -> PackWriter {
-        PackWriter {
-            zstd: None,
-            file: std::sync::Arc::new(file),
+    fn with_file(file: File, path: &Path, len: u64) -> io::Result<PackWriter> {
+        Ok(PackWriter {
+            id: file_id(&file)?,
+            file: Some(Arc::new(file)),
             path: path.to_path_buf(),
             len,
             chunks: HashMap::new(),
@@ -92,7 +99,29 @@ impl PackWriter {
             by_first: HashMap::new(),
             broken: None,
             recent: Vec::new(),
+        })
+    }
+
+    /// The open pack: the one in use, else the file at `path` opened again for
+    /// appending, which must be the pack this writer made or resumed.
+    pub(crate) fn handle(&mut self) -> io::Result<Arc<File>> {
+        if let Some(f) = &self.file {
+            return Ok(Arc::clone(f));
         }
+        let file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+        if file_id(&file)? != self.id {
+            return Err(io::Error::other(
+                "the pack was moved or replaced while its bundle was being written",
+            ));
+        }
+        let file = Arc::new(file);
+        self.file = Some(Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Give the pack's descriptor back until the next write (which reopens it).
+    pub(crate) fn park(&mut self) {
+        self.file = None;
     }
 
     /// Open an existing pack whose whole records are `index` (the file already cut to
@@ -106,7 +135,7 @@ impl PackWriter {
             file.write_all(&HEADER)?;
             len = HEADER.len() as u64;
         }
-        let mut w = PackWriter::with_file(file, path, len);
+        let mut w = PackWriter::with_file(file, path, len)?;
         w.chunks = index.chunk_by_digest.clone();
         w.n_chunks = index.chunks.len() as u32;
         for (i, b) in index.blobs.iter().enumerate() {
@@ -157,11 +186,7 @@ impl PackWriter {
             let ordinal = match known {
                 Some(o) => o,
                 None => {
-                    let zc = match &mut self.zstd {
-                        Some(z) => z,
-                        slot => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL)?),
-                    };
-                    let frame = zc.compress(raw)?;
+                    let frame = compress(raw)?;
                     let body_len = CHUNK_FIXED as usize + frame.len();
                     out.push(KIND_CHUNK);
                     out.extend_from_slice(&(body_len as u32).to_le_bytes());
@@ -218,10 +243,11 @@ impl PackWriter {
 
     /// Appends `out` (whole records) to the pack.
     fn append(&mut self, out: &[u8]) -> io::Result<()> {
-        if let Err(e) = (&*self.file).write_all(out) {
+        let file = self.handle()?;
+        if let Err(e) = (&*file).write_all(out) {
             // Cut what was appended so the pack stays whole records; if even that fails
             // the pack's tail is torn, which a reader treats like a torn log line.
-            if let Err(cut) = self.file.set_len(self.len) {
+            if let Err(cut) = file.set_len(self.len) {
                 self.broken = Some(format!("{e}; cutting the partial record failed: {cut}"));
             }
             return Err(e);
@@ -301,7 +327,7 @@ pub(crate) fn rewrite<S: PackSource>(
             w.put(&bytes)?;
         }
         if sync {
-            w.file.sync_data()?;
+            w.handle()?.sync_data()?;
         }
         Ok(())
     })();
@@ -312,6 +338,30 @@ pub(crate) fn rewrite<S: PackSource>(
             Err(e)
         }
     }
+}
+
+/// A file's device and inode.
+fn file_id(file: &File) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = file.metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// `raw` as one zstd frame, with this thread's compression context (one per thread, not
+/// one per writer: thousands of runs in flight would each keep one otherwise).
+fn compress(raw: &[u8]) -> io::Result<Vec<u8>> {
+    thread_local! {
+        static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    ZSTD.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let zc = match &mut *slot {
+            Some(z) => z,
+            empty => empty.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL)?),
+        };
+        zc.compress(raw)
+    })
 }
 
 /// Writes a blob's index record to `out`: its digest and size, its base (ordinal plus one,

@@ -182,7 +182,7 @@ impl Recorder {
             sha256_hex(&line)
         };
         line.push(b'\n');
-        if let Err(e) = st.file.write_all(&line) {
+        if let Err(e) = (&*st.file).write_all(&line) {
             let log_path = inner.root.join(EVENTS_FILE);
             // Try to cut a partial line so the file stays a valid prefix.
             let _ = st.file.set_len(st.bytes);

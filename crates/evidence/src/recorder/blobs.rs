@@ -106,13 +106,22 @@ impl Recorder {
         media_type: &str,
         wait: bool,
     ) -> Result<Durable<BlobRef>> {
+        let durability = self.inner.durability;
         let (digest, file) = {
             let mut w = lock(pack);
             let (digest, _) = w
                 .put(bytes)
                 .map_err(|e| EvidenceError::io("write blob", &w.path, e))?;
             tracing::trace!(pack_len = w.len(), "blob packed");
-            (digest, SyncItem::Pack(Arc::clone(&w.file), w.path.clone()))
+            let file = match durability.syncs() {
+                true => Some(SyncItem::Pack(
+                    w.handle()
+                        .map_err(|e| EvidenceError::io("open", &w.path, e))?,
+                    w.path.clone(),
+                )),
+                false => None,
+            };
+            (digest, file)
         };
         let blob = BlobRef {
             digest: Digest {
@@ -121,8 +130,7 @@ impl Recorder {
             size: bytes.len() as u64,
             media_type: media_type.to_owned(),
         };
-        let durability = self.inner.durability;
-        let Some(shared) = self.inner.sync.as_ref().filter(|_| durability.syncs()) else {
+        let (Some(shared), Some(file)) = (self.inner.sync.as_ref(), file) else {
             return Ok(Durable::ready(Ok(blob)));
         };
         let mut st = lock(&shared.state);

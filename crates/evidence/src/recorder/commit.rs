@@ -1,7 +1,7 @@
 //! The group-commit engine: one committer thread per process, shared by every
 //! recorder, that makes batches of writes durable together.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -18,10 +18,11 @@ use crate::fsutil::sync_dir;
 // A recorder that needs something durable takes a ticket and puts itself on the
 // committer's queue (once, however many tickets it takes before the committer gets to
 // it). The committer takes every queued recorder at once and makes the whole batch
-// durable together: first every pending file (blobs, inputs, outputs) of every recorder,
-// then every distinct pending directory, then every log. Under ext4's ordered mode the
-// first `fdatasync` commits the journal transaction that holds all of them, so the rest
-// are cheap: one commit covers many runs, which is what group commit is for.
+// durable together: write-back of every file and log started at once, then every pending
+// file (blobs, inputs, outputs) of every recorder synced, then every distinct pending
+// directory, then every log. Under ext4's ordered mode the first `fdatasync` commits the
+// journal transaction that holds all of them, so the rest are cheap: one commit covers
+// many runs, which is what group commit is for.
 
 /// A file (or directory) waiting to be made durable by the committer.
 pub(super) enum SyncItem {
@@ -35,16 +36,6 @@ pub(super) enum SyncItem {
 }
 
 impl SyncItem {
-    /// The device (file system) the item is on.
-    pub(super) fn device(&self) -> std::io::Result<u64> {
-        use std::os::unix::fs::MetadataExt as _;
-        match self {
-            SyncItem::File(f, _) => f.metadata().map(|m| m.dev()),
-            SyncItem::Pack(f, _) => f.metadata().map(|m| m.dev()),
-            SyncItem::Path(p) => fs::metadata(p).map(|m| m.dev()),
-        }
-    }
-
     pub(super) fn sync(&self) -> std::io::Result<()> {
         match self {
             SyncItem::File(f, _) => f.sync_data(),
@@ -84,10 +75,9 @@ pub(super) struct SyncState {
 pub(super) struct SyncShared {
     pub(super) state: Mutex<SyncState>,
     pub(super) done: Condvar,
-    /// The log, synced last in every batch that includes this recorder.
-    pub(super) log: File,
-    /// The device (file system) of the log.
-    pub(super) dev: u64,
+    /// The log (the recorder's own descriptor, shared), synced last in every batch that
+    /// includes this recorder.
+    pub(super) log: Arc<File>,
     /// The log's path (for the sync probe).
     #[cfg(feature = "sync-probe")]
     pub(super) path: PathBuf,
@@ -129,16 +119,13 @@ fn committer() -> &'static Committer {
 
 impl SyncShared {
     pub(super) fn new(
-        log: File,
+        log: Arc<File>,
         #[allow(unused_variables)] path: &Path,
     ) -> std::io::Result<Arc<Self>> {
-        use std::os::unix::fs::MetadataExt as _;
-        let dev = log.metadata()?.dev();
         Ok(Arc::new(SyncShared {
             state: Mutex::new(SyncState::default()),
             done: Condvar::new(),
             log,
-            dev,
             #[cfg(feature = "sync-probe")]
             path: path.to_path_buf(),
         }))
@@ -214,89 +201,34 @@ struct BatchPart {
     error: Option<String>,
 }
 
-/// Make a batch durable with one `syncfs(2)` per file system it touches (in practice
-/// one): that writes back and commits every file, directory and log of the batch
-/// together, where one `fdatasync` per file would each force its own journal commit
-/// (delayed allocation puts each file's blocks in a new transaction when it is written
-/// back). Returns `false` where `syncfs` is not available or reports an error (which may
-/// be another program's): the caller then syncs the batch file by file.
-fn sync_batch_by_fs(parts: &mut [BatchPart], dirs: &[(PathBuf, usize)]) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    // Every file system of the batch: (device, the parts on it, a descriptor on it).
-    let mut systems: Vec<(u64, Vec<usize>, Option<File>)> = Vec::new();
-    let note =
-        |dev: u64, owner: usize, systems: &mut Vec<(u64, Vec<usize>, Option<File>)>| match systems
-            .iter_mut()
-            .find(|s| s.0 == dev)
-        {
-            Some(s) => s.1.push(owner),
-            None => systems.push((dev, vec![owner], None)),
-        };
-    for (i, part) in parts.iter_mut().enumerate() {
-        note(part.shared.dev, i, &mut systems);
-        for f in &part.files {
-            match f.device() {
-                Ok(dev) => note(dev, i, &mut systems),
-                Err(e) => {
-                    part.error
-                        .get_or_insert_with(|| format!("fsync failed: {e}"));
-                }
-            }
-        }
-    }
-    for (d, owner) in dirs {
-        match fs::metadata(d) {
-            Ok(m) => note(m.dev(), *owner, &mut systems),
-            Err(e) => {
-                parts[*owner]
-                    .error
-                    .get_or_insert_with(|| format!("fsync failed: {e}"));
-            }
-        }
-    }
-    for (dev, owners, fd) in &mut systems {
-        // A descriptor on this file system: the first log on it, else any file of it.
-        let log = owners
-            .iter()
-            .map(|&i| &parts[i].shared)
-            .find(|s| s.dev == *dev)
-            .map(|s| &s.log);
-        let synced = match log {
-            Some(log) => rustix::fs::syncfs(log),
-            None => {
-                let path = dirs
-                    .iter()
-                    .find(|(d, _)| fs::metadata(d).is_ok_and(|m| m.dev() == *dev))
-                    .map(|(d, _)| d.clone());
-                match path.map(File::open) {
-                    Some(Ok(f)) => {
-                        let r = rustix::fs::syncfs(&f);
-                        *fd = Some(f);
-                        r
-                    }
-                    _ => Err(rustix::io::Errno::NOSYS),
-                }
-            }
-        };
-        match synced {
-            Ok(()) => {}
-            Err(e) if e == rustix::io::Errno::NOSYS => return false,
-            Err(e) => {
-                // `syncfs` reports a write-back error of any file on the file system,
-                // another program's too: it does not say whose. Sync this batch file by
-                // file instead, which fails only a recorder whose own files failed.
-                let e = std::io::Error::from_raw_os_error(e.raw_os_error());
-                tracing::warn!(error = %e, "syncfs failed; syncing the batch file by file");
-                return false;
-            }
-        }
-    }
-    true
+/// Start writing back `file`'s dirty pages without waiting (`sync_file_range(2)` with
+/// `SYNC_FILE_RANGE_WRITE`): done for every file of a batch before the first `fdatasync`,
+/// so that their blocks are allocated in the same journal transaction and the first
+/// `fdatasync`'s commit covers them all (the later ones then wait only for their own data,
+/// already on its way). Best effort: an error here is found again by the `fdatasync`.
+#[allow(unsafe_code)]
+fn start_writeback(file: &File) {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: a plain syscall on a descriptor `file` keeps open for the call.
+    let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
 }
 
-/// Make a batch durable one file at a time: files first, then the directories naming
-/// them, then the logs naming both.
+/// Make a batch durable with one `fdatasync` per file: write-back of every file and log
+/// started first (see [`start_writeback`]), then the files synced, then the directories
+/// naming them, then the logs naming both. Only this batch's own files are written back
+/// (a `syncfs` would also wait for every other program's dirty data on the file system),
+/// and an error fails only the recorder whose file it was.
 fn sync_batch_each(parts: &mut [BatchPart], dirs: &mut [(PathBuf, usize)]) {
+    for part in parts.iter() {
+        for f in &part.files {
+            match f {
+                SyncItem::File(f, _) => start_writeback(f),
+                SyncItem::Pack(f, _) => start_writeback(f),
+                SyncItem::Path(_) => {}
+            }
+        }
+        start_writeback(&part.shared.log);
+    }
     for part in parts.iter_mut() {
         for f in &part.files {
             if let Err(e) = f.sync() {
@@ -387,9 +319,6 @@ fn committer_loop(c: &'static Committer) {
                 error: None,
             });
         }
-        // A batch of one or two things (a lone run's log line) is cheaper to sync on its
-        // own than with a `syncfs`, which also waits for other programs' dirty data.
-        let items = parts.len() + dirs.len() + parts.iter().map(|p| p.files.len()).sum::<usize>();
         // Every log byte written before the sync begins is covered by it.
         #[cfg(feature = "sync-probe")]
         let written: Vec<u64> = parts
@@ -410,9 +339,7 @@ fn committer_loop(c: &'static Committer) {
                     .collect()
             })
             .collect();
-        if items <= 2 || !sync_batch_by_fs(&mut parts, &dirs) {
-            sync_batch_each(&mut parts, &mut dirs);
-        }
+        sync_batch_each(&mut parts, &mut dirs);
         #[cfg(feature = "sync-probe")]
         report_batch(&parts, &dirs, &written, &pack_lens);
         for part in parts {

@@ -3,7 +3,6 @@
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -333,10 +332,16 @@ impl Recorder {
                 .map(Path::to_path_buf),
         );
         // The pack's header, with the folder naming it.
-        let pack_item = self.inner.pack.as_ref().map(|p| {
-            let w = lock(p);
-            SyncItem::Pack(Arc::clone(&w.file), w.path.clone())
-        });
+        let pack_item = match &self.inner.pack {
+            Some(p) => {
+                let mut w = lock(p);
+                let file = w
+                    .handle()
+                    .map_err(|e| EvidenceError::io("open", &w.path, e))?;
+                Some(SyncItem::Pack(file, w.path.clone()))
+            }
+            None => None,
+        };
         self.defer_sync(pack_item.into_iter().collect(), dirs);
         if durability == Durability::PerEvent {
             self.sync_all().wait()?;

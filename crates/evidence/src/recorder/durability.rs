@@ -29,7 +29,8 @@ pub enum Durability {
     #[default]
     AtEnd,
     /// Like `PerEvent` (a returned event is durable), but the process-wide sync thread
-    /// performs the syncs, and one batch (one `syncfs(2)` per file system) covers every
+    /// performs the syncs, and one batch (one `fdatasync` per file of the batch, all of
+    /// their write-backs started first, so one journal commit covers them) covers every
     /// event and blob written before it started, however many tasks or runs wrote them.
     /// For many concurrent writers sharing a disk.
     GroupCommit,

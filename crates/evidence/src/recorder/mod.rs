@@ -69,7 +69,9 @@ struct Facts {
 }
 
 struct LogState {
-    file: File,
+    /// The log, open for appending and locked ([`crate::BundleLock`]); shared with the
+    /// committer (which syncs it), so a run holds one descriptor for it, not two.
+    file: Arc<File>,
     next_seq: u64,
     head: Option<String>,
     hasher: Sha256,
@@ -158,13 +160,11 @@ impl Recorder {
         layout: BlobLayout,
         pack: Option<PackWriter>,
     ) -> Result<Recorder> {
+        let file = Arc::new(file);
         let sync = if durability.syncs() {
             let log_path = root.join(EVENTS_FILE);
-            let clone = file
-                .try_clone()
-                .map_err(|e| EvidenceError::io("dup", &log_path, e))?;
             Some(
-                SyncShared::new(clone, &log_path)
+                SyncShared::new(Arc::clone(&file), &log_path)
                     .map_err(|e| EvidenceError::io("stat", &log_path, e))?,
             )
         } else {
@@ -243,6 +243,15 @@ impl Recorder {
         lock(&self.inner.log).next_seq
     }
 
+    /// Give back the descriptors the recorder can do without while the run waits (its
+    /// pack's; the next blob written opens it again): a waiting run then holds one, its
+    /// locked log. Cheap; call it before waiting on something slow (a model).
+    pub fn release_handles(&self) {
+        if let Some(pack) = &self.inner.pack {
+            lock(pack).park();
+        }
+    }
+
     /// Stamp the events written from now on with `at` instead of the system clock
     /// (`None`: the clock again). For an importer whose run happened earlier and whose
     /// record says when: each event's `ts` then says when the run did it, not when the
@@ -288,6 +297,53 @@ mod tests {
         drop(again);
         let held = BundleLock::acquire(&dir).expect("the writer is gone");
         drop((held, copy));
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    /// The descriptors of this process open on files under `dir`.
+    fn descriptors_under(dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .filter(|t| t.starts_with(dir))
+            .collect()
+    }
+
+    /// Between two writes, once its handles are released, a recorder holds one
+    /// descriptor: its locked log. The next blob opens the pack again.
+    #[test]
+    fn a_released_recorder_holds_only_its_log() {
+        let parent = std::env::temp_dir().join(format!(
+            "provrun-recorder-release-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        let dir = parent.join("bundle");
+        let started = RunStarted {
+            builder: "provrun/test".into(),
+            agent_spec_digest: "a".repeat(64),
+            agent: "a".into(),
+            model: "test".into(),
+            tools: Vec::new(),
+            limits: serde_json::json!({}),
+            details: Value::Null,
+        };
+        let rec = Recorder::create(&dir, "r", Durability::Flush, &started).unwrap();
+        rec.put_blob(b"first", "text/plain").unwrap();
+        assert_eq!(descriptors_under(&dir).len(), 2, "the log and the pack");
+        rec.release_handles();
+        assert_eq!(
+            descriptors_under(&dir),
+            vec![dir.join(EVENTS_FILE)],
+            "only the locked log"
+        );
+        assert!(BundleLock::acquire(&dir).is_err(), "still held");
+        let blob = rec.put_blob(b"second", "text/plain").unwrap();
+        assert_eq!(blob.size, 6);
+        drop(rec);
         std::fs::remove_dir_all(&parent).unwrap();
     }
 }

@@ -284,10 +284,10 @@ pub(super) fn reopen_pack(
     if matches!(fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
         // Lost before it was ever synced (no event names a blob in it, or the log would
         // not have been durable): start an empty one.
-        let w = PackWriter::create(&path).map_err(|e| EvidenceError::io("create", &path, e))?;
+        let mut w = PackWriter::create(&path).map_err(|e| EvidenceError::io("create", &path, e))?;
         if sync {
-            w.file
-                .sync_data()
+            w.handle()
+                .and_then(|f| f.sync_data())
                 .and_then(|()| sync_dir(&dir))
                 .map_err(|e| EvidenceError::io("sync", &path, e))?;
         }
