@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use super::Timeouts;
 use crate::error::ModelError;
-use crate::openai::Timeouts;
 
 /// A reqwest client with the connect timeout, and no proxy for loopback servers.
 pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Client, ModelError> {

@@ -1,8 +1,8 @@
 //! One attempt of a live backend as it was seen on the wire ([`Capture`], filled by
 //! [`send_kept`] and [`kept_chunks`]), its
 //! classification (the response, or the typed error, and whether a retry is worth it),
-//! and the retry loop's bookkeeping ([`Attempts`]). The OpenAI-compatible client and the
-//! native [`Endpoint`](super::Endpoint) both fill a `Capture` per attempt and hand it to
+//! and the retry loop's bookkeeping ([`Attempts`]). The [`Endpoint`](super::Endpoint)
+//! every live backend posts through fills a `Capture` per attempt and hands it to
 //! [`Attempts::finish`].
 
 use std::future::Future;
@@ -12,11 +12,11 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::BodyParser;
 use super::http::{error_chain, redact, redact_bytes};
 use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
+use super::{RetryPolicy, Timeouts};
 use crate::error::{ModelError, TimeoutKind};
-use crate::openai::{RetryPolicy, Timeouts};
+use crate::native::BodyParser;
 use crate::types::{Attempt, ModelResponse, RawExchange};
 use crate::wire::JSON_MEDIA_TYPE;
 
