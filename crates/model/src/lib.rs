@@ -104,11 +104,24 @@ pub trait Model: Send + Sync {
     fn name(&self) -> &str;
 
     /// Sends one request and waits for the whole response.
+    ///
+    /// # Errors
+    ///
+    /// A [`ModelError`] naming what failed: the request or its settings refused before
+    /// sending, the connection, a timeout, an error status (rate limit, authorization,
+    /// server, bad request), or a response that is malformed, reports a provider error or
+    /// ends early; for an offline model, its own refusal (a script run out, a replay that
+    /// no longer matches). Each error that got as far as the wire carries the exchange's
+    /// bytes.
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
 
     /// Sends one request with the streamed API, reporting each delta to `on_delta` as it
     /// arrives, and ends with the same [`ModelResponse`] as [`Model::request`] would give
     /// (its `raw` holds the SSE body verbatim).
+    ///
+    /// # Errors
+    ///
+    /// As [`Model::request`].
     ///
     /// By default: [`Model::request`], then its text, reasoning and each tool call
     /// reported as one delta each — a model that cannot stream need not write this.
