@@ -139,13 +139,8 @@ pub(crate) struct Reading<'a> {
 }
 
 /// Turns one attempt's capture into a response or a typed error, and says whether the
-/// error is worth a retry. `outcome` is what the client said of the attempt; it is used
-/// only when no response came and nothing else explains why.
-fn classify(
-    cap: Capture,
-    outcome: Result<(), String>,
-    how: &Reading<'_>,
-) -> (Result<ModelResponse, ModelError>, bool) {
+/// error is worth a retry.
+fn classify(cap: Capture, how: &Reading<'_>) -> (Result<ModelResponse, ModelError>, bool) {
     let raw = RawExchange {
         request_body: cap.request_body,
         request_media_type: JSON_MEDIA_TYPE.into(),
@@ -185,8 +180,7 @@ fn classify(
         };
         (Err(err), false)
     } else if cap.status.is_none() {
-        let message = outcome.err().unwrap_or_else(|| "no response".into());
-        (Err(ModelError::InvalidRequest(message)), false)
+        (Err(ModelError::InvalidRequest("no response".into())), false)
     } else if let Some(message) = cap.body_error {
         let err = ModelError::StreamIncomplete {
             message: format!("the connection broke while reading the body: {message}"),
@@ -239,11 +233,10 @@ impl Attempts {
         &mut self,
         duration: Duration,
         cap: Capture,
-        outcome: Result<(), String>,
         how: &Reading<'_>,
     ) -> Option<Result<ModelResponse, ModelError>> {
         let server_wait = cap.retry_after;
-        let (result, retryable) = classify(cap, outcome, how);
+        let (result, retryable) = classify(cap, how);
         let mut attempt = Attempt {
             duration,
             ..Attempt::default()

@@ -131,9 +131,7 @@ impl Endpoint {
         loop {
             let t0 = Instant::now();
             let cap = self.attempt(&body, live.as_mut()).await;
-            let done = attempts
-                .finish(t0.elapsed(), cap, Ok(()), &self.reading())
-                .await;
+            let done = attempts.finish(t0.elapsed(), cap, &self.reading()).await;
             if let Some(result) = done {
                 return result;
             }
