@@ -20,6 +20,10 @@ use crate::native::BodyParser;
 use crate::types::{Attempt, ModelResponse, RawExchange};
 use crate::wire::JSON_MEDIA_TYPE;
 
+/// The log target of the attempts' events: the module they were logged from before the
+/// live module gathered them, kept so that `RUST_LOG` filters written for it still work.
+const ATTEMPT_LOG: &str = "provrun_model::native::attempt";
+
 /// What one attempt sent and received, filled in while it runs.
 #[derive(Debug, Default)]
 pub(crate) struct Capture {
@@ -255,6 +259,7 @@ impl Attempts {
             attempt.retry_after = server_wait;
         }
         tracing::debug!(
+            target: ATTEMPT_LOG,
             status = ?attempt.status,
             duration_ms = duration.as_millis() as u64,
             error = attempt.error.as_deref().unwrap_or(""),
@@ -276,6 +281,7 @@ impl Attempts {
                     if self.started.elapsed() + wait <= policy.max_elapsed {
                         self.retries += 1;
                         tracing::warn!(
+                            target: ATTEMPT_LOG,
                             retry = self.retries,
                             wait_ms = wait.as_millis() as u64,
                             "model request failed ({err}); retrying"
@@ -283,7 +289,11 @@ impl Attempts {
                         tokio::time::sleep(wait).await;
                         return None;
                     }
-                    tracing::warn!("retry budget exhausted after {} attempts", self.done.len());
+                    let attempts = self.done.len();
+                    tracing::warn!(
+                        target: ATTEMPT_LOG,
+                        "retry budget exhausted after {attempts} attempts"
+                    );
                 }
                 if let Some(x) = err.exchange_mut() {
                     x.attempts = std::mem::take(&mut self.done);
