@@ -16,6 +16,13 @@ use crate::{AnthropicModel, OpenAiModel, OpenAiResponsesModel};
 ///
 /// `replay:BUNDLE` is refused here: reading a bundle is not this crate's business, so the
 /// caller extracts the recorded responses and builds a [`ReplayModel`](crate::ReplayModel) itself.
+///
+/// # Errors
+///
+/// [`ModelError::Config`] for an unknown or `replay:` spec, a live backend when the `http`
+/// feature is off, or a live backend's configuration error (a missing key for a public
+/// API, a bad base URL); [`ModelError::InvalidScript`] for a `script:` file that cannot be
+/// read or is not a valid script.
 pub fn model_from_spec(spec: &str) -> Result<Arc<dyn Model>, ModelError> {
     let spec = spec.trim();
     if spec == "test" {

@@ -50,6 +50,8 @@ mod anthropic;
 mod error;
 mod from_spec;
 #[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
+mod live;
+#[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
 mod native;
 mod offline;
 #[cfg_attr(not(feature = "http"), allow(unused_imports, dead_code))]
@@ -68,17 +70,18 @@ pub use anthropic::{
 };
 pub use error::{ModelError, TimeoutKind};
 pub use from_spec::model_from_spec;
+pub use live::{
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, LiveConfig, RetryPolicy, Timeouts,
+};
 pub use native::WireApi;
 pub use offline::function::FunctionModel;
 pub use offline::replay::{RecordedResponse, ReplayModel};
 pub use offline::script::{ScriptModel, ScriptStep};
 pub use offline::test_model::{TestModel, arguments_for_schema};
 pub use offline::{Reply, estimate_usage};
+pub use openai::OpenAiConfig;
 #[cfg(feature = "http")]
 pub use openai::OpenAiModel;
-pub use openai::{
-    ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, OpenAiConfig, RetryPolicy, Timeouts,
-};
 pub use responses::OpenAiResponsesConfig;
 #[cfg(feature = "http")]
 pub use responses::OpenAiResponsesModel;
@@ -88,7 +91,8 @@ pub use types::{
     ProviderToolCall, RawExchange, StreamDelta, ToolCall, ToolChoice, ToolDefinition, Usage,
 };
 pub use wire::{
-    JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, build_request_body, parse_response, strip_extension_keys,
+    JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, SseEvent, SseParser, build_request_body, parse_event_stream,
+    parse_response, strip_extension_keys,
 };
 
 /// A language model: one request (history, tools, settings) in, one response out.
@@ -107,11 +111,24 @@ pub trait Model: Send + Sync {
     }
 
     /// Sends one request and waits for the whole response.
+    ///
+    /// # Errors
+    ///
+    /// A [`ModelError`] naming what failed: the request or its settings refused before
+    /// sending, the connection, a timeout, an error status (rate limit, authorization,
+    /// server, bad request), or a response that is malformed, reports a provider error or
+    /// ends early; for an offline model, its own refusal (a script run out, a replay that
+    /// no longer matches). Each error that got as far as the wire carries the exchange's
+    /// bytes.
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
 
     /// Sends one request with the streamed API, reporting each delta to `on_delta` as it
     /// arrives, and ends with the same [`ModelResponse`] as [`Model::request`] would give
     /// (its `raw` holds the SSE body verbatim).
+    ///
+    /// # Errors
+    ///
+    /// As [`Model::request`].
     ///
     /// By default: [`Model::request`], then its text, reasoning and each tool call
     /// reported as one delta each — a model that cannot stream need not write this.

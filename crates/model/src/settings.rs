@@ -68,6 +68,10 @@ impl ModelSettings {
     /// that are not empty, a `reasoning_effort` word (lower-case letters), a thinking
     /// budget of at least 1024 tokens and a named tool in `tool_choice`. The offline
     /// models check nothing more (they take every setting and use none).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Setting`] naming the first setting out of its range.
     pub fn check_values(&self) -> Result<(), ModelError> {
         check_range("temperature", self.temperature, 0.0, 2.0)?;
         check_range("top_p", self.top_p, 0.0, 1.0)?;
@@ -165,6 +169,10 @@ impl WireApi {
     /// most 1, a thinking budget below `max_tokens`), and no key of `extra` that would
     /// replace a field the request builder sets (objects may add keys to the builder's
     /// objects: `extra.reasoning.summary` beside `reasoning_effort`).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Setting`] naming the first setting refused, and why.
     pub fn check_settings(self, settings: &ModelSettings) -> Result<(), ModelError> {
         settings.check_values()?;
         if let Some((name, instead)) = self.unsupported(settings).first() {

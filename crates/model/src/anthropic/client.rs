@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::{AnthropicConfig, StreamState, build_request_body, parse_body};
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::Endpoint;
+use crate::live::Endpoint;
 use crate::types::{ModelRequest, ModelResponse, StreamDelta};
 
 /// A model served by Anthropic's Messages API.
@@ -30,11 +30,15 @@ impl fmt::Debug for AnthropicModel {
 }
 
 impl AnthropicModel {
-    /// A model for `config`. Fails on a base URL that is not http(s), an empty model
-    /// name, or a key or header that cannot be sent in an HTTP header.
+    /// A model for `config`.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] on a base URL that is not http(s), an empty model name, or a
+    /// key or header that cannot be sent in an HTTP header.
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let endpoint = Endpoint::new(
-            config.settings(),
+        let endpoint = Endpoint::native(
+            &config.live,
             "/v1/messages",
             ("x-api-key", ""),
             &[("anthropic-version", &config.version)],
@@ -49,6 +53,10 @@ impl AnthropicModel {
 
     /// A model named `model` configured from the environment
     /// ([`AnthropicConfig::from_env`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`AnthropicConfig::from_env`] and [`AnthropicModel::new`].
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
         Self::new(AnthropicConfig::from_env(model)?)
     }

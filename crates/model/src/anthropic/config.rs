@@ -5,9 +5,7 @@ use std::fmt;
 
 use super::{ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION};
 use crate::error::ModelError;
-use crate::openai::{
-    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, Provider, RetryPolicy, Settings, Timeouts,
-};
+use crate::live::{ApiKey, LiveConfig, Provider, embeds_live_config};
 
 /// Anthropic's public API and its environment variables.
 const ANTHROPIC: Provider = Provider {
@@ -17,32 +15,25 @@ const ANTHROPIC: Provider = Provider {
     key_var: "ANTHROPIC_API_KEY",
 };
 
-/// Where and how [`AnthropicModel`](super::AnthropicModel) connects.
+/// Where and how [`AnthropicModel`](super::AnthropicModel) connects: the [`LiveConfig`]
+/// every live backend has (the base URL without `/v1/messages`, the key sent as
+/// `x-api-key`), the API version and the default `max_tokens`. It dereferences to its
+/// `live` settings.
 #[derive(Clone)]
 pub struct AnthropicConfig {
-    /// The model name sent in requests (e.g. `claude-sonnet-4-5`).
-    pub model: String,
-    /// The API base, without `/v1/messages` (e.g. `https://api.anthropic.com`).
-    pub base_url: String,
-    /// The key sent as `x-api-key`; never recorded, logged or shown.
-    pub api_key: Option<ApiKey>,
+    /// The settings every live backend has.
+    pub live: LiveConfig,
     /// The `anthropic-version` header.
     pub version: String,
     /// `max_tokens` when the request's settings give none.
     pub default_max_tokens: u32,
-    /// Extra request headers (e.g. `anthropic-beta`). Their values are treated as secrets.
-    pub headers: Vec<(String, String)>,
-    /// Timeouts.
-    pub timeouts: Timeouts,
-    /// Retries (429, 5xx including 529 `overloaded_error`, connection failures).
-    pub retry: RetryPolicy,
-    /// The largest response body read from one attempt, in bytes.
-    pub max_response_bytes: usize,
 }
+
+embeds_live_config!(AnthropicConfig);
 
 impl fmt::Debug for AnthropicConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.settings().debug(
+        self.live.debug(
             f,
             "AnthropicConfig",
             &[
@@ -60,46 +51,38 @@ impl AnthropicConfig {
         base_url: impl Into<String>,
         api_key: Option<ApiKey>,
     ) -> Self {
-        AnthropicConfig {
-            model: model.into(),
-            base_url: base_url.into(),
-            api_key,
-            version: ANTHROPIC_VERSION.into(),
-            default_max_tokens: ANTHROPIC_DEFAULT_MAX_TOKENS,
-            headers: Vec::new(),
-            timeouts: Timeouts::default(),
-            retry: RetryPolicy::default(),
-            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-        }
+        Self::with(LiveConfig::new(model, base_url, api_key))
     }
 
     /// A configuration from `ANTHROPIC_BASE_URL` (default [`ANTHROPIC_DEFAULT_BASE_URL`])
     /// and `ANTHROPIC_API_KEY`, required for the default base URL.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] when the base URL is the public API's and no key is set.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        let (base_url, api_key) = ANTHROPIC.env_values();
-        Self::from_values(model, base_url, api_key)
+        LiveConfig::from_env(&ANTHROPIC, model).map(Self::with)
     }
 
     /// [`AnthropicConfig::from_env`] with the two values given.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] when the base URL is the public API's and no key is given.
     pub fn from_values(
         model: impl Into<String>,
         base_url: Option<String>,
         api_key: Option<String>,
     ) -> Result<Self, ModelError> {
-        let (base_url, api_key) = ANTHROPIC.base_and_key(base_url, api_key)?;
-        Ok(Self::new(model, base_url, api_key))
+        LiveConfig::from_values(&ANTHROPIC, model, base_url, api_key).map(Self::with)
     }
 
-    /// The settings every live backend shares, borrowed.
-    pub(crate) fn settings(&self) -> Settings<'_> {
-        Settings {
-            model: &self.model,
-            base_url: &self.base_url,
-            api_key: self.api_key.as_ref(),
-            headers: &self.headers,
-            timeouts: self.timeouts,
-            retry: self.retry,
-            max_response_bytes: self.max_response_bytes,
+    /// `live` with the default version and `max_tokens`.
+    fn with(live: LiveConfig) -> Self {
+        AnthropicConfig {
+            live,
+            version: ANTHROPIC_VERSION.into(),
+            default_max_tokens: ANTHROPIC_DEFAULT_MAX_TOKENS,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! [`AnthropicModel`]: Anthropic's Messages API (`POST {base}/v1/messages`), natively.
 //!
-//! A small typed client on reqwest and eventsource-stream (see [`crate::native`]): the
+//! A small typed client on the shared live path (see [`crate::live`]): the
 //! request body is built here from the provider-neutral history, and responses (JSON or
 //! SSE) are read leniently into the same [`ModelResponse`](crate::ModelResponse) as
 //! every other backend. `thinking` and `redacted_thinking` blocks are kept as

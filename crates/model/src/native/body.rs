@@ -4,12 +4,9 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::{FutureExt, StreamExt};
-
 use crate::error::ModelError;
 use crate::types::{RawExchange, StreamDelta};
-use crate::wire::{BodyProblem, Parsed, error_info, is_sse};
+use crate::wire::{BodyProblem, Parsed, error_info, is_sse, parse_event_stream};
 
 /// Parses a successful body of a native API (JSON or SSE).
 pub(crate) type BodyParser =
@@ -121,16 +118,9 @@ pub(crate) fn sse_events(body: &[u8]) -> Result<Vec<(String, String)>, BodyProbl
     {
         check_event_size(line.len())?;
     }
-    let input = crate::wire::sse_pieces(body);
-    // The input stream is always ready, so the collection completes on its first poll.
-    let events = input
-        .eventsource()
-        .collect::<Vec<_>>()
-        .now_or_never()
-        .ok_or_else(|| BodyProblem::Malformed("SSE parser did not finish".into()))?;
+    let events = parse_event_stream(body);
     let mut out = Vec::with_capacity(events.len());
     for e in events {
-        let e = e.map_err(|e| BodyProblem::Malformed(format!("bad SSE framing: {e}")))?;
         check_event_size(e.data.len())?;
         out.push((e.event, e.data));
     }

@@ -82,6 +82,13 @@ impl WireApi {
 
     /// Parses a recorded exchange of this API: a non-2xx status maps to the typed error a
     /// live request gave, and the body is read by the same parser as a live response.
+    ///
+    /// # Errors
+    ///
+    /// The typed error of a non-2xx status (as a live request would give), or
+    /// [`ModelError::MalformedResponse`], [`ModelError::ProviderError`] or
+    /// [`ModelError::StreamIncomplete`] for a body that does not parse, reports a provider
+    /// error, or ends early.
     pub fn parse_response(self, raw: RawExchange) -> Result<crate::ModelResponse, ModelError> {
         self.parse_response_streamed(raw, &mut |_| {})
     }

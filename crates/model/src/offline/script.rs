@@ -51,6 +51,11 @@ fn invalid(source: &str, element: Option<usize>, field: Option<String>, msg: &st
 
 impl ScriptModel {
     /// Loads a script file. The model is named `script:PATH`.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::InvalidScript`] when the file cannot be read, is not JSON, or is not
+    /// a valid script (the error names the step and field).
     pub fn from_path(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         let path = path.as_ref();
         let source = path.display().to_string();
@@ -64,6 +69,10 @@ impl ScriptModel {
     }
 
     /// Builds a script model from a JSON value. The model is named `script`.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::InvalidScript`] when the value is not a valid script.
     pub fn from_value(value: &Value) -> Result<Self, ModelError> {
         Self::parse(value, "<value>")
     }

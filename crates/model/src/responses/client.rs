@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::{OpenAiResponsesConfig, StreamState, build_request_body, parse_body};
 use crate::Model;
 use crate::error::ModelError;
-use crate::native::Endpoint;
+use crate::live::Endpoint;
 use crate::types::{ModelRequest, ModelResponse, StreamDelta};
 
 /// A model served by OpenAI's Responses API.
@@ -30,11 +30,15 @@ impl fmt::Debug for OpenAiResponsesModel {
 }
 
 impl OpenAiResponsesModel {
-    /// A model for `config`. Fails on a base URL that is not http(s), an empty model
-    /// name, or a key or header that cannot be sent in an HTTP header.
+    /// A model for `config`.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] on a base URL that is not http(s), an empty model name, or a
+    /// key or header that cannot be sent in an HTTP header.
     pub fn new(config: OpenAiResponsesConfig) -> Result<Self, ModelError> {
-        let endpoint = Endpoint::new(
-            config.settings(),
+        let endpoint = Endpoint::native(
+            &config.live,
             "/responses",
             ("authorization", "Bearer "),
             &[],
@@ -49,6 +53,10 @@ impl OpenAiResponsesModel {
 
     /// A model named `model` configured from the environment
     /// ([`OpenAiResponsesConfig::from_env`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`OpenAiResponsesConfig::from_env`] and [`OpenAiResponsesModel::new`].
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
         Self::new(OpenAiResponsesConfig::from_env(model)?)
     }

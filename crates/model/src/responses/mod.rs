@@ -1,6 +1,6 @@
 //! [`OpenAiResponsesModel`]: OpenAI's Responses API (`POST {base}/responses`), natively.
 //!
-//! The same small client as the Anthropic backend ([`crate::native`]). `reasoning` and
+//! The same small client as the Anthropic backend ([`crate::live`]). `reasoning` and
 //! `message` output items are kept whole as [`ProviderItem`](crate::ProviderItem)s and
 //! sent back in their order, before the calls of their turn, so each reasoning item is
 //! followed by the item that followed it (the API refuses one without it); without

@@ -2,12 +2,14 @@
 //! bodies (JSON or SSE) leniently, the same way for live, offline and recorded responses.
 //!
 //! `request` builds request bodies; `completion` parses a JSON completion, `sse` a
-//! streamed one (accumulating deltas); `errors` reads provider error bodies and maps
+//! streamed one (accumulating deltas); `event_stream` is the one SSE parser of the crate,
+//! which every streaming backend and recorded-body reader uses; `errors` reads provider error bodies and maps
 //! HTTP statuses to typed errors; `parse` holds the entry points that pick between them.
 //! This module holds what they all share.
 
 mod completion;
 mod errors;
+mod event_stream;
 mod extra;
 mod parse;
 mod request;
@@ -23,6 +25,7 @@ use crate::types::{
 #[cfg(feature = "http")]
 pub(crate) use errors::http_status_error;
 pub(crate) use errors::{error_info, error_info_from_value};
+pub use event_stream::{SseEvent, SseParser, parse_event_stream};
 pub(crate) use extra::merge_extra;
 #[cfg(feature = "http")]
 pub(crate) use parse::parse_body;
@@ -30,8 +33,7 @@ pub use parse::parse_response;
 pub(crate) use parse::parse_response_streamed;
 pub use request::{build_request_body, strip_extension_keys};
 #[cfg(feature = "http")]
-pub(crate) use sse::StreamAccumulator;
-pub(crate) use sse::sse_pieces;
+pub(crate) use sse::ChatEvents;
 
 /// Media type of JSON bodies.
 pub const JSON_MEDIA_TYPE: &str = "application/json";

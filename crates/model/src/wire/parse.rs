@@ -26,6 +26,11 @@ pub(crate) fn parse_body(
 ///
 /// This is how [`crate::ReplayModel`] and the offline models read responses back, and how
 /// recorded evidence can be re-read by other crates.
+///
+/// # Errors
+///
+/// As [`WireApi::parse_response`](crate::WireApi::parse_response): the typed error of a
+/// non-2xx status, or of a body that does not parse, reports an error or ends early.
 pub fn parse_response(raw: RawExchange) -> Result<ModelResponse, ModelError> {
     parse_response_streamed(raw, &mut |_| {})
 }

@@ -1,66 +1,69 @@
-//! Parsing a streamed (SSE) chat completion body: the deltas accumulated into one
-//! response.
+//! Reading a streamed (SSE) chat completion, live or recorded: its events
+//! ([`ChatEvents`]) and the deltas accumulated into one response.
 
-use std::convert::Infallible;
-
-use bytes::Bytes;
-use eventsource_stream::Eventsource;
-use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
+use crate::native::LiveEvents;
 use crate::types::{FinishReason, ProviderToolCall, StreamDelta, ToolCall, Usage};
 
 use super::completion::{
     arguments_text, content_text, parse_usage, provider_tool_call, reasoning_text,
 };
 use super::errors::{ErrorInfo, error_info_from_value};
+use super::event_stream::parse_event_stream;
 use super::{BodyProblem, Parsed, snippet};
 
-/// How much of a recorded SSE body is fed to the parser at a time. The parser keeps what
-/// follows each line in its buffer by copying it, so one piece holding a whole body of
-/// many events made parsing quadratic in the body's size (16 MB took seconds); pieces of
-/// this size keep each copy short, as reading the body off the wire does.
-const SSE_PIECE_BYTES: usize = 8 * 1024;
-
-/// A recorded body as the stream of pieces the SSE parser reads (a piece may end inside
-/// a UTF-8 character: the parser's decoder carries it over).
-pub(crate) fn sse_pieces(
-    body: &[u8],
-) -> futures_util::stream::Iter<std::vec::IntoIter<Result<Bytes, Infallible>>> {
-    let pieces: Vec<Result<Bytes, Infallible>> = body
-        .chunks(SSE_PIECE_BYTES)
-        .map(|c| Ok(Bytes::copy_from_slice(c)))
-        .collect();
-    futures_util::stream::iter(pieces)
-}
-
-/// Parses an SSE body with `eventsource-stream` (the parser async-openai uses on the wire).
+/// Parses an SSE body event by event, as the live stream was read.
 pub(super) fn parse_sse(
     body: &[u8],
     on_delta: &mut dyn FnMut(StreamDelta),
 ) -> Result<Parsed, BodyProblem> {
-    let input = sse_pieces(body);
-    // The input stream is always ready, so the collection completes on its first poll.
-    let events = input
-        .eventsource()
-        .collect::<Vec<_>>()
-        .now_or_never()
-        .ok_or_else(|| BodyProblem::Malformed("SSE parser did not finish".into()))?;
-    let mut acc = StreamAccumulator::default();
-    let mut saw_done = false;
-    for event in events {
-        let event = event.map_err(|e| BodyProblem::Malformed(format!("bad SSE framing: {e}")))?;
-        if event.data == "[DONE]" {
-            saw_done = true;
+    let mut events = ChatEvents::default();
+    for event in parse_event_stream(body) {
+        if events.done {
             break;
         }
-        if event.event == "keepalive" || event.data.trim().is_empty() && event.event != "error" {
-            continue;
+        events.push(&event.event, &event.data, on_delta)?;
+    }
+    events.finish()
+}
+
+/// Reads a chat completion stream's events: its chunks into a [`StreamAccumulator`],
+/// `[DONE]`, keep-alives and `error` events. What follows `[DONE]` is ignored.
+#[derive(Debug, Default)]
+pub(crate) struct ChatEvents {
+    acc: StreamAccumulator,
+    done: bool,
+}
+
+impl ChatEvents {
+    /// Ends the stream (see [`StreamAccumulator::finish`]).
+    pub(crate) fn finish(self) -> Result<Parsed, BodyProblem> {
+        self.acc.finish(self.done)
+    }
+}
+
+impl LiveEvents for ChatEvents {
+    fn push(
+        &mut self,
+        event: &str,
+        data: &str,
+        on_delta: &mut dyn FnMut(StreamDelta),
+    ) -> Result<(), BodyProblem> {
+        if self.done {
+            return Ok(());
         }
-        if event.event == "error" {
-            let info = match serde_json::from_str::<Value>(&event.data) {
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if event == "keepalive" || data.trim().is_empty() && event != "error" {
+            return Ok(());
+        }
+        if event == "error" {
+            let info = match serde_json::from_str::<Value>(data) {
                 Ok(v) => error_info_from_value(v.get("error").unwrap_or(&v)),
-                Err(_) => ErrorInfo::text(&event.data),
+                Err(_) => ErrorInfo::text(data),
             };
             return Err(BodyProblem::Provider {
                 code: info.code,
@@ -68,15 +71,11 @@ pub(super) fn parse_sse(
                 message: info.message,
             });
         }
-        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
-            BodyProblem::Malformed(format!(
-                "stream event is not JSON ({e}): {}",
-                snippet(&event.data)
-            ))
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            BodyProblem::Malformed(format!("stream event is not JSON ({e}): {}", snippet(data)))
         })?;
-        acc.push(&chunk, on_delta)?;
+        self.acc.push(&chunk, on_delta)
     }
-    acc.finish(saw_done)
 }
 
 #[derive(Debug, Default)]
@@ -89,7 +88,7 @@ struct PartialCall {
 
 /// Reassembles streamed chunks into one response, reporting deltas.
 #[derive(Debug, Default)]
-pub(crate) struct StreamAccumulator {
+struct StreamAccumulator {
     text: String,
     reasoning: String,
     calls: Vec<PartialCall>,
@@ -102,7 +101,7 @@ pub(crate) struct StreamAccumulator {
 
 impl StreamAccumulator {
     /// Adds one chunk. A chunk holding an `error` object is a provider error.
-    pub(crate) fn push(
+    fn push(
         &mut self,
         chunk: &Value,
         on_delta: &mut dyn FnMut(StreamDelta),
@@ -230,7 +229,7 @@ impl StreamAccumulator {
     }
 
     /// Ends the stream. Without `[DONE]`, a finish reason must have been seen.
-    pub(crate) fn finish(self, saw_done: bool) -> Result<Parsed, BodyProblem> {
+    fn finish(self, saw_done: bool) -> Result<Parsed, BodyProblem> {
         if !saw_done && self.finish.is_none() {
             return Err(BodyProblem::Incomplete(
                 "the stream ended with neither [DONE] nor a finish reason".into(),

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use super::Timeouts;
 use crate::error::ModelError;
-use crate::openai::Timeouts;
 
 /// A reqwest client with the connect timeout, and no proxy for loopback servers.
 pub(crate) fn http_client(base: &str, timeouts: &Timeouts) -> Result<reqwest::Client, ModelError> {
@@ -80,7 +80,9 @@ pub(super) fn redact(secrets: &[String], text: &str) -> String {
     t
 }
 
-/// `bytes` with every secret replaced by `[REDACTED]` (a warning logged when one is found).
+/// `bytes` with every secret replaced by `[REDACTED]` (a warning logged when one is found,
+/// under the target it had before the live module gathered the request path, so that
+/// `RUST_LOG` filters written for it still work).
 pub(super) fn redact_bytes(secrets: &[String], bytes: Bytes) -> Bytes {
     let hit = secrets
         .iter()
@@ -88,7 +90,7 @@ pub(super) fn redact_bytes(secrets: &[String], bytes: Bytes) -> Bytes {
     if !hit {
         return bytes;
     }
-    tracing::warn!("the response echoed a secret; it is redacted in the kept bytes");
+    tracing::warn!(target: "provrun_model::native::http", "the response echoed a secret; it is redacted in the kept bytes");
     let mut out = bytes.to_vec();
     for s in secrets {
         let needle = s.as_bytes();

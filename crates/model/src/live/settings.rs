@@ -1,7 +1,6 @@
-//! What every live backend is configured with: an [`ApiKey`] that never shows, the
-//! [`Timeouts`], the [`RetryPolicy`] and the largest response body read; the provider's
-//! environment variables and public base URL; and those settings borrowed together, as
-//! the endpoint and a configuration's `Debug` read them.
+//! The parts every live backend is configured with: an [`ApiKey`] that never shows, the
+//! [`Timeouts`], the [`RetryPolicy`] and the default limit of a response body; and a
+//! provider's environment variables and public base URL.
 
 use std::fmt;
 use std::time::Duration;
@@ -58,44 +57,6 @@ impl Provider {
             )));
         }
         Ok((base_url, api_key.map(ApiKey::new)))
-    }
-}
-
-/// What every live backend's configuration holds, borrowed from it.
-pub(crate) struct Settings<'a> {
-    pub model: &'a str,
-    pub base_url: &'a str,
-    pub api_key: Option<&'a ApiKey>,
-    /// The extra headers; their values are secrets.
-    pub headers: &'a [(String, String)],
-    pub timeouts: Timeouts,
-    pub retry: RetryPolicy,
-    pub max_response_bytes: usize,
-}
-
-impl Settings<'_> {
-    /// A configuration's `Debug`, as the struct `name`: the model, the base URL and the
-    /// key (which never shows), the backend's `own` fields, then the header names (their
-    /// values are secrets), the timeouts, the retries and the body limit.
-    pub(crate) fn debug(
-        &self,
-        f: &mut fmt::Formatter<'_>,
-        name: &str,
-        own: &[(&str, &dyn fmt::Debug)],
-    ) -> fmt::Result {
-        let header_names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
-        let mut d = f.debug_struct(name);
-        d.field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key);
-        for (field, value) in own {
-            d.field(field, value);
-        }
-        d.field("headers", &header_names)
-            .field("timeouts", &self.timeouts)
-            .field("retry", &self.retry)
-            .field("max_response_bytes", &self.max_response_bytes)
-            .finish()
     }
 }
 
@@ -183,6 +144,6 @@ impl RetryPolicy {
     }
 }
 
-/// The default [`OpenAiConfig::max_response_bytes`](super::OpenAiConfig::max_response_bytes):
+/// The default [`LiveConfig::max_response_bytes`](super::LiveConfig::max_response_bytes):
 /// 32 MiB, far above any real chat completion.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;

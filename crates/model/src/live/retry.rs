@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 
-use crate::openai::RetryPolicy;
+use super::RetryPolicy;
 
 /// The wait a response asks for: `retry-after-ms`, `retry-after` in seconds, or
 /// `retry-after` as an HTTP date (a date in the past is no wait).

@@ -1,8 +1,8 @@
 //! One attempt of a live backend as it was seen on the wire ([`Capture`], filled by
 //! [`send_kept`] and [`kept_chunks`]), its
 //! classification (the response, or the typed error, and whether a retry is worth it),
-//! and the retry loop's bookkeeping ([`Attempts`]). The OpenAI-compatible client and the
-//! native [`Endpoint`](super::Endpoint) both fill a `Capture` per attempt and hand it to
+//! and the retry loop's bookkeeping ([`Attempts`]). The [`Endpoint`](super::Endpoint)
+//! every live backend posts through fills a `Capture` per attempt and hands it to
 //! [`Attempts::finish`].
 
 use std::future::Future;
@@ -12,13 +12,17 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::BodyParser;
 use super::http::{error_chain, redact, redact_bytes};
 use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
+use super::{RetryPolicy, Timeouts};
 use crate::error::{ModelError, TimeoutKind};
-use crate::openai::{RetryPolicy, Timeouts};
+use crate::native::BodyParser;
 use crate::types::{Attempt, ModelResponse, RawExchange};
 use crate::wire::JSON_MEDIA_TYPE;
+
+/// The log target of the attempts' events: the module they were logged from before the
+/// live module gathered them, kept so that `RUST_LOG` filters written for it still work.
+const ATTEMPT_LOG: &str = "provrun_model::native::attempt";
 
 /// What one attempt sent and received, filled in while it runs.
 #[derive(Debug, Default)]
@@ -139,13 +143,8 @@ pub(crate) struct Reading<'a> {
 }
 
 /// Turns one attempt's capture into a response or a typed error, and says whether the
-/// error is worth a retry. `outcome` is what the client said of the attempt; it is used
-/// only when no response came and nothing else explains why.
-fn classify(
-    cap: Capture,
-    outcome: Result<(), String>,
-    how: &Reading<'_>,
-) -> (Result<ModelResponse, ModelError>, bool) {
+/// error is worth a retry.
+fn classify(cap: Capture, how: &Reading<'_>) -> (Result<ModelResponse, ModelError>, bool) {
     let raw = RawExchange {
         request_body: cap.request_body,
         request_media_type: JSON_MEDIA_TYPE.into(),
@@ -185,8 +184,7 @@ fn classify(
         };
         (Err(err), false)
     } else if cap.status.is_none() {
-        let message = outcome.err().unwrap_or_else(|| "no response".into());
-        (Err(ModelError::InvalidRequest(message)), false)
+        (Err(ModelError::InvalidRequest("no response".into())), false)
     } else if let Some(message) = cap.body_error {
         let err = ModelError::StreamIncomplete {
             message: format!("the connection broke while reading the body: {message}"),
@@ -239,11 +237,10 @@ impl Attempts {
         &mut self,
         duration: Duration,
         cap: Capture,
-        outcome: Result<(), String>,
         how: &Reading<'_>,
     ) -> Option<Result<ModelResponse, ModelError>> {
         let server_wait = cap.retry_after;
-        let (result, retryable) = classify(cap, outcome, how);
+        let (result, retryable) = classify(cap, how);
         let mut attempt = Attempt {
             duration,
             ..Attempt::default()
@@ -262,6 +259,7 @@ impl Attempts {
             attempt.retry_after = server_wait;
         }
         tracing::debug!(
+            target: ATTEMPT_LOG,
             status = ?attempt.status,
             duration_ms = duration.as_millis() as u64,
             error = attempt.error.as_deref().unwrap_or(""),
@@ -283,6 +281,7 @@ impl Attempts {
                     if self.started.elapsed() + wait <= policy.max_elapsed {
                         self.retries += 1;
                         tracing::warn!(
+                            target: ATTEMPT_LOG,
                             retry = self.retries,
                             wait_ms = wait.as_millis() as u64,
                             "model request failed ({err}); retrying"
@@ -290,7 +289,11 @@ impl Attempts {
                         tokio::time::sleep(wait).await;
                         return None;
                     }
-                    tracing::warn!("retry budget exhausted after {} attempts", self.done.len());
+                    let attempts = self.done.len();
+                    tracing::warn!(
+                        target: ATTEMPT_LOG,
+                        "retry budget exhausted after {attempts} attempts"
+                    );
                 }
                 if let Some(x) = err.exchange_mut() {
                     x.attempts = std::mem::take(&mut self.done);

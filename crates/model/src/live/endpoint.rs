@@ -1,4 +1,4 @@
-//! [`Endpoint`]: where and how a native backend posts, one attempt at a time (every byte
+//! [`Endpoint`]: where and how a live backend posts, one attempt at a time (every byte
 //! of the response kept, first-byte and idle timeouts, the body bounded, live events fed
 //! for deltas), in a retry loop, each attempt's failure classified.
 
@@ -6,21 +6,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use tracing::Instrument;
 
-use super::attempt::{Attempts, Capture, Reading, kept_chunks, lock, send_kept};
-use super::body::MAX_EVENT_BYTES;
+use super::attempt::{Attempts, Capture, Reading, StatusError, kept_chunks, lock, send_kept};
 use super::http::{header, http_client};
-use super::{BodyParser, Live, LiveEvents, status_error};
+use super::{LiveConfig, RetryPolicy, Timeouts};
 use crate::error::ModelError;
-use crate::openai::{RetryPolicy, Settings, Timeouts};
+use crate::native::{BodyParser, Live, LiveEvents, MAX_EVENT_BYTES, status_error};
 use crate::types::StreamDelta;
-use crate::wire::JSON_MEDIA_TYPE;
+use crate::wire::{JSON_MEDIA_TYPE, SseParser};
 
-/// Where and how a native backend posts.
+/// Where and how a live backend posts.
 pub(crate) struct Endpoint {
     pub url: String,
     /// Every header sent, the key's included.
@@ -32,42 +30,54 @@ pub(crate) struct Endpoint {
     pub max_body: usize,
     pub http: reqwest::Client,
     pub parse: BodyParser,
+    /// How an error status is read: the native APIs' mapping unless set otherwise.
+    pub status_error: StatusError,
 }
 
 impl Endpoint {
-    /// The endpoint at `path` under the base URL: the key sent as `key_header` (its value
-    /// `key_prefix` and the key), then the `fixed` headers, then the configured ones. Fails
-    /// on an empty model name, a base URL that is not http(s), or a key or header that
+    /// The endpoint of a native API at `path` under the base URL: the key sent as
+    /// `key_header` (its value `key_prefix` and the key), then the `fixed` headers, then
+    /// the configured ones. Fails as [`Endpoint::new`] does, or on a key or header that
     /// cannot be sent in an HTTP header.
-    pub(crate) fn new(
-        s: Settings<'_>,
+    pub(crate) fn native(
+        s: &LiveConfig,
         path: &str,
         (key_header, key_prefix): (&str, &str),
         fixed: &[(&str, &str)],
         parse: BodyParser,
     ) -> Result<Self, ModelError> {
-        let base = s.base_url.trim_end_matches('/');
-        if s.model.trim().is_empty() {
-            return Err(ModelError::Config("the model name is empty".into()));
-        }
-        let http = http_client(base, &s.timeouts)?;
+        check_model(s)?;
         let mut headers = HeaderMap::new();
-        let mut secrets = Vec::new();
-        if let Some(key) = s.api_key {
+        if let Some(key) = &s.api_key {
             let value = format!("{key_prefix}{}", key.expose());
             header(&mut headers, key_header, &value, true)?;
-            secrets.push(key.expose().to_owned());
         }
         for (name, value) in fixed {
             header(&mut headers, name, value, false)?;
         }
-        for (name, value) in s.headers {
+        for (name, value) in &s.headers {
             header(&mut headers, name, value, true)?;
-            secrets.push(value.clone());
         }
+        let url = format!("{}{path}", s.base_url.trim_end_matches('/'));
+        Self::new(s, url, headers, parse)
+    }
+
+    /// The endpoint at `url` sending `headers` (the key's included; they are sent as
+    /// they are): the configured key and header values are redacted from what is kept.
+    /// Fails on an empty model name or a base URL that is not http(s).
+    pub(crate) fn new(
+        s: &LiveConfig,
+        url: String,
+        headers: HeaderMap,
+        parse: BodyParser,
+    ) -> Result<Self, ModelError> {
+        check_model(s)?;
+        let http = http_client(s.base_url.trim_end_matches('/'), &s.timeouts)?;
+        let mut secrets: Vec<String> = s.api_key.iter().map(|k| k.expose().to_owned()).collect();
+        secrets.extend(s.headers.iter().map(|(_, v)| v.clone()));
         secrets.retain(|v| v.len() >= 4);
         Ok(Endpoint {
-            url: format!("{base}{path}"),
+            url,
             headers,
             secrets,
             timeouts: s.timeouts,
@@ -75,7 +85,16 @@ impl Endpoint {
             max_body: s.max_response_bytes,
             http,
             parse,
+            status_error,
         })
+    }
+
+    /// This endpoint with `status_error` reading its error statuses.
+    pub(crate) fn with_status_error(self, status_error: StatusError) -> Self {
+        Endpoint {
+            status_error,
+            ..self
+        }
     }
 
     /// A whole response to `body`, for `model`'s span.
@@ -112,9 +131,7 @@ impl Endpoint {
         loop {
             let t0 = Instant::now();
             let cap = self.attempt(&body, live.as_mut()).await;
-            let done = attempts
-                .finish(t0.elapsed(), cap, Ok(()), &self.reading())
-                .await;
+            let done = attempts.finish(t0.elapsed(), cap, &self.reading()).await;
             if let Some(result) = done {
                 return result;
             }
@@ -174,7 +191,7 @@ impl Endpoint {
     /// How this endpoint reads a captured attempt.
     fn reading(&self) -> Reading<'_> {
         Reading {
-            status_error,
+            status_error: self.status_error,
             parse: self.parse,
             secrets: &self.secrets,
         }
@@ -182,45 +199,40 @@ impl Endpoint {
 }
 
 /// Reads `chunks` to their end, feeding their SSE events to `events` (and so the deltas to
-/// `on_delta`) until one is refused or an event grows over `MAX_EVENT_BYTES`.
+/// `on_delta`) until one is refused, a chunk fails, or the event being read grows over
+/// `MAX_EVENT_BYTES`. The rest is still read and kept; the final parse reports it.
 async fn feed_live(
     chunks: impl futures_util::Stream<Item = std::io::Result<Bytes>>,
     events: &mut dyn LiveEvents,
     on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
 ) {
-    // Fused: it is read again after the SSE parser has seen its end.
-    let mut chunks = Box::pin(chunks.fuse());
-    // Bytes since the last event boundary: an event over the limit ends the live reading
-    // (the rest is still read and kept, and the final parse reports it), so the SSE
-    // parser never buffers a runaway event.
-    let mut pending = 0usize;
-    let bounded = chunks.by_ref().take_while(|item| {
-        let within = match item {
-            Ok(chunk) => {
-                let tail = chunk
-                    .windows(2)
-                    .rposition(|w| w == b"\n\n")
-                    .map(|i| chunk.len() - i - 2);
-                pending = match tail {
-                    Some(t) => t,
-                    None => pending + chunk.len(),
-                };
-                pending <= MAX_EVENT_BYTES
-            }
-            Err(_) => true,
-        };
-        std::future::ready(within)
-    });
-    let mut stream = bounded.eventsource();
+    let mut chunks = std::pin::pin!(chunks);
+    let mut parser = SseParser::new();
     let mut healthy = true;
-    while let Some(event) = stream.next().await {
-        let Ok(event) = event else { break };
-        if healthy {
-            healthy = events
-                .push(&event.event, &event.data, &mut |d| on_delta(d))
-                .is_ok();
+    while let Some(chunk) = chunks.next().await {
+        let Ok(chunk) = chunk else {
+            healthy = false;
+            continue;
+        };
+        if !healthy {
+            continue;
         }
+        for event in parser.push(&chunk) {
+            if healthy {
+                healthy = events
+                    .push(&event.event, &event.data, &mut |d| on_delta(d))
+                    .is_ok();
+            }
+        }
+        // The parser never buffers a runaway event.
+        healthy &= parser.buffered() <= MAX_EVENT_BYTES;
     }
-    drop(stream);
-    while chunks.next().await.is_some() {}
+}
+
+/// Refuses an empty model name.
+fn check_model(s: &LiveConfig) -> Result<(), ModelError> {
+    if s.model.trim().is_empty() {
+        return Err(ModelError::Config("the model name is empty".into()));
+    }
+    Ok(())
 }
