@@ -389,12 +389,14 @@ fn a_representative_log_maps_to_exactly_these_spans() {
     }
     let with_content = render(&spans_from_events(dir.path(), &log, true).unwrap());
     let without = render(&spans_from_events(dir.path(), &log, false).unwrap());
-    assert_eq!(with_content, WITH_CONTENT);
-    assert_eq!(without, WITHOUT_CONTENT);
+    // The instrumentation scope names the crate's own version.
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(with_content, WITH_CONTENT.replace("{VERSION}", version));
+    assert_eq!(without, WITHOUT_CONTENT.replace("{VERSION}", version));
 }
 
 /// The spans of the representative log, with content.
-const WITH_CONTENT: &str = r#"invoke_agent reviewer Internal trace c9bfd46fbc36a2a776c7436aa186647d span 582e22cc2ebf07b1 parent 0000000000000000 remote false false flags TraceFlags(1) start 1772600767100000000 end 1772600772700000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+const WITH_CONTENT: &str = r#"invoke_agent reviewer Internal trace c9bfd46fbc36a2a776c7436aa186647d span 582e22cc2ebf07b1 parent 0000000000000000 remote false false flags TraceFlags(1) start 1772600767100000000 end 1772600772700000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "invoke_agent"
   gen_ai.agent.name = str "reviewer"
   gen_ai.provider.name = str "openai"
@@ -404,7 +406,7 @@ const WITH_CONTENT: &str = r#"invoke_agent reviewer Internal trace c9bfd46fbc36a
   gen_ai.usage.output_tokens = i64 12
   provrun.run_id = str "run-test"
   provrun.seq = i64 0
-chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ffefce parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600767300000000 end 1772600768500000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ffefce parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600767300000000 end 1772600768500000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
@@ -421,7 +423,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ff
   provrun.response.sha256 = str "d2fc558d8f2dce0ef2ab117825315f1c282eb5687d63d20cba9d08cd3efdc7ea"
   provrun.run_id = str "run-test"
   provrun.seq = i64 2
-execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 64855e5808b9f3ea parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600768750000000 end 1772600769000000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 64855e5808b9f3ea parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600768750000000 end 1772600769000000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "execute_tool"
   gen_ai.tool.name = str "read_file"
   gen_ai.tool.type = str "function"
@@ -432,7 +434,7 @@ execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 6485
   gen_ai.tool.call.result = str "ok"
   provrun.run_id = str "run-test"
   provrun.seq = i64 4
-execute_tool write_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 822e8add8baca0e7 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769210000000 end 1772600769250000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+execute_tool write_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 822e8add8baca0e7 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769210000000 end 1772600769250000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "execute_tool"
   gen_ai.tool.name = str "write_file"
   gen_ai.tool.type = str "function"
@@ -445,7 +447,7 @@ execute_tool write_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 822
   gen_ai.tool.call.result = str "line\nline\nline\nline\nline\nline\nline\nline\nline\nline\nline\nline\n"
   provrun.run_id = str "run-test"
   provrun.seq = i64 5
-execute_tool notes_find Internal trace c9bfd46fbc36a2a776c7436aa186647d span 4d8c6d2ebdf351d2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769300000000 end 1772600770000000000 status Error { description: "MCP server `notes` failed the call: éééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééé" } scope provrun Some("0.1.0") dropped 0 events 0 links 0
+execute_tool notes_find Internal trace c9bfd46fbc36a2a776c7436aa186647d span 4d8c6d2ebdf351d2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769300000000 end 1772600770000000000 status Error { description: "MCP server `notes` failed the call: éééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééé" } scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "execute_tool"
   gen_ai.tool.name = str "notes_find"
   gen_ai.tool.type = str "extension"
@@ -457,7 +459,7 @@ execute_tool notes_find Internal trace c9bfd46fbc36a2a776c7436aa186647d span 4d8
   error.type = str "tool_error"
   provrun.run_id = str "run-test"
   provrun.seq = i64 6
-chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0f4b2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600770200000000 end 1772600771000000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0f4b2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600770200000000 end 1772600771000000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
@@ -475,7 +477,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0
   provrun.response.sha256 = str "c600b1fdca49ac3f21d5a8e3e60c66e8dfce37b9ccf3ac528e0321b817f5dc9b"
   provrun.run_id = str "run-test"
   provrun.seq = i64 8
-chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc3cbd parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600771700000000 end 1772600772000000000 status Error { description: "HTTP 429: slow down" } scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc3cbd parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600771700000000 end 1772600772000000000 status Error { description: "HTTP 429: slow down" } scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
@@ -486,7 +488,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc
   error.type = str "model_error"
   provrun.run_id = str "run-test"
   provrun.seq = i64 9
-chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600772500000000 end 1772600772500000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600772500000000 end 1772600772500000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "provrun.script"
   gen_ai.request.model = str "demo"
@@ -501,7 +503,7 @@ chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee pa
 "#;
 
 /// The spans of the representative log, without content.
-const WITHOUT_CONTENT: &str = r#"invoke_agent reviewer Internal trace c9bfd46fbc36a2a776c7436aa186647d span 582e22cc2ebf07b1 parent 0000000000000000 remote false false flags TraceFlags(1) start 1772600767100000000 end 1772600772700000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+const WITHOUT_CONTENT: &str = r#"invoke_agent reviewer Internal trace c9bfd46fbc36a2a776c7436aa186647d span 582e22cc2ebf07b1 parent 0000000000000000 remote false false flags TraceFlags(1) start 1772600767100000000 end 1772600772700000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "invoke_agent"
   gen_ai.agent.name = str "reviewer"
   gen_ai.provider.name = str "openai"
@@ -511,7 +513,7 @@ const WITHOUT_CONTENT: &str = r#"invoke_agent reviewer Internal trace c9bfd46fbc
   gen_ai.usage.output_tokens = i64 12
   provrun.run_id = str "run-test"
   provrun.seq = i64 0
-chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ffefce parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600767300000000 end 1772600768500000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ffefce parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600767300000000 end 1772600768500000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
@@ -527,7 +529,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span d33fa813c2ff
   provrun.response.sha256 = str "d2fc558d8f2dce0ef2ab117825315f1c282eb5687d63d20cba9d08cd3efdc7ea"
   provrun.run_id = str "run-test"
   provrun.seq = i64 2
-execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 64855e5808b9f3ea parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600768750000000 end 1772600769000000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 64855e5808b9f3ea parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600768750000000 end 1772600769000000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "execute_tool"
   gen_ai.tool.name = str "read_file"
   gen_ai.tool.type = str "function"
@@ -536,7 +538,7 @@ execute_tool read_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 6485
   provrun.tool.decided_by = str "tool"
   provrun.run_id = str "run-test"
   provrun.seq = i64 4
-execute_tool write_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 822e8add8baca0e7 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769210000000 end 1772600769250000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+execute_tool write_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 822e8add8baca0e7 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769210000000 end 1772600769250000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "execute_tool"
   gen_ai.tool.name = str "write_file"
   gen_ai.tool.type = str "function"
@@ -547,7 +549,7 @@ execute_tool write_file Internal trace c9bfd46fbc36a2a776c7436aa186647d span 822
   provrun.result.sha256 = str "40d9900f69d3a483d9e92eedc592d94168b426849cf73fb58142e154db343a5e"
   provrun.run_id = str "run-test"
   provrun.seq = i64 5
-execute_tool notes_find Internal trace c9bfd46fbc36a2a776c7436aa186647d span 4d8c6d2ebdf351d2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769300000000 end 1772600770000000000 status Error { description: "MCP server `notes` failed the call: éééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééé" } scope provrun Some("0.1.0") dropped 0 events 0 links 0
+execute_tool notes_find Internal trace c9bfd46fbc36a2a776c7436aa186647d span 4d8c6d2ebdf351d2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600769300000000 end 1772600770000000000 status Error { description: "MCP server `notes` failed the call: éééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééé" } scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "execute_tool"
   gen_ai.tool.name = str "notes_find"
   gen_ai.tool.type = str "extension"
@@ -557,7 +559,7 @@ execute_tool notes_find Internal trace c9bfd46fbc36a2a776c7436aa186647d span 4d8
   error.type = str "tool_error"
   provrun.run_id = str "run-test"
   provrun.seq = i64 6
-chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0f4b2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600770200000000 end 1772600771000000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0f4b2 parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600770200000000 end 1772600771000000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
@@ -573,7 +575,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span ca9dab76f2f0
   provrun.response.sha256 = str "c600b1fdca49ac3f21d5a8e3e60c66e8dfce37b9ccf3ac528e0321b817f5dc9b"
   provrun.run_id = str "run-test"
   provrun.seq = i64 8
-chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc3cbd parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600771700000000 end 1772600772000000000 status Error { description: "HTTP 429: slow down" } scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc3cbd parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600771700000000 end 1772600772000000000 status Error { description: "HTTP 429: slow down" } scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "openai"
   gen_ai.request.model = str "gpt-4o-mini"
@@ -584,7 +586,7 @@ chat gpt-4o-mini Client trace c9bfd46fbc36a2a776c7436aa186647d span 6f5d06f240fc
   error.type = str "model_error"
   provrun.run_id = str "run-test"
   provrun.seq = i64 9
-chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600772500000000 end 1772600772500000000 status Unset scope provrun Some("0.1.0") dropped 0 events 0 links 0
+chat demo Client trace c9bfd46fbc36a2a776c7436aa186647d span 16b167cd425335ee parent 582e22cc2ebf07b1 remote false false flags TraceFlags(1) start 1772600772500000000 end 1772600772500000000 status Unset scope provrun Some("{VERSION}") dropped 0 events 0 links 0
   gen_ai.operation.name = str "chat"
   gen_ai.provider.name = str "provrun.script"
   gen_ai.request.model = str "demo"
