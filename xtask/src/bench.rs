@@ -394,7 +394,7 @@ fn rank_key(name: &str) -> &'static str {
 }
 
 /// Run the benchmarks (see the module docs).
-pub fn bench(args: &[String]) -> Result<(), String> {
+pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     let scenarios: Vec<&str> = SCENARIOS
         .iter()

@@ -22,7 +22,7 @@ use std::time::Instant;
 use crate::{cargo, root, run};
 
 /// The targets in `fuzz/Cargo.toml`.
-pub const TARGETS: &[&str] = &[
+pub(crate) const TARGETS: &[&str] = &[
     "tool_args",
     "response_parser",
     "evidence_verify",
@@ -83,7 +83,7 @@ fn flag_value(args: &[String], flag: &str, default: u64) -> Result<u64, String> 
 }
 
 /// `cargo xtask fuzz …`
-pub fn fuzz(args: &[String]) -> Result<(), String> {
+pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
     if args.iter().any(|a| a == "-h" || a == "--help") || args.is_empty() {
         println!("{FUZZ_USAGE}");
         return if args.is_empty() {
@@ -316,7 +316,7 @@ fn fuzz_one(toolchain: Toolchain, target: &str, seconds: u64) -> Result<FuzzRun,
 }
 
 /// `cargo xtask soak …`
-pub fn soak(args: &[String]) -> Result<(), String> {
+pub(crate) fn soak(args: &[String]) -> Result<(), String> {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{SOAK_USAGE}");
         return Ok(());

@@ -15,7 +15,7 @@ const VERSION: &str = "20.26.1";
 /// Makes sure `phoenix-20.26.1/bin/python` in the cache can import Phoenix's server,
 /// installing it when missing. Under CI a failed install fails; elsewhere the test skips
 /// loudly.
-pub fn phoenix() -> Result<(), String> {
+pub(crate) fn phoenix() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let venv = ci_cache().join(format!("phoenix-{VERSION}"));
     let ready = |venv: &std::path::Path| {

@@ -17,7 +17,7 @@ use std::process::Command;
 use crate::{cargo, root, run, setup};
 
 /// The PydanticAI the suite is pinned to (python/tests/requirements.txt says the same).
-pub const PYDANTIC_AI: &str = "2.68.0";
+pub(crate) const PYDANTIC_AI: &str = "2.68.0";
 
 fn requirements() -> PathBuf {
     root().join("python/tests/requirements.txt")
@@ -25,7 +25,7 @@ fn requirements() -> PathBuf {
 
 /// The cached virtualenv with the suite's packages, made (or remade, when the pinned
 /// requirements changed) when needed. Returns its `python`.
-pub fn suite_venv() -> Result<PathBuf, String> {
+pub(crate) fn suite_venv() -> Result<PathBuf, String> {
     let venv = setup::ci_cache().join(format!("provrun-python-pydantic-ai-{PYDANTIC_AI}"));
     let python = venv.join("bin/python");
     let wanted = std::fs::read_to_string(requirements())
@@ -139,14 +139,14 @@ fn build_and_test(cached: &Path, pytest_args: &[String], built: bool) -> Result<
 }
 
 /// `cargo xtask python [PYTEST ARGS…]`; see the module docs.
-pub fn python(args: &[String]) -> Result<(), String> {
+pub(crate) fn python(args: &[String]) -> Result<(), String> {
     suite(args, false)
 }
 
 /// The suite as `cargo xtask ci` runs it, right after `cargo test --workspace` built the
 /// `provrun` binary into the same target folder (a `cargo build -p provrun-cli` would
 /// resolve other features and build much of the workspace again).
-pub fn after_tests() -> Result<(), String> {
+pub(crate) fn after_tests() -> Result<(), String> {
     suite(&[], true)
 }
 
@@ -169,7 +169,7 @@ fn suite(args: &[String], built: bool) -> Result<(), String> {
 /// (python/tests/requirements.txt: pydantic-ai-slim, the OpenAI SDK, maturin, pytest) in
 /// the cache, installing them once when missing. Under CI a failure fails; elsewhere the
 /// suite is skipped loudly.
-pub fn python_suite() -> Result<(), String> {
+pub(crate) fn python_suite() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     match suite_venv() {
         Ok(python) => {

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use crate::{cargo, root, run};
 
 /// The cargo-semver-checks release CI installs and this task expects.
-pub const VERSION: &str = "0.51.0";
+pub(crate) const VERSION: &str = "0.51.0";
 
 /// The file naming the commit the public API is compared with: the main that landed
 /// last. Whoever lands a new main sets it to the commit that landed before.
@@ -46,7 +46,7 @@ const CHECKED: &[&str] = &[
 /// here in the workspace's own target folder, shared by the current tree and the
 /// baseline's (unpacked with `git archive` under `target/semver`), so dependencies that
 /// clippy and `cargo doc` already checked are not built again.
-pub fn semver() -> Result<(), String> {
+pub(crate) fn semver() -> Result<(), String> {
     if !crate::setup::cargo_tool("cargo-semver-checks", "semver-checks", VERSION)? {
         return Ok(());
     }

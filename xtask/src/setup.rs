@@ -111,7 +111,7 @@ fn python_venv_works() -> Result<(), String> {
 /// virtualenvs: under CI, installs
 /// python3 and python3-venv with apt-get when they are missing, and fails if it cannot.
 /// Elsewhere the test skips itself loudly when Python is missing.
-pub fn python() -> Result<(), String> {
+pub(crate) fn python() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let problem = match python_venv_works() {
         Ok(()) => {
@@ -161,7 +161,7 @@ fn node_works() -> Result<(), String> {
 /// install its pinned package with npm: under CI, installs Debian's `nodejs` and `npm`
 /// with apt-get when they are missing, and fails if it cannot. Elsewhere the test skips
 /// itself loudly when they are missing.
-pub fn node() -> Result<(), String> {
+pub(crate) fn node() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let problem = match node_works() {
         Ok(()) => {
@@ -212,13 +212,13 @@ fn go_works() -> Result<(), String> {
 }
 
 /// The official AG-UI client the `provrun serve` tests drive the server with, pinned.
-pub const AGUI_CLIENT: &str = "@ag-ui/client@1.0.0";
+pub(crate) const AGUI_CLIENT: &str = "@ag-ui/client@1.0.0";
 /// The AG-UI stream validator those tests check the captured streams with, pinned.
-pub const AGUI_VALIDATE: &str = "ag-ui-validate==0.4.0";
+pub(crate) const AGUI_VALIDATE: &str = "ag-ui-validate==0.4.0";
 
 /// Where programs the tests need are installed once, outside the clone, by pinned
 /// version: `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
-pub fn ci_cache() -> std::path::PathBuf {
+pub(crate) fn ci_cache() -> std::path::PathBuf {
     std::env::var_os("PROVRUN_CI_CACHE")
         .map(std::path::PathBuf::from)
         .or_else(|| {
@@ -264,7 +264,7 @@ fn agui_install() -> Result<(), String> {
 /// Makes sure the ledger's Go interoperability tests can build their checker offline:
 /// under CI, installs Debian's `golang-go` and `golang-golang-x-mod-dev` with apt-get when
 /// they are missing, and fails if it cannot. Elsewhere the tests skip themselves loudly.
-pub fn go() -> Result<(), String> {
+pub(crate) fn go() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let problem = match go_works() {
         Ok(()) => {
@@ -295,7 +295,7 @@ pub fn go() -> Result<(), String> {
 /// Makes sure the `provrun serve` tests find the official AG-UI client and validator:
 /// installed into the cache when missing (node, npm and python3 are set up before). Under
 /// CI a failed install fails; elsewhere the tests install them themselves or skip loudly.
-pub fn agui() -> Result<(), String> {
+pub(crate) fn agui() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     match agui_install() {
         Ok(()) => {
@@ -339,7 +339,7 @@ fn chromium_works() -> Result<(), String> {
 /// Makes sure the `provrun view` and `provrun serve` browser tests can load their pages:
 /// under CI, installs Debian's `chromium` and `chromium-driver` with apt-get when missing, and fails if it cannot. Elsewhere
 /// the tests skip themselves loudly when it is missing.
-pub fn browser() -> Result<(), String> {
+pub(crate) fn browser() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let problem = match chromium_works() {
         Ok(()) => {
@@ -366,7 +366,7 @@ pub fn browser() -> Result<(), String> {
 }
 
 /// Makes sure the command confinement tests can run; see the module docs.
-pub fn confinement() -> Result<(), String> {
+pub(crate) fn confinement() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let mut problem = match bwrap_works() {
         Ok(()) => {
@@ -407,7 +407,7 @@ pub fn confinement() -> Result<(), String> {
 
 /// The agent programs `provrun wrap` is tested around (crates/cli/tests/it/wrap_programs.rs),
 /// installed from the npm registry at these versions (the test checks it reads the same).
-pub const WRAPPED_PROGRAMS: &[(&str, &str)] = &[
+pub(crate) const WRAPPED_PROGRAMS: &[(&str, &str)] = &[
     ("@openai/codex", "0.171.0"),
     ("@anthropic-ai/claude-code", "2.1.332"),
 ];
@@ -416,7 +416,7 @@ pub const WRAPPED_PROGRAMS: &[(&str, &str)] = &[
 /// --prefix`; both packages carry their binaries, one platform package each), when it is
 /// not there yet. Under CI a failure fails; elsewhere it is a loud warning and the tests
 /// skip themselves.
-pub fn wrapped_programs() -> Result<(), String> {
+pub(crate) fn wrapped_programs() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     for (package, version) in WRAPPED_PROGRAMS {
         let name = package.rsplit('/').next().unwrap_or(package);
@@ -462,7 +462,7 @@ pub fn wrapped_programs() -> Result<(), String> {
 }
 
 /// The cargo-deny release `cargo xtask ci` checks the dependency tree with (deny.toml).
-pub const CARGO_DENY_VERSION: &str = "0.20.2";
+pub(crate) const CARGO_DENY_VERSION: &str = "0.20.2";
 
 /// Whether `cargo SUBCOMMAND --version` reports `PACKAGE VERSION`.
 fn cargo_tool_installed(package: &str, subcommand: &str, version: &str) -> bool {
@@ -477,7 +477,7 @@ fn cargo_tool_installed(package: &str, subcommand: &str, version: &str) -> bool 
 }
 
 /// Make sure cargo-deny is there for the dependency-tree check ([`cargo_tool`]).
-pub fn cargo_deny() -> Result<bool, String> {
+pub(crate) fn cargo_deny() -> Result<bool, String> {
     cargo_tool("cargo-deny", "deny", CARGO_DENY_VERSION)
 }
 
@@ -485,7 +485,7 @@ pub fn cargo_deny() -> Result<bool, String> {
 /// `version`. Under CI (`CI=true`) a missing one is installed from crates.io
 /// (`cargo install --locked`, minutes of CPU) and a failed install fails; elsewhere a
 /// missing one skips its check with a loud warning. Returns whether the check can run.
-pub fn cargo_tool(package: &str, subcommand: &str, version: &str) -> Result<bool, String> {
+pub(crate) fn cargo_tool(package: &str, subcommand: &str, version: &str) -> Result<bool, String> {
     if cargo_tool_installed(package, subcommand, version) {
         return Ok(true);
     }
@@ -519,7 +519,7 @@ const INSPECT_AI: &str = "inspect-ai==0.3.285";
 /// Makes sure the Inspect interop test finds `inspect-ai` in its virtualenv in the cache
 /// (`inspect-ai-0.3.285/bin/python`), installed once when missing. Under CI a failed
 /// install fails; elsewhere the test installs it itself or skips loudly.
-pub fn inspect() -> Result<(), String> {
+pub(crate) fn inspect() -> Result<(), String> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let venv = ci_cache().join("inspect-ai-0.3.285");
     let python = venv.join("bin/python");

@@ -42,7 +42,7 @@ fn paths(out: &[u8]) -> impl Iterator<Item = PathBuf> + '_ {
 
 /// Make (or remake) the copy and give back its root; `None` when the checkout is not a
 /// git work tree (an unpacked tarball), where the tests run in place.
-pub fn prepare(root: &Path) -> Result<Option<PathBuf>, String> {
+pub(crate) fn prepare(root: &Path) -> Result<Option<PathBuf>, String> {
     let Ok(head) = git(root, &["rev-parse", "--verify", "HEAD"]) else {
         return Ok(None);
     };

@@ -60,7 +60,7 @@ impl From<BindingError> for PyErr {
 }
 
 /// Parse `text`, the JSON of argument `what`.
-pub fn json(what: &'static str, text: &str) -> Result<serde_json::Value, BindingError> {
+pub(crate) fn json(what: &'static str, text: &str) -> Result<serde_json::Value, BindingError> {
     serde_json::from_str(text).map_err(|e| BindingError::Json {
         what,
         message: e.to_string(),
@@ -68,6 +68,6 @@ pub fn json(what: &'static str, text: &str) -> Result<serde_json::Value, Binding
 }
 
 /// `value` as JSON text.
-pub fn to_json<T: serde::Serialize>(value: &T) -> String {
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
 }

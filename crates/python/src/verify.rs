@@ -8,7 +8,7 @@ use crate::error::to_json;
 /// (`{"ok", "complete", "status"?, "checks": [{"code", "status", "detail"}]}`, exactly
 /// what `provrun verify --json` prints), which `provrun.verify` turns into objects.
 #[pyfunction]
-pub fn verify(py: Python<'_>, path: std::path::PathBuf) -> String {
+pub(crate) fn verify(py: Python<'_>, path: std::path::PathBuf) -> String {
     let report = py.detach(|| provrun_evidence::verify(&path));
     to_json(&report)
 }

@@ -121,7 +121,7 @@ fn reaches_host(tool: &Tool) -> bool {
 /// Long files are returned a page at a time: pass `offset` (bytes) to continue where the
 /// previous page said it stopped.
 #[tool(category = "read", summary = "Read {path}")]
-pub fn read_file(
+pub(crate) fn read_file(
     ctx: &RunContext,
     /// The file, e.g. `/input/notes.txt`.
     #[schemars(example = "/input/notes.txt")]
@@ -155,7 +155,7 @@ pub fn read_file(
     summary = "Write {path}",
     confirm = "Write {path}, replacing any existing file?"
 )]
-pub fn write_file(
+pub(crate) fn write_file(
     ctx: &RunContext,
     /// The file to write, e.g. `/output/summary.md`.
     #[schemars(example = "/output/summary.md")]
@@ -184,7 +184,7 @@ pub fn write_file(
     summary = "Edit {path}",
     confirm = "Edit {path}?"
 )]
-pub fn str_replace(
+pub(crate) fn str_replace(
     ctx: &RunContext,
     /// The file to edit.
     path: String,
@@ -205,7 +205,7 @@ pub fn str_replace(
 /// List a folder in /input, /output or /scratch: one entry a line, with a `/` after
 /// folders and the size in bytes. Links are shown, never followed.
 #[tool(category = "read", summary = "List {path}")]
-pub fn list_dir(
+pub(crate) fn list_dir(
     ctx: &RunContext,
     /// The folder, e.g. `/input`.
     #[schemars(example = "/input")]
@@ -225,7 +225,7 @@ pub fn list_dir(
     summary = "Run `{command}`",
     confirm = "Run `{command}`?"
 )]
-pub fn run_command(
+pub(crate) fn run_command(
     ctx: &RunContext,
     /// The command line, run by `sh -c`.
     #[schemars(example = "ls -l /input")]
@@ -245,7 +245,7 @@ pub fn run_command(
 
 /// List a folder in the host folder that this run was granted (refused when none was).
 #[tool(category = "read", summary = "List host folder {path}")]
-pub fn list_host_files(
+pub(crate) fn list_host_files(
     ctx: &RunContext,
     /// The folder, relative to the granted host folder (`.` for its root).
     #[schemars(example = ".")]
@@ -259,7 +259,7 @@ pub fn list_host_files(
 
 /// Copy a file from the granted host folder into /output or /scratch.
 #[tool(category = "write", summary = "Copy host file {host_path} to {path}")]
-pub fn copy_from_host(
+pub(crate) fn copy_from_host(
     ctx: &RunContext,
     /// The file, relative to the granted host folder.
     host_path: String,
@@ -280,7 +280,7 @@ pub fn copy_from_host(
     summary = "Copy {path} to host file {host_path}",
     confirm = "Copy {path} out to the host folder as {host_path}?"
 )]
-pub fn copy_to_host(
+pub(crate) fn copy_to_host(
     ctx: &RunContext,
     /// The sandbox file, e.g. `/output/report.md`.
     #[schemars(example = "/output/report.md")]

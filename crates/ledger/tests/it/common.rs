@@ -8,7 +8,7 @@ use provrun_ledger::{VerifierKey, init, leaf_data};
 use sha2::{Digest as _, Sha256};
 
 /// A new ledger at `tmp/ledger`, its key file at `tmp/log.pem`.
-pub fn new_ledger(tmp: &Path) -> (PathBuf, VerifierKey) {
+pub(crate) fn new_ledger(tmp: &Path) -> (PathBuf, VerifierKey) {
     let key = tmp.join("log.pem");
     std::fs::write(
         &key,
@@ -24,6 +24,6 @@ pub fn new_ledger(tmp: &Path) -> (PathBuf, VerifierKey) {
 }
 
 /// The leaf the tests add as number `n`: a statement line of the digest of `n`.
-pub fn leaf(n: u64) -> Vec<u8> {
+pub(crate) fn leaf(n: u64) -> Vec<u8> {
     leaf_data(&hex::encode(Sha256::digest(n.to_string())))
 }

@@ -17,7 +17,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// The `max_tokens` sent when the request's settings give none (the API requires one).
 pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 8192;
 /// The [`ProviderItem::api`](crate::ProviderItem::api) of Anthropic's items.
-pub const API_TAG: &str = "anthropic";
+pub(crate) const API_TAG: &str = "anthropic";
 
 #[cfg(feature = "http")]
 mod client;
@@ -31,7 +31,7 @@ mod tests;
 #[cfg(feature = "http")]
 pub use client::AnthropicModel;
 pub use config::AnthropicConfig;
-pub use request::build_request_body;
-pub use response::finish_reason;
+pub(crate) use request::build_request_body;
+pub(crate) use response::finish_reason;
 pub(crate) use stream::StreamState;
 pub(crate) use stream::parse_body;

@@ -17,7 +17,7 @@ const EPHEMERAL: fn() -> Value = || json!({"type": "ephemeral"});
 /// penalties and a reasoning effort have no field here and are not sent). With
 /// [`crate::ModelSettings::prompt_caching`], the system prompt and the last tool carry
 /// `cache_control`.
-pub fn build_request_body(
+pub(crate) fn build_request_body(
     model: &str,
     request: &ModelRequest,
     stream: bool,

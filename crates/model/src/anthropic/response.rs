@@ -10,7 +10,7 @@ use crate::wire::{BodyProblem, Parsed, error_info_from_value, number, snippet};
 /// Maps a `stop_reason`: `end_turn` and `stop_sequence` are a stop, `tool_use` tool calls,
 /// `max_tokens` the length limit, `refusal` a content filter; anything else (such as
 /// `pause_turn`) is kept as sent.
-pub fn finish_reason(stop_reason: &str) -> FinishReason {
+pub(crate) fn finish_reason(stop_reason: &str) -> FinishReason {
     match stop_reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
         "tool_use" => FinishReason::ToolCalls,

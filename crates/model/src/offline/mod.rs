@@ -14,10 +14,10 @@ use crate::types::{
 };
 use crate::wire::{JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, build_request_body, parse_response_streamed};
 
-pub mod function;
-pub mod replay;
-pub mod script;
-pub mod test_model;
+pub(crate) mod function;
+pub(crate) mod replay;
+pub(crate) mod script;
+pub(crate) mod test_model;
 
 /// What an offline model answers to one request: text, tool calls, or both.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

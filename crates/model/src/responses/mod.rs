@@ -25,9 +25,9 @@ mod tests;
 #[cfg(feature = "http")]
 pub use client::OpenAiResponsesModel;
 pub use config::OpenAiResponsesConfig;
-pub use request::build_request_body;
+pub(crate) use request::build_request_body;
 pub(crate) use stream::StreamState;
 pub(crate) use stream::parse_body;
 
 /// The [`ProviderItem::api`](crate::ProviderItem::api) of Responses items.
-pub const API_TAG: &str = "openai-responses";
+pub(crate) const API_TAG: &str = "openai-responses";

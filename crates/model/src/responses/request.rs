@@ -14,7 +14,12 @@ use crate::wire::strip_extension_keys;
 /// `max_tokens` goes as `max_output_tokens` and a reasoning effort as `reasoning.effort`;
 /// stop sequences, the seed, the penalties and a thinking budget have no Responses field
 /// and are not sent.
-pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool, store: bool) -> Value {
+pub(crate) fn build_request_body(
+    model: &str,
+    request: &ModelRequest,
+    stream: bool,
+    store: bool,
+) -> Value {
     let s = &request.settings;
     let mut body = Map::new();
     body.insert("model".into(), json!(model));

@@ -76,7 +76,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The client for `url`.
-    pub fn client_for(&self, url: &str) -> &reqwest::Client {
+    pub(crate) fn client_for(&self, url: &str) -> &reqwest::Client {
         let loopback = reqwest::Url::parse(url).is_ok_and(|u| match u.host() {
             Some(url::Host::Ipv4(a)) => a.is_loopback(),
             Some(url::Host::Ipv6(a)) => a.is_loopback(),
@@ -97,7 +97,7 @@ pub(crate) struct InFlight(Arc<(AtomicUsize, tokio::sync::Notify)>);
 
 impl InFlight {
     /// Counts one until the guard is dropped.
-    pub fn enter(&self) -> InFlightGuard {
+    pub(crate) fn enter(&self) -> InFlightGuard {
         self.0.0.fetch_add(1, Ordering::SeqCst);
         InFlightGuard(self.clone())
     }

@@ -13,11 +13,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 /// The key the tests configure; it must never show up anywhere.
-pub const SECRET_KEY: &str = "sk-test-DO-NOT-LEAK-4f2a9c";
+pub(crate) const SECRET_KEY: &str = "sk-test-DO-NOT-LEAK-4f2a9c";
 
 /// How a canned response is written.
 #[derive(Clone, Debug)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Headers with Content-Length, then the whole body.
     Full,
     /// Headers without Content-Length, the first `n` body bytes, then silence (the
@@ -33,7 +33,7 @@ pub enum Mode {
 
 /// One canned response.
 #[derive(Clone, Debug)]
-pub struct Canned {
+pub(crate) struct Canned {
     pub status: u16,
     pub content_type: String,
     pub headers: Vec<(String, String)>,
@@ -42,7 +42,7 @@ pub struct Canned {
 }
 
 impl Canned {
-    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
         Canned {
             status,
             content_type: content_type.into(),
@@ -52,16 +52,16 @@ impl Canned {
         }
     }
 
-    pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn json(status: u16, body: impl Into<Vec<u8>>) -> Self {
         Self::new(status, "application/json", body)
     }
 
-    pub fn header(mut self, k: &str, v: &str) -> Self {
+    pub(crate) fn header(mut self, k: &str, v: &str) -> Self {
         self.headers.push((k.into(), v.into()));
         self
     }
 
-    pub fn mode(mut self, mode: Mode) -> Self {
+    pub(crate) fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
     }
@@ -69,12 +69,12 @@ impl Canned {
 
 /// One request as received.
 #[derive(Clone, Debug)]
-pub struct Received {
+pub(crate) struct Received {
     pub head: String,
     pub body: Vec<u8>,
 }
 
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub base_url: String,
     pub received: Arc<Mutex<Vec<Received>>>,
     task: JoinHandle<()>,
@@ -87,12 +87,12 @@ impl Drop for TestServer {
 }
 
 impl TestServer {
-    pub fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 }
 
-pub async fn serve(canned: Vec<Canned>) -> TestServer {
+pub(crate) async fn serve(canned: Vec<Canned>) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let queue = Arc::new(Mutex::new(VecDeque::from(canned)));
@@ -199,7 +199,7 @@ async fn handle(
 }
 
 /// Retries fast enough for tests.
-pub fn quick_retry() -> RetryPolicy {
+pub(crate) fn quick_retry() -> RetryPolicy {
     RetryPolicy {
         max_retries: 3,
         initial_backoff: Duration::from_millis(20),
@@ -208,11 +208,11 @@ pub fn quick_retry() -> RetryPolicy {
     }
 }
 
-pub fn model_for(base_url: &str, model: &str) -> OpenAiModel {
+pub(crate) fn model_for(base_url: &str, model: &str) -> OpenAiModel {
     OpenAiModel::new(config_for(base_url, model)).unwrap()
 }
 
-pub fn config_for(base_url: &str, model: &str) -> OpenAiConfig {
+pub(crate) fn config_for(base_url: &str, model: &str) -> OpenAiConfig {
     let mut config = OpenAiConfig::new(model, base_url, Some(ApiKey::new(SECRET_KEY)));
     config.retry = quick_retry();
     config.timeouts = Timeouts {
@@ -224,7 +224,7 @@ pub fn config_for(base_url: &str, model: &str) -> OpenAiConfig {
 }
 
 /// One recorded exchange of `tests/fixtures/<folder>`.
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub meta: serde_json::Value,
     /// The request body as recorded, when there is one.
     pub request: Option<serde_json::Value>,
@@ -232,22 +232,22 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         self.meta["status"].as_u64().unwrap() as u16
     }
 
-    pub fn content_type(&self) -> &str {
+    pub(crate) fn content_type(&self) -> &str {
         self.meta["response_content_type"].as_str().unwrap()
     }
 
     /// The response as the loopback server sends it.
-    pub fn canned(&self) -> Canned {
+    pub(crate) fn canned(&self) -> Canned {
         Canned::new(self.status(), self.content_type(), self.body.clone())
     }
 }
 
 /// Loads the fixture of `folder` whose name starts with `prefix` (`"05"`).
-pub fn recorded(folder: &str, prefix: &str) -> Recorded {
+pub(crate) fn recorded(folder: &str, prefix: &str) -> Recorded {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(folder);
@@ -277,7 +277,7 @@ pub fn recorded(folder: &str, prefix: &str) -> Recorded {
 
 /// Splits an SSE body after each event (at each blank line), giving every proper prefix
 /// that ends on an event boundary, the empty one included.
-pub fn event_boundaries(body: &[u8]) -> Vec<usize> {
+pub(crate) fn event_boundaries(body: &[u8]) -> Vec<usize> {
     let mut cuts = vec![0];
     let mut i = 0;
     while i + 1 < body.len() {
