@@ -33,6 +33,10 @@ enum Numbers {
 ///
 /// Fails only for a number that is not finite, which `serde_json::Value` cannot
 /// normally hold.
+///
+/// # Errors
+///
+/// [`EvidenceError::Canonical`] for a number that is not finite.
 pub fn to_canonical_string(value: &Value) -> Result<String> {
     let mut out = String::with_capacity(128);
     write_value(value, &mut out, Numbers::Rfc)?;
@@ -73,6 +77,11 @@ pub(crate) fn is_canonical(value: &Value, text: &str) -> Result<bool> {
 }
 
 /// Serialise any `Serialize` value as canonical JSON (through `serde_json::Value`).
+///
+/// # Errors
+///
+/// [`EvidenceError::Canonical`] when `value` cannot be turned into a `serde_json::Value`
+/// (e.g. a map whose keys are not strings) or holds a number that is not finite.
 pub fn to_canonical_string_of<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
     let v = serde_json::to_value(value).map_err(|e| EvidenceError::Canonical(e.to_string()))?;
     to_canonical_string(&v)

@@ -176,6 +176,11 @@ fn write_commitment(
 
 /// The chain hash of one log line (its text without the `\n`) under scheme `chain`: what
 /// the next line's `prev` must be. For tests and other verifiers that rebuild a chain.
+///
+/// # Errors
+///
+/// [`EvidenceError::Canonical`] when, under scheme 2 or later, `line` is not JSON or its
+/// payload cannot be written as canonical JSON.
 pub fn line_hash(line: &str, chain: u64) -> Result<String> {
     if chain < 2 {
         return Ok(hex::encode(Sha256::digest(line.as_bytes())));

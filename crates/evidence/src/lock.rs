@@ -35,6 +35,12 @@ impl BundleLock {
     /// waiting: a bundle another writer holds is refused with
     /// [`EvidenceError::BundleLocked`], naming the holder's process id where the system
     /// shows it (`/proc/locks`).
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::BundleLocked`] when another writer holds the bundle;
+    /// [`EvidenceError::Io`] when its `events.jsonl` cannot be opened for appending or
+    /// locked.
     pub fn acquire(dir: impl AsRef<Path>) -> Result<BundleLock> {
         let path = dir.as_ref().to_path_buf();
         let log_path = path.join(crate::names::EVENTS_FILE);

@@ -16,6 +16,12 @@ use crate::redaction::substitutions;
 /// Every complete event of a bundle's log, in order. A torn last line is skipped; any
 /// other line that does not parse, or a broken chain, is an error. A redacted bundle's
 /// log is chained with the digests its `redactions.jsonl` records.
+///
+/// # Errors
+///
+/// [`EvidenceError::Io`] when the log cannot be read; [`EvidenceError::InvalidLog`] when a
+/// line (other than a torn last one) does not parse, the chain or the sequence breaks, or
+/// `redactions.jsonl` is malformed.
 pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
@@ -50,6 +56,12 @@ pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
 /// of refused, so a log a later version wrote still reads; and a known type's payload
 /// that does not fit its struct is [`EvidenceError::MalformedPayload`], naming the
 /// event's seq and the field.
+///
+/// # Errors
+///
+/// As [`read_events`] ([`EvidenceError::Io`], [`EvidenceError::InvalidLog`]), and
+/// [`EvidenceError::MalformedPayload`] for a known type's payload that does not fit its
+/// struct.
 pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
     /// The envelope with the type as a plain string.
     #[derive(serde::Deserialize)]
@@ -125,6 +137,13 @@ pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
 
 /// The bytes of a blob, checked against the ref's digest and size, from either blob
 /// layout. Never follows a symlink.
+///
+/// # Errors
+///
+/// [`EvidenceError::BlobMissing`] when the bundle does not hold the blob;
+/// [`EvidenceError::UnsupportedFile`] when the bytes found do not match the ref or the pack
+/// is damaged; [`EvidenceError::Io`] when the pack or the loose blob cannot be opened or
+/// read.
 pub fn read_blob(bundle: impl AsRef<Path>, blob: &BlobRef) -> Result<Vec<u8>> {
     let bytes = read_blob_hex(bundle.as_ref(), &blob.digest.sha256, Some(blob.size))?;
     Ok(bytes)
@@ -132,6 +151,11 @@ pub fn read_blob(bundle: impl AsRef<Path>, blob: &BlobRef) -> Result<Vec<u8>> {
 
 /// The bytes of the blob whose SHA-256 is `hex` (64 lower-case hex digits), from either
 /// blob layout, checked against the digest. What `provrun cat` prints.
+///
+/// # Errors
+///
+/// [`EvidenceError::UnsupportedFile`] when `hex` is not 64 lower-case hex digits; otherwise
+/// as [`read_blob`].
 pub fn read_blob_by_digest(bundle: impl AsRef<Path>, hex: &str) -> Result<Vec<u8>> {
     read_blob_hex(bundle.as_ref(), hex, None)
 }

@@ -129,6 +129,11 @@ pub const BUILDER_ID_ENV: &str = "PROVRUN_BUILDER_ID";
 /// The builder id [`BUILDER_ID_ENV`] configures: `None` when it is unset or empty, the
 /// URI when it is an absolute URI ([`is_absolute_uri`]), else
 /// [`crate::EvidenceError::BuilderId`].
+///
+/// # Errors
+///
+/// [`crate::EvidenceError::BuilderId`] when the variable is set to something that is not an
+/// absolute URI (or not UTF-8).
 pub fn builder_id_from_env() -> Result<Option<String>> {
     match std::env::var_os(BUILDER_ID_ENV) {
         None => Ok(None),
@@ -250,6 +255,11 @@ impl StatementFacts {
     }
 
     /// The exact bytes of `statement.json`: canonical JSON followed by one `\n`.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::EvidenceError::Canonical`] when a value cannot be written as canonical JSON
+    /// (a number that is not finite).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut s = to_canonical_string(&self.to_value())?;
         s.push('\n');

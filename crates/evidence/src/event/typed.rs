@@ -64,6 +64,11 @@ impl EventPayload {
     /// does not know gives [`EventPayload::Unknown`]; a known type whose payload misses a
     /// field or has one of the wrong type gives [`crate::EvidenceError::MalformedPayload`],
     /// naming the event's seq and the field.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::EvidenceError::MalformedPayload`] when `kind` is a known type and `payload`
+    /// lacks a field or has one of the wrong type; an unknown `kind` is not an error.
     pub fn parse(seq: u64, kind: &str, payload: &Value) -> crate::Result<EventPayload> {
         let Some(known) = EventType::from_name(kind) else {
             return Ok(EventPayload::Unknown {
@@ -180,6 +185,11 @@ impl Event {
     /// been checked against its type already, so this fails only for an event built or
     /// changed by hand ([`crate::EvidenceError::MalformedPayload`], naming the seq and
     /// the field).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::EvidenceError::MalformedPayload`] when the payload does not fit its type's
+    /// struct.
     pub fn typed(&self) -> crate::Result<EventPayload> {
         EventPayload::parse_known(self.seq, self.kind, &self.payload)
     }

@@ -155,6 +155,12 @@ fn read_header<S: PackSource + ?Sized>(src: &S, len: u64) -> Result<Header, Pack
 /// Read a pack's index: check the header and the framing of every record, and every
 /// reference between records. Chunk *data* is not read here (see [`read_chunk`](super::read_chunk)).
 /// A torn end is reported in [`PackIndex::torn`], not as an error.
+///
+/// # Errors
+///
+/// [`PackError`], with the offset and region at fault, when the header is not a provrun
+/// pack's, a record cannot be read or is badly framed, or a reference between records does
+/// not hold.
 pub fn read_index<S: PackSource + ?Sized>(src: &S) -> Result<PackIndex, PackError> {
     let mut index = PackIndex::default();
     let len = src.len();

@@ -10,6 +10,11 @@ use super::{ChunkEntry, PackError, PackIndex, PackSource, Region, err, read_inde
 
 /// Read and check one chunk: decompress its frame (to at most its `raw_len`) and check
 /// that the bytes have that length and digest.
+///
+/// # Errors
+///
+/// [`PackError`] when the chunk's bytes cannot be read, do not decompress, or do not have
+/// the chunk's length and digest.
 pub fn read_chunk<S: PackSource + ?Sized>(
     src: &S,
     chunk: &ChunkEntry,
@@ -89,6 +94,10 @@ pub struct BlobReader<S> {
 
 impl<S: PackSource> BlobReader<S> {
     /// Index `src`.
+    ///
+    /// # Errors
+    ///
+    /// [`PackError`] when the pack's index cannot be read, as for [`read_index`].
     pub fn new(src: S) -> Result<Self, PackError> {
         let index = read_index(&src)?;
         Ok(BlobReader {
@@ -133,6 +142,12 @@ impl<S: PackSource> BlobReader<S> {
 
     /// Feed blob `ordinal`'s bytes, chunk by chunk, to `sink`, checking each chunk, the
     /// total size and the blob's digest.
+    ///
+    /// # Errors
+    ///
+    /// [`PackError`] when there is no blob `ordinal`, one of its chunks cannot be read or
+    /// fails its check, or the rebuilt bytes do not match its size or digest; `sink` may
+    /// have had some chunks by then.
     pub fn visit(&self, ordinal: u32, mut sink: impl FnMut(&[u8])) -> Result<(), PackError> {
         let Some(entry) = self.index.blobs.get(ordinal as usize) else {
             return Err(err(0, Region::Index, format!("no blob {ordinal}")));
@@ -173,6 +188,11 @@ impl<S: PackSource> BlobReader<S> {
     }
 
     /// The bytes of blob `ordinal`, checked.
+    ///
+    /// # Errors
+    ///
+    /// [`PackError`] when there is no blob `ordinal` or its bytes fail a check, as for
+    /// [`BlobReader::visit`].
     pub fn read(&self, ordinal: u32) -> Result<Vec<u8>, PackError> {
         let cap = self
             .index
@@ -185,6 +205,11 @@ impl<S: PackSource> BlobReader<S> {
     }
 
     /// Check blob `ordinal` without keeping its bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`PackError`] when there is no blob `ordinal` or its bytes fail a check, as for
+    /// [`BlobReader::visit`].
     pub fn check(&self, ordinal: u32) -> Result<(), PackError> {
         self.visit(ordinal, |_| {})
     }

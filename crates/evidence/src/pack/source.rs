@@ -14,6 +14,11 @@ pub trait PackSource {
         self.len() == 0
     }
     /// Fill `buf` from `offset`; an error if the bytes are not all there.
+    ///
+    /// # Errors
+    ///
+    /// An `io::Error` (`UnexpectedEof` when the source is too short) when the bytes from
+    /// `offset` cannot all be read.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 }
 
@@ -50,6 +55,11 @@ pub struct FileSource {
 
 impl FileSource {
     /// Open `path` for reading: a regular file, never through a symlink.
+    ///
+    /// # Errors
+    ///
+    /// An `io::Error` when `path` cannot be opened, is a symlink or not a regular file, or
+    /// its metadata cannot be read.
     pub fn open(path: &Path) -> io::Result<FileSource> {
         let file = crate::fsutil::open_regular(path)?;
         let len = file.metadata()?.len();

@@ -28,6 +28,14 @@ impl Recorder {
     /// This blocks for the fsync under `PerEvent` and `GroupCommit`; from async code use
     /// [`Recorder::record_async`]. `run_started`, `output_produced` and `run_finished`
     /// are written only by [`Recorder::create`] and [`Recorder::finish`].
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::OutOfOrder`] for a type only the recorder writes, or once the
+    /// bundle is finished; [`EvidenceError::LogBroken`] after an earlier failed write or
+    /// sync; [`EvidenceError::Io`] when the line cannot be written or synced;
+    /// [`EvidenceError::Payload`] or [`EvidenceError::Canonical`] when the payload cannot
+    /// be serialised.
     pub fn record<P: Payload>(&self, payload: &P) -> Result<u64> {
         self.record_inner(payload, true)?.wait()
     }
@@ -234,6 +242,11 @@ impl Recorder {
     /// Mark a step boundary: under `PerStep` (and the per-event policies) every event
     /// and blob recorded so far is on stable storage when this returns. A no-op under
     /// `Flush` and `AtEnd`.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Io`] or [`EvidenceError::LogBroken`] when syncing fails (now or
+    /// earlier).
     pub fn step(&self) -> Result<()> {
         self.step_async().wait()
     }

@@ -19,6 +19,12 @@ impl Recorder {
     /// Store `bytes` as a content-addressed blob (in the pack, or at
     /// `blobs/sha256/<hex>` in a [`BlobLayout::Loose`](super::BlobLayout::Loose) bundle) and return its ref. The blob is written completely (and, under `PerEvent`/`GroupCommit`, synced)
     /// before this returns, so before any event that names it.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Io`] when the blob cannot be written or synced;
+    /// [`EvidenceError::LogBroken`] after an earlier failed write or sync;
+    /// [`EvidenceError::OutOfOrder`] once the bundle is finished.
     pub fn put_blob(&self, bytes: &[u8], media_type: &str) -> Result<BlobRef> {
         self.put_blob_async(bytes, media_type).wait()
     }
@@ -159,6 +165,11 @@ impl Recorder {
     /// Prepare a tool argument or result for a [`crate::ToolCalled`] payload: returns
     /// `(value, None)` when its canonical JSON is at most [`INLINE_LIMIT`] bytes, else
     /// stores it as an `application/json` blob and returns `(null, Some(blob))`.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Canonical`] when `value` holds a number that is not finite; as
+    /// [`Recorder::put_blob`] when it is stored as a blob.
     pub fn tool_value(&self, value: Value) -> Result<(Value, Option<BlobRef>)> {
         let text = to_canonical_string(&value)?;
         if text.len() <= INLINE_LIMIT {

@@ -119,6 +119,13 @@ impl Recorder {
     /// Blobs go to a pack ([`BlobLayout::Pack`]); [`Recorder::create_with_layout`]
     /// chooses. [`Recorder::begin`] splits creation in two, to stage inputs before
     /// `run_started` is written.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::BundleNotEmpty`] when `dir` exists and is not an empty folder;
+    /// [`EvidenceError::BundleLocked`] when another `create` holds it;
+    /// [`EvidenceError::Io`] when a folder or file cannot be made, written, synced or
+    /// renamed; [`EvidenceError::Payload`] when `started` cannot be serialised.
     pub fn create(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -130,6 +137,10 @@ impl Recorder {
 
     /// [`Recorder::create`] with the blob layout chosen: [`BlobLayout::Loose`] writes
     /// bundles as versions before the pack did (e.g. for tools that read only those).
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::create`].
     pub fn create_with_layout(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -143,6 +154,10 @@ impl Recorder {
 
     /// [`Recorder::create`] with its [`CreateOptions`]: the blob layout, and the time
     /// events are stamped with.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::create`].
     pub fn create_with(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -159,6 +174,12 @@ impl Recorder {
     /// inputs into [`PendingBundle::input_dir`], then [`PendingBundle::start`] writes
     /// `run_started` and renames the bundle into place; a [`PendingBundle`] dropped
     /// without starting is removed.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::BundleNotEmpty`] when `dir` exists and is not an empty folder;
+    /// [`EvidenceError::BundleLocked`] when another writer holds the bundle being built;
+    /// [`EvidenceError::Io`] when its folders or files cannot be made.
     pub fn begin(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,
@@ -175,6 +196,10 @@ impl Recorder {
 
     /// [`Recorder::begin`] with its [`CreateOptions`]: the blob layout, and the time
     /// events are stamped with.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::begin`].
     pub fn begin_with(
         dir: impl AsRef<Path>,
         run_id: impl Into<String>,

@@ -51,6 +51,10 @@ impl Declarer {
     }
 
     /// Append a `declared` event of `kind` with `data`; returns its seq.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::record`](crate::Recorder::record).
     pub fn declare(&self, kind: &str, data: Value) -> Result<u64> {
         self.recorder.record(&self.payload(kind, data))
     }

@@ -70,6 +70,12 @@ impl<T> Durable<T> {
     }
 
     /// Block the calling thread until the write is durable.
+    ///
+    /// # Errors
+    ///
+    /// The error of the write or sync waited for (e.g. [`EvidenceError::Io`],
+    /// [`EvidenceError::LogBroken`]); [`EvidenceError::OutOfOrder`] if its value was
+    /// already taken.
     pub fn wait(self) -> Result<T> {
         match self.state {
             DurableState::Ready(Some(r)) => r,

@@ -13,6 +13,13 @@ impl Recorder {
     /// Record an `input_staged` event for every regular file under `input/`, in path
     /// order, as one uninterrupted block. Call it once, after staging. Symlinks and
     /// special files are refused, never followed.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::UnsupportedFile`] for a symlink, a special file or a name that is
+    /// not UTF-8 under `input/`; [`EvidenceError::Io`] when a file cannot be read or the
+    /// log written; and as [`Recorder::record`] once the log is broken or the bundle
+    /// finished.
     pub fn record_inputs(&self) -> Result<Vec<FileRecord>> {
         let records = self.digest_tree("input")?;
         let payloads = records

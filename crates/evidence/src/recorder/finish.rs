@@ -55,6 +55,12 @@ impl Recorder {
     ///
     /// Whatever is under `output/`, the bundle finishes: see [`Recorder::finish_with`],
     /// here with no output quota.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Io`] when `output/` cannot be read or the log or `statement.json`
+    /// cannot be written or synced; [`EvidenceError::LogBroken`] after an earlier failed
+    /// write or sync; [`EvidenceError::OutOfOrder`] when the bundle is already finished.
     pub fn finish(&self, end: RunEnd) -> Result<Finished> {
         self.finish_with(end, &OutputPolicy::default())
     }
@@ -65,6 +71,10 @@ impl Recorder {
     /// apparent size, in path order) are removed from the bundle and each recorded by an
     /// `output_skipped` event, written just before the `output_produced` block; set-uid,
     /// set-gid and sticky bits are cleared. No more than the quota is ever read.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::finish`].
     pub fn finish_with(&self, end: RunEnd, policy: &OutputPolicy) -> Result<Finished> {
         let out_dir = self.inner.root.join("output");
         let collected = crate::outputs::collect(&out_dir, policy)

@@ -197,6 +197,10 @@ impl Recorder {
 
     /// Tell `observer` of every blob and event written from now on, by this recorder and
     /// its clones. A recorder takes one observer; a second is refused (returned).
+    ///
+    /// # Errors
+    ///
+    /// Gives `observer` back when the recorder already has one.
     pub fn observe(
         &self,
         observer: Arc<dyn RecordObserver>,

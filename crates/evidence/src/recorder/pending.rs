@@ -53,6 +53,13 @@ impl PendingBundle {
     /// place (replacing an empty folder of its name; refused over a non-empty one:
     /// another writer got there first). Then [`Recorder::record_inputs`] records what was
     /// staged.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::BundleNotEmpty`] when a non-empty folder took the bundle's place;
+    /// [`EvidenceError::Io`] when `run_started` cannot be written or synced, the bundle
+    /// cannot be renamed, or it was already started; [`EvidenceError::Payload`] when
+    /// `started` cannot be serialised.
     pub fn start(mut self, started: &RunStarted) -> Result<Recorder> {
         let Some(rec) = self.rec.take() else {
             return Err(EvidenceError::io(

@@ -30,12 +30,24 @@ impl Recorder {
     /// The bundle's [`BundleLock`] is taken first and held for the recorder's life: a
     /// bundle another writer holds is refused ([`EvidenceError::BundleLocked`]) before
     /// anything is read or changed.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::BundleLocked`] when another writer holds the bundle;
+    /// [`EvidenceError::InvalidLog`] when the log is not a valid chain;
+    /// [`EvidenceError::OutOfOrder`] when the run ended other than `paused`;
+    /// [`EvidenceError::Io`] when a file cannot be read, cut or removed.
     pub fn reopen(dir: impl AsRef<Path>, durability: Durability) -> Result<Recorder> {
         Self::reopen_locked(BundleLock::acquire(dir)?, durability)
     }
 
     /// [`Recorder::reopen`] with the bundle's lock already taken (by a caller that read
     /// the bundle before deciding to write to it, under the same lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::reopen`]; also [`EvidenceError::Io`] when the log was moved or
+    /// replaced since the lock was taken.
     pub fn reopen_locked(bundle_lock: BundleLock, durability: Durability) -> Result<Recorder> {
         let root = bundle_lock.path().to_path_buf();
         if !bundle_lock.is_current() {

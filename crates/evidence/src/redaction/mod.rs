@@ -154,6 +154,11 @@ pub struct Round {
 /// what is wrong with its form (each line canonical JSON of an envelope with exactly
 /// `payload`, `payloadType`, `signatures`; a payload that is the canonical JSON of a
 /// [`Redaction`]). Signatures are not checked here.
+///
+/// # Errors
+///
+/// A message saying what is wrong when `redactions.jsonl` cannot be opened or read, or a
+/// line is not of the form above.
 pub fn read_redactions(bundle: &Path) -> Result<Vec<Round>, String> {
     let path = bundle.join(REDACTIONS_FILE);
     let bytes = match crate::fsutil::open_regular(&path) {

@@ -61,6 +61,12 @@ fn refuse(why: impl Into<String>) -> EvidenceError {
 /// `redactions.jsonl`. The source must verify; the copy is checked before it is put in
 /// place. [`EvidenceError::Redaction`] for a request that cannot be met (a selector that
 /// names nothing, text in a log chained by bytes, a pattern that matches what must stay).
+///
+/// # Errors
+///
+/// [`EvidenceError::Redaction`] when the source does not verify or is not finished, or the
+/// request cannot be met; [`EvidenceError::BundleNotEmpty`] when `out` is a non-empty
+/// folder; [`EvidenceError::Io`] when the source cannot be read or the copy written.
 pub fn redact(source: &Path, out: &Path, request: &RedactRequest<'_>) -> Result<RedactOutcome> {
     let report = crate::verify(source);
     if let Some(c) = report.failures().next() {
