@@ -57,6 +57,15 @@ fn utf8_name(name: &std::ffi::OsStr, full: &Path) -> Result<String> {
 /// sandbox path, and trees deeper than `limits.max_depth`.
 ///
 /// Returns the staged files' paths relative to the input root (`/`-separated), sorted.
+///
+/// # Errors
+///
+/// [`SandboxError::StageNameClash`], [`SandboxError::StageSymlink`],
+/// [`SandboxError::StageSpecialFile`], [`SandboxError::StageBadName`] or
+/// [`SandboxError::TooDeep`] when an input is refused as above;
+/// [`SandboxError::InputTooLarge`] when the inputs exceed `limits.max_input_bytes`; and
+/// [`SandboxError::Io`] when the input root or a host file cannot be read, created or
+/// copied.
 pub fn stage_inputs<P: AsRef<Path>>(
     input_root: &Path,
     sources: &[P],
