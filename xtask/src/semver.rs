@@ -47,7 +47,19 @@ const CHECKED: &[&str] = &[
 /// baseline's (unpacked with `git archive` under `target/semver`), so dependencies that
 /// clippy and `cargo doc` already checked are not built again.
 pub(crate) fn semver() -> Result<(), String> {
-    if !crate::setup::cargo_tool("cargo-semver-checks", "semver-checks", VERSION)? {
+    semver_when(install())
+}
+
+/// Makes sure cargo-semver-checks is there ([`crate::setup::cargo_tool`]); whether the
+/// check can run.
+pub(crate) fn install() -> Result<bool, String> {
+    crate::setup::cargo_tool("cargo-semver-checks", "semver-checks", VERSION)
+}
+
+/// [`semver`] once its tool's install (`installed`, [`install`]'s answer) is known: `ci`
+/// installs it while the set-up downloads programs, and compares at the end.
+pub(crate) fn semver_when(installed: Result<bool, String>) -> Result<(), String> {
+    if !installed? {
         return Ok(());
     }
     let root = root();
