@@ -33,6 +33,10 @@ pub enum Protocol {
 
 impl Protocol {
     /// Parse the value of `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    ///
+    /// # Errors
+    ///
+    /// [`OtelError::Config`] for a value other than `http/protobuf`, `grpc` or empty.
     pub fn parse(value: &str) -> Result<Protocol, OtelError> {
         match value.trim() {
             "" | "http/protobuf" => Ok(Protocol::HttpProtobuf),
@@ -68,6 +72,11 @@ impl OtlpConfig {
     /// The settings the standard variables give, or `None` when neither
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` nor `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set: then
     /// nothing is exported and nothing is set up.
+    ///
+    /// # Errors
+    ///
+    /// [`OtelError::Config`] when an endpoint is set and the protocol or timeout variable
+    /// is not valid, as for [`OtlpConfig::env_defaults`].
     pub fn from_env() -> Result<Option<OtlpConfig>, OtelError> {
         if var(ENDPOINT_VAR).is_none() && var(TRACES_ENDPOINT_VAR).is_none() {
             return Ok(None);
@@ -76,6 +85,11 @@ impl OtlpConfig {
     }
 
     /// Settings from the variables, endpoint aside (which the exporter reads itself).
+    ///
+    /// # Errors
+    ///
+    /// [`OtelError::Config`] when the protocol variable names a protocol not supported or
+    /// the timeout variable is not a number of milliseconds.
     pub fn env_defaults() -> Result<OtlpConfig, OtelError> {
         let protocol = match var(TRACES_PROTOCOL_VAR).or_else(|| var(PROTOCOL_VAR)) {
             Some(p) => Protocol::parse(&p)?,

@@ -94,6 +94,12 @@ pub(crate) fn exporter(
 }
 
 /// Send spans, taking at most `config.timeout` in all (connect, send, retries).
+///
+/// # Errors
+///
+/// [`OtelError::Config`] when the exporter cannot be built for `config`;
+/// [`OtelError::TimedOut`] when the collector does not answer within `config.timeout`;
+/// [`OtelError::Export`] when it refuses the spans.
 pub async fn export_spans(spans: Vec<SpanData>, config: &OtlpConfig) -> Result<(), OtelError> {
     let exporter = exporter(config, None)?;
     let sent = tokio::time::timeout(config.timeout, exporter.export(spans)).await;
@@ -107,6 +113,11 @@ pub async fn export_spans(spans: Vec<SpanData>, config: &OtlpConfig) -> Result<(
 
 /// Read a bundle's events and send its spans, with the times recorded in the evidence:
 /// the one path both live export (at a run's end) and `provrun export otlp` take.
+///
+/// # Errors
+///
+/// [`OtelError::Evidence`] when the bundle's log cannot be read; [`OtelError::NoRun`] when
+/// it does not start with `run_started`; otherwise as [`export_spans`].
 pub async fn export_bundle(
     bundle: impl AsRef<Path>,
     config: &OtlpConfig,

@@ -146,6 +146,12 @@ impl LiveExport {
     /// run that event alone; for a resumed one the log up to its pause, whose spans were
     /// sent before and are not sent again. Sets up the exporter, its HTTP client and the
     /// batch processor (`OTEL_BSP_*` variables) and the span thread.
+    ///
+    /// # Errors
+    ///
+    /// [`OtelError::NoRun`] when `events` does not start with `run_started`;
+    /// [`OtelError::Config`] when the HTTP client, the exporter or the span thread cannot
+    /// be set up.
     pub fn start(config: &OtlpConfig, events: &[Event]) -> Result<LiveExport, OtelError> {
         let first = events.first().ok_or(OtelError::NoRun)?;
         let mut walker = Walker::new(first, config.capture_content)?;
@@ -196,6 +202,11 @@ impl LiveExport {
     /// The run ended or paused: make the last spans and send what is not sent yet,
     /// taking at most the flush bound. Blocks the calling thread for that long at most;
     /// from async code call it on a blocking thread.
+    ///
+    /// # Errors
+    ///
+    /// [`OtelError::TimedOut`] when the flush does not end within the bound;
+    /// [`OtelError::Export`] when the collector refused spans, now or during the run.
     pub fn finish(mut self) -> Result<ExportSummary, OtelError> {
         // The span thread does no I/O: it ends as soon as it has read what is queued.
         let _ = self.queue.send(Message::Done);

@@ -509,6 +509,11 @@ fn payload(ev: &Event) -> EventPayload {
 /// `capture_content`, the messages); a missing or damaged blob only leaves its
 /// attributes out. Payloads are read as their types' structs; of an event built by
 /// hand, a field it leaves out reads as empty.
+///
+/// # Errors
+///
+/// [`OtelError::NoRun`] when `events` is empty or does not start with `run_started`; a blob
+/// that cannot be read is not an error.
 pub fn spans_from_events(
     bundle: &Path,
     events: &[Event],
