@@ -356,6 +356,10 @@ impl ToolEvidence {
     }
 
     /// Write one `tool_called`. `result` is `None` for a deferred call.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Evidence`] when a blob or the event cannot be written.
     pub async fn record(
         &self,
         name: &str,
@@ -427,6 +431,10 @@ impl ToolEvidence {
     }
 
     /// Record a completed call of a function tool, and what decided its result.
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn completed(
         &self,
         call: &ToolCall,
@@ -445,6 +453,10 @@ impl ToolEvidence {
 
     /// Record a completed call with any flags: for a tool that ran in an MCP server, its
     /// `mcp` details (see [`CallFlags::mcp`]) beside its mode and what decided it.
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn completed_with(
         &self,
         call: &ToolCall,
@@ -464,11 +476,19 @@ impl ToolEvidence {
     }
 
     /// Record that a call waits (for approval, or for the caller to run it).
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn deferred(&self, call: &ToolCall, mode: Option<String>) -> Result<u64, AgentError> {
         self.deferred_flags(call, None, mode).await
     }
 
     /// [`ToolEvidence::deferred`] with the call's run-unique id `run_call_id`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn deferred_as(
         &self,
         call: &ToolCall,
@@ -502,6 +522,10 @@ impl ToolEvidence {
     }
 
     /// Record the answer given through the output tool, accepted.
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn output_tool(&self, call: &ToolCall, duration_ms: u64) -> Result<u64, AgentError> {
         self.output_verdict(call, &ToolOutput::succeed(OUTPUT_ACCEPTED), duration_ms)
             .await
@@ -509,6 +533,10 @@ impl ToolEvidence {
 
     /// Record the answer given through the output tool with the verdict the model sees:
     /// accepted, or failed with why (arguments that do not follow the output schema).
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn output_verdict(
         &self,
         call: &ToolCall,
@@ -519,6 +547,10 @@ impl ToolEvidence {
     }
 
     /// [`ToolEvidence::output_verdict`] with the call's run-unique id `run_call_id`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::record`].
     pub async fn output_verdict_as(
         &self,
         call: &ToolCall,
@@ -554,12 +586,20 @@ impl ToolEvidence {
     }
 
     /// Record the tools a provider ran itself (confidence `parsed`).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Evidence`] when an event or blob cannot be written.
     pub async fn provider_runs(&self, response: &ModelResponse) -> Result<(), AgentError> {
         self.provider_record(None, response).await
     }
 
     /// [`ToolEvidence::provider_runs`] for the response to model request `step`: each run
     /// gets the run-unique id `STEP.pN` (`N` from 1).
+    ///
+    /// # Errors
+    ///
+    /// As [`ToolEvidence::provider_runs`].
     pub async fn provider_runs_at(
         &self,
         step: u64,
@@ -601,6 +641,11 @@ impl ToolEvidence {
     }
 
     /// Write the whole message history once, as `trace_imported` (confidence `parsed`).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Bundle`] when the history cannot be serialised;
+    /// [`AgentError::Evidence`] when its blob or the event cannot be written.
     pub async fn trace(&self, messages: &[Message]) -> Result<u64, AgentError> {
         let bytes = serde_json::to_vec(messages).map_err(|e| AgentError::Bundle {
             path: self.recorder.bundle_dir().to_path_buf(),

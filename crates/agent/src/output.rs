@@ -49,6 +49,10 @@ fn one_line(text: &str) -> String {
 
 impl OutputSchema {
     /// Compile `schema`; `Err` says why it is not a usable JSON Schema.
+    ///
+    /// # Errors
+    ///
+    /// A one-line message when `schema` does not compile as a JSON Schema (2020-12).
     pub fn new(schema: &Value) -> Result<Self, String> {
         let mut compiler = Compiler::new();
         compiler.set_default_draft(Draft::V2020_12);
@@ -71,6 +75,11 @@ impl OutputSchema {
 
     /// Check an answer's arguments text: the parsed object when it follows the schema,
     /// else what the model is told (naming where and why it does not).
+    ///
+    /// # Errors
+    ///
+    /// The message for the model when the text is not a JSON object, is nested too deeply,
+    /// or does not follow the schema.
     pub fn check(&self, arguments: &str) -> Result<Value, String> {
         let value = arguments_value(arguments);
         if !value.is_object() {

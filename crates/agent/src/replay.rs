@@ -151,6 +151,12 @@ fn outputs(log: &[EventPayload]) -> Vec<(String, String)> {
 ///
 /// Every other call — the tool ran, or the runtime refused it — runs again and its
 /// result is compared. A run that was granted a host folder is replayed without one.
+///
+/// # Errors
+///
+/// [`AgentError::Bundle`] when `source` does not verify, never finished or cannot be
+/// replayed; [`AgentError::Evidence`] when a bundle cannot be read or `out` written;
+/// otherwise as [`Backend::execute`].
 pub async fn replay(
     backend: &Backend,
     control: &RunControl,

@@ -35,6 +35,11 @@ pub struct Skill {
 }
 
 /// Parse a `SKILL.md`'s text.
+///
+/// # Errors
+///
+/// [`AgentError::Skill`] when the text does not open with front matter closed by `---`, a
+/// front-matter line is not `key: value`, or `name` or `description` is missing or empty.
 pub fn parse_skill(path: &Path, text: &str) -> Result<Skill, AgentError> {
     let bad = |message: String| AgentError::Skill {
         path: path.to_path_buf(),
@@ -112,6 +117,11 @@ pub fn default_skill_folders() -> Vec<PathBuf> {
 
 /// Load the skills of these folders: a folder holding `SKILL.md` is one skill; otherwise
 /// each of its sub-folders holding one is. Two skills with one name are an error.
+///
+/// # Errors
+///
+/// [`AgentError::Skill`] when a folder or `SKILL.md` cannot be read, a `SKILL.md` is
+/// invalid (see [`parse_skill`]), or two skills share a name.
 pub fn load_skills(folders: &[PathBuf]) -> Result<Vec<Skill>, AgentError> {
     load_skills_layered(folders, &[])
 }

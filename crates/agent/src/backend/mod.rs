@@ -83,6 +83,10 @@ impl std::fmt::Debug for Backend {
 }
 
 /// Run an agent with a default [`Backend`] (linked tools, the spec's model).
+///
+/// # Errors
+///
+/// As [`Backend::execute`].
 pub async fn execute(
     control: &RunControl,
     agent: &AgentSpec,

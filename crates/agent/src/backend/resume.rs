@@ -17,6 +17,10 @@ impl Backend {
     /// Continue a paused run (in this process or another) with decisions for the calls
     /// it waits on: every waiting call needs exactly one. A run that was granted a host
     /// folder needs [`Backend::resume_with`] to grant it again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Backend::resume_with`].
     pub async fn resume(
         &self,
         control: &RunControl,
@@ -30,6 +34,11 @@ impl Backend {
     /// [`Backend::resume`] with options: `spec.host_dir` grants the host folder again.
     /// It is required when the run was granted one and refused when it was not (the
     /// evidence says whether a run had a host folder, and that must stay true).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Evidence`] when another writer holds the bundle or it cannot be read
+    /// or written; otherwise as [`Backend::resume_locked`].
     pub async fn resume_with(
         &self,
         control: &RunControl,
@@ -47,6 +56,13 @@ impl Backend {
     /// [`Backend::resume_with`] for a caller that already holds the bundle's lock (taken
     /// with [`BundleLock::acquire`], e.g. to look at the bundle first): the lock names
     /// the bundle, and is held until the run pauses again or ends.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Bundle`] when the bundle is not a paused run or needs its host folder
+    /// again; [`AgentError::Input`] for a host folder it must not have or that is missing;
+    /// [`AgentError::Decisions`] when `decisions` do not match the waiting calls;
+    /// [`AgentError::Evidence`] when the log cannot be reopened or written.
     pub async fn resume_locked(
         &self,
         control: &RunControl,

@@ -64,6 +64,13 @@ impl Backend {
     /// bundle folder that is not empty) and nothing was left behind, or that evidence
     /// could not be written. A run that started and then failed returns `Ok` with status
     /// `failed` and a bundle that verifies.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::InvalidSpec`], [`AgentError::Tool`], [`AgentError::Model`] and the
+    /// like when the agent cannot be set up; [`AgentError::Input`] for an input that is
+    /// missing or cannot be staged; [`AgentError::Evidence`] when the bundle cannot be
+    /// created or written.
     pub async fn execute(
         &self,
         control: &RunControl,

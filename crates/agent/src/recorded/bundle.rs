@@ -54,6 +54,11 @@ pub(crate) fn recorded_conversation(
 /// The message history a finished (or paused) run recorded: its last `trace_imported`,
 /// which holds every message of the run, the history it started from included. This is
 /// what a conversation's next turn starts from.
+///
+/// # Errors
+///
+/// [`AgentError::Evidence`] when the log or the history blob cannot be read;
+/// [`AgentError::Bundle`] when the run recorded no history or it does not parse.
 pub fn recorded_messages(bundle: &Path) -> Result<Vec<Message>, AgentError> {
     let events = provrun_evidence::read_events(bundle)?;
     let log = typed_log(&events)?;
@@ -112,6 +117,12 @@ pub(super) fn run_started<'a>(
 
 /// The agent spec a bundle's `run_started` recorded, with relative paths resolving where
 /// they did for the original run.
+///
+/// # Errors
+///
+/// [`AgentError::Bundle`] when the log does not open with a `run_started` that records the
+/// agent spec; [`AgentError::Evidence`] for a malformed payload; the spec's own errors
+/// (e.g. [`AgentError::InvalidSpec`]) when it does not parse.
 pub fn recorded_agent(bundle: &Path, events: &[Event]) -> Result<(AgentSpec, String), AgentError> {
     let first = events
         .first()

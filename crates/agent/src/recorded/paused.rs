@@ -180,6 +180,11 @@ fn paused_calls(
 }
 
 /// The calls a paused bundle waits on (for `provrun show` and scripts).
+///
+/// # Errors
+///
+/// [`AgentError::Evidence`] when the log cannot be read; [`AgentError::Bundle`] when the
+/// bundle is not a paused run.
 pub fn waiting_calls(bundle: &Path) -> Result<Vec<DeferredCall>, AgentError> {
     Ok(read_paused(bundle)?.deferred)
 }

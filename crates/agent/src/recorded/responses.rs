@@ -11,6 +11,11 @@ use crate::error::AgentError;
 use super::bundle::{blob_of, bundle_err, typed_log};
 
 /// The recorded model responses of a bundle, in order, for a [`ReplayModel`].
+///
+/// # Errors
+///
+/// [`AgentError::Bundle`] when a model call recorded no response; [`AgentError::Evidence`]
+/// for a malformed `model_called` payload or a blob that cannot be read.
 pub fn recorded_responses(
     bundle: &Path,
     events: &[Event],
@@ -47,6 +52,11 @@ pub fn recorded_responses(
 }
 
 /// A [`ReplayModel`] over a bundle's recorded responses (the bundle must verify).
+///
+/// # Errors
+///
+/// [`AgentError::Bundle`] when the bundle does not verify or its responses cannot be
+/// replayed; [`AgentError::Evidence`] when its log cannot be read.
 pub fn replay_model(bundle: &Path) -> Result<ReplayModel, AgentError> {
     let report = verify(bundle);
     if !report.ok {

@@ -183,6 +183,11 @@ impl AgentSpec {
 
     /// Parse a spec from TOML text; `origin` names the file in error messages (with the
     /// line and column of the problem) and is where relative paths resolve.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::InvalidSpec`] when the text is not TOML of a spec, or the spec fails
+    /// [`AgentSpec::validate`].
     pub fn from_toml_str(text: &str, origin: Option<&Path>) -> Result<Self, AgentError> {
         Self::parse_toml(text, origin, false)
     }
@@ -217,6 +222,11 @@ impl AgentSpec {
     }
 
     /// Read and parse a spec file.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::ReadSpec`] when the file cannot be read; otherwise as
+    /// [`AgentSpec::from_toml_str`].
     pub fn load(path: impl AsRef<Path>) -> Result<Self, AgentError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| AgentError::ReadSpec {
@@ -228,6 +238,11 @@ impl AgentSpec {
 
     /// Check what TOML's types cannot: a name, a known model scheme, sane limits, unique
     /// tool names.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::InvalidSpec`], with `origin` and what is wrong, for the first check
+    /// that fails.
     pub fn validate(&self, origin: &str) -> Result<(), AgentError> {
         self.validate_with_model(origin, false)
     }
@@ -313,6 +328,10 @@ impl AgentSpec {
     /// Checks the `[settings]` for a run of `model` (the spec's, or one given instead):
     /// every value, and, for a live model, that its API takes each setting (the message
     /// names the setting and the API). A custom or offline model takes every setting.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::InvalidSpec`] naming the setting (and the API) that does not fit.
     pub fn check_settings_for(&self, model: &str) -> Result<(), AgentError> {
         self.check_settings(model, false)
             .map_err(|message| AgentError::InvalidSpec {
@@ -384,6 +403,11 @@ impl AgentSpec {
     /// The skills this spec's runs are offered ([`AgentSpec::skill_folders`], a skill of a
     /// default folder left out when an earlier folder has its name): what `provrun
     /// skills` lists.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Skill`] when a skill folder or `SKILL.md` cannot be read or is
+    /// invalid, or two of the spec's own skills share a name.
     pub fn visible_skills(&self) -> Result<Vec<crate::skills::Skill>, AgentError> {
         let (own, defaults) = self.skill_folders();
         crate::skills::load_skills_layered(&own, &defaults)
@@ -508,6 +532,10 @@ pub enum ModelRef {
 impl ModelRef {
     /// Parse `test`, `script:PATH`, `replay:BUNDLE`, `openai:MODEL_NAME`,
     /// `anthropic:MODEL_NAME` or `openai-responses:MODEL_NAME`.
+    ///
+    /// # Errors
+    ///
+    /// A message when `text` is none of these forms.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text == "test" {

@@ -123,6 +123,11 @@ impl SettingsSpec {
     /// read as a TOML value (`0.2`, `true`, `"x"`, `["a", "b"]`, `{ tool = "t" }`); text
     /// that is no TOML value is taken as a string (`--set reasoning_effort=high`). An
     /// unknown key or a value of the wrong type is an error that names the key.
+    ///
+    /// # Errors
+    ///
+    /// A message naming `key` when it is not a setting or `value` has the wrong type for
+    /// it.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         let parsed = parse_value(value);
         let Value::Object(mut table) = serde_json::to_value(&*self).map_err(|e| e.to_string())?
