@@ -138,6 +138,10 @@ impl ServeConfig {
     /// Refuse what cannot work: serving without a token on an address other than
     /// loopback, an empty token, a missing agents folder, a CORS origin that is not an
     /// `http(s)://host[:port]` origin.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Config`], saying which, for each of the cases above.
     pub fn check(&self) -> Result<(), ServeError> {
         if self.token.is_none() && !self.listen.ip().is_loopback() {
             return Err(ServeError::Config(format!(

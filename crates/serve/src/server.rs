@@ -45,6 +45,13 @@ pub struct Server {
 impl Server {
     /// Check the configuration, make the store's folder (or the work folder), read the
     /// index, and listen.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Config`] when [`ServeConfig::check`] refuses the configuration;
+    /// [`ServeError::Store`] when the store cannot be made or written to;
+    /// [`ServeError::Io`] when the work folder or the run index cannot be made or read;
+    /// [`ServeError::Listen`] when the address cannot be bound.
     pub async fn bind(config: ServeConfig) -> Result<Server, ServeError> {
         config.check()?;
         config.store.probe().await?;
@@ -69,6 +76,11 @@ impl Server {
     }
 
     /// Serve until `stop` is cancelled, then stop as the module docs say.
+    ///
+    /// # Errors
+    ///
+    /// None at present: a connection that cannot be accepted is skipped and serving goes
+    /// on.
     pub async fn run(self, stop: CancellationToken) -> Result<Stopped, ServeError> {
         let Server { listener, state } = self;
         loop {
