@@ -89,6 +89,11 @@ impl StopSignals {
     /// the runtime; it should only ask the work to stop, e.g. cancel a token); at a second
     /// one the process prints `provrun: stopped by SIGNAME; {if_again}` and exits with
     /// that signal's code, whatever is still running.
+    ///
+    /// # Errors
+    ///
+    /// The `io::Error` of registering a signal handler (e.g. outside a Tokio runtime with
+    /// its I/O driver).
     pub fn watch<F>(on_stop: F, if_again: &'static str) -> std::io::Result<StopSignals>
     where
         F: FnOnce(StopSignal) + Send + 'static,
@@ -110,6 +115,10 @@ impl StopSignals {
     /// the first (`first` true) and each later one — and never ends the process itself:
     /// for a command that passes the signals on to a program it runs (`wrap`), which
     /// decides what a second one means. [`StopSignals::received`] is still the first.
+    ///
+    /// # Errors
+    ///
+    /// As [`StopSignals::watch`].
     pub fn forward<F>(on_signal: F) -> std::io::Result<StopSignals>
     where
         F: Fn(StopSignal, bool) + Send + Sync + 'static,
