@@ -20,6 +20,10 @@ pub(super) fn pem_text<'a>(bytes: &'a [u8], label: &str) -> Option<&'a str> {
 
 /// Read a 32-byte Ed25519 key (a private seed or a public key) given either as 32
 /// raw bytes or as 64 hex digits (surrounding whitespace ignored).
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when `bytes` are neither 32 raw bytes nor 64 hex digits.
 pub fn parse_key(bytes: &[u8]) -> Result<[u8; 32]> {
     if let Ok(raw) = <[u8; 32]>::try_from(bytes) {
         return Ok(raw);
@@ -35,6 +39,11 @@ pub fn parse_key(bytes: &[u8]) -> Result<[u8; 32]> {
 
 /// Read an Ed25519 private key: a PKCS#8 PEM file, else a raw seed as [`parse_key`]
 /// reads it. Returns the 32-byte seed.
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when a PEM file is not an Ed25519 PKCS#8 key, or other bytes are
+/// not a seed [`parse_key`] reads.
 pub fn parse_private_key(bytes: &[u8]) -> Result<[u8; 32]> {
     match pem_text(bytes, "PRIVATE KEY") {
         Some(text) => SigningKey::from_pkcs8_pem(text)
@@ -46,6 +55,11 @@ pub fn parse_private_key(bytes: &[u8]) -> Result<[u8; 32]> {
 
 /// Read an Ed25519 public key: an SPKI PEM file, else 32 raw bytes or hex as
 /// [`parse_key`] reads them. The key must be a valid curve point.
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when a PEM file is not an Ed25519 SPKI key, other bytes are not a
+/// key [`parse_key`] reads, or the key is not a valid curve point.
 pub fn parse_public_key(bytes: &[u8]) -> Result<[u8; 32]> {
     let raw = match pem_text(bytes, "PUBLIC KEY") {
         Some(text) => VerifyingKey::from_public_key_pem(text)
@@ -59,6 +73,10 @@ pub fn parse_public_key(bytes: &[u8]) -> Result<[u8; 32]> {
 }
 
 /// A new random Ed25519 private seed from the operating system's random source.
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when the operating system gives no randomness.
 pub fn generate_seed() -> Result<[u8; 32]> {
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed)
@@ -69,6 +87,10 @@ pub fn generate_seed() -> Result<[u8; 32]> {
 /// The seed as a PKCS#8 v1 PEM private key (`-----BEGIN PRIVATE KEY-----`): the seed
 /// alone, without the optional public key of v2, which OpenSSL and pyca/cryptography
 /// do not read.
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when the key cannot be encoded.
 pub fn private_key_pem(seed: &[u8; 32]) -> Result<String> {
     let bytes = ed25519_dalek::pkcs8::KeypairBytes {
         secret_key: *seed,
@@ -81,6 +103,11 @@ pub fn private_key_pem(seed: &[u8; 32]) -> Result<String> {
 }
 
 /// The public key as an SPKI PEM public key (`-----BEGIN PUBLIC KEY-----`).
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when `public` is not a valid Ed25519 public key or cannot be
+/// encoded.
 pub fn public_key_pem(public: &[u8; 32]) -> Result<String> {
     VerifyingKey::from_bytes(public)
         .map(|k| k.to_public_key_pem(LineEnding::LF))

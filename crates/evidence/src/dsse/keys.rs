@@ -74,6 +74,10 @@ fn key_error(what: impl std::fmt::Display) -> EvidenceError {
 
 impl PrivateKey {
     /// A new random key of `algorithm`, from the operating system's random source.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Key`] when the operating system gives no randomness.
     pub fn generate(algorithm: KeyAlgorithm) -> Result<PrivateKey> {
         match algorithm {
             KeyAlgorithm::Ed25519 => super::ed25519::generate_seed().map(PrivateKey::Ed25519),
@@ -89,6 +93,11 @@ impl PrivateKey {
 
     /// Read a private key: a PKCS#8 PEM file of either algorithm, a SEC1 PEM file of a
     /// P-256 key, or an Ed25519 seed as 32 raw bytes or 64 hex digits.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Key`] when `bytes` are none of these forms, or a PEM file does not
+    /// hold a key of a supported algorithm.
     pub fn parse(bytes: &[u8]) -> Result<PrivateKey> {
         if let Some(text) = super::ed25519::pem_text(bytes, "PRIVATE KEY") {
             if let Ok(k) = ed25519_dalek::SigningKey::from_pkcs8_pem(text) {
@@ -128,6 +137,10 @@ impl PrivateKey {
 
     /// The key as a PKCS#8 PEM private key file (for Ed25519 the seed alone, PKCS#8 v1,
     /// which OpenSSL and pyca/cryptography read).
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Key`] when the key cannot be encoded.
     pub fn to_pem(&self) -> Result<String> {
         match self {
             PrivateKey::Ed25519(seed) => super::private_key_pem(seed),
@@ -156,6 +169,11 @@ impl PrivateKey {
 impl PublicKey {
     /// Read a public key: an SPKI PEM file of either algorithm, or an Ed25519 key as 32
     /// raw bytes or 64 hex digits. The key must be a valid curve point.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Key`] when `bytes` are none of these forms, or the key is not a
+    /// valid curve point.
     pub fn parse(bytes: &[u8]) -> Result<PublicKey> {
         if let Some(text) = super::ed25519::pem_text(bytes, "PUBLIC KEY") {
             if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_pem(text) {
@@ -193,6 +211,11 @@ impl PublicKey {
     }
 
     /// The key as an SPKI PEM public key file.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Key`] when the key cannot be encoded (for Ed25519, not a valid
+    /// curve point).
     pub fn to_pem(&self) -> Result<String> {
         match self {
             PublicKey::Ed25519(raw) => super::public_key_pem(raw),

@@ -74,12 +74,21 @@ mod signing {
 
     /// Sign the bundle's `statement.json` with an Ed25519 seed and write
     /// `statement.dsse.json` atomically ([`sign_bundle_with`] for either algorithm).
+    ///
+    /// # Errors
+    ///
+    /// As [`sign_bundle_with`].
     pub fn sign_bundle(bundle: &Path, seed: &[u8; 32]) -> Result<PathBuf> {
         sign_bundle_with(bundle, &PrivateKey::Ed25519(*seed))
     }
 
     /// Sign the bundle's `statement.json` with `key` (Ed25519 or ECDSA P-256) and write
     /// `statement.dsse.json` atomically, replacing an earlier envelope.
+    ///
+    /// # Errors
+    ///
+    /// [`EvidenceError::Io`] when `statement.json` cannot be read (missing, not a regular
+    /// file, too large) or the envelope cannot be written.
     pub fn sign_bundle_with(bundle: &Path, key: &PrivateKey) -> Result<PathBuf> {
         let statement_path = bundle.join(STATEMENT_FILE);
         let statement = read_small(&statement_path)

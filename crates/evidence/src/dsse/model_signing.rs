@@ -46,6 +46,12 @@ pub struct ModelSignature {
 /// A model-signing signature over every regular file under `folder` (named `name` in
 /// the statement), signed with `key` (ECDSA P-256). A symlink, special file or
 /// non-UTF-8 name under the folder is an error: model-signing refuses them as well.
+///
+/// # Errors
+///
+/// [`EvidenceError::Key`] when `key` is not an ECDSA P-256 key;
+/// [`EvidenceError::UnsupportedFile`] for an entry under `folder` it refuses;
+/// [`EvidenceError::Io`] when a file cannot be read.
 pub fn model_signature(folder: &Path, name: &str, key: &PrivateKey) -> Result<ModelSignature> {
     if !matches!(key, PrivateKey::EcdsaP256(_)) {
         return Err(EvidenceError::Key(format!(
