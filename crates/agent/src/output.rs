@@ -21,7 +21,7 @@ pub const OUTPUT_TOOL: &str = "final_result";
 const SCHEMA_URL: &str = "urn:provrun:output-schema";
 
 /// How deeply an answer may nest objects and arrays.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// A compiled output schema.
 #[derive(Clone)]

@@ -130,7 +130,7 @@ pub fn load_skills(folders: &[PathBuf]) -> Result<Vec<Skill>, AgentError> {
 /// [`default_skill_folders`]): a skill in a default folder whose name an earlier folder
 /// already has is left out (the nearer one wins), where two of the spec's own skills with
 /// one name are an error.
-pub fn load_skills_layered(
+pub(crate) fn load_skills_layered(
     folders: &[PathBuf],
     defaults: &[PathBuf],
 ) -> Result<Vec<Skill>, AgentError> {
@@ -180,7 +180,7 @@ pub fn load_skills_layered(
 }
 
 /// The paragraph added to the instructions that tells the model which skills exist.
-pub fn skills_prompt(skills: &[Skill]) -> String {
+pub(crate) fn skills_prompt(skills: &[Skill]) -> String {
     let mut text = String::from(
         "Skills are available: call `use_skill` with a skill's name to read its instructions \
          before you do work it covers.\n",
@@ -192,7 +192,7 @@ pub fn skills_prompt(skills: &[Skill]) -> String {
 }
 
 /// The `use_skill` tool over these skills.
-pub fn use_skill_tool(skills: &[Skill]) -> Result<Tool, AgentError> {
+pub(crate) fn use_skill_tool(skills: &[Skill]) -> Result<Tool, AgentError> {
     let names: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
     let by_name: Arc<BTreeMap<String, String>> = Arc::new(
         skills

@@ -128,7 +128,7 @@ mod old_abi {
         }
     }
 
-    pub fn wrap(argv: &[OsString]) -> ! {
+    pub(crate) fn wrap(argv: &[OsString]) -> ! {
         use std::os::unix::ffi::OsStrExt as _;
         let nr = libc::SYS_landlock_create_ruleset as u32;
         // ld nr; jeq landlock_create_ruleset ? notify : allow

@@ -54,7 +54,7 @@ pub const LEGACY_BUILDER_URI_BASE: &str = "https://provrun.invalid/builder/";
 
 /// The statement format a `run_started` payload declares: its `statement` member, 1
 /// when it has none (bundles written before format 2).
-pub fn format_of(run_started: &Value) -> u64 {
+pub(crate) fn format_of(run_started: &Value) -> u64 {
     run_started
         .get(STATEMENT_FORMAT_KEY)
         .and_then(Value::as_u64)
@@ -151,7 +151,7 @@ pub fn builder_id_from_env() -> Result<Option<String>> {
 
 /// Whether `statement` (the bytes of a `statement.json`) is JSON whose `subject` is
 /// missing, not a list, or empty.
-pub fn has_no_subject(statement: &[u8]) -> bool {
+pub(crate) fn has_no_subject(statement: &[u8]) -> bool {
     serde_json::from_slice::<Value>(statement).is_ok_and(|v| {
         v.get("subject")
             .and_then(Value::as_array)

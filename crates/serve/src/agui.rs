@@ -13,7 +13,7 @@ use crate::error::ApiError;
 /// and not used.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunInput {
+pub(crate) struct RunInput {
     /// The conversation this run belongs to.
     pub thread_id: String,
     /// The client's id for this run.
@@ -31,7 +31,7 @@ pub struct RunInput {
 /// One message of the input. Only the members a server uses are read.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InputMessage {
+pub(crate) struct InputMessage {
     /// `user`, `assistant`, `tool`, `system`, `developer`, `reasoning` or `activity`.
     pub role: String,
     /// Text, or content parts (of which the `text` parts are read).
@@ -47,7 +47,7 @@ pub struct InputMessage {
 
 impl InputMessage {
     /// The message's text: a string content, or its `text` parts joined by newlines.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match &self.content {
             Value::String(s) => s.clone(),
             Value::Array(parts) => parts
@@ -63,7 +63,7 @@ impl InputMessage {
 
 /// A tool the client offers (AG-UI `Tool`).
 #[derive(Debug, Clone, Deserialize)]
-pub struct InputTool {
+pub(crate) struct InputTool {
     /// Its name.
     pub name: String,
     /// What it does.
@@ -77,7 +77,7 @@ pub struct InputTool {
 /// An answer to one interrupt (AG-UI `ResumeEntry`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ResumeEntry {
+pub(crate) struct ResumeEntry {
     /// The interrupt answered.
     pub interrupt_id: String,
     /// `resolved` or `cancelled`.
@@ -90,7 +90,7 @@ pub struct ResumeEntry {
 /// Whether an interrupt was answered or abandoned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ResumeStatus {
+pub(crate) enum ResumeStatus {
     /// Answered: approve, unless the payload says `"approved": false`.
     Resolved,
     /// Abandoned: the call is denied.
@@ -99,13 +99,13 @@ pub enum ResumeStatus {
 
 impl ResumeEntry {
     /// Whether this answer approves the call: `resolved`, without `"approved": false`.
-    pub fn approves(&self) -> bool {
+    pub(crate) fn approves(&self) -> bool {
         self.status == ResumeStatus::Resolved
             && !matches!(&self.payload, Some(p) if p.get("approved") == Some(&Value::Bool(false)))
     }
 
     /// What a denied call's model is told: the payload's `reason`, or a plain default.
-    pub fn denial(&self) -> String {
+    pub(crate) fn denial(&self) -> String {
         self.payload
             .as_ref()
             .and_then(|p| p.get("reason"))
@@ -121,7 +121,7 @@ impl ResumeEntry {
 
 /// What a request body may hold at most.
 #[derive(Debug, Clone, Copy)]
-pub struct InputLimits {
+pub(crate) struct InputLimits {
     /// Messages in one input.
     pub max_messages: usize,
     /// Tools in one input.
@@ -131,7 +131,7 @@ pub struct InputLimits {
 /// Parse and check a request body: JSON of the right shape (400 `bad_json`, `bad_input`),
 /// within the limits (413 `too_many_messages`, `too_many_tools`), a safe thread id (400
 /// `bad_id`).
-pub fn parse(body: &[u8], limits: InputLimits) -> Result<RunInput, ApiError> {
+pub(crate) fn parse(body: &[u8], limits: InputLimits) -> Result<RunInput, ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
     // The counts are checked on the raw value, before the messages are read into types.

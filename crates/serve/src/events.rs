@@ -27,7 +27,7 @@ fn now_ms() -> u64 {
 }
 
 /// An event of `kind` with these members and a timestamp.
-pub fn event(kind: &str, members: Value) -> Value {
+pub(crate) fn event(kind: &str, members: Value) -> Value {
     let mut out = Map::new();
     out.insert("type".into(), Value::String(kind.into()));
     if let Value::Object(m) = members {
@@ -38,17 +38,17 @@ pub fn event(kind: &str, members: Value) -> Value {
 }
 
 /// One SSE frame: `data: JSON` and a blank line (compact JSON holds no newline).
-pub fn frame(event: &Value) -> bytes::Bytes {
+pub(crate) fn frame(event: &Value) -> bytes::Bytes {
     bytes::Bytes::from(format!("data: {event}\n\n"))
 }
 
 /// The wire id of a call `run_call_id` of bundle `bundle`.
-pub fn call_wire_id(bundle: &str, run_call_id: &str) -> String {
+pub(crate) fn call_wire_id(bundle: &str, run_call_id: &str) -> String {
     format!("{bundle}.{run_call_id}")
 }
 
 /// The run call id a wire id of `bundle` names, if it is one.
-pub fn run_call_id_of<'a>(bundle: &str, wire_id: &'a str) -> Option<&'a str> {
+pub(crate) fn run_call_id_of<'a>(bundle: &str, wire_id: &'a str) -> Option<&'a str> {
     wire_id
         .strip_prefix(bundle)
         .and_then(|rest| rest.strip_prefix('.'))
@@ -58,7 +58,7 @@ pub fn run_call_id_of<'a>(bundle: &str, wire_id: &'a str) -> Option<&'a str> {
 /// Turns a run's [`RunEvent`]s into AG-UI events. One per request: a resumed run gets a
 /// new one that knows which calls the earlier segment announced.
 #[derive(Debug)]
-pub struct Mapper {
+pub(crate) struct Mapper {
     bundle: String,
     /// The model request whose step is open, if any.
     open_step: Option<u32>,
@@ -81,7 +81,7 @@ pub struct Mapper {
 impl Mapper {
     /// A mapper for a run writing `bundle`; `announced`: the run ids of calls an earlier
     /// segment streamed, `client_results`: those among them the client answered.
-    pub fn new(
+    pub(crate) fn new(
         bundle: impl Into<String>,
         announced: HashSet<String>,
         client_results: HashSet<String>,
@@ -108,7 +108,7 @@ impl Mapper {
     }
 
     /// The AG-UI events for one run event, in order.
-    pub fn on(&mut self, ev: RunEvent) -> Vec<Value> {
+    pub(crate) fn on(&mut self, ev: RunEvent) -> Vec<Value> {
         let mut out = Vec::new();
         if !matches!(ev, RunEvent::ModelAnswer { .. } | RunEvent::ModelDelta(_)) {
             self.finish_answered_step(&mut out);
@@ -325,7 +325,7 @@ impl Mapper {
     }
 
     /// Close whatever is still open (a run cancelled mid-request), before the run's end.
-    pub fn close(&mut self) -> Vec<Value> {
+    pub(crate) fn close(&mut self) -> Vec<Value> {
         let mut out = Vec::new();
         self.close_step(&mut out);
         out

@@ -22,17 +22,17 @@ pub use provrun_view::INDEX_FILE;
 /// `batch`.
 pub use provrun_view::IndexEntry as Entry;
 /// Runs in a `GET /runs` page by default, and at most.
-pub const PAGE: usize = 100;
+pub(crate) const PAGE: usize = 100;
 
 /// The index of a store, appended to under a lock.
 #[derive(Debug)]
-pub struct Index {
+pub(crate) struct Index {
     inner: RunIndex,
 }
 
 impl Index {
     /// The index at `path` (made when the first line is appended).
-    pub fn at(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn at(path: impl Into<PathBuf>) -> Self {
         Self {
             inner: RunIndex::at(path),
         }
@@ -40,7 +40,7 @@ impl Index {
 
     /// Where it is.
     #[cfg(test)]
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.inner.path()
     }
 
@@ -53,7 +53,7 @@ impl Index {
     }
 
     /// Append one entry (one `write` of the line, on a file opened for appending).
-    pub fn append(&self, entry: &Entry) -> Result<(), ServeError> {
+    pub(crate) fn append(&self, entry: &Entry) -> Result<(), ServeError> {
         self.inner
             .append(entry)
             .map_err(|e| self.error("append to", e))
@@ -61,14 +61,14 @@ impl Index {
 
     /// Every run's latest entry, in the order they last ended (lines that do not parse
     /// are left out: the index is a cache, the bundles are the record).
-    pub fn read(&self) -> Result<Vec<Entry>, ServeError> {
+    pub(crate) fn read(&self) -> Result<Vec<Entry>, ServeError> {
         self.inner.read().map_err(|e| self.error("read", e))
     }
 }
 
 /// One page of runs, newest first (by start, then id), after the run `after` names.
 /// `Err` names a cursor that is no run of the index.
-pub fn page(
+pub(crate) fn page(
     mut entries: Vec<Entry>,
     after: Option<&str>,
     limit: usize,

@@ -22,9 +22,10 @@ use crate::output::OUTPUT_TOOL;
 /// start.
 #[cfg(feature = "otel")]
 pub(super) type Live = Option<Result<provrun_otel::LiveExport, String>>;
-/// No live export without the `otel` feature.
+/// No live export without the `otel` feature (a unit struct, not `()`, so binding it is
+/// not a unit binding).
 #[cfg(not(feature = "otel"))]
-pub(super) type Live = ();
+pub(super) struct Live;
 
 /// The base URL and key of an HTTP model: the spec's `base_url`, else the variable
 /// `base_var`; the key from the variable the spec's `api_key_env` names (which must then
@@ -148,7 +149,9 @@ impl Backend {
 
     /// Start exporting the run `recorder` writes, when asked to (never without `otel`).
     #[cfg(not(feature = "otel"))]
-    pub(super) fn watch(&self, _recorder: &provrun_evidence::Recorder) -> Live {}
+    pub(super) fn watch(&self, _recorder: &provrun_evidence::Recorder) -> Live {
+        Live
+    }
 
     /// The run ended or paused: flush its last spans (within the bound, on a blocking
     /// thread) and note how the export went.

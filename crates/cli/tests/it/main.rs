@@ -46,8 +46,8 @@ mod wrap_programs;
 
 /// Helpers more than one module uses.
 mod support {
-    pub mod cli;
-    pub mod upstream;
-    pub mod venv;
-    pub mod wrap;
+    pub(crate) mod cli;
+    pub(crate) mod upstream;
+    pub(crate) mod venv;
+    pub(crate) mod wrap;
 }

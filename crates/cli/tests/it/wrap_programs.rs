@@ -26,9 +26,9 @@ use crate::support::wrap::{
 };
 
 /// The pinned versions (the same as xtask/src/setup.rs installs; a test below checks).
-pub const CODEX: (&str, &str) = ("@openai/codex", "0.171.0");
+pub(crate) const CODEX: (&str, &str) = ("@openai/codex", "0.171.0");
 /// See [`CODEX`].
-pub const CLAUDE_CODE: (&str, &str) = ("@anthropic-ai/claude-code", "2.1.332");
+pub(crate) const CLAUDE_CODE: (&str, &str) = ("@anthropic-ai/claude-code", "2.1.332");
 
 const OPENAI_KEY: &str = "sk-test-REAL-codex-key-9f8e7d6c5b4a";
 const ANTHROPIC_KEY: &str = "sk-ant-test-REAL-claude-key-1a2b3c4d";

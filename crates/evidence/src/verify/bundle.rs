@@ -71,7 +71,7 @@ pub(super) struct LogRead {
 
 impl LogRead {
     /// The log's complete lines.
-    pub fn lines(&self) -> &[crate::log::RawLine] {
+    pub(super) fn lines(&self) -> &[crate::log::RawLine] {
         self.scan
             .as_ref()
             .map(|s| s.lines.as_slice())
@@ -79,22 +79,22 @@ impl LogRead {
     }
 
     /// Length of a torn last line, if any.
-    pub fn torn(&self) -> Option<u64> {
+    pub(super) fn torn(&self) -> Option<u64> {
         self.scan.as_ref().and_then(|s| s.torn_len)
     }
 
     /// The log was read and every line parsed.
-    pub fn all_parsed(&self) -> bool {
+    pub(super) fn all_parsed(&self) -> bool {
         self.scan.is_some() && self.events.iter().all(Option::is_some)
     }
 
     /// The chain head: the last line's chain hash.
-    pub fn head(&self) -> Option<&str> {
+    pub(super) fn head(&self) -> Option<&str> {
         self.hashes.last().and_then(Option::as_deref)
     }
 
     /// The parsed `run_started` on the first line, if that is what it holds.
-    pub fn run_started(&self) -> Option<&Event> {
+    pub(super) fn run_started(&self) -> Option<&Event> {
         self.events
             .first()
             .and_then(Option::as_ref)
@@ -180,7 +180,7 @@ pub(super) struct PackFacts {
 
 impl<'a> Bundle<'a> {
     /// Read the bundle at `root`, a folder.
-    pub fn read(root: &'a Path) -> Bundle<'a> {
+    pub(super) fn read(root: &'a Path) -> Bundle<'a> {
         let dir = read_dir(root);
         let redactions =
             super::redacted::RedactionsRead::read(root, dir.present.contains(REDACTIONS_FILE));
@@ -232,7 +232,7 @@ impl<'a> Bundle<'a> {
     }
 
     /// Every leftover temporary file: the bundle's and `blobs/`'s, then `blobs/sha256/`'s.
-    pub fn leftovers(&self) -> impl Iterator<Item = &String> {
+    pub(super) fn leftovers(&self) -> impl Iterator<Item = &String> {
         let loose = match &self.store {
             StoreRead::Loose(l) => l.leftovers.as_slice(),
             _ => &[],

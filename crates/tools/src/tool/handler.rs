@@ -9,10 +9,10 @@ use crate::error::ToolError;
 use crate::output::ToolOutput;
 
 /// A synchronous handler: parsed arguments in, output out.
-pub(crate) type SyncHandler =
+pub type SyncHandler =
     dyn for<'a> Fn(Option<&'a RunContext>, JsonMap) -> Result<ToolOutput, ToolError> + Send + Sync;
 /// An asynchronous handler: parsed arguments in, a future of the output out.
-pub(crate) type AsyncHandler = dyn Fn(Option<RunContext>, JsonMap) -> Result<BoxFuture<'static, ToolOutput>, ToolError>
+pub type AsyncHandler = dyn Fn(Option<RunContext>, JsonMap) -> Result<BoxFuture<'static, ToolOutput>, ToolError>
     + Send
     + Sync;
 

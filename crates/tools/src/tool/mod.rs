@@ -17,8 +17,8 @@ mod metadata;
 
 pub use crate::args::JsonMap;
 pub use builder::ToolBuilder;
-pub use handler::Handler;
-pub(crate) use handler::{AsyncHandler, SyncHandler};
+pub(crate) use handler::Handler;
+pub use handler::{AsyncHandler, SyncHandler};
 pub use metadata::{
     ToolCategory, ToolMode, X_CATEGORY_KEY, X_CONFIRM_KEY, X_DESTRUCTIVE_KEY, X_SUMMARY_KEY,
 };

@@ -11,7 +11,7 @@ mod browser;
 mod http;
 mod stop;
 
-pub use crate::support::venv::in_ci;
+pub(crate) use crate::support::venv::in_ci;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// The agents every serve test uses, written into `dir`: scripted models only.
-pub fn write_agents(dir: &Path) {
+pub(crate) fn write_agents(dir: &Path) {
     let agents: &[(&str, &str, &str)] = &[
         (
             "chat",
@@ -72,7 +72,7 @@ pub fn write_agents(dir: &Path) {
 }
 
 /// A `provrun serve` process; killed when dropped.
-pub struct Served {
+pub(crate) struct Served {
     child: Child,
     pub url: String,
     pub addr: SocketAddr,
@@ -81,7 +81,12 @@ pub struct Served {
 impl Served {
     /// Start `provrun serve` on a free loopback port over `agents`, bundles into `store`,
     /// with these extra flags and environment; waits for the URL line.
-    pub fn start(agents: &Path, store: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
+    pub(crate) fn start(
+        agents: &Path,
+        store: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Served {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
         cmd.args(["serve", "--agents"])
             .arg(agents)
@@ -118,12 +123,12 @@ impl Served {
     }
 
     /// The child process (to signal it).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Wait for the process to end (at most `limit`); its exit code and stderr.
-    pub fn wait(mut self, limit: Duration) -> (Option<i32>, String) {
+    pub(crate) fn wait(mut self, limit: Duration) -> (Option<i32>, String) {
         let started = std::time::Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -151,7 +156,7 @@ impl Drop for Served {
 
 /// An HTTP response.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -159,7 +164,7 @@ pub struct Reply {
 
 impl Reply {
     /// A header's value (names compared without case).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -167,13 +172,13 @@ impl Reply {
     }
 
     /// The body as JSON.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
     /// The `error.code` of a refusal.
-    pub fn code(&self) -> String {
+    pub(crate) fn code(&self) -> String {
         self.json()["error"]["code"]
             .as_str()
             .unwrap_or("")
@@ -181,7 +186,7 @@ impl Reply {
     }
 
     /// The SSE `data:` events of a streamed body.
-    pub fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         String::from_utf8_lossy(&self.body)
             .split("\n\n")
             .filter_map(|frame| frame.strip_prefix("data: "))
@@ -191,7 +196,7 @@ impl Reply {
 }
 
 /// One request over a new connection (`Connection: close`), the whole response read.
-pub fn request(
+pub(crate) fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -297,7 +302,7 @@ fn dechunk(mut rest: &[u8]) -> Vec<u8> {
 }
 
 /// A minimal AG-UI input: one user message on `thread`.
-pub fn input(thread: &str, run: &str, text: &str) -> Vec<u8> {
+pub(crate) fn input(thread: &str, run: &str, text: &str) -> Vec<u8> {
     serde_json::json!({
         "threadId": thread, "runId": run,
         "messages": [{"id": "u1", "role": "user", "content": text}],
@@ -308,7 +313,7 @@ pub fn input(thread: &str, run: &str, text: &str) -> Vec<u8> {
 }
 
 /// `provrun verify` on `bundle` (a folder or a .tar): its exit code and output.
-pub fn verify(bundle: &Path) -> (i32, String) {
+pub(crate) fn verify(bundle: &Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
         .arg("verify")
         .arg(bundle)
@@ -321,7 +326,7 @@ pub fn verify(bundle: &Path) -> (i32, String) {
 }
 
 /// Fetch `/runs/ID/bundle` into `dir/ID.tar` and check that `provrun verify` accepts it.
-pub fn fetch_and_verify(addr: SocketAddr, headers: &[(&str, &str)], id: &str, dir: &Path) {
+pub(crate) fn fetch_and_verify(addr: SocketAddr, headers: &[(&str, &str)], id: &str, dir: &Path) {
     let r = request(addr, "GET", &format!("/runs/{id}/bundle"), headers, b"");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.header("content-type"), Some("application/x-tar"));

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// A bundle's events, each line of its log parsed as JSON.
-pub fn events(bundle: &Path) -> Vec<Value> {
+pub(crate) fn events(bundle: &Path) -> Vec<Value> {
     std::fs::read_to_string(bundle.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -16,7 +16,7 @@ pub fn events(bundle: &Path) -> Vec<Value> {
 }
 
 /// A path as a command-line argument.
-pub fn s(p: &Path) -> String {
+pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
@@ -33,7 +33,7 @@ const INHERITED: &[&str] = &[
 
 /// The `provrun` binary under test with `args`, in an environment cleared of the
 /// settings in [`INHERITED`] and of every `OTEL_*` variable.
-pub fn command(args: &[&str]) -> Command {
+pub(crate) fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_provrun"));
     cmd.args(args);
     for key in INHERITED {
@@ -48,18 +48,18 @@ pub fn command(args: &[&str]) -> Command {
 }
 
 /// Runs [`command`] to its end and returns what it printed and how it exited.
-pub fn provrun(args: &[&str]) -> Output {
+pub(crate) fn provrun(args: &[&str]) -> Output {
     command(args).output().expect("the provrun binary runs")
 }
 
 /// Bytes a command printed, as text (invalid UTF-8 replaced).
-pub fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Fails, showing both streams, unless `out` exited with `code`.
 #[track_caller]
-pub fn assert_exit(out: &Output, code: i32) {
+pub(crate) fn assert_exit(out: &Output, code: i32) {
     assert_eq!(
         out.status.code(),
         Some(code),
@@ -71,7 +71,7 @@ pub fn assert_exit(out: &Output, code: i32) {
 
 /// [`assert_exit`], then what the command printed on stdout.
 #[track_caller]
-pub fn exit(out: &Output, code: i32) -> String {
+pub(crate) fn exit(out: &Output, code: i32) -> String {
     assert_exit(out, code);
     text(&out.stdout)
 }

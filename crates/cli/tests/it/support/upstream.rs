@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 /// One request as the upstream received it.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     /// `POST`, `GET`, …
     pub method: String,
     /// The path and query.
@@ -27,12 +27,12 @@ pub struct Request {
 
 impl Request {
     /// The body as JSON (`null` when it is not).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
 
     /// The value of header `name`, if any.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -43,7 +43,7 @@ impl Request {
 /// What the upstream answers: a status, a media type and the body, written in these
 /// chunks one after another (one per SSE event), each flushed at once.
 #[derive(Debug, Clone)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The HTTP status.
     pub status: u16,
     /// `content-type`.
@@ -54,7 +54,7 @@ pub struct Reply {
 
 impl Reply {
     /// A whole JSON body.
-    pub fn json(status: u16, body: &Value) -> Reply {
+    pub(crate) fn json(status: u16, body: &Value) -> Reply {
         Reply {
             status,
             content_type: "application/json".into(),
@@ -63,7 +63,7 @@ impl Reply {
     }
 
     /// An SSE stream, one chunk per `(event name or none, data)` event.
-    pub fn sse(events: &[(Option<&str>, Value)]) -> Reply {
+    pub(crate) fn sse(events: &[(Option<&str>, Value)]) -> Reply {
         Reply {
             status: 200,
             content_type: "text/event-stream".into(),
@@ -82,14 +82,14 @@ impl Reply {
     }
 
     /// The whole body.
-    pub fn body(&self) -> Vec<u8> {
+    pub(crate) fn body(&self) -> Vec<u8> {
         self.chunks.concat()
     }
 }
 
 /// One exchange in the upstream's own log.
 #[derive(Debug, Clone)]
-pub struct Logged {
+pub(crate) struct Logged {
     /// The request.
     pub request: Request,
     /// The status it answered.
@@ -101,7 +101,7 @@ pub struct Logged {
 type Script = dyn Fn(&Request) -> Reply + Send + Sync;
 
 /// A running upstream.
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// `http://127.0.0.1:PORT`.
     pub origin: String,
     log: Arc<Mutex<Vec<Logged>>>,
@@ -109,7 +109,7 @@ pub struct Upstream {
 
 impl Upstream {
     /// Starts an upstream answering with `script`.
-    pub fn start(script: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Upstream {
+    pub(crate) fn start(script: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let origin = format!("http://{}", listener.local_addr().unwrap());
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -126,7 +126,7 @@ impl Upstream {
     }
 
     /// Every exchange so far, in the order they ended.
-    pub fn log(&self) -> Vec<Logged> {
+    pub(crate) fn log(&self) -> Vec<Logged> {
         self.log.lock().unwrap().clone()
     }
 }
@@ -201,7 +201,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
 // --- answers in each provider's wire format --------------------------------------------
 
 /// A Responses stream whose one output item is `item`.
-pub fn responses_stream(model: &str, id: &str, item: Value) -> Reply {
+pub(crate) fn responses_stream(model: &str, id: &str, item: Value) -> Reply {
     let usage = json!({"input_tokens": 42, "output_tokens": 7, "total_tokens": 49});
     let done = json!({"id": id, "object": "response", "created_at": 1, "status": "completed",
                       "model": model, "output": [item], "usage": usage});
@@ -230,19 +230,19 @@ pub fn responses_stream(model: &str, id: &str, item: Value) -> Reply {
 }
 
 /// A Responses output message with `text`.
-pub fn responses_message(text: &str) -> Value {
+pub(crate) fn responses_message(text: &str) -> Value {
     json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
            "content": [{"type": "output_text", "text": text, "annotations": []}]})
 }
 
 /// A Responses function call.
-pub fn responses_call(call_id: &str, name: &str, arguments: &Value) -> Value {
+pub(crate) fn responses_call(call_id: &str, name: &str, arguments: &Value) -> Value {
     json!({"type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id,
            "name": name, "arguments": arguments.to_string(), "status": "completed"})
 }
 
 /// A Messages stream with these content `blocks` (text or tool_use) and `stop_reason`.
-pub fn messages_stream(model: &str, id: &str, blocks: &[Value], stop_reason: &str) -> Reply {
+pub(crate) fn messages_stream(model: &str, id: &str, blocks: &[Value], stop_reason: &str) -> Reply {
     let mut events = vec![(
         Some("message_start"),
         json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
@@ -285,7 +285,7 @@ pub fn messages_stream(model: &str, id: &str, blocks: &[Value], stop_reason: &st
 }
 
 /// A Chat Completions response (not streamed) asking for one tool call.
-pub fn chat_tool_call(model: &str, call_id: &str, name: &str, arguments: &Value) -> Reply {
+pub(crate) fn chat_tool_call(model: &str, call_id: &str, name: &str, arguments: &Value) -> Reply {
     Reply::json(
         200,
         &json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
@@ -298,7 +298,7 @@ pub fn chat_tool_call(model: &str, call_id: &str, name: &str, arguments: &Value)
 }
 
 /// A streamed Chat Completions answer with `text`, in two deltas.
-pub fn chat_stream(model: &str, text: &str) -> Reply {
+pub(crate) fn chat_stream(model: &str, text: &str) -> Reply {
     let (a, b) = text.split_at(text.len() / 2);
     let chunk = |delta: Value, finish: Value| {
         json!({"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": model,

@@ -9,7 +9,7 @@ use std::process::Command;
 /// The virtualenv `name` under the test target's temporary folder, made once, with the
 /// packages of `requirements` (a file relative to the repository root) installed from
 /// PyPI; ready when `python -c probe` succeeds. Returns its `python`; `Err` says why not.
-pub fn virtualenv(name: &str, requirements: &str, probe: &str) -> Result<PathBuf, String> {
+pub(crate) fn virtualenv(name: &str, requirements: &str, probe: &str) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let python = venv.join("bin/python");
@@ -60,13 +60,13 @@ pub fn virtualenv(name: &str, requirements: &str, probe: &str) -> Result<PathBuf
 
 /// Whether the tests run under CI (`CI=true` or `CI=1`), where a missing real program is
 /// a failure instead of a loud skip.
-pub fn in_ci() -> bool {
+pub(crate) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 /// The cache the CI set-up installs real programs into (`cargo xtask ci`):
 /// `$PROVRUN_CI_CACHE`, else `~/.cache/provrun-ci`.
-pub fn ci_cache() -> PathBuf {
+pub(crate) fn ci_cache() -> PathBuf {
     std::env::var_os("PROVRUN_CI_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -78,7 +78,7 @@ pub fn ci_cache() -> PathBuf {
 /// The virtualenv `folder` of the CI cache with the pinned `package` (pip's form,
 /// `name==version`) installed; made when `ready` (given the venv) says it is not there
 /// yet. Returns the venv's folder; `Err` says what failed.
-pub fn cached_virtualenv(
+pub(crate) fn cached_virtualenv(
     folder: &str,
     package: &str,
     ready: impl Fn(&Path) -> bool,

@@ -11,12 +11,12 @@ use serde_json::Value;
 
 use super::cli::events;
 use super::upstream::Logged;
-pub use super::venv::ci_cache;
+pub(crate) use super::venv::ci_cache;
 use super::venv::in_ci;
 
 /// Whether every confinement layer is there (wrap refuses otherwise); a loud skip when
 /// not, a failure under `CI=true`.
-pub fn wrap_ready(test: &str) -> bool {
+pub(crate) fn wrap_ready(test: &str) -> bool {
     let support = provrun_sandbox::Sandbox::command_support();
     if support.is_complete() {
         return true;
@@ -35,7 +35,7 @@ pub fn wrap_ready(test: &str) -> bool {
 }
 
 /// `provrun` with a clean environment but `PATH` (and the variables given later).
-pub fn provrun() -> Command {
+pub(crate) fn provrun() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_provrun"));
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -45,7 +45,7 @@ pub fn provrun() -> Command {
 }
 
 /// The bytes of the blob a blob ref names.
-pub fn blob(bundle: &Path, r: &Value) -> Vec<u8> {
+pub(crate) fn blob(bundle: &Path, r: &Value) -> Vec<u8> {
     let hex = r["digest"]["sha256"]
         .as_str()
         .unwrap_or_else(|| panic!("not a blob ref: {r}"));
@@ -53,7 +53,7 @@ pub fn blob(bundle: &Path, r: &Value) -> Vec<u8> {
 }
 
 /// The events of `kind`.
-pub fn of_kind(bundle: &Path, kind: &str) -> Vec<Value> {
+pub(crate) fn of_kind(bundle: &Path, kind: &str) -> Vec<Value> {
     events(bundle)
         .into_iter()
         .filter(|e| e["type"] == kind)
@@ -64,7 +64,7 @@ pub fn of_kind(bundle: &Path, kind: &str) -> Vec<Value> {
 /// (`model_called` for generations, `http_exchanged` for the rest), whose request blob
 /// is the exact bytes the upstream received and whose response blob the exact bytes it
 /// sent; and the bundle has no other exchange. Returns the events.
-pub fn assert_exchanges_match(bundle: &Path, logged: &[Logged]) -> Vec<Value> {
+pub(crate) fn assert_exchanges_match(bundle: &Path, logged: &[Logged]) -> Vec<Value> {
     let exchanges: Vec<Value> = events(bundle)
         .into_iter()
         .filter(|e| e["type"] == "model_called" || e["type"] == "http_exchanged")
@@ -137,7 +137,7 @@ fn refs(v: &Value, out: &mut Vec<Value>) {
 }
 
 /// No byte of the bundle holds `secret`: not a file of it, and not a blob unpacked.
-pub fn assert_no_secret(bundle: &Path, secret: &str) {
+pub(crate) fn assert_no_secret(bundle: &Path, secret: &str) {
     let needle = secret.as_bytes();
     let holds = |bytes: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
     for f in files(bundle) {
@@ -158,7 +158,7 @@ pub fn assert_no_secret(bundle: &Path, secret: &str) {
 }
 
 /// `provrun verify BUNDLE` passes.
-pub fn assert_verifies(bundle: &Path) {
+pub(crate) fn assert_verifies(bundle: &Path) {
     let out = provrun().arg("verify").arg(bundle).output().unwrap();
     assert!(
         out.status.success(),
@@ -169,7 +169,7 @@ pub fn assert_verifies(bundle: &Path) {
 
 /// `provrun show --json BUNDLE` lists each of the `calls` (imported from a wrapped
 /// program's session log) once, under the step its `run_call_id` `STEP.N` names.
-pub fn assert_show_json_links(bundle: &Path, calls: &[Value]) {
+pub(crate) fn assert_show_json_links(bundle: &Path, calls: &[Value]) {
     let out = provrun()
         .args(["show", "--json"])
         .arg(bundle)
@@ -197,7 +197,7 @@ pub fn assert_show_json_links(bundle: &Path, calls: &[Value]) {
 
 /// The npm prefix a pinned package was installed into, when it is there; a loud skip
 /// when not (a failure under CI).
-pub fn npm_package(test: &str, folder: &str, bin: &str) -> Option<PathBuf> {
+pub(crate) fn npm_package(test: &str, folder: &str, bin: &str) -> Option<PathBuf> {
     let prefix = ci_cache().join("npm").join(folder);
     if prefix.join("node_modules/.bin").join(bin).exists() {
         return Some(prefix);

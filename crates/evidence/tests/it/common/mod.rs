@@ -16,7 +16,7 @@ use serde_json::json;
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh, not yet existing directory path under Cargo's per-target scratch dir.
-pub fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("evidence-tests")
@@ -26,7 +26,7 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-pub fn run_started() -> RunStarted {
+pub(crate) fn run_started() -> RunStarted {
     RunStarted {
         builder: "provrun/test".into(),
         agent_spec_digest: "a".repeat(64),
@@ -41,7 +41,7 @@ pub fn run_started() -> RunStarted {
     }
 }
 
-pub fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
+pub(crate) fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
     ToolCalled {
         name: "read_file".into(),
         call_id: call_id.into(),
@@ -67,12 +67,12 @@ pub fn tool_call(call_id: &str, deferred: bool) -> ToolCalled {
 }
 
 /// Build a representative finished bundle at a fresh path and return the path.
-pub fn make_bundle(name: &str, durability: Durability) -> PathBuf {
+pub(crate) fn make_bundle(name: &str, durability: Durability) -> PathBuf {
     make_bundle_with(name, durability, BlobLayout::default())
 }
 
 /// [`make_bundle`] with the blob layout chosen.
-pub fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) -> PathBuf {
+pub(crate) fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) -> PathBuf {
     let dir = scratch(name);
     let rec =
         Recorder::create_with_layout(&dir, "run-1", durability, &run_started(), layout).unwrap();
@@ -132,7 +132,7 @@ pub fn make_bundle_with(name: &str, durability: Durability, layout: BlobLayout) 
 }
 
 /// Copy a bundle directory tree (regular files and directories only).
-pub fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -146,7 +146,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// Every regular file of a bundle, relative to it, sorted.
-pub fn bundle_files(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn bundle_files(root: &Path) -> Vec<PathBuf> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();
@@ -163,7 +163,7 @@ pub fn bundle_files(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-pub fn read_lines(root: &Path) -> Vec<String> {
+pub(crate) fn read_lines(root: &Path) -> Vec<String> {
     std::fs::read_to_string(root.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -171,20 +171,20 @@ pub fn read_lines(root: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn write_lines(root: &Path, lines: &[String]) {
+pub(crate) fn write_lines(root: &Path, lines: &[String]) {
     let mut s = lines.join("\n");
     s.push('\n');
     std::fs::write(root.join("events.jsonl"), s).unwrap();
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// Re-chain a list of event lines (after editing one): fix every `prev` and `seq`, keep
 /// everything else, and keep lines canonical. The chain scheme is the one line 0 declares.
-pub fn rechain(lines: &[String]) -> Vec<String> {
+pub(crate) fn rechain(lines: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut chain = 1;
     for (i, l) in lines.iter().enumerate() {
@@ -202,7 +202,7 @@ pub fn rechain(lines: &[String]) -> Vec<String> {
     out
 }
 
-pub fn fails(report: &VerifyReport) -> Vec<CheckCode> {
+pub(crate) fn fails(report: &VerifyReport) -> Vec<CheckCode> {
     report.failures().map(|c| c.code).collect()
 }
 
@@ -214,7 +214,7 @@ impl Wake for ThreadWaker {
 }
 
 /// Run futures concurrently on the current thread until all complete.
-pub fn join_all<T>(futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+pub(crate) fn join_all<T>(futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
     let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut futs: Vec<Option<Pin<Box<dyn Future<Output = T> + '_>>>> =

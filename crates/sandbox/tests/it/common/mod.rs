@@ -11,7 +11,7 @@ use provrun_sandbox::{Limits, Sandbox, stage_inputs};
 
 /// What a snapshot records for one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Node {
+pub(crate) enum Node {
     File { bytes: Vec<u8>, mode: u32, ino: u64 },
     Dir { mode: u32 },
     Link(PathBuf),
@@ -19,12 +19,12 @@ pub enum Node {
 }
 
 /// A recursive, never-following snapshot of a directory.
-pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Node> {
+pub(crate) fn snapshot(root: &Path) -> BTreeMap<PathBuf, Node> {
     snapshot_except(root, &[])
 }
 
 /// Like [`snapshot`], skipping the subtrees at the relative paths in `skip`.
-pub fn snapshot_except(root: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Node> {
+pub(crate) fn snapshot_except(root: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Node> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
@@ -61,14 +61,14 @@ pub fn snapshot_except(root: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Node> {
 }
 
 /// The original input files, as the user had them.
-pub const INPUTS: &[(&str, &[u8])] = &[
+pub(crate) const INPUTS: &[(&str, &[u8])] = &[
     ("a.txt", b"alpha\nbeta\n"),
     ("docs/b.md", b"# B\n\nsome text\n"),
     ("docs/deep/c.txt", b"c"),
     ("bin.dat", b"\x00\x01\xff\xfe binary"),
 ];
 
-pub struct Env {
+pub(crate) struct Env {
     pub tmp: tempfile::TempDir,
     pub base: PathBuf,
     pub src: PathBuf,
@@ -82,11 +82,11 @@ pub struct Env {
 }
 
 impl Env {
-    pub fn new() -> Env {
+    pub(crate) fn new() -> Env {
         Env::with_limits(Limits::default())
     }
 
-    pub fn with_limits(limits: Limits) -> Env {
+    pub(crate) fn with_limits(limits: Limits) -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let base = tmp.path().to_owned();
         let src = base.join("src");
@@ -126,7 +126,7 @@ impl Env {
     }
 
     /// Re-opens the sandbox (e.g. after preparing files behind its back).
-    pub fn reopen(&mut self, limits: Limits) {
+    pub(crate) fn reopen(&mut self, limits: Limits) {
         self.limits = limits.clone();
         self.sb = Sandbox::new(&self.input, &self.output, &self.scratch, limits)
             .unwrap()
@@ -135,12 +135,12 @@ impl Env {
     }
 
     /// Everything outside the writable roots: inputs, sources, canary, host folder.
-    pub fn outside(&self) -> BTreeMap<PathBuf, Node> {
+    pub(crate) fn outside(&self) -> BTreeMap<PathBuf, Node> {
         snapshot_except(&self.base, &["bundle/output", "scratch"])
     }
 
     /// Asserts that every staged input is byte-identical to its source and read-only.
-    pub fn assert_inputs_intact(&self) {
+    pub(crate) fn assert_inputs_intact(&self) {
         for (rel, bytes) in INPUTS {
             let p = self.input.join(rel);
             assert_eq!(std::fs::read(&p).unwrap(), *bytes, "input {rel} changed");
@@ -150,11 +150,11 @@ impl Env {
         }
     }
 
-    pub fn symlink(&self, target: impl AsRef<Path>, link: impl AsRef<Path>) {
+    pub(crate) fn symlink(&self, target: impl AsRef<Path>, link: impl AsRef<Path>) {
         std::os::unix::fs::symlink(target, link).unwrap();
     }
 
-    pub fn mkfifo(&self, path: &Path) {
+    pub(crate) fn mkfifo(&self, path: &Path) {
         let st = std::process::Command::new("mkfifo")
             .arg(path)
             .status()
@@ -164,7 +164,7 @@ impl Env {
 }
 
 /// Whether every confinement layer is there; else a loud skip (a failure under `CI=true`).
-pub fn confinement_ready() -> bool {
+pub(crate) fn confinement_ready() -> bool {
     let support = provrun_sandbox::Sandbox::command_support();
     if support.is_complete() {
         return true;
