@@ -22,17 +22,7 @@ pub(crate) fn virtualenv(name: &str, requirements: &str, probe: &str) -> Result<
     if ready(&python) {
         return Ok(python);
     }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        ));
-    }
+    make_venv(&venv)?;
     let pip = Command::new(&python)
         .args([
             "-m",
@@ -87,14 +77,7 @@ pub(crate) fn cached_virtualenv(
     if ready(&venv) {
         return Ok(venv);
     }
-    let made = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .output()
-        .map_err(|e| format!("python3 is not available ({e})"))?;
-    if !made.status.success() {
-        return Err("`python3 -m venv` failed (on Debian: apt-get install python3-venv)".into());
-    }
+    make_venv(&venv)?;
     let pip = Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check", package])
         .output()
@@ -105,6 +88,23 @@ pub(crate) fn cached_virtualenv(
         Err(format!(
             "pip could not install {package}: {}",
             String::from_utf8_lossy(&pip.stderr).trim()
+        ))
+    }
+}
+
+/// A fresh, empty virtualenv at `venv` (`python3 -m venv --clear`); `Err` says why not.
+fn make_venv(venv: &Path) -> Result<(), String> {
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--clear"])
+        .arg(venv)
+        .output()
+        .map_err(|e| format!("python3 is not available ({e})"))?;
+    if made.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {}",
+            String::from_utf8_lossy(&made.stderr).trim()
         ))
     }
 }
