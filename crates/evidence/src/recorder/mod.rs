@@ -275,8 +275,24 @@ mod tests {
     /// another thread holds until it execs) does not keep the bundle locked.
     #[test]
     fn the_last_recorder_gone_frees_the_bundle_whoever_holds_a_copy_of_its_log() {
+        let (parent, dir, started) = fresh("drop");
+        let rec = Recorder::create(&dir, "r", Durability::PerEvent, &started).unwrap();
+        let copy = lock(&rec.inner.log).file.try_clone().unwrap();
+        let again = rec.clone();
+        drop(rec);
+        // A clone still writes: the bundle is still held.
+        assert!(BundleLock::acquire(&dir).is_err());
+        drop(again);
+        let held = BundleLock::acquire(&dir).expect("the writer is gone");
+        drop((held, copy));
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    /// An empty folder for one test (named by `tag`, this process and thread), the
+    /// bundle path inside it, and a `run_started` to create the bundle with.
+    fn fresh(tag: &str) -> (PathBuf, PathBuf, RunStarted) {
         let parent = std::env::temp_dir().join(format!(
-            "provrun-recorder-drop-{}-{:?}",
+            "provrun-recorder-{tag}-{}-{:?}",
             std::process::id(),
             std::thread::current().id()
         ));
@@ -292,16 +308,7 @@ mod tests {
             limits: serde_json::json!({}),
             details: Value::Null,
         };
-        let rec = Recorder::create(&dir, "r", Durability::PerEvent, &started).unwrap();
-        let copy = lock(&rec.inner.log).file.try_clone().unwrap();
-        let again = rec.clone();
-        drop(rec);
-        // A clone still writes: the bundle is still held.
-        assert!(BundleLock::acquire(&dir).is_err());
-        drop(again);
-        let held = BundleLock::acquire(&dir).expect("the writer is gone");
-        drop((held, copy));
-        std::fs::remove_dir_all(&parent).unwrap();
+        (parent, dir, started)
     }
 
     /// The descriptors of this process open on files under `dir`.
@@ -318,23 +325,7 @@ mod tests {
     /// descriptor: its locked log. The next blob opens the pack again.
     #[test]
     fn a_released_recorder_holds_only_its_log() {
-        let parent = std::env::temp_dir().join(format!(
-            "provrun-recorder-release-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&parent);
-        std::fs::create_dir_all(&parent).unwrap();
-        let dir = parent.join("bundle");
-        let started = RunStarted {
-            builder: "provrun/test".into(),
-            agent_spec_digest: "a".repeat(64),
-            agent: "a".into(),
-            model: "test".into(),
-            tools: Vec::new(),
-            limits: serde_json::json!({}),
-            details: Value::Null,
-        };
+        let (parent, dir, started) = fresh("release");
         let rec = Recorder::create(&dir, "r", Durability::Flush, &started).unwrap();
         rec.put_blob(b"first", "text/plain").unwrap();
         assert_eq!(descriptors_under(&dir).len(), 2, "the log and the pack");
