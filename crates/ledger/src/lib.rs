@@ -50,7 +50,9 @@ pub mod merkle;
 pub mod note;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
+// Its items are `pub` for when the feature makes the module public.
 #[cfg(not(feature = "sync-probe"))]
+#[allow(unreachable_pub)]
 mod probe;
 pub mod tiles;
 mod verify;
