@@ -158,7 +158,8 @@ pub(crate) fn attrs(attributes: &[KeyValue]) -> BTreeMap<String, Value> {
         .collect()
 }
 
-fn run_scripted(bundle: &Path, env: &[(&str, &str)]) -> Output {
+/// `provrun run` of the scripted example into `bundle`, with `env` set.
+pub(crate) fn run_scripted(bundle: &Path, env: &[(&str, &str)]) -> Output {
     let mut cmd = command(&[
         "run",
         &example("scripted/agent.toml"),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::otel::{Mode, Receiver, assert_verifies, attrs, example, output};
+use super::otel::{Mode, Receiver, assert_verifies, attrs, example, output, run_scripted};
 use crate::support::cli::{command, events, text};
 
 /// A span name's first word (`chat`, `execute_tool`, `invoke_agent`).
@@ -275,20 +275,14 @@ fn phoenix_from_pypi_takes_a_run_and_parses_its_genai_attributes() {
     let phoenix = start_phoenix(&python);
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("bundle");
-    let mut cmd = command(&[
-        "run",
-        &example("scripted/agent.toml"),
-        "--input",
-        &example("scripted/input"),
-        "--out",
-        &bundle.display().to_string(),
-    ]);
-    cmd.env(
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        format!("http://127.0.0.1:{}", phoenix.port),
-    )
-    .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true");
-    let out = output(&mut cmd);
+    let endpoint = format!("http://127.0.0.1:{}", phoenix.port);
+    let out = run_scripted(
+        &bundle,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("OTLP"), "{}", text(&out.stderr));
 
