@@ -5,7 +5,7 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::support::cli::{assert_exit, command, provrun, s};
@@ -56,6 +56,28 @@ fn element<'a>(page: &'a str, open: &str, close: &str) -> &'a str {
     let start = page.find(open).unwrap() + open.len();
     let end = start + page[start..].find(close).unwrap();
     &page[start..end]
+}
+
+/// `provrun view SOURCE` serving on loopback: the child, and the address (`127.0.0.1:PORT`)
+/// it printed first on stdout.
+fn serve(source: &str, stderr: Stdio) -> (Child, String) {
+    let mut child = command(&["view", source])
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    (child, addr)
 }
 
 #[test]
@@ -172,23 +194,7 @@ fn without_out_the_page_is_served_on_loopback_until_ctrl_c() {
     let bundle = hostile_bundle(dir.path());
     let file = dir.path().join("page.html");
     assert_exit(&provrun(&["view", &s(&bundle), "-o", &s(&file)]), 0);
-    let mut child = command(&["view", &s(&bundle)])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
+    let (mut child, addr) = serve(&s(&bundle), Stdio::piped());
     let page = get(&addr, "/");
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     let (head, body) = page.split_once("\r\n\r\n").unwrap();
@@ -328,22 +334,7 @@ fn a_folder_of_bundles_is_served_as_a_listing_whose_runs_open_when_asked_for() {
             && String::from_utf8_lossy(&none.stderr).contains("is not a bundle")
     );
 
-    let mut child = command(&["view", &s(&store)])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
+    let (mut child, addr) = serve(&s(&store), Stdio::null());
     let listing = get(&addr, "/");
     assert!(listing.starts_with("HTTP/1.1 200"), "{listing}");
     assert!(listing.contains("listing-data") && listing.contains("[\"one\","));
