@@ -118,5 +118,5 @@ pub use statement::{
 };
 pub use verify::{
     Check, CheckCode, CheckStatus, RedactionReport, SignatureStatus, VerifyOptions, VerifyReport,
-    verify, verify_with,
+    verify, verify_with, verify_with_events,
 };

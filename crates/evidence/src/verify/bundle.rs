@@ -67,6 +67,8 @@ pub(super) struct LogRead {
     pub chained: Vec<bool>,
     /// Each line's chain hash (`None` where it cannot be computed).
     pub hashes: Vec<Option<String>>,
+    /// Every line's `seq` follows the line before's.
+    pub in_sequence: bool,
 }
 
 impl LogRead {
@@ -357,9 +359,11 @@ fn read_log(root: &Path, present: bool, subst: &crate::log::Substitutions) -> Lo
         errors: Vec::new(),
         chained: Vec::new(),
         hashes: Vec::new(),
+        in_sequence: true,
     };
     if let Some(scan) = &scan {
         for line in walk(scan, subst) {
+            log.in_sequence &= line.in_sequence;
             log.chained.push(line.chained);
             log.hashes.push(line.hash);
             match line.event {

@@ -27,7 +27,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::RunStatus;
+use crate::event::{Event, RunStatus};
 use bundle::Bundle;
 pub use redacted::{RedactionReport, SignatureStatus};
 
@@ -269,7 +269,42 @@ pub fn verify(bundle: impl AsRef<Path>) -> VerifyReport {
 
 /// [`verify`] with options, e.g. the public key the statement must be signed with.
 pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyReport {
-    let root = bundle.as_ref();
+    check_bundle(bundle.as_ref(), options, |_| ())
+}
+
+/// [`verify_with`], also giving back the log's events as [`crate::read_events`] reads
+/// them, from the one read of the log the checks made: for a caller that needs both
+/// (a listing, a run index), which then reads and parses the log once instead of twice.
+/// The events are `None` wherever [`crate::read_events`] would fail: the log is missing
+/// or unreadable, `redactions.jsonl` does not read, or a complete line does not parse,
+/// breaks the chain or the sequence.
+pub fn verify_with_events(
+    bundle: impl AsRef<Path>,
+    options: &VerifyOptions,
+) -> (VerifyReport, Option<Vec<Event>>) {
+    let mut events = None;
+    let report = check_bundle(bundle.as_ref(), options, |b| {
+        let log = &mut b.log;
+        let readable = log.scan.is_some()
+            && b.redactions.error.is_none()
+            && log.in_sequence
+            && log.chained.iter().all(|c| *c);
+        if readable {
+            events = std::mem::take(&mut log.events)
+                .into_iter()
+                .collect::<Option<Vec<Event>>>();
+        }
+    });
+    (report, events)
+}
+
+/// The checks of [`verify_with`]; `after` is given the bundle as read once every check
+/// is made (it may take what it wants of it).
+fn check_bundle(
+    root: &Path,
+    options: &VerifyOptions,
+    after: impl FnOnce(&mut Bundle<'_>),
+) -> VerifyReport {
     let mut layout = Acc::new(CheckCode::Layout);
     match fs::symlink_metadata(root) {
         Ok(m) if m.is_dir() => {}
@@ -282,7 +317,7 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     if !layout.fails.is_empty() {
         return unreadable(layout);
     }
-    let b = Bundle::read(root);
+    let mut b = Bundle::read(root);
     let checks = vec![
         layout::layout(&b),
         events::parse(&b),
@@ -305,10 +340,12 @@ pub fn verify_with(bundle: impl AsRef<Path>, options: &VerifyOptions) -> VerifyR
     let ok = checks.iter().all(|c| c.status != CheckStatus::Fail);
     let complete = b.shape.complete;
     tracing::debug!(bundle = %root.display(), ok, complete, "bundle verified");
+    let status = b.shape.status.filter(|_| b.shape.ends_finished);
+    after(&mut b);
     VerifyReport {
         ok,
         complete,
-        status: b.shape.status.filter(|_| b.shape.ends_finished),
+        status,
         checks,
         redactions: reports,
     }

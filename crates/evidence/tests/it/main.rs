@@ -10,6 +10,7 @@ mod compat;
 mod concurrency;
 mod crash;
 mod dsse;
+mod events_once;
 mod hostile;
 mod observe;
 mod outputs;

@@ -93,6 +93,13 @@ fn tool_secret(b: &[u8]) -> bool {
     contains(b, TOOL_SECRET)
 }
 
+/// A finished bundle and its redacted copy (the tool result, the response blob and one
+/// output file removed).
+pub(crate) fn redacted_pair(layout: BlobLayout, name: &str) -> (PathBuf, PathBuf) {
+    let (src, out, _) = redacted(layout, name);
+    (src, out)
+}
+
 fn redacted(layout: BlobLayout, name: &str) -> (PathBuf, PathBuf, PrivateKey) {
     let (src, response) = secret_bundle(name, layout);
     let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256).unwrap();
