@@ -89,8 +89,9 @@ pub(crate) fn millis_between(from: &str, to: &str) -> u64 {
 
 /// The summary of a bundle folder: its log read and the bundle verified here.
 pub fn summarize(dir: &Path) -> RunSummary {
-    let events = provrun_evidence::read_events(dir);
-    let report = provrun_evidence::verify(dir);
+    // One read of the log serves both the checks and the summary.
+    let (report, events) =
+        provrun_evidence::verify_with_events(dir, &provrun_evidence::VerifyOptions::default());
     summarize_events(events.as_deref().unwrap_or(&[]), &report)
 }
 
