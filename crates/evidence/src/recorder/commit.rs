@@ -213,11 +213,58 @@ fn start_writeback(file: &File) {
     let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
 }
 
+/// At most this many syncs of a batch's phase run at once. A file system joins syncs
+/// that wait together into one journal commit, where syncs made one after another (the
+/// directories of many runs, say) each wait for a commit of their own.
+const SYNC_THREADS: usize = 8;
+
+/// Run `sync` on every item, several at once (up to [`SYNC_THREADS`], on scoped threads
+/// and this one); each item's error, in item order. A thread that cannot be started
+/// leaves its share to the others.
+fn sync_each<T: Sync>(
+    items: &[T],
+    sync: impl Fn(&T) -> std::io::Result<()> + Sync,
+) -> Vec<Option<std::io::Error>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if items.len() <= 1 {
+        return items.iter().map(|i| sync(i).err()).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let errors: Vec<Mutex<Option<std::io::Error>>> =
+        items.iter().map(|_| Mutex::new(None)).collect();
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else { break };
+            if let Err(e) = sync(item) {
+                *lock(&errors[i]) = Some(e);
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..SYNC_THREADS.min(items.len()) {
+            if std::thread::Builder::new()
+                .name("provrun-evidence-sync".into())
+                .spawn_scoped(scope, work)
+                .is_err()
+            {
+                break;
+            }
+        }
+        work();
+    });
+    errors
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect()
+}
+
 /// Make a batch durable with one `fdatasync` per file: write-back of every file and log
 /// started first (see [`start_writeback`]), then the files synced, then the directories
-/// naming them, then the logs naming both. Only this batch's own files are written back
-/// (a `syncfs` would also wait for every other program's dirty data on the file system),
-/// and an error fails only the recorder whose file it was.
+/// naming them, then the logs naming both; within each of the three, several syncs wait
+/// at once (see [`sync_each`]). Only this batch's own files are written back (a `syncfs`
+/// would also wait for every other program's dirty data on the file system), and an error
+/// fails only the recorder whose file it was.
 fn sync_batch_each(parts: &mut [BatchPart], dirs: &mut [(PathBuf, usize)]) {
     for part in parts.iter() {
         for f in &part.files {
@@ -229,36 +276,55 @@ fn sync_batch_each(parts: &mut [BatchPart], dirs: &mut [(PathBuf, usize)]) {
         }
         start_writeback(&part.shared.log);
     }
-    for part in parts.iter_mut() {
-        for f in &part.files {
-            if let Err(e) = f.sync() {
-                part.error
-                    .get_or_insert_with(|| format!("fsync of {} failed: {e}", f.path().display()));
-            }
+    // Files, in part order (the first error of a part is the one it reports).
+    let files: Vec<(usize, &SyncItem)> = parts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.files.iter().map(move |f| (i, f)))
+        .collect();
+    let failed: Vec<(usize, String)> = sync_each(&files, |(_, f)| f.sync())
+        .into_iter()
+        .zip(&files)
+        .filter_map(|(e, (i, f))| {
+            e.map(|e| (*i, format!("fsync of {} failed: {e}", f.path().display())))
+        })
+        .collect();
+    for (i, why) in failed {
+        parts[i].error.get_or_insert(why);
+    }
+    // Each distinct directory once; its error goes to every part that named it.
+    dirs.sort();
+    let mut groups: Vec<(&Path, Vec<usize>)> = Vec::new();
+    for (dir, owner) in dirs.iter() {
+        match groups.last_mut() {
+            Some((d, owners)) if *d == dir.as_path() => owners.push(*owner),
+            _ => groups.push((dir.as_path(), vec![*owner])),
         }
     }
-    dirs.sort();
-    let mut i = 0;
-    while i < dirs.len() {
-        let mut j = i + 1;
-        while j < dirs.len() && dirs[j].0 == dirs[i].0 {
-            j += 1;
-        }
-        if let Err(e) = sync_dir(&dirs[i].0) {
-            for (_, owner) in &dirs[i..j] {
+    for (e, (_, owners)) in sync_each(&groups, |(d, _)| sync_dir(d))
+        .into_iter()
+        .zip(&groups)
+    {
+        if let Some(e) = e {
+            for owner in owners {
                 parts[*owner]
                     .error
                     .get_or_insert_with(|| format!("fsync failed: {e}"));
             }
         }
-        i = j;
     }
-    for part in parts.iter_mut() {
-        if part.error.is_none()
-            && let Err(e) = part.shared.log.sync_data()
-        {
-            part.error = Some(format!("fsync failed: {e}"));
-        }
+    // The logs of the parts whose files and directories are durable.
+    let ready: Vec<usize> = (0..parts.len())
+        .filter(|i| parts[*i].error.is_none())
+        .collect();
+    let logs: Vec<&File> = ready.iter().map(|i| &*parts[*i].shared.log).collect();
+    let failed: Vec<(usize, std::io::Error)> = sync_each(&logs, |f| f.sync_data())
+        .into_iter()
+        .zip(&ready)
+        .filter_map(|(e, i)| e.map(|e| (*i, e)))
+        .collect();
+    for (i, e) in failed {
+        parts[i].error = Some(format!("fsync failed: {e}"));
     }
 }
 
