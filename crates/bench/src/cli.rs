@@ -89,6 +89,7 @@ fn batch_process(
     runs: &Path,
     out: &Path,
     kill_after: Option<Duration>,
+    durability: &str,
 ) -> (Option<i32>, f64, f64, String) {
     let started = Instant::now();
     let stdout_path = out.with_extension("stdout");
@@ -98,7 +99,7 @@ fn batch_process(
         .arg(runs)
         .arg("--out")
         .arg(out)
-        .args(["--concurrency", "100", "--json"])
+        .args(["--concurrency", "100", "--json", "--durability", durability])
         .stdout(stdout)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -131,12 +132,15 @@ fn first_run_id(bundle: &Path) -> Option<String> {
 /// `batch_10k`: `runs` scripted K=3 runs through `provrun batch --concurrency 100` (the
 /// release CLI): throughput and the batch process's peak RSS; then the same batch into a
 /// fresh folder killed with SIGKILL at a random moment and started again, counting what
-/// the restart skipped and ran and checking nothing was lost or run twice.
-pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Figure {
+/// the restart skipped and ran and checking nothing was lost or run twice. The batch runs
+/// under its default durability (`at-end`: each run synced when it ends); a second
+/// figure, `<name>_flush`, is the same batch with `--durability flush` (no sync), as the
+/// library's scripted scenarios run.
+pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Vec<Figure> {
     let skip = |why: String| {
         let mut f = Figure::new(name, 0, 0.0);
         f.skipped = Some(why);
-        f
+        vec![f]
     };
     let Some(bin) = provrun else {
         return skip("no provrun binary given (--provrun PATH)".into());
@@ -155,20 +159,34 @@ pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Figu
         .collect();
     std::fs::write(&runs_file, lines).expect("runs.jsonl");
 
-    // Throughput and memory.
-    let (code, seconds, peak, _) = batch_process(bin, &runs_file, &dir.path().join("a"), None);
+    // Throughput and memory, at the default durability, then without syncs.
+    let (code, seconds, peak, _) =
+        batch_process(bin, &runs_file, &dir.path().join("a"), None, "at-end");
     if code != Some(0) {
         return skip(format!("`provrun batch` exited {code:?}"));
     }
     let mut fig = Figure::new(name, runs as u64, seconds);
     fig.extra
         .push(("batch_peak_rss_mb", json!((peak * 10.0).round() / 10.0)));
+    fig.extra.push(("durability", json!("at-end")));
     discard_tree(&dir.path().join("a"));
+    let flush_name = format!("{name}_flush");
+    let (code, seconds, peak, _) =
+        batch_process(bin, &runs_file, &dir.path().join("f"), None, "flush");
+    let mut flush = Figure::new(&flush_name, runs as u64, seconds);
+    flush
+        .extra
+        .push(("batch_peak_rss_mb", json!((peak * 10.0).round() / 10.0)));
+    flush.extra.push(("durability", json!("flush")));
+    if code != Some(0) {
+        flush.failed = Some(format!("`provrun batch --durability flush` exited {code:?}"));
+    }
+    discard_tree(&dir.path().join("f"));
 
     // Killed at a random moment between 10% and 90% of the time it takes, then again.
     let b = dir.path().join("b");
     let kill_at = Duration::from_secs_f64(seconds * (0.1 + 0.8 * fastrand_f64()));
-    let (code, _, _, _) = batch_process(bin, &runs_file, &b, Some(kill_at));
+    let (code, _, _, _) = batch_process(bin, &runs_file, &b, Some(kill_at), "at-end");
     let before: std::collections::HashMap<String, String> = std::fs::read_dir(&b)
         .into_iter()
         .flatten()
@@ -179,7 +197,7 @@ pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Figu
             first_run_id(&e.path()).map(|r| (id, r))
         })
         .collect();
-    let (code2, _, _, out) = batch_process(bin, &runs_file, &b, None);
+    let (code2, _, _, out) = batch_process(bin, &runs_file, &b, None, "at-end");
     let summary: Value = out
         .lines()
         .last()
@@ -210,7 +228,7 @@ pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Figu
     fig.extra.push(("lost", json!(lost)));
     fig.extra.push(("run_twice", json!(rerun)));
     discard_tree(dir.path());
-    fig
+    vec![fig, flush]
 }
 
 /// A number in [0, 1) from the clock's nanoseconds: enough to pick a kill moment.

@@ -116,6 +116,9 @@ pub(crate) fn concurrent_idle(name: &str, runs: usize) -> Figure {
         Durability::Flush,
         k,
     ));
+    // What one waiting run's task holds before any of its own allocations: the size of
+    // its future (made, never polled).
+    let future_bytes = std::mem::size_of_val(&bench.try_run(0));
     let rt = runtime();
     let started = Instant::now();
     let latencies = rt.block_on(async {
@@ -149,10 +152,13 @@ pub(crate) fn concurrent_idle(name: &str, runs: usize) -> Figure {
     let (latencies, failures) = latencies;
     let seconds = started.elapsed().as_secs_f64();
     let in_flight = model.max_waiting.load(Ordering::SeqCst);
-    eprintln!("{name}: {in_flight} runs were waiting on the model at once");
+    eprintln!(
+        "{name}: {in_flight} runs were waiting on the model at once; one run's future is {future_bytes} bytes"
+    );
     let mut fig = Figure::new(name, runs as u64, seconds);
     fig.extra.push(("fd_limit", limit.into()));
     fig.extra.push(("in_flight", in_flight.into()));
+    fig.extra.push(("run_future_bytes", future_bytes.into()));
     let failed = model
         .failed
         .lock()

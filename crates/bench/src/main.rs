@@ -119,11 +119,11 @@ fn main() {
             provrun.as_deref(),
             if quick { 1 } else { 5 },
         )],
-        "batch_10k" => vec![batch_10k(
+        "batch_10k" => batch_10k(
             scenario,
             provrun.as_deref(),
             runs_arg.unwrap_or(if quick { 500 } else { 10_000 }),
-        )],
+        ),
         // N small exchanges, then streams of M MB, through the proxy and directly.
         "wrap_proxy" => {
             if quick {

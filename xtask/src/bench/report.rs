@@ -140,6 +140,13 @@ pub(super) fn goals(results: &[Line]) -> Vec<Goal> {
             at_most: false,
         },
         Goal {
+            scenario: "batch_10k_flush",
+            what: "runs/s (K=3), no syncs as the library's",
+            value: get("batch_10k_flush", "runs_per_second"),
+            target: 1700.0,
+            at_most: false,
+        },
+        Goal {
             scenario: "verify_1g",
             what: "throughput vs sha256sum",
             value: ratio(
