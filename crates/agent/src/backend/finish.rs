@@ -48,6 +48,10 @@ impl Run<'_> {
             usage: serde_json::to_value(usage).unwrap_or(Value::Null),
             error: outcome.error().map(str::to_string),
         };
+        // The loop is done with the sandbox's folders and the pack: while this run waits
+        // for a thread to finish on, it holds only its log (see `Run::request_idle`).
+        self.ctx.sandbox().release_handles();
+        self.recorder.release_handles();
         let recorder = self.recorder.clone();
         // The outputs count against the sandbox's quota by apparent size: whatever a
         // command left in /output, the recorder reads no more than that.

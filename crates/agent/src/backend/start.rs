@@ -118,8 +118,9 @@ impl Backend {
         // servers start, so a stdio server sees them at /input as commands do; a failure
         // up to `run_started` leaves nothing behind.
         let pending = Recorder::begin(&run.bundle, &run_id, run.durability, self.blob_layout)?;
-        stage(&pending, run, agent).await?;
-        self.connect_remote(agent, &mut prepared, (roots, Some(pending.input_dir())))
+        // Boxed (as the other parts a waiting run is not in): see `Run::drive`.
+        Box::pin(stage(&pending, run, agent)).await?;
+        Box::pin(self.connect_remote(agent, &mut prepared, (roots, Some(pending.input_dir()))))
             .await?;
         if let Err(e) = check_tool_choice(agent, &prepared) {
             prepared.remote.shutdown().await;
@@ -144,11 +145,13 @@ impl Backend {
     ) -> Result<RunResult, AgentError> {
         let started = self.run_started(agent, prepared, run, &run_id)?;
         let recorder = pending.start(&started)?;
+        // On record now: not kept for the whole run by every waiting run.
+        drop(started);
         let live = self.watch(&recorder);
         let result = self
             .execute_started(control, agent, prepared, run, (recorder, run_id))
             .await;
-        self.finish_live(live, result).await
+        Box::pin(self.finish_live(live, result)).await
     }
 
     /// The run once its `run_started` is written: its inputs on record, the loop.

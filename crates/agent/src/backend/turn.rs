@@ -64,7 +64,10 @@ impl Run<'_> {
                 error: other.to_string(),
             },
         };
-        self.finish(state, outcome).await
+        // Boxed, as the turns above: a future holds room for its largest part at every
+        // await, so the parts a waiting run is not in (finishing, tool calls) are kept
+        // out of the memory every waiting run holds.
+        Box::pin(self.finish(state, outcome)).await
     }
 
     pub(super) async fn steps(
@@ -80,7 +83,7 @@ impl Run<'_> {
         };
         loop {
             if let Some(turn) = pending.take() {
-                if let Some(outcome) = self.turn(state, turn).await? {
+                if let Some(outcome) = Box::pin(self.turn(state, turn)).await? {
                     return Ok(outcome);
                 }
                 self.recorder.step_async().await?;
@@ -88,7 +91,7 @@ impl Run<'_> {
             let step = u32::try_from(state.requests + 1).unwrap_or(u32::MAX);
             // Messages the caller steered with are on record before the run can stop here,
             // so a replay of a run cancelled at this point adds them too.
-            self.steer(state, step).await?;
+            Box::pin(self.steer(state, step)).await?;
             let replay_cancels =
                 (self.backend.replaying.as_ref()).is_some_and(|r| r.cancels_at(state.requests));
             if self.control.is_cancelled() || replay_cancels {
@@ -140,9 +143,7 @@ impl Run<'_> {
                     reasoning: response.reasoning.clone(),
                 });
             }
-            self.evidence
-                .provider_runs_at(u64::from(step), &response)
-                .await?;
+            Box::pin(self.evidence.provider_runs_at(u64::from(step), &response)).await?;
             state.messages.push(response.to_message());
 
             if response.tool_calls.is_empty() {
@@ -150,7 +151,7 @@ impl Run<'_> {
                     output: response.text.unwrap_or_default(),
                 });
             }
-            match self.output_turn(state, &response).await? {
+            match Box::pin(self.output_turn(state, &response)).await? {
                 Answer::Accepted(outcome) => return Ok(outcome),
                 // Every call of the turn is answered: the model tries again.
                 Answer::Rejected => {}
@@ -159,7 +160,7 @@ impl Run<'_> {
                         calls: response.tool_calls.clone(),
                         ..PendingTurn::default()
                     };
-                    if let Some(outcome) = self.turn(state, turn).await? {
+                    if let Some(outcome) = Box::pin(self.turn(state, turn)).await? {
                         return Ok(outcome);
                     }
                 }
