@@ -242,7 +242,7 @@ impl Backend {
                     return Err(e);
                 }
             };
-            prepared.definitions.push(tool.definition());
+            prepared.definitions().push(tool.definition());
             prepared.tools.insert(t.name.clone(), tool);
         }
         prepared.remote = remote;
@@ -393,7 +393,7 @@ impl Backend {
         }
         Ok(Prepared {
             tools,
-            definitions,
+            definitions: std::sync::Mutex::new(definitions),
             instructions,
             skills,
             model,

@@ -107,12 +107,24 @@ struct PendingTurn {
 /// Everything the loop needs that does not change during a run.
 struct Prepared {
     tools: BTreeMap<String, Tool>,
-    definitions: Vec<ToolDefinition>,
+    /// The tools' definitions as the model is offered them. The run's one request takes
+    /// them when the loop begins (`Run::steps`), so that a run keeps one copy, not two:
+    /// one `Prepared` serves one run.
+    definitions: std::sync::Mutex<Vec<ToolDefinition>>,
     instructions: String,
     skills: Vec<Skill>,
     model: Arc<dyn Model>,
     output_schema: Option<OutputSchema>,
     remote: Remote,
+}
+
+impl Prepared {
+    /// The tools' definitions (see [`Prepared::definitions`]'s field).
+    fn definitions(&self) -> std::sync::MutexGuard<'_, Vec<ToolDefinition>> {
+        self.definitions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// One run in progress.

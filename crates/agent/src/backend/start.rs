@@ -367,7 +367,7 @@ fn check_tool_choice(agent: &AgentSpec, prepared: &Prepared) -> Result<(), Agent
     let Some(crate::spec::ToolChoiceSpec::Tool { tool }) = &agent.settings.tool_choice else {
         return Ok(());
     };
-    if prepared.definitions.iter().any(|d| &d.name == tool) {
+    if prepared.definitions().iter().any(|d| &d.name == tool) {
         return Ok(());
     }
     Err(AgentError::InvalidSpec {
@@ -381,7 +381,7 @@ fn check_tool_choice(agent: &AgentSpec, prepared: &Prepared) -> Result<(), Agent
 /// `run_started.tools`: each tool offered to the model, with the digest of its schema.
 fn tool_infos(prepared: &Prepared) -> Result<Vec<ToolInfo>, AgentError> {
     let mut tools = Vec::new();
-    for d in &prepared.definitions {
+    for d in prepared.definitions().iter() {
         let canonical = to_canonical_string(&d.parameters)?;
         tools.push(ToolInfo {
             name: d.name.clone(),

@@ -75,10 +75,11 @@ impl Run<'_> {
         state: &mut LoopState,
         mut pending: Option<PendingTurn>,
     ) -> Result<RunOutcome, AgentError> {
-        // One request for the whole run: the tools and settings do not change.
+        // One request for the whole run: the tools and settings do not change. It takes
+        // the prepared definitions (one `Prepared` serves one run).
         let mut request = ModelRequest {
             messages: Vec::new(),
-            tools: self.prepared.definitions.clone(),
+            tools: std::mem::take(&mut *self.prepared.definitions()),
             settings: self.settings(),
         };
         loop {
