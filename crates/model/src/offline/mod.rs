@@ -12,8 +12,8 @@ use crate::types::{
     Attempt, ModelRequest, ModelResponse, RawExchange, StreamDelta, ToolCall, Usage,
 };
 use crate::wire::{
-    Answer, JSON_MEDIA_TYPE, RequestRenderer, SSE_MEDIA_TYPE, parse_response_streamed,
-    render_json, render_sse,
+    Answer, JSON_MEDIA_TYPE, RequestRenderer, SSE_MEDIA_TYPE, parse_response_streamed, render_json,
+    render_sse,
 };
 
 pub(crate) mod function;

@@ -16,11 +16,11 @@ mod event_stream;
 mod extra;
 mod parse;
 mod render;
+#[cfg(test)]
+mod render_tests;
 mod request;
 mod response;
 mod sse;
-#[cfg(test)]
-mod render_tests;
 
 use serde_json::Value;
 

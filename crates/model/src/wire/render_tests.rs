@@ -33,8 +33,27 @@ impl Gen {
     /// text, of up to `max` characters.
     fn text(&mut self, max: u64) -> String {
         const PIECES: &[&str] = &[
-            "a", "Z", " ", "\"", "\\", "/", "\n", "\r", "\t", "\u{0}", "\u{1f}", "\u{7f}",
-            "é", "ß", "日本", "\u{2028}", "\u{2029}", "🦀", "{\"k\":[1,2]}", "\\u0041", "</script>",
+            "a",
+            "Z",
+            " ",
+            "\"",
+            "\\",
+            "/",
+            "\n",
+            "\r",
+            "\t",
+            "\u{0}",
+            "\u{1f}",
+            "\u{7f}",
+            "é",
+            "ß",
+            "日本",
+            "\u{2028}",
+            "\u{2029}",
+            "🦀",
+            "{\"k\":[1,2]}",
+            "\\u0041",
+            "</script>",
         ];
         let n = self.below(max + 1);
         (0..n)
@@ -204,8 +223,10 @@ fn histories_that_diverge_or_interleave_still_render_their_own_bytes() {
 async fn a_script_models_requests_carry_the_scratch_bytes() {
     use crate::{Model, ScriptModel};
     let steps: Vec<_> = (0..8)
-        .map(|i| json!({"tool_calls": [{"id": format!("c{i}"), "name": "read_file",
-                                         "arguments": {"path": format!("/input/ü{i}")}}]}))
+        .map(|i| {
+            json!({"tool_calls": [{"id": format!("c{i}"), "name": "read_file",
+                                         "arguments": {"path": format!("/input/ü{i}")}}]})
+        })
         .collect();
     let model = ScriptModel::from_value(&serde_json::Value::Array(steps)).unwrap();
     let mut request = ModelRequest {
