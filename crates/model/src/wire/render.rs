@@ -17,9 +17,10 @@ use serde_json::Value;
 use super::request::{message_to_wire, request_map};
 use crate::types::{Message, ModelRequest};
 
-/// How many bodies a renderer keeps, and the most bytes it keeps in all.
+/// How many bodies a renderer keeps, and the most bytes it keeps in all (a body's
+/// messages are counted as many bytes again as the body).
 const KEPT_BODIES: usize = 64;
-const KEPT_BYTES: usize = 256 * 1024 * 1024;
+const KEPT_BYTES: usize = 64 * 1024 * 1024;
 
 /// Renders chat-completions request bodies, reusing the bytes of the messages a recent
 /// body already holds (see the module docs). One renderer can serve many runs at once:
@@ -61,6 +62,11 @@ struct Rendered {
 }
 
 impl Rendered {
+    /// The memory it holds, about: the body, and its messages as many bytes again.
+    fn cost(&self) -> usize {
+        2 * self.body.len()
+    }
+
     /// How many leading messages of `messages` this body holds (0 when its frame differs).
     fn shared(&self, pre: &[u8], post: &[u8], messages: &[Message]) -> usize {
         if self.pre != pre || self.post != post || self.messages.len() > messages.len() {
@@ -148,20 +154,20 @@ impl RequestRenderer {
     /// Keeps `r` for the next request, dropping the least recently used bodies past the
     /// limits.
     fn keep(&self, mut r: Rendered) {
-        if r.body.len() > KEPT_BYTES || r.messages.is_empty() {
+        if r.cost() > KEPT_BYTES || r.messages.is_empty() {
             return;
         }
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         kept.tick += 1;
         r.used = kept.tick;
         kept.bodies.push(r);
-        let mut total: usize = kept.bodies.iter().map(|r| r.body.len()).sum();
+        let mut total: usize = kept.bodies.iter().map(Rendered::cost).sum();
         while kept.bodies.len() > KEPT_BODIES || total > KEPT_BYTES {
             let Some((oldest, _)) = kept.bodies.iter().enumerate().min_by_key(|(_, r)| r.used)
             else {
                 break;
             };
-            total -= kept.bodies.swap_remove(oldest).body.len();
+            total -= kept.bodies.swap_remove(oldest).cost();
         }
     }
 }
