@@ -179,7 +179,9 @@ pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Vec<
         .push(("batch_peak_rss_mb", json!((peak * 10.0).round() / 10.0)));
     flush.extra.push(("durability", json!("flush")));
     if code != Some(0) {
-        flush.failed = Some(format!("`provrun batch --durability flush` exited {code:?}"));
+        flush.failed = Some(format!(
+            "`provrun batch --durability flush` exited {code:?}"
+        ));
     }
     discard_tree(&dir.path().join("f"));
 

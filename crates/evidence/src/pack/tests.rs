@@ -90,6 +90,45 @@ fn reusing_a_recent_blobs_chunks_cuts_as_chunking_afresh_does() {
     assert_eq!(chunk_digests(&[&c]), chunk_digests(&[&a, &c]));
 }
 
+/// Requests that resend a growing history with a changing end (as a request body's
+/// closing members), between small blobs and a second history: each blob's recent
+/// buffer is taken over by the next one, and every blob still reads back and cuts as it
+/// would alone.
+#[test]
+fn a_chain_of_growing_blobs_reads_back_and_cuts_as_each_alone() {
+    let mut history = text(70_000, 7);
+    let mut other = text(140_000, 8);
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
+    for step in 0..12u64 {
+        history.extend(text(3_000 + 4_000 * (step as usize % 3), 100 + step));
+        let mut request = history.clone();
+        request.extend(format!("],\"step\":{step}}}").bytes());
+        blobs.push(request);
+        blobs.push(format!("answer {step}").into_bytes());
+        if step % 4 == 1 {
+            other.extend(text(9_000, 200 + step));
+            blobs.push(other.clone());
+        }
+    }
+    let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let pack = pack_of(&refs);
+    let reader = BlobReader::new(pack.as_slice()).unwrap();
+    let idx = reader.index();
+    assert_eq!(idx.blobs.len(), blobs.len());
+    for (i, want) in blobs.iter().enumerate() {
+        assert_eq!(&reader.read(i as u32).unwrap(), want, "blob {i}");
+        let alone = pack_of(&[want]);
+        let alone = read_index(alone.as_slice()).unwrap();
+        let digests = |idx: &PackIndex, b: u32| -> Vec<[u8; 32]> {
+            idx.chunk_list(b)
+                .into_iter()
+                .map(|c| idx.chunks[c as usize].digest)
+                .collect()
+        };
+        assert_eq!(digests(idx, i as u32), digests(&alone, 0), "blob {i}");
+    }
+}
+
 #[test]
 fn every_flipped_byte_is_caught_and_every_cut_is_torn() {
     let a = text(20_000, 3);

@@ -172,7 +172,7 @@ impl PackWriter {
         // the same bytes from the same start cut the same way, as long as both blobs go
         // on for at least a maximal chunk past it (FastCDC's cut depends on the bytes,
         // and on the length left only below that). The rest is chunked afresh.
-        let (resume, mut hasher) = self.reuse_prefix(bytes, &mut list, &mut ends);
+        let (resume, mut hasher, base_recent) = self.reuse_prefix(bytes, &mut list, &mut ends);
         for c in fastcdc::v2020::FastCDC::new(&bytes[resume..], MIN_CHUNK, AVG_CHUNK, MAX_CHUNK) {
             let start = resume + c.offset;
             let raw = &bytes[start..start + c.length];
@@ -215,15 +215,37 @@ impl PackWriter {
         self.n_chunks = next;
         self.note_blob(digest, list);
         if bytes.len() <= RECENT_MAX_BYTES && ends.len() > 1 {
-            if self.recent.len() == RECENT_BLOBS {
-                self.recent.remove(0);
-            }
-            self.recent.push(Recent {
-                bytes: bytes.to_vec(),
-                ends,
-            });
+            self.keep_recent(bytes, resume, base_recent, ends);
         }
         Ok((digest, Put::Written))
+    }
+
+    /// Keeps `bytes` (chunk ends `ends`) as a recent blob. When it starts with the first
+    /// `resume` bytes of recent blob `base`, it takes that blob's place and its buffer,
+    /// so only the bytes past the shared prefix are copied (a request that resends a
+    /// growing history would otherwise copy the whole history each time).
+    fn keep_recent(
+        &mut self,
+        bytes: &[u8],
+        resume: usize,
+        base: Option<usize>,
+        ends: Vec<(u32, usize, Sha256)>,
+    ) {
+        let mut buf = match base {
+            Some(i) => {
+                let mut buf = self.recent.remove(i).bytes;
+                buf.truncate(resume);
+                buf
+            }
+            None => {
+                if self.recent.len() == RECENT_BLOBS {
+                    self.recent.remove(0);
+                }
+                Vec::with_capacity(bytes.len())
+            }
+        };
+        buf.extend_from_slice(&bytes[buf.len()..]);
+        self.recent.push(Recent { bytes: buf, ends });
     }
 
     /// The base for a blob of chunks `list`: the latest blob starting with the same
@@ -257,14 +279,14 @@ impl PackWriter {
     }
 
     /// Fill `list`/`ends` with the leading chunks `bytes` shares with the recent blob it
-    /// shares most with; returns where chunking resumes (0 when none is shared) and the
-    /// hash state after the shared bytes.
+    /// shares most with; returns where chunking resumes (0 when none is shared), the
+    /// hash state after the shared bytes, and which recent blob it was.
     fn reuse_prefix(
         &self,
         bytes: &[u8],
         list: &mut Vec<u32>,
         ends: &mut Vec<(u32, usize, Sha256)>,
-    ) -> (usize, Sha256) {
+    ) -> (usize, Sha256, Option<usize>) {
         let max = MAX_CHUNK as usize;
         // For each recent blob, how many of its leading chunks this one repeats: the
         // chunk [start, end) is cut the same way in both blobs when its bytes are equal
@@ -285,21 +307,30 @@ impl PackWriter {
             }
             n
         };
-        let best = self
-            .recent
-            .iter()
-            .map(|r| (r, shared(r)))
-            .filter(|(_, n)| *n > 0)
-            .max_by_key(|(_, n)| *n);
-        let Some((r, n)) = best else {
-            return (0, Sha256::new());
+        // The blobs with the most chunks first: one that cannot share more chunks than
+        // the best found so far is not compared at all.
+        let mut order: Vec<usize> = (0..self.recent.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.recent[i].ends.len()));
+        let mut best: Option<(usize, usize)> = None;
+        for i in order {
+            if best.is_some_and(|(_, n)| n >= self.recent[i].ends.len()) {
+                break;
+            }
+            let n = shared(&self.recent[i]);
+            if n > best.map_or(0, |(_, b)| b) {
+                best = Some((i, n));
+            }
+        }
+        let Some((i, n)) = best else {
+            return (0, Sha256::new(), None);
         };
+        let r = &self.recent[i];
         for (ordinal, end, state) in &r.ends[..n] {
             list.push(*ordinal);
             ends.push((*ordinal, *end, state.clone()));
         }
         let (_, end, state) = &r.ends[n - 1];
-        (*end, state.clone())
+        (*end, state.clone(), Some(i))
     }
 
     /// Bytes in the pack.

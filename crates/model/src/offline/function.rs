@@ -8,6 +8,7 @@ use super::{Reply, respond};
 use crate::Model;
 use crate::error::ModelError;
 use crate::types::{ModelRequest, ModelResponse, StreamDelta};
+use crate::wire::RequestRenderer;
 
 type ReplyFn = dyn Fn(&ModelRequest) -> Result<Reply, ModelError> + Send + Sync;
 
@@ -29,6 +30,7 @@ type ReplyFn = dyn Fn(&ModelRequest) -> Result<Reply, ModelError> + Send + Sync;
 pub struct FunctionModel {
     name: String,
     f: Box<ReplyFn>,
+    renderer: RequestRenderer,
 }
 
 impl FunctionModel {
@@ -40,6 +42,7 @@ impl FunctionModel {
         FunctionModel {
             name: name.into(),
             f: Box::new(f),
+            renderer: RequestRenderer::default(),
         }
     }
 }
@@ -60,7 +63,7 @@ impl Model for FunctionModel {
 
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let reply = (self.f)(request)?;
-        respond(&self.name, request, &reply, None)
+        respond(&self.name, &self.renderer, request, &reply, None)
     }
 
     async fn request_stream(
@@ -69,6 +72,6 @@ impl Model for FunctionModel {
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         let reply = (self.f)(request)?;
-        respond(&self.name, request, &reply, Some(on_delta))
+        respond(&self.name, &self.renderer, request, &reply, Some(on_delta))
     }
 }

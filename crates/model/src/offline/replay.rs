@@ -6,12 +6,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{offline_request_body, request_only};
+use super::request_only;
 use crate::Model;
 use crate::error::ModelError;
 use crate::native::WireApi;
 use crate::types::{Attempt, ModelRequest, ModelResponse, RawExchange, StreamDelta};
-use crate::wire::JSON_MEDIA_TYPE;
+use crate::wire::{JSON_MEDIA_TYPE, RequestRenderer};
 
 /// One recorded model exchange, as a bundle's `model_called` event keeps it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -42,6 +42,8 @@ pub struct ReplayModel {
     api: WireApi,
     recorded: Vec<RecordedResponse>,
     next: AtomicUsize,
+    /// Keeps the last request bodies, so each request appends to the one before.
+    renderer: RequestRenderer,
 }
 
 impl ReplayModel {
@@ -52,6 +54,7 @@ impl ReplayModel {
             api: WireApi::ChatCompletions,
             recorded,
             next: AtomicUsize::new(0),
+            renderer: RequestRenderer::default(),
         }
     }
 
@@ -76,7 +79,8 @@ impl ReplayModel {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let body = match self.api {
             WireApi::ChatCompletions => {
-                offline_request_body(&self.name, request, on_delta.is_some())
+                self.renderer
+                    .render(&self.name, request, on_delta.is_some())
             }
             api => api.request_body(&self.name, request, on_delta.is_some()),
         };

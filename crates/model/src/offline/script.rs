@@ -6,10 +6,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{Reply, offline_request_body, request_only, respond};
+use super::{Reply, request_only, respond};
 use crate::Model;
 use crate::error::ModelError;
 use crate::types::{Message, ModelRequest, ModelResponse, StreamDelta, ToolCall};
+use crate::wire::RequestRenderer;
 
 /// One scripted answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +39,8 @@ pub struct ScriptStep {
 pub struct ScriptModel {
     name: String,
     steps: Vec<ScriptStep>,
+    /// Keeps recent request bodies, so a run's next request appends to its last one.
+    renderer: RequestRenderer,
 }
 
 fn invalid(source: &str, element: Option<usize>, field: Option<String>, msg: &str) -> ModelError {
@@ -94,6 +97,7 @@ impl ScriptModel {
         Ok(ScriptModel {
             name: "script".into(),
             steps,
+            renderer: RequestRenderer::default(),
         })
     }
 
@@ -111,7 +115,9 @@ impl ScriptModel {
             .filter(|m| matches!(m, Message::Assistant { .. }))
             .count();
         let Some(step) = self.steps.get(n) else {
-            let body = offline_request_body(&self.name, request, on_delta.is_some());
+            let body = self
+                .renderer
+                .render(&self.name, request, on_delta.is_some());
             return Err(ModelError::ScriptExhausted {
                 request: n + 1,
                 len: self.steps.len(),
@@ -121,7 +127,7 @@ impl ScriptModel {
         if !step.delay.is_zero() {
             tokio::time::sleep(step.delay).await;
         }
-        respond(&self.name, request, &step.reply, on_delta)
+        respond(&self.name, &self.renderer, request, &step.reply, on_delta)
     }
 }
 

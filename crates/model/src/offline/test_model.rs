@@ -8,6 +8,7 @@ use super::{Reply, respond};
 use crate::Model;
 use crate::error::ModelError;
 use crate::types::{Message, ModelRequest, ModelResponse, StreamDelta, ToolCall};
+use crate::wire::RequestRenderer;
 
 /// A deterministic offline model for tests and the CLI's default run.
 ///
@@ -20,7 +21,7 @@ use crate::types::{Message, ModelRequest, ModelResponse, StreamDelta, ToolCall};
 ///   listing the tool results after the last user message in order.
 #[derive(Clone, Debug, Default)]
 pub struct TestModel {
-    _private: (),
+    renderer: RequestRenderer,
 }
 
 impl TestModel {
@@ -68,7 +69,13 @@ impl Model for TestModel {
     }
 
     async fn request(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        respond(self.name(), request, &Self::reply_for(request), None)
+        respond(
+            self.name(),
+            &self.renderer,
+            request,
+            &Self::reply_for(request),
+            None,
+        )
     }
 
     async fn request_stream(
@@ -78,6 +85,7 @@ impl Model for TestModel {
     ) -> Result<ModelResponse, ModelError> {
         respond(
             self.name(),
+            &self.renderer,
             request,
             &Self::reply_for(request),
             Some(on_delta),

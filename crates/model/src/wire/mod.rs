@@ -1,7 +1,10 @@
 //! The OpenAI chat-completions wire format: building request bodies and parsing response
 //! bodies (JSON or SSE) leniently, the same way for live, offline and recorded responses.
 //!
-//! `request` builds request bodies; `completion` parses a JSON completion, `sse` a
+//! `request` builds request bodies, and `render` the same bytes incrementally (appending
+//! each request's new messages to the previous body's); `response` renders the response
+//! bodies no server sent (offline models', hand-written models'); `completion` parses a
+//! JSON completion, `sse` a
 //! streamed one (accumulating deltas); `event_stream` is the one SSE parser of the crate,
 //! which every streaming backend and recorded-body reader uses; `errors` reads provider error bodies and maps
 //! HTTP statuses to typed errors; `parse` holds the entry points that pick between them.
@@ -12,7 +15,11 @@ mod errors;
 mod event_stream;
 mod extra;
 mod parse;
+mod render;
+#[cfg(test)]
+mod render_tests;
 mod request;
+mod response;
 mod sse;
 
 use serde_json::Value;
@@ -31,7 +38,9 @@ pub(crate) use extra::merge_extra;
 pub(crate) use parse::parse_body;
 pub use parse::parse_response;
 pub(crate) use parse::parse_response_streamed;
+pub(crate) use render::RequestRenderer;
 pub use request::{build_request_body, strip_extension_keys};
+pub(crate) use response::{Answer, render_json, render_sse};
 #[cfg(feature = "http")]
 pub(crate) use sse::ChatEvents;
 

@@ -10,9 +10,21 @@ use crate::types::{Message, ModelRequest, ToolChoice};
 /// `reasoning_effort`); a thinking budget has no field here and is not sent.
 pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool) -> Value {
     let messages: Vec<Value> = request.messages.iter().map(message_to_wire).collect();
+    Value::Object(request_map(model, request, stream, Value::Array(messages)))
+}
+
+/// The request body as a map, with `messages` as its `messages` member: what
+/// [`build_request_body`] builds, and (with a placeholder there) the frame the
+/// incremental renderer fills in with the messages' bytes.
+pub(crate) fn request_map(
+    model: &str,
+    request: &ModelRequest,
+    stream: bool,
+    messages: Value,
+) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), messages);
     let s = &request.settings;
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
@@ -74,10 +86,11 @@ pub fn build_request_body(model: &str, request: &ModelRequest, stream: bool) -> 
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     crate::wire::merge_extra(&mut body, &s.extra);
-    Value::Object(body)
+    body
 }
 
-fn message_to_wire(m: &Message) -> Value {
+/// One message as a chat-completions `messages` element.
+pub(crate) fn message_to_wire(m: &Message) -> Value {
     match m {
         Message::System { content } => json!({"role": "system", "content": content}),
         Message::User { content } => json!({"role": "user", "content": content}),
