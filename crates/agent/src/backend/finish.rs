@@ -75,3 +75,42 @@ impl Run<'_> {
         ))
     }
 }
+
+/// A run whose `run_started` is written but that could not be set up (its inputs not on
+/// record, its sandbox not made: out of descriptors, say): ended as failed with `error`'s
+/// message, so that its bundle is a failed run's, not an unfinished one. When even that
+/// cannot be written, `error` is returned.
+pub(super) async fn fail_started(
+    control: &crate::control::RunControl,
+    recorder: provrun_evidence::Recorder,
+    error: AgentError,
+) -> Result<RunResult, AgentError> {
+    let outcome = RunOutcome::Failed {
+        error: error.to_string(),
+    };
+    let usage = RunUsage::default();
+    let end = RunEnd {
+        status: outcome.status(),
+        usage: serde_json::to_value(usage).unwrap_or(Value::Null),
+        error: outcome.error().map(str::to_string),
+    };
+    let rec = recorder.clone();
+    match tokio::task::spawn_blocking(move || rec.finish(end)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "a run that could not be set up could not be ended either");
+            return Err(error);
+        }
+        Err(_) => return Err(error),
+    }
+    tracing::warn!(run_id = recorder.run_id(), %error, "the run could not be set up; it ended as failed");
+    control.emit(RunEvent::Finished {
+        status: outcome.status(),
+    });
+    Ok(RunResult::new(
+        recorder.run_id().to_string(),
+        outcome,
+        usage,
+        recorder.bundle_dir().to_path_buf(),
+    ))
+}

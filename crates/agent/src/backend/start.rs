@@ -163,22 +163,11 @@ impl Backend {
         run: &RunSpec,
         (recorder, run_id): (Recorder, String),
     ) -> Result<RunResult, AgentError> {
-        let rec = recorder.clone();
-        tokio::task::spawn_blocking(move || rec.record_inputs())
-            .await
-            .map_err(|e| AgentError::Bundle {
-                path: run.bundle.clone(),
-                message: format!("recording the inputs stopped: {e}"),
-            })??;
-        let mut sandbox = Sandbox::with_temp_scratch(
-            recorder.input_dir(),
-            recorder.output_dir(),
-            agent.limits.clone(),
-        )?
-        .allow_degraded_commands(agent.allow_degraded_sandbox);
-        if let Some(host) = &run.host_dir {
-            sandbox = sandbox.with_host_dir(host)?;
-        }
+        let sandbox = match set_up(agent, run, &recorder).await {
+            Ok(s) => s,
+            // `run_started` is on record: the run ends as failed, its bundle whole.
+            Err(e) => return Box::pin(super::finish::fail_started(control, recorder, e)).await,
+        };
         let mut state = LoopState {
             messages: Vec::new(),
             ..LoopState::default()
@@ -360,6 +349,32 @@ async fn stage(
         path: run.inputs.first().cloned().unwrap_or_default(),
         message: e.to_string(),
     })
+}
+
+/// What a run needs once its `run_started` is written and before its loop: its inputs on
+/// record, its sandbox.
+async fn set_up(
+    agent: &AgentSpec,
+    run: &RunSpec,
+    recorder: &Recorder,
+) -> Result<Sandbox, AgentError> {
+    let rec = recorder.clone();
+    tokio::task::spawn_blocking(move || rec.record_inputs())
+        .await
+        .map_err(|e| AgentError::Bundle {
+            path: run.bundle.clone(),
+            message: format!("recording the inputs stopped: {e}"),
+        })??;
+    let mut sandbox = Sandbox::with_temp_scratch(
+        recorder.input_dir(),
+        recorder.output_dir(),
+        agent.limits.clone(),
+    )?
+    .allow_degraded_commands(agent.allow_degraded_sandbox);
+    if let Some(host) = &run.host_dir {
+        sandbox = sandbox.with_host_dir(host)?;
+    }
+    Ok(sandbox)
 }
 
 /// A `tool_choice` that names one tool must name one the model is offered.

@@ -34,6 +34,7 @@ mod roots;
 mod seeds;
 mod serve;
 mod settings;
+mod setup_failure;
 mod signals;
 mod sources;
 mod steer_file;
