@@ -11,10 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{cargo, root};
+use crate::cargo;
 
+mod dirs;
+mod line;
 mod peer;
 mod report;
+
+use dirs::target_dir;
+use line::{Line, field};
 
 use peer::{peer_python, run_peer};
 use report::{goals, loadavg, machine, machine_json, print_header, print_row, print_table};
@@ -84,13 +89,6 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| if p.is_absolute() { p } else { root().join(p) })
-        .unwrap_or_else(|| root().join("target"))
-}
-
 /// Build packages in release mode, quietly; `Err` holds cargo's last lines.
 fn build_release(packages: &[&str]) -> Result<(), String> {
     let mut cmd = cargo();
@@ -108,46 +106,6 @@ fn build_release(packages: &[&str]) -> Result<(), String> {
         let err = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = err.lines().rev().take(15).collect();
         Err(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
-    }
-}
-
-/// A flat JSON object's field, as its raw text (numbers, `null`, `true`) or a string's
-/// contents. Enough for the one-line objects the driver and the peer print.
-fn field(line: &str, key: &str) -> Option<String> {
-    let pat = format!("\"{key}\":");
-    let start = line.find(&pat)? + pat.len();
-    let rest = line[start..].trim_start();
-    if let Some(s) = rest.strip_prefix('"') {
-        let mut out = String::new();
-        let mut chars = s.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => out.push(chars.next()?),
-                '"' => return Some(out),
-                c => out.push(c),
-            }
-        }
-        None
-    } else {
-        let end = rest.find([',', '}']).unwrap_or(rest.len());
-        Some(rest[..end].trim().to_string())
-    }
-}
-
-fn num(line: &str, key: &str) -> Option<f64> {
-    field(line, key).and_then(|v| v.parse().ok())
-}
-
-/// One figure line: ours (the driver's line verbatim) or the peer's (converted).
-#[derive(Clone)]
-struct Line {
-    name: String,
-    json: String,
-}
-
-impl Line {
-    fn get(&self, key: &str) -> Option<f64> {
-        num(&self.json, key)
     }
 }
 

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use super::{Line, num, target_dir};
+use super::dirs::target_dir;
+use super::line::{Line, num};
 use crate::root;
 
 /// The peer's version, pinned.

@@ -3,7 +3,8 @@
 
 use std::process::Command;
 
-use super::{Line, field, target_dir};
+use super::dirs::target_dir;
+use super::line::{Line, field};
 use crate::root;
 
 /// One goal of issue 9, checked against the figures.
