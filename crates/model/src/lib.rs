@@ -72,6 +72,7 @@ pub use error::{ModelError, TimeoutKind};
 pub use from_spec::model_from_spec;
 pub use live::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, LiveConfig, RetryPolicy, Timeouts,
+    error_chain,
 };
 pub use native::WireApi;
 pub use offline::function::FunctionModel;

@@ -56,8 +56,10 @@ pub(crate) fn header(
     Ok(())
 }
 
-/// The error text with its causes ("error sending request: … : connection refused").
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error's text followed by each of its causes that adds something ("error sending
+/// request: … : connection refused"): what a transport error of an HTTP client says in
+/// full, for a recorded attempt or a log line. Shared with `provrun-wrap`'s proxy.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -11,6 +11,7 @@ use http_body_util::BodyExt as _;
 use http_body_util::channel::{Channel, Sender};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+use provrun_model::error_chain;
 use serde_json::{Value, json};
 
 use super::headers;
@@ -299,19 +300,4 @@ fn pass(bytes: Vec<u8>, kept: &mut Vec<u8>, too_long: &mut bool) -> Option<Bytes
         kept.extend_from_slice(&bytes);
     }
     (!bytes.is_empty()).then(|| Bytes::from(bytes))
-}
-
-/// An error with its causes ("error sending request: … : connection refused").
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
