@@ -43,11 +43,7 @@ impl Run<'_> {
             requests: state.requests,
             tool_calls: state.tool_calls,
         };
-        let end = RunEnd {
-            status: outcome.status(),
-            usage: serde_json::to_value(usage).unwrap_or(Value::Null),
-            error: outcome.error().map(str::to_string),
-        };
+        let end = run_end(&outcome, usage);
         // The loop is done with the sandbox's folders and the pack: while this run waits
         // for a thread to finish on, it holds only its log (see `Run::request_idle`).
         self.ctx.sandbox().release_handles();
@@ -76,6 +72,15 @@ impl Run<'_> {
     }
 }
 
+/// The end `run_finished` records for `outcome` and `usage`.
+fn run_end(outcome: &RunOutcome, usage: RunUsage) -> RunEnd {
+    RunEnd {
+        status: outcome.status(),
+        usage: serde_json::to_value(usage).unwrap_or(Value::Null),
+        error: outcome.error().map(str::to_string),
+    }
+}
+
 /// A run whose `run_started` is written but that could not be set up (its inputs not on
 /// record, its sandbox not made: out of descriptors, say): ended as failed with `error`'s
 /// message, so that its bundle is a failed run's, not an unfinished one. When even that
@@ -89,11 +94,7 @@ pub(super) async fn fail_started(
         error: error.to_string(),
     };
     let usage = RunUsage::default();
-    let end = RunEnd {
-        status: outcome.status(),
-        usage: serde_json::to_value(usage).unwrap_or(Value::Null),
-        error: outcome.error().map(str::to_string),
-    };
+    let end = run_end(&outcome, usage);
     let rec = recorder.clone();
     match tokio::task::spawn_blocking(move || rec.finish(end)).await {
         Ok(Ok(_)) => {}
