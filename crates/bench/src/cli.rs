@@ -160,30 +160,28 @@ pub(crate) fn batch_10k(name: &str, provrun: Option<&Path>, runs: usize) -> Vec<
     std::fs::write(&runs_file, lines).expect("runs.jsonl");
 
     // Throughput and memory, at the default durability, then without syncs.
-    let (code, seconds, peak, _) =
-        batch_process(bin, &runs_file, &dir.path().join("a"), None, "at-end");
+    let timed = |fig_name: &str, folder: &str, durability: &str| {
+        let out = dir.path().join(folder);
+        let (code, seconds, peak, _) = batch_process(bin, &runs_file, &out, None, durability);
+        let mut f = Figure::new(fig_name, runs as u64, seconds);
+        f.extra
+            .push(("batch_peak_rss_mb", json!((peak * 10.0).round() / 10.0)));
+        f.extra.push(("durability", json!(durability)));
+        discard_tree(&out);
+        (f, code)
+    };
+    let (mut fig, code) = timed(name, "a", "at-end");
     if code != Some(0) {
         return skip(format!("`provrun batch` exited {code:?}"));
     }
-    let mut fig = Figure::new(name, runs as u64, seconds);
-    fig.extra
-        .push(("batch_peak_rss_mb", json!((peak * 10.0).round() / 10.0)));
-    fig.extra.push(("durability", json!("at-end")));
-    discard_tree(&dir.path().join("a"));
-    let flush_name = format!("{name}_flush");
-    let (code, seconds, peak, _) =
-        batch_process(bin, &runs_file, &dir.path().join("f"), None, "flush");
-    let mut flush = Figure::new(&flush_name, runs as u64, seconds);
-    flush
-        .extra
-        .push(("batch_peak_rss_mb", json!((peak * 10.0).round() / 10.0)));
-    flush.extra.push(("durability", json!("flush")));
+    // The kill below is timed against this run, the durability it runs under.
+    let seconds = fig.seconds;
+    let (mut flush, code) = timed(&format!("{name}_flush"), "f", "flush");
     if code != Some(0) {
         flush.failed = Some(format!(
             "`provrun batch --durability flush` exited {code:?}"
         ));
     }
-    discard_tree(&dir.path().join("f"));
 
     // Killed at a random moment between 10% and 90% of the time it takes, then again.
     let b = dir.path().join("b");
