@@ -122,8 +122,7 @@ impl EvidenceError {
         let EvidenceError::Io { source, .. } = self else {
             return false;
         };
-        let code = source.raw_os_error();
-        code == Some(libc::EMFILE) || code == Some(libc::ENFILE)
+        crate::fsutil::out_of_descriptors(source)
     }
 
     pub(crate) fn io(

@@ -11,6 +11,40 @@ use sha2::{Digest as _, Sha256};
 /// Deepest directory nesting walked inside `input/`, `output/` or `blobs/`.
 const MAX_DEPTH: usize = 64;
 
+/// Whether `e` says the process (`EMFILE`) or the system (`ENFILE`) has no file
+/// descriptor left.
+pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// How long in all a step that finds no descriptor free waits for other runs to give
+/// theirs back (see [`with_descriptors`]).
+pub(crate) const DESCRIPTOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `step`, tried again while its error is for want of descriptors (`short` says which),
+/// with pauses from 5 ms doubling up to 200 ms, until `wait` has passed; then its last
+/// result. Thousands of runs woken at once each open a few files to finish; those that
+/// find none free wait for the others instead of failing. Only for steps that change
+/// nothing when they fail: a read, or a whole file written again from the start.
+pub(crate) fn with_descriptors<T, E: std::fmt::Display>(
+    wait: std::time::Duration,
+    short: impl Fn(&E) -> bool,
+    mut step: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match step() {
+            Err(e) if short(&e) && std::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, ?pause, "out of descriptors; waiting for others to give theirs back");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(200));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Open a regular file for reading without following a final symlink and without
 /// blocking on a FIFO; anything that is not a regular file is refused.
 pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
@@ -391,5 +425,49 @@ mod tests {
         ));
         fs::create_dir_all(&dir).expect("create");
         dir
+    }
+
+    #[test]
+    fn a_step_short_of_descriptors_is_tried_again_until_it_succeeds() {
+        let mut tries = 0;
+        let r = with_descriptors(
+            std::time::Duration::from_secs(5),
+            out_of_descriptors,
+            || {
+                tries += 1;
+                if tries < 3 {
+                    Err(io::Error::from_raw_os_error(libc::EMFILE))
+                } else {
+                    Ok(tries)
+                }
+            },
+        );
+        assert_eq!(r.unwrap(), 3);
+    }
+
+    #[test]
+    fn other_errors_and_a_wait_that_runs_out_are_returned() {
+        let mut tries = 0;
+        let r: io::Result<()> = with_descriptors(
+            std::time::Duration::from_secs(5),
+            out_of_descriptors,
+            || {
+                tries += 1;
+                Err(io::Error::from_raw_os_error(libc::EACCES))
+            },
+        );
+        assert!(!out_of_descriptors(&r.unwrap_err()));
+        assert_eq!(tries, 1, "an error other than EMFILE is not tried again");
+        let mut tries = 0;
+        let r: io::Result<()> = with_descriptors(
+            std::time::Duration::from_millis(50),
+            out_of_descriptors,
+            || {
+                tries += 1;
+                Err(io::Error::from_raw_os_error(libc::ENFILE))
+            },
+        );
+        assert!(out_of_descriptors(&r.unwrap_err()));
+        assert!(tries > 1, "tried {tries} times");
     }
 }

@@ -79,7 +79,12 @@ fn walk(
     out: &mut Collected,
 ) -> io::Result<()> {
     let mut names: Vec<Vec<u8>> = Vec::new();
-    for entry in fs::read_dir(dir)? {
+    let entries = crate::fsutil::with_descriptors(
+        crate::fsutil::DESCRIPTOR_WAIT,
+        crate::fsutil::out_of_descriptors,
+        || fs::read_dir(dir),
+    )?;
+    for entry in entries {
         names.push(entry?.file_name().as_bytes().to_vec());
     }
     names.sort();
@@ -121,6 +126,9 @@ fn walk(
             let (files, skipped, left) = (out.files.len(), out.skipped.len(), *budget);
             match walk(&path, &rel, depth + 1, budget, out) {
                 Ok(()) => {}
+                // No descriptor left, even after waiting: the folder is fine, the walk
+                // fails (a folder is never removed for that).
+                Err(e) if crate::fsutil::out_of_descriptors(&e) => return Err(e),
                 Err(e) => {
                     // The whole folder goes: forget what was taken from it.
                     out.files.truncate(files);

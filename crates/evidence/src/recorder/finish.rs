@@ -37,36 +37,14 @@ impl RunEnd {
     }
 }
 
-/// How long finishing waits in all, when the process has no descriptor left (EMFILE or
-/// ENFILE), for other runs to give theirs back before it fails with that error.
-const DESCRIPTOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// `step`, tried again while it fails for want of descriptors, with pauses from 5 ms
-/// doubling up to 200 ms, until [`DESCRIPTOR_WAIT`] has passed. Thousands of runs woken
-/// at once each open a few files to finish; those that find none free wait for the
-/// others instead of failing. Each step retried here reads, or writes whole files, so a
-/// second try redoes it from the start.
+/// `step` (a read, or a whole file written again), tried again for up to
+/// [`fsutil::DESCRIPTOR_WAIT`] while the process has no descriptor left.
 fn with_descriptors<T>(step: impl FnMut() -> Result<T>) -> Result<T> {
-    wait_for_descriptors(DESCRIPTOR_WAIT, step)
-}
-
-/// [`with_descriptors`], waiting at most `wait` in all.
-fn wait_for_descriptors<T>(
-    wait: std::time::Duration,
-    mut step: impl FnMut() -> Result<T>,
-) -> Result<T> {
-    let deadline = std::time::Instant::now() + wait;
-    let mut pause = std::time::Duration::from_millis(5);
-    loop {
-        match step() {
-            Err(e) if e.is_out_of_descriptors() && std::time::Instant::now() < deadline => {
-                tracing::debug!(error = %e, ?pause, "out of descriptors while finishing; waiting for others to give theirs back");
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(std::time::Duration::from_millis(200));
-            }
-            r => return r,
-        }
-    }
+    fsutil::with_descriptors(
+        fsutil::DESCRIPTOR_WAIT,
+        EvidenceError::is_out_of_descriptors,
+        step,
+    )
 }
 
 /// What [`Recorder::finish`] wrote.
@@ -93,9 +71,10 @@ impl Recorder {
     /// [`EvidenceError::Io`] when `output/` cannot be read or the log or `statement.json`
     /// cannot be written or synced; [`EvidenceError::LogBroken`] after an earlier failed
     /// write or sync; [`EvidenceError::OutOfOrder`] when the bundle is already finished.
-    /// When the process has no descriptor left, reading the outputs and writing the
-    /// statement are tried again for up to 10 s (the thread sleeps between tries) before
-    /// that error ([`EvidenceError::is_out_of_descriptors`]) is returned.
+    /// When the process has no descriptor left, opening each output folder, digesting the
+    /// outputs and writing the statement are each tried again for up to 10 s (the thread
+    /// sleeps between tries) before that error ([`EvidenceError::is_out_of_descriptors`])
+    /// is returned; an output folder is never left out for want of descriptors.
     pub fn finish(&self, end: RunEnd) -> Result<Finished> {
         self.finish_with(end, &OutputPolicy::default())
     }
@@ -112,10 +91,10 @@ impl Recorder {
     /// As [`Recorder::finish`].
     pub fn finish_with(&self, end: RunEnd, policy: &OutputPolicy) -> Result<Finished> {
         let out_dir = self.inner.root.join("output");
-        let collected = with_descriptors(|| {
-            crate::outputs::collect(&out_dir, policy)
-                .map_err(|e| EvidenceError::io("collect the outputs in", &out_dir, e))
-        })?;
+        // `collect` waits for descriptors itself, where it opens folders: it removes what
+        // it leaves out, so it cannot be started again from the top.
+        let collected = crate::outputs::collect(&out_dir, policy)
+            .map_err(|e| EvidenceError::io("collect the outputs in", &out_dir, e))?;
         for s in &collected.skipped {
             tracing::warn!(path = %s.path, kind = %s.kind, reason = %s.reason, "an entry in the outputs is left out");
         }
@@ -225,51 +204,5 @@ impl Recorder {
             write_atomic(root, STATEMENT_FILE, bytes, false).map_err(statement_err)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn emfile() -> EvidenceError {
-        EvidenceError::io(
-            "open",
-            "output",
-            std::io::Error::from_raw_os_error(libc::EMFILE),
-        )
-    }
-
-    #[test]
-    fn a_step_short_of_descriptors_is_tried_again_until_it_succeeds() {
-        let mut tries = 0;
-        let r = wait_for_descriptors(Duration::from_secs(5), || {
-            tries += 1;
-            if tries < 3 { Err(emfile()) } else { Ok(tries) }
-        });
-        assert_eq!(r.unwrap(), 3);
-    }
-
-    #[test]
-    fn other_errors_and_a_wait_that_runs_out_are_returned() {
-        let mut tries = 0;
-        let r: Result<()> = wait_for_descriptors(Duration::from_secs(5), || {
-            tries += 1;
-            Err(EvidenceError::io(
-                "open",
-                "output",
-                std::io::Error::from_raw_os_error(libc::EACCES),
-            ))
-        });
-        assert!(!r.unwrap_err().is_out_of_descriptors());
-        assert_eq!(tries, 1, "an error other than EMFILE is not tried again");
-        let mut tries = 0;
-        let r: Result<()> = wait_for_descriptors(Duration::from_millis(50), || {
-            tries += 1;
-            Err(emfile())
-        });
-        assert!(r.unwrap_err().is_out_of_descriptors());
-        assert!(tries > 1, "tried {tries} times");
     }
 }
