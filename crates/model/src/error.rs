@@ -296,3 +296,20 @@ impl ModelError {
         }
     }
 }
+
+/// An error's text followed by each of its causes that adds something ("error sending
+/// request: … : connection refused"): what a transport error of an HTTP client says in
+/// full, for a recorded attempt or a log line. Shared with `provrun-wrap`'s proxy.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}

@@ -68,11 +68,10 @@ pub use anthropic::AnthropicModel;
 pub use anthropic::{
     ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicConfig,
 };
-pub use error::{ModelError, TimeoutKind};
+pub use error::{ModelError, TimeoutKind, error_chain};
 pub use from_spec::model_from_spec;
 pub use live::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, LiveConfig, RetryPolicy, Timeouts,
-    error_chain,
 };
 pub use native::WireApi;
 pub use offline::function::FunctionModel;

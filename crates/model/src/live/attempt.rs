@@ -12,9 +12,10 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::http::{error_chain, redact, redact_bytes};
+use super::http::{redact, redact_bytes};
 use super::retry::{jittered_backoff, jittered_server_wait, retry_after};
 use super::{RetryPolicy, Timeouts};
+use crate::error::error_chain;
 use crate::error::{ModelError, TimeoutKind};
 use crate::native::BodyParser;
 use crate::types::{Attempt, ModelResponse, RawExchange};

@@ -29,6 +29,5 @@ pub use config::LiveConfig;
 pub(crate) use config::embeds_live_config;
 #[cfg(feature = "http")]
 pub(crate) use endpoint::Endpoint;
-pub use http::error_chain;
 pub use settings::{ApiKey, DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, Timeouts};
 pub(crate) use settings::{OPENAI, Provider};
