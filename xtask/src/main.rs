@@ -1,4 +1,4 @@
-//! Project automation for provrun: `cargo xtask ci | tidy | man | python | bench | fuzz | soak`.
+//! Project automation for provrun: `cargo xtask ci | setup | tidy | man | python | bench | fuzz | soak`.
 //!
 //! `ci` is what CI runs (through `.ci/run`) and what the README's test command is: the
 //! tidy check, `cargo fmt --check`, clippy with warnings denied, `cargo deny check bans
@@ -32,6 +32,7 @@ fn main() -> ExitCode {
     };
     let result = match task {
         "ci" => ci(),
+        "setup" => setup_all(),
         "tidy" => tidy(),
         "deny" => deny(),
         "semver" => semver::semver(),
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci      tidy + fmt --check + clippy -D warnings (workspace and light builds) + cargo deny + semver-checks + tests + docs (what CI runs)
+  setup   install the real programs the tests use (as `ci` does under CI=true), and run nothing
   tidy    check that every .rs file opens with a //! comment and no tracked file refers outside the repository
   deny    cargo deny check bans licenses sources (deny.toml; skipped with a warning if not installed)
   semver  cargo semver-checks: the public API against the last landed main (xtask/semver-baseline)
@@ -103,6 +105,24 @@ fn run(step: &str, mut cmd: Command) -> Result<(), String> {
     } else {
         Err(format!("{step} failed ({status})"))
     }
+}
+
+/// The machine set-up `ci` does before the tests, in the same order, and nothing else: a
+/// developer runs it once (with `CI=true` to install what is missing) and then tests
+/// narrowly with `cargo nextest` or `cargo test -p`.
+fn setup_all() -> Result<(), String> {
+    setup::confinement()?; // bubblewrap for the run_command confinement tests
+    setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
+    setup::browser()?; // chromium for the `provrun view` browser tests
+    setup::node()?; // node and npm for the published npm MCP server test
+    setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
+    setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
+    setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
+    phoenix::phoenix()?; // Arize Phoenix, the OpenTelemetry backend of the otel_live test
+    python::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
+    setup::go()?; // go and golang.org/x/mod for the ledger's second implementation
+    println!("\nxtask setup: the programs the tests use are installed");
+    Ok(())
 }
 
 fn ci() -> Result<(), String> {
@@ -164,16 +184,7 @@ fn ci() -> Result<(), String> {
     // cargo-semver-checks builds from source under CI (minutes of CPU): build it while the
     // set-up below mostly waits on downloads, and use it at the end.
     let semver_tool = std::thread::spawn(semver::install);
-    setup::confinement()?; // bubblewrap for the run_command confinement tests
-    setup::python()?; // python3 + venv for the DSSE interop and Kubernetes manifest tests
-    setup::browser()?; // chromium for the `provrun view` browser tests
-    setup::node()?; // node and npm for the published npm MCP server test
-    setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
-    setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
-    setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
-    phoenix::phoenix()?; // Arize Phoenix, the OpenTelemetry backend of the otel_live test
-    python::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
-    setup::go()?; // go and golang.org/x/mod for the ledger's second implementation
+    setup_all()?; // the real programs the tests use (setup.rs says which test needs what)
     // The tests run from a copy of the tree with no sibling folders (standalone.rs), so
     // one that reads a file outside the repository fails here, not on a user's clone.
     let mut test = cargo();
