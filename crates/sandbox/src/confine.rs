@@ -482,6 +482,21 @@ pub fn apply_seccomp() -> Applied {
 /// exit status when it does not exec.
 pub fn helper_main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let mut args = args.into_iter().peekable();
+    #[cfg(feature = "confine")]
+    if args.peek().is_some_and(|a| a == crate::trail::TRACER_FLAG) {
+        args.next();
+        return crate::trail::tracer::tracer_main(args).unwrap_or_else(|e| {
+            eprintln!("provrun-confine --trail: {e}");
+            EXIT_CANNOT_RUN
+        });
+    }
+    #[cfg(feature = "confine")]
+    if args.peek().is_some_and(|a| a == crate::trail::STUB_FLAG) {
+        args.next();
+        let e = crate::trail::stub::stub_main(args);
+        eprintln!("provrun-confine --trail-stub: {e}");
+        return EXIT_CANNOT_RUN;
+    }
     if args
         .peek()
         .is_some_and(|a| a == crate::forward::FORWARDER_FLAG)

@@ -40,6 +40,18 @@ pub enum SandboxError {
         reason: String,
     },
 
+    /// The process trail could not be recorded for a command (its tracer could not
+    /// start or attach, e.g. `ptrace` is forbidden here): the command was not run.
+    #[error(
+        "the process trail cannot be recorded, so the command was not run: {reason} (the \
+         trail needs ptrace from the runtime's user; allow_degraded_sandbox runs commands \
+         without it, on record)"
+    )]
+    TrailUnavailable {
+        /// What went wrong.
+        reason: String,
+    },
+
     /// Two host folders of a run overlap (one is equal to or inside the other).
     #[error(
         "{first} {how} {second}: the bundle, the folder /scratch is made in (TMPDIR), each \

@@ -51,6 +51,7 @@ mod path;
 pub mod roots;
 mod sandbox;
 mod stage;
+pub mod trail;
 mod user;
 
 pub use command::{
@@ -68,4 +69,5 @@ pub use sandbox::{
     CopyOutcome, ReadAs, ReadOutcome, ReplaceOutcome, RootPaths, Sandbox, WriteOutcome,
 };
 pub use stage::stage_inputs;
+pub use trail::{ArgvCut, ObservedProcess, Trail, TrailFeed, TrailSink, TrailSummary};
 pub use user::{CommandUser, CommandUserMode};

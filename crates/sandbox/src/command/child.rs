@@ -5,6 +5,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 
 use super::cgroup::Cgroup;
+use super::traced::Traced;
 
 /// Reads a stream to its end, keeping the first `cap` bytes and counting the rest.
 pub(super) fn capture(
@@ -33,15 +34,7 @@ pub(super) fn capture(
     rx
 }
 
-pub(super) fn kill_tree(child: &mut Child, cgroup: Option<&Cgroup>) {
-    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-    let _ = child.kill();
-    if let Some(cg) = cgroup {
-        cg.kill_all();
-    }
-}
+pub(super) use super::tree::kill_tree;
 
 pub(super) fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     use std::os::unix::process::ExitStatusExt as _;
@@ -78,6 +71,8 @@ pub struct ConfinedChild {
     pub(super) stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     pub(super) stderr_closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub(super) degraded: Vec<String>,
+    /// Its process trail, when recorded.
+    pub(super) trail: Option<Traced>,
 }
 
 impl ConfinedChild {
@@ -125,6 +120,23 @@ impl ConfinedChild {
             }),
             _ => None,
         }
+    }
+
+    /// The processes of its trail that have ended since the last call, in the order
+    /// they began (none when no trail is recorded).
+    pub fn take_trail_processes(&self) -> Vec<crate::trail::ObservedProcess> {
+        self.trail
+            .as_ref()
+            .map(Traced::take_finished)
+            .unwrap_or_default()
+    }
+
+    /// Kills the whole tree and gives the rest of its trail: the processes not taken yet
+    /// (those still running when it was killed have no end) and the summary. `None` when
+    /// no trail is recorded, or it was finished already.
+    pub fn finish_trail(&mut self) -> Option<crate::trail::Trail> {
+        self.kill();
+        self.trail.take().map(Traced::finish)
     }
 
     /// Kill the whole tree and reap the child.

@@ -11,6 +11,7 @@ use crate::error::{Result, SandboxError};
 use crate::forward::Forward;
 use crate::limits::Limits;
 use crate::sandbox::{RootPaths, Sandbox};
+use crate::trail::watch::TrailPlan;
 use crate::user::{CommandUser, Portal};
 
 use super::bwrap::{COMMAND_LAYOUT, HelperExtras, Layout, bwrap_args_in, helper_args_in, os};
@@ -68,12 +69,13 @@ impl Sandbox {
     /// The command that runs `launch.argv` under every layer this machine has, with
     /// `launch.env` as its only environment and the read-only host paths visible
     /// (read-only, at the same paths); stdout and stderr piped. The pids cgroup, when
-    /// there is one, is joined at exec.
+    /// there is one, is joined at exec. When the trail is recorded the command starts as
+    /// the trail's stub, and the plan for its tracer comes back with it.
     pub(super) fn confined_command(
         &self,
         conf: &Confinement,
         launch: &Launch<'_>,
-    ) -> Result<(Command, PathBuf, Option<Cgroup>)> {
+    ) -> Result<(Command, PathBuf, Option<Cgroup>, Option<TrailPlan>)> {
         let limits = self.limits().clone();
         let roots = self.root_paths().clone();
         let namespaces = conf.has(LayerName::Namespaces);
@@ -104,6 +106,8 @@ impl Sandbox {
 
         let (user, mut portal) = self.run_as(conf, &limits)?;
         let mut args: Vec<OsString> = Vec::new();
+        // Where the command's user reaches the helper (the trail's stub is the helper).
+        let mut stub: Option<PathBuf> = None;
         let program: PathBuf = match (namespaces, &conf.bwrap, helper) {
             (true, Some(bwrap), h) => {
                 let sources = BindSources::new(
@@ -113,6 +117,7 @@ impl Sandbox {
                     launch.forwards.map(|(dir, _)| dir),
                     portal.as_mut(),
                 )?;
+                stub.clone_from(&sources.helper);
                 args = bwrap_args_in(
                     &sources.roots,
                     sources.helper.as_deref(),
@@ -130,6 +135,7 @@ impl Sandbox {
             }
             (_, _, Some(h)) => {
                 args.extend(helper_args_in(&roots, false, &extras(false)));
+                stub = Some(h.to_path_buf());
                 h.to_path_buf()
             }
             _ => PathBuf::from(&launch.argv[0]),
@@ -137,10 +143,13 @@ impl Sandbox {
         let direct = args.is_empty();
         args.extend(launch.argv.iter().skip(usize::from(direct)).map(os));
 
+        // The helper started directly: named so that `arg0_dispatch` knows it.
+        let arg0 = (!namespaces && helper.is_some()).then_some(HELPER_NAME);
+        let (program, args, arg0, trail) =
+            super::traced::traced(self, conf, stub.as_deref(), program, args, arg0);
         let mut cmd = Command::new(&program);
-        if !namespaces && helper.is_some() {
-            // The helper started directly: named so that `arg0_dispatch` knows it.
-            std::os::unix::process::CommandExt::arg0(&mut cmd, HELPER_NAME);
+        if let Some(name) = arg0 {
+            std::os::unix::process::CommandExt::arg0(&mut cmd, name);
         }
         cmd.args(&args)
             .env_clear()
@@ -161,7 +170,7 @@ impl Sandbox {
             // After joining the cgroup, which needs root.
             crate::user::drop_root_at_exec(&mut cmd, portal, user.uid, user.gid);
         }
-        Ok((cmd, program, cgroup))
+        Ok((cmd, program, cgroup, trail))
     }
 
     /// The user a command runs as. As root, the dedicated user: /output and /scratch are

@@ -25,7 +25,7 @@
 //! environment, user), [`child`] (capturing output, killing the tree, [`ConfinedChild`]),
 //! [`run`] (`run_command`, `run_program`, `spawn_program`) and [`program`]
 //! (`start_program`: a program with a workspace, a private home and forwarded ports, for
-//! `provrun wrap`).
+//! `provrun wrap`); [`traced`] puts a command behind the process trail's stub.
 
 use std::time::Duration;
 
@@ -85,6 +85,8 @@ mod outcome;
 mod probe;
 mod program;
 mod run;
+mod traced;
+mod tree;
 
 pub(crate) use bwrap::bwrap_args;
 pub use child::ConfinedChild;

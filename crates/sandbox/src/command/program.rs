@@ -24,6 +24,7 @@ use super::child::{exit_parts, kill_tree};
 use super::launch::Launch;
 use super::outcome::{CommandConfinement, LayerName};
 use super::run::{refuse_nul, spawn_or_clean_up};
+use super::traced::{Traced, hold};
 
 /// The program's working folder inside the sandbox: the output root.
 pub const WORKSPACE_INSIDE: &str = "/workspace";
@@ -159,15 +160,17 @@ impl Sandbox {
                 .map(|f| (f.dir.as_path(), forwards.as_slice())),
             used_bytes: None,
         };
-        let (mut cmd, program, cgroup) = self.confined_command(conf, &launch)?;
+        let (mut cmd, program, cgroup, plan) = self.confined_command(conf, &launch)?;
         cmd.stdin(Stdio::inherit());
-        let child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
+        let mut child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
+        let trail = hold(self, &mut child, cgroup.as_ref(), plan)?;
         tracing::info!(program = %spec.argv[0], pid = child.id(), "program started");
         Ok(ProgramChild {
             child,
             cgroup,
             confinement: conf.record(self.limits(), Duration::ZERO, 0),
             reaped: None,
+            trail,
         })
     }
 }
@@ -195,6 +198,7 @@ pub struct ProgramChild {
     cgroup: Option<Cgroup>,
     confinement: CommandConfinement,
     reaped: Option<ProgramExit>,
+    trail: Option<Traced>,
 }
 
 impl ProgramChild {
@@ -248,6 +252,32 @@ impl ProgramChild {
         self.reaped = Some(exit);
         self.end_tree();
         Ok(Some(exit))
+    }
+
+    /// The processes of its trail that have ended since the last call, in the order
+    /// they began (none when no trail is recorded): for a caller that records them as
+    /// the program runs.
+    pub fn take_trail_processes(&self) -> Vec<crate::trail::ObservedProcess> {
+        self.trail
+            .as_ref()
+            .map(Traced::take_finished)
+            .unwrap_or_default()
+    }
+
+    /// A handle that takes the trail's ended processes from any task while the program
+    /// runs (see [`crate::TrailFeed`]); `None` when no trail is recorded.
+    pub fn trail_feed(&self) -> Option<crate::trail::TrailFeed> {
+        self.trail.as_ref().and_then(Traced::feed)
+    }
+
+    /// Once it has ended (its tree killed: call after [`ProgramChild::try_wait`] answered
+    /// or [`ProgramChild::kill`]), the rest of its trail: the processes not taken yet and
+    /// the summary. `None` when no trail is recorded, or it was finished already.
+    pub fn finish_trail(&mut self) -> Option<crate::trail::Trail> {
+        if self.reaped.is_none() {
+            self.kill();
+        }
+        self.trail.take().map(Traced::finish)
     }
 
     /// Kills the whole tree now and reaps it.

@@ -15,6 +15,7 @@ use super::child::{CHILD_STDERR_CAP, capture, exit_parts, kill_tree};
 use super::launch::Launch;
 use super::outcome::{CommandOutcome, Confinement};
 use super::probe::probe;
+use super::traced::hold;
 use super::{ConfinedChild, QUOTA_EVERY};
 
 impl Sandbox {
@@ -62,7 +63,7 @@ impl Sandbox {
         let limits = self.limits().clone();
         let timeout = command_timeout(&limits, timeout);
         let before = self.recount()?;
-        let (mut cmd, program, cgroup) =
+        let (mut cmd, program, cgroup, plan) =
             self.confined_command(conf, &Launch::command(argv, &[], &[], before.bytes, false))?;
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
@@ -72,6 +73,7 @@ impl Sandbox {
 
         let started = Instant::now();
         let mut child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
+        let traced = hold(self, &mut child, cgroup.as_ref(), plan)?;
         let cap = limits.command_output_bytes as usize;
         let out_rx = child.stdout.take().map(|s| capture(s, cap));
         let err_rx = child.stderr.take().map(|s| capture(s, cap));
@@ -94,6 +96,12 @@ impl Sandbox {
             cg.remove();
         }
         let duration = started.elapsed();
+        if let Some(traced) = traced {
+            let trail = traced.finish();
+            if let Some(sink) = &self.trail_config().sink {
+                sink.push(trail);
+            }
+        }
         let (out, out_total) = collected(out_rx);
         let (err, err_total) = collected(err_rx);
         // The command ran: its outcome is kept even when what it left cannot be measured,
@@ -237,12 +245,13 @@ impl Sandbox {
         refuse_nul(argv, env)?;
         let conf = self.confinement_for(argv)?;
         let before = self.recount()?;
-        let (mut cmd, program, cgroup) = self.confined_command(
+        let (mut cmd, program, cgroup, plan) = self.confined_command(
             conf,
             &Launch::command(argv, env, read_only, before.bytes, network),
         )?;
         cmd.stdin(Stdio::piped());
         let mut child = spawn_or_clean_up(&mut cmd, &program, cgroup.as_ref())?;
+        let trail = hold(self, &mut child, cgroup.as_ref(), plan)?;
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let stderr_closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(mut pipe) = child.stderr.take() {
@@ -275,6 +284,7 @@ impl Sandbox {
             stderr,
             stderr_closed,
             degraded: conf.degraded.clone(),
+            trail,
         })
     }
 

@@ -44,6 +44,8 @@ pub struct Sandbox {
     allow_degraded: bool,
     /// When set, a running command is killed, tree and all (see [`Sandbox::with_stop`]).
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Whether what it runs is traced, what is masked, where commands' trails go.
+    trail: crate::trail::TrailConfig,
 }
 
 struct Inner {

@@ -100,6 +100,7 @@ impl Sandbox {
             host: None,
             allow_degraded: false,
             stop: None,
+            trail: crate::trail::TrailConfig::default(),
         };
         sandbox.recount()?;
         tracing::debug!(
@@ -153,6 +154,39 @@ impl Sandbox {
     pub fn with_stop(mut self, flag: Arc<std::sync::atomic::AtomicBool>) -> Sandbox {
         self.stop = Some(flag);
         self
+    }
+
+    /// Records the process trail of what this sandbox runs (the default) or not. A trail
+    /// is every process a command, a program or a server starts, with its arguments, the
+    /// SHA-256 of its executable, its working folder, user, times and exit, as the kernel
+    /// reports them to a tracer outside the sandbox (see [`crate::trail`]).
+    pub fn with_trail(mut self, on: bool) -> Sandbox {
+        self.trail.off = !on;
+        self
+    }
+
+    /// Masks each of `secrets` (each byte becomes `*`) wherever it appears in the trail's
+    /// records: arguments, executable paths, working folders.
+    pub fn with_trail_secrets(mut self, secrets: Vec<String>) -> Sandbox {
+        self.trail.secrets = Arc::new(secrets);
+        self
+    }
+
+    /// Sends the trail of each command this sandbox runs ([`Sandbox::run_command`],
+    /// [`Sandbox::run_program`]) to `sink` when the command ends.
+    pub fn with_trail_sink(mut self, sink: crate::trail::TrailSink) -> Sandbox {
+        self.trail.sink = Some(sink);
+        self
+    }
+
+    /// Whether the process trail is recorded (see [`Sandbox::with_trail`]).
+    pub fn trail_enabled(&self) -> bool {
+        !self.trail.off
+    }
+
+    /// The trail settings.
+    pub(crate) fn trail_config(&self) -> &crate::trail::TrailConfig {
+        &self.trail
     }
 
     /// Whether the stop flag given to [`Sandbox::with_stop`] is set.

@@ -9,3 +9,4 @@ mod behaviour;
 mod command;
 mod program;
 mod spawn;
+mod trail;

@@ -1,0 +1,88 @@
+//! The records the tracer writes to the runtime, one JSON object a line on its stdout:
+//! `attached` (or `failed`) once, then `start` and `end` of each image, and `done` last.
+//! Only the tracer writes them and only the runtime reads them; neither end is reachable
+//! from inside the sandbox.
+
+use serde::{Deserialize, Serialize};
+
+/// One line from the tracer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub(crate) enum Record {
+    /// The tracer holds the command; it may go on.
+    Attached,
+    /// The tracer could not attach: the command must not run untraced.
+    Failed {
+        /// Why.
+        error: String,
+    },
+    /// An image began.
+    Start(Start),
+    /// An image ended.
+    End {
+        /// The image.
+        id: u64,
+        /// When, in microseconds since the epoch.
+        t: u64,
+        /// Its exit code, when it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        /// The signal that killed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Replaced by an exec in the same process.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replaced: bool,
+    },
+    /// The tracer's last line: every process it followed has ended (or it stopped).
+    Done {
+        /// Images not recorded (over the cap).
+        not_recorded: u64,
+        /// Execs in the trail.
+        execs: u64,
+        /// Processes forked in the trail.
+        forks: u64,
+        /// Why it stopped early, if it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+/// The start of an image.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Start {
+    /// Its number in the trail.
+    pub id: u64,
+    /// The image that started it.
+    #[serde(default)]
+    pub parent: Option<u64>,
+    /// The host's process id.
+    pub pid: u32,
+    /// Loaded by an exec (false: a fork that never execed).
+    pub exec: bool,
+    /// When, in microseconds since the epoch.
+    pub t: u64,
+    /// The arguments read (each already escaped, cut at the tracer's read limits).
+    pub argv: Vec<String>,
+    /// Arguments in all.
+    pub argc: u64,
+    /// Bytes of arguments in all.
+    pub argv_bytes: u64,
+    /// The executable's path.
+    pub exe: String,
+    /// SHA-256 hex of its bytes.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Its size.
+    #[serde(default)]
+    pub size: Option<u64>,
+    /// Why it could not be hashed.
+    #[serde(default)]
+    pub exe_error: Option<String>,
+    /// The working folder.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The host uid.
+    #[serde(default)]
+    pub uid: Option<u32>,
+}
