@@ -66,7 +66,8 @@
 //!
 //! **Building payloads.** The payloads a caller builds (`RunStarted`, `ModelCalled`,
 //! `ToolCalled`, `FileRecord`, `OutputSkipped`, `Declared`, `ToolInfo` and wrap's
-//! `HttpExchanged`, `ConnectionHandled`, `StreamRecord`, `ProgramExited`) implement
+//! `HttpExchanged`, `ConnectionHandled`, `StreamRecord`, `ProgramExited`, and the observed
+//! `ProcessRan`, `TrailRecorded`, `FileChanged`, `WorkspaceChanged`, `ToolCallSeen`) implement
 //! `Default`: name the fields you set and end with `..Default::default()`, as above, and a
 //! field added in a later version keeps its default instead of breaking your build. The
 //! payloads that hold a required reference (`Steered`, `TraceImported`, `RunFinished`)
@@ -76,6 +77,7 @@
 
 mod canonical;
 mod chain;
+pub mod claims;
 pub mod dsse;
 mod error;
 mod event;
@@ -95,13 +97,15 @@ mod verify;
 
 pub use canonical::{to_canonical_string, to_canonical_string_of};
 pub use chain::{CHAIN, CHAIN_KEY, LineSubstitutions, chain_of, line_hash};
+pub use claims::{ClaimsReport, match_claims};
 pub use error::{EvidenceError, Result};
 pub use event::escape_path_bytes;
 pub use event::{
-    BlobRef, Confidence, ConnectionHandled, Declared, Digest, Event, EventPayload, EventType,
-    FORMAT_VERSION, FileRecord, HttpExchanged, InputStaged, ModelCalled, OutputProduced,
-    OutputSkipped, Payload, ProgramExited, RunFinished, RunStarted, RunStatus, Steered,
-    StreamRecord, ToolCalled, ToolInfo, TraceImported, TypedEvent,
+    ArgvTotal, BlobRef, Confidence, ConnectionHandled, Declared, Digest, Event, EventPayload,
+    EventType, FORMAT_VERSION, FileChanged, FileRecord, HttpExchanged, InputStaged, ModelCalled,
+    OutputProduced, OutputSkipped, Payload, ProcessRan, ProgramExited, RunFinished, RunStarted,
+    RunStatus, Steered, StreamRecord, ToolCallSeen, ToolCalled, ToolInfo, TraceImported,
+    TrailOwner, TrailRecorded, TypedEvent, WorkspaceChanged,
 };
 pub use lock::BundleLock;
 pub use log::MAX_LINE_BYTES;

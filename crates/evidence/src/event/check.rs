@@ -4,9 +4,10 @@
 use serde_json::Value;
 
 use super::{
-    Confidence, ConnectionHandled, Declared, EventPayload, EventType, HttpExchanged, InputStaged,
-    ModelCalled, OutputProduced, OutputSkipped, Payload, ProgramExited, RunFinished, RunStarted,
-    Steered, ToolCalled, TraceImported,
+    Confidence, ConnectionHandled, Declared, EventPayload, EventType, FileChanged, HttpExchanged,
+    InputStaged, ModelCalled, OutputProduced, OutputSkipped, Payload, ProcessRan, ProgramExited,
+    RunFinished, RunStarted, Steered, ToolCallSeen, ToolCalled, TraceImported, TrailRecorded,
+    WorkspaceChanged,
 };
 
 /// Check that `payload` has the fields its event type requires, and that `confidence`
@@ -35,6 +36,13 @@ pub(crate) fn check_payload(
             parse::<ConnectionHandled>(payload).map(|p| p.confidence())?
         }
         EventType::ProgramExited => parse::<ProgramExited>(payload).map(|p| p.confidence())?,
+        EventType::ProcessRan => parse::<ProcessRan>(payload).map(|p| p.confidence())?,
+        EventType::TrailRecorded => parse::<TrailRecorded>(payload).map(|p| p.confidence())?,
+        EventType::FileChanged => parse::<FileChanged>(payload).map(|p| p.confidence())?,
+        EventType::WorkspaceChanged => {
+            parse::<WorkspaceChanged>(payload).map(|p| p.confidence())?
+        }
+        EventType::ToolCallSeen => parse::<ToolCallSeen>(payload).map(|p| p.confidence())?,
     };
     check_confidence(kind, want, confidence)
 }
@@ -79,6 +87,11 @@ impl EventPayload {
             EventPayload::HttpExchanged(p) => p.confidence(),
             EventPayload::ConnectionHandled(p) => p.confidence(),
             EventPayload::ProgramExited(p) => p.confidence(),
+            EventPayload::ProcessRan(p) => p.confidence(),
+            EventPayload::TrailRecorded(p) => p.confidence(),
+            EventPayload::FileChanged(p) => p.confidence(),
+            EventPayload::WorkspaceChanged(p) => p.confidence(),
+            EventPayload::ToolCallSeen(p) => p.confidence(),
             EventPayload::Unknown { .. } => return None,
         })
     }

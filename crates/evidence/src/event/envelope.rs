@@ -64,11 +64,21 @@ pub enum EventType {
     ConnectionHandled,
     /// How a wrapped program ended (added later).
     ProgramExited,
+    /// A process a confined program started, as the tracer saw it (added later).
+    ProcessRan,
+    /// How a trail of processes ended (added later).
+    TrailRecorded,
+    /// An entry of a wrapped program's workspace it changed (added later).
+    FileChanged,
+    /// A wrapped program's changes to its workspace as a whole (added later).
+    WorkspaceChanged,
+    /// A tool call seen on a wrapped program's wire, and its result (added later).
+    ToolCallSeen,
 }
 
 impl EventType {
     /// All event types, in the order they are documented.
-    pub const ALL: [EventType; 13] = [
+    pub const ALL: [EventType; 18] = [
         EventType::RunStarted,
         EventType::InputStaged,
         EventType::ModelCalled,
@@ -82,6 +92,11 @@ impl EventType {
         EventType::HttpExchanged,
         EventType::ConnectionHandled,
         EventType::ProgramExited,
+        EventType::ProcessRan,
+        EventType::TrailRecorded,
+        EventType::FileChanged,
+        EventType::WorkspaceChanged,
+        EventType::ToolCallSeen,
     ];
 
     /// The name used in event lines.
@@ -100,6 +115,11 @@ impl EventType {
             EventType::HttpExchanged => "http_exchanged",
             EventType::ConnectionHandled => "connection_handled",
             EventType::ProgramExited => "program_exited",
+            EventType::ProcessRan => "process_ran",
+            EventType::TrailRecorded => "trail_recorded",
+            EventType::FileChanged => "file_changed",
+            EventType::WorkspaceChanged => "workspace_changed",
+            EventType::ToolCallSeen => "tool_call_seen",
         }
     }
 

@@ -4,9 +4,10 @@
 use serde_json::Value;
 
 use super::{
-    Confidence, ConnectionHandled, Declared, Event, EventType, HttpExchanged, InputStaged,
-    ModelCalled, OutputProduced, OutputSkipped, ProgramExited, RunFinished, RunStarted, Steered,
-    ToolCalled, TraceImported,
+    Confidence, ConnectionHandled, Declared, Event, EventType, FileChanged, HttpExchanged,
+    InputStaged, ModelCalled, OutputProduced, OutputSkipped, ProcessRan, ProgramExited,
+    RunFinished, RunStarted, Steered, ToolCallSeen, ToolCalled, TraceImported, TrailRecorded,
+    WorkspaceChanged,
 };
 
 /// An event's payload read as its type's struct: what a reader matches on instead of
@@ -49,6 +50,16 @@ pub enum EventPayload {
     ConnectionHandled(ConnectionHandled),
     /// `program_exited`.
     ProgramExited(ProgramExited),
+    /// `process_ran`.
+    ProcessRan(ProcessRan),
+    /// `trail_recorded`.
+    TrailRecorded(TrailRecorded),
+    /// `file_changed`.
+    FileChanged(FileChanged),
+    /// `workspace_changed`.
+    WorkspaceChanged(WorkspaceChanged),
+    /// `tool_call_seen`.
+    ToolCallSeen(ToolCallSeen),
     /// An event type this version does not know (written by a later one): its name and
     /// its payload as JSON.
     Unknown {
@@ -124,6 +135,11 @@ impl EventPayload {
                 EventPayload::ConnectionHandled(de(seq, kind, payload)?)
             }
             EventType::ProgramExited => EventPayload::ProgramExited(de(seq, kind, payload)?),
+            EventType::ProcessRan => EventPayload::ProcessRan(de(seq, kind, payload)?),
+            EventType::TrailRecorded => EventPayload::TrailRecorded(de(seq, kind, payload)?),
+            EventType::FileChanged => EventPayload::FileChanged(de(seq, kind, payload)?),
+            EventType::WorkspaceChanged => EventPayload::WorkspaceChanged(de(seq, kind, payload)?),
+            EventType::ToolCallSeen => EventPayload::ToolCallSeen(de(seq, kind, payload)?),
         })
     }
 
@@ -143,6 +159,11 @@ impl EventPayload {
             EventPayload::HttpExchanged(_) => EventType::HttpExchanged,
             EventPayload::ConnectionHandled(_) => EventType::ConnectionHandled,
             EventPayload::ProgramExited(_) => EventType::ProgramExited,
+            EventPayload::ProcessRan(_) => EventType::ProcessRan,
+            EventPayload::TrailRecorded(_) => EventType::TrailRecorded,
+            EventPayload::FileChanged(_) => EventType::FileChanged,
+            EventPayload::WorkspaceChanged(_) => EventType::WorkspaceChanged,
+            EventPayload::ToolCallSeen(_) => EventType::ToolCallSeen,
             EventPayload::Unknown { .. } => return None,
         })
     }

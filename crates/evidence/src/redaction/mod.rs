@@ -348,6 +348,10 @@ pub fn protected(kind: &str, payload: &Value, pointer: &str) -> bool {
         // like a tool call's; the proxy's classifications are what readers branch on.
         "program_exited" => ["stdout", "stderr", "confinement"].contains(&top),
         "http_exchanged" => top == "kind",
+        // What a process belongs to is what claims and readers match it by.
+        "process_ran" | "trail_recorded" => ["owner", "mechanism"].contains(&top),
+        "file_changed" => ["change", "kind"].contains(&top),
+        "tool_call_seen" => ["run_call_id", "call_id", "name"].contains(&top),
         "connection_handled" => ["via", "outcome"].contains(&top),
         "tool_called" => [
             "name",

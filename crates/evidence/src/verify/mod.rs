@@ -10,10 +10,12 @@
 //! line, the run's shape, the blob store) and then runs one function per check code over
 //! what was read, in the report's order: [`layout`], [`events`] (`parse`, `chain`,
 //! `sequence`), [`blobs`] (`blobs`, `pack`), [`files`] (`inputs`, `outputs`),
-//! [`statement`] (`statement`, `signature`) and [`tools`] (`tool-calls`).
+//! [`statement`] (`statement`, `signature`), [`tools`] (`tool-calls`) and [`claims`]
+//! (`claims`, a wrapped program's claimed commands against its process trail).
 
 mod blobs;
 mod bundle;
+mod claims;
 mod events;
 mod files;
 mod layout;
@@ -78,6 +80,11 @@ pub enum CheckCode {
     /// each piece it lists as removed is gone and sat where it says; its signature, if
     /// any, verifies.
     Redactions,
+    /// Added later, and present only in a wrapped program's bundle with a process trail
+    /// or claimed commands: every call its session log claims ran a command is matched by
+    /// an observed process, and every observed process by a claim ([`crate::claims`]). A
+    /// discrepancy is a warning, never a failure.
+    Claims,
 }
 
 impl CheckCode {
@@ -97,6 +104,7 @@ impl CheckCode {
             CheckCode::Signature => "signature",
             CheckCode::Ledger => "ledger",
             CheckCode::Redactions => "redactions",
+            CheckCode::Claims => "claims",
         }
     }
 }
@@ -332,6 +340,7 @@ fn check_bundle(
         statement::signature(&b, options),
     ];
     let mut checks = checks;
+    checks.extend(claims::claims(&b));
     let mut reports = Vec::new();
     if let Some((check, statuses)) = redactions::redactions(&b) {
         checks.push(check);
