@@ -20,7 +20,8 @@
 //! fact (every model and tool event `parsed`; see [`pydantic_ai`]).
 //!
 //! [`record_model_exchange`] and [`record_tool_call`] are the same two steps on a bare
-//! [`provrun_evidence::Recorder`]; provrun's own agent loop records through them.
+//! [`provrun_evidence::Recorder`]; provrun's own agent loop records through them, and
+//! through [`processes`] the process trails its commands leave.
 //!
 //! # Example
 //!
@@ -95,6 +96,7 @@
 
 mod capture;
 mod error;
+pub mod processes;
 pub mod pydantic_ai;
 mod record;
 
