@@ -475,6 +475,24 @@ impl ToolEvidence {
         .await
     }
 
+    /// Record the process trail of a command a call ran (`run_command`, a manifest
+    /// command tool): each process as `process_ran` and the trail's end as
+    /// `trail_recorded`, owned by the call (`call_id`, and `run_call_id` when given).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Evidence`] when an event cannot be written.
+    pub async fn command_trail(
+        &self,
+        call_id: &str,
+        run_call_id: Option<&str>,
+        trail: &provrun_sandbox::Trail,
+    ) -> Result<(), AgentError> {
+        let owner = provrun_capture::processes::command_owner(call_id, run_call_id);
+        provrun_capture::processes::record_trail(&self.recorder, &owner, trail).await?;
+        Ok(())
+    }
+
     /// Record that a call waits (for approval, or for the caller to run it).
     ///
     /// # Errors

@@ -40,6 +40,8 @@ pub(super) struct Outcome {
     pub(super) duration_ms: u64,
     /// The tool's mode (`None` for an unknown tool; set when the dispatch ends).
     pub(super) mode: Option<String>,
+    /// The process trails of the commands the call ran (recorded before the call).
+    pub(super) trails: Vec<provrun_sandbox::Trail>,
 }
 
 impl Outcome {
@@ -54,6 +56,7 @@ impl Outcome {
             rewritten: None,
             duration_ms: 0,
             mode: None,
+            trails: Vec::new(),
         }
     }
 
@@ -490,10 +493,17 @@ impl Run<'_> {
             Outcome::from_tool(r.unwrap_or_else(|e| ToolOutput::fail(e.to_string())))
         };
         // The call's own stop switch: set, it kills the commands this call runs (and
-        // only those), tree and all.
+        // only those), tree and all. Its own trail sink: the processes those commands
+        // start, recorded with the call.
         let stop = Arc::new(AtomicBool::new(false));
+        let sink = provrun_sandbox::TrailSink::new();
         let ctx = RunContext::new(RunDeps {
-            sandbox: self.ctx.sandbox().clone().with_stop(Arc::clone(&stop)),
+            sandbox: self
+                .ctx
+                .sandbox()
+                .clone()
+                .with_stop(Arc::clone(&stop))
+                .with_trail_sink(sink.clone()),
             run: self.ctx.deps().run.clone(),
         });
         let mut called = std::pin::pin!(tool.acall(call.arguments.as_str(), Some(&ctx)));
@@ -508,7 +518,7 @@ impl Run<'_> {
                 tokio::time::timeout(CANCEL_GRACE, called).await.ok()
             }
         };
-        tokio::select! {
+        let outcome = tokio::select! {
             r = &mut called => done(r),
             () = tokio::time::sleep(limit) => {
                 let _ = stopped(called).await;
@@ -521,6 +531,10 @@ impl Run<'_> {
                 },
                 None => cancelled(),
             },
+        };
+        Outcome {
+            trails: sink.take(),
+            ..outcome
         }
     }
 }

@@ -487,6 +487,11 @@ impl Run<'_> {
         result: Outcome,
         order: Option<(u64, u64)>,
     ) -> Result<ToolOutput, AgentError> {
+        for trail in &result.trails {
+            self.evidence
+                .command_trail(&call.id, Some(uid), trail)
+                .await?;
+        }
         let flags = CallFlags {
             mode: result.mode,
             decided_by: Some(result.by),
