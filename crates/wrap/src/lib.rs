@@ -15,6 +15,12 @@
 //! linked to the exchange that asked for each call, and its workspace's files become the
 //! outputs ([`workspace`]).
 //!
+//! Besides its traffic, what the program did is observed too: every process its sandbox
+//! started (`process_ran`, from the sandbox's tracer: `trail`), what it changed in its
+//! workspace (`file_changed`, `workspace_changed` with the `git diff` of a repository:
+//! `changes`), and the tool calls its model asked for with the results it sent back, as
+//! the wire showed them (`tool_call_seen`: `wire_calls`).
+//!
 //! The modules: [`options`] (what a run is asked), [`env`](mod@env) (the program's environment),
 //! [`program`] (finding the program), [`proxy`], [`record`], [`session`], [`tee`] (its
 //! stdout and stderr), [`workspace`], and `run` (the driver).
@@ -24,6 +30,7 @@
 //! on to the program, a second (or a program still running [`SIGNAL_GRACE`] after the
 //! first) has its tree killed, and the bundle is finished `cancelled` either way.
 
+mod changes;
 pub mod env;
 mod error;
 pub mod options;
@@ -33,6 +40,8 @@ pub mod record;
 mod run;
 pub mod session;
 pub mod tee;
+mod trail;
+mod wire_calls;
 pub mod workspace;
 
 pub use error::WrapError;

@@ -58,6 +58,8 @@ struct State {
     refused: u64,
     input_tokens: u64,
     output_tokens: u64,
+    /// The tool calls and results seen on the wire.
+    wire: crate::wire_calls::WireCalls,
 }
 
 /// The totals of a recording, for `run_finished.usage` and the summary.
@@ -177,6 +179,10 @@ impl Recording {
             state.output_tokens += r.usage.output_tokens;
         }
         state.steps.push(calls);
+        let step = state.steps.len() as u64;
+        state
+            .wire
+            .observe(step, wire, &ex.request, parsed.as_ref().ok());
         Ok(())
     }
 
@@ -242,6 +248,12 @@ impl Recording {
     /// The calls each recorded generation asked for, in log order.
     pub async fn steps(&self) -> Vec<Vec<AskedCall>> {
         self.state.lock().await.steps.clone()
+    }
+
+    /// The tool calls the recorded responses asked for, each with the result a later
+    /// recorded request carried for it, as `tool_call_seen` payloads.
+    pub async fn wire_calls(&self) -> Vec<provrun_evidence::ToolCallSeen> {
+        self.state.lock().await.wire.events()
     }
 
     /// What was recorded so far.

@@ -331,14 +331,24 @@ async fn supervise(
         secrets: p.secrets.clone(),
         allow_hosts: options.allow_hosts.clone(),
     };
+    // The workspace as the program finds it, to compare with what it leaves.
+    let workspace = p
+        .workspace
+        .clone()
+        .unwrap_or_else(|| capture.recorder().output_dir());
+    let before = tokio::task::spawn_blocking(move || crate::changes::Before::take(&workspace))
+        .await
+        .map_err(|e| WrapError::Program(format!("reading the workspace: {e}")))?;
     let started = Instant::now();
     let proxy = Proxy::start(p.sockets.path(), config, recording.clone())?;
     let mut child = launch(options, p, capture)
         .map_err(|e| WrapError::Program(format!("it could not be started: {e}")))?;
+    let streamer = crate::trail::Streamer::start(capture, &child);
     let out = child.take_stdout().map(|s| tee(s, Sink::Stdout));
     let err = child.take_stderr().map(|s| tee(s, Sink::Stderr));
     let (exit, forwarded) = watch(&mut child, signals).await?;
     let duration = started.elapsed();
+    crate::trail::finish(capture, &mut child, streamer).await?;
     let (out, err) = (joined(out).await, joined(err).await);
     proxy.stop(RECORD_GRACE).await;
     let exited = Exited {
@@ -350,6 +360,11 @@ async fn supervise(
     };
     record_exit(capture, options, &child, &exited).await?;
     drop(child);
+    before.record(capture).await?;
+    let seen = recording.wire_calls().await;
+    for call in &seen {
+        capture.recorder().record_async(call).await?;
+    }
 
     let (imported, mut warnings) = crate::session::import(&recording, p.home.path()).await?;
     if let Some(ws) = &p.workspace {
@@ -371,7 +386,14 @@ async fn supervise(
                 .into(),
         );
     }
-    finish(options, capture, &exited, totals, imported, warnings)
+    finish(
+        options,
+        capture,
+        &exited,
+        (totals, seen.len() as u64),
+        imported,
+        warnings,
+    )
 }
 
 /// How the program ended, and what its output streams carried.
@@ -413,7 +435,14 @@ fn launch(
             ],
         }),
     };
+    // No key provrun holds reaches the process trail's records.
+    let keys = [
+        &p.secrets.openai_key,
+        &p.secrets.anthropic_key,
+        &p.secrets.anthropic_token,
+    ];
     sandbox
+        .with_trail_secrets(keys.into_iter().flatten().cloned().collect())
         .start_program(&spec)
         .map_err(|e| WrapError::Program(e.to_string()))
 }
@@ -545,7 +574,7 @@ fn finish(
     options: &WrapOptions,
     capture: &Capture,
     exited: &Exited,
-    totals: Totals,
+    (totals, wire_calls): (Totals, u64),
     imported: Imported,
     warnings: Vec<String>,
 ) -> Result<WrapOutcome, WrapError> {
@@ -572,7 +601,8 @@ fn finish(
         "requests": totals.requests,
         "input_tokens": totals.input_tokens,
         "output_tokens": totals.output_tokens,
-        "tool_calls": imported.calls,
+        "tool_calls": wire_calls,
+        "claimed_tool_calls": imported.calls,
         "other_exchanges": totals.other_exchanges,
         "connections": totals.connections,
         "refused_connections": totals.refused,
