@@ -20,8 +20,9 @@
 //! run), `idle` (runs waiting on a model at once), `disk` (fsync and `verify` baselines),
 //! `cli` (whole `provrun run` and `provrun batch` processes), `wrap` (what
 //! `provrun wrap`'s recording proxy adds to an exchange and to a stream), `serve` (runs
-//! at once through an AG-UI server over HTTP) and `ledger` (adds to the transparency log
-//! up to 100,000 leaves, and its proofs' sizes).
+//! at once through an AG-UI server over HTTP), `ledger` (adds to the transparency log
+//! up to 100,000 leaves, and its proofs' sizes) and `exec_trail` (what the process trail
+//! costs a command that execs 1,000 times).
 
 use std::path::PathBuf;
 
@@ -29,6 +30,7 @@ use provrun_agent::{BlobLayout, Durability};
 
 mod cli;
 mod disk;
+mod exec_trail;
 mod figure;
 mod harness;
 mod idle;
@@ -44,9 +46,11 @@ use scripted::{long_run, scripted};
 use serve::serve_concurrent;
 
 const USAGE: &str = "usage: provrun-bench SCENARIO [--quick] [--provrun PATH] [--runs N] [--loose] [--no-loose]
-scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k wrap_proxy serve_200 ledger_100k";
+scenarios: scripted_k10_c1 scripted_k10_c100 scripted_k10_c100_fsync concurrent_10k_idle verify_1g cli_single_run long_k300 batch_10k wrap_proxy serve_200 ledger_100k exec_trail";
 
 fn main() {
+    // `exec_trail` confines commands: this executable is their helper and their tracer.
+    provrun_sandbox::arg0_dispatch();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let provrun = args
@@ -141,6 +145,10 @@ fn main() {
             runs_arg.unwrap_or(if quick { 20 } else { 200 }),
         )],
         "ledger_100k" => ledger::ledger_100k(quick),
+        // Pairs with the process trail and without, alternating (at least 5).
+        "exec_trail" => vec![exec_trail::exec_trail(
+            runs_arg.unwrap_or(if quick { 5 } else { 11 }).max(5),
+        )],
         other => {
             eprintln!("unknown scenario `{other}`\n{USAGE}");
             std::process::exit(2);

@@ -37,6 +37,7 @@ const SCENARIOS: &[&str] = &[
     "wrap_proxy",
     "serve_200",
     "ledger_100k",
+    "exec_trail",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).
