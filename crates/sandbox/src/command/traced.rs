@@ -36,12 +36,15 @@ pub(super) fn traced(
     let (Some(stub), Some(helper), false) = (stub, conf.helper.as_deref(), config.off) else {
         return (program, args, arg0, None);
     };
-    let plan = TrailPlan::new(
+    let mut plan = TrailPlan::new(
         helper,
         HELPER_NAME,
         conf.bwrap.as_deref(),
         std::sync::Arc::clone(&config.secrets),
     );
+    if let Some(max) = config.max {
+        plan.max = max;
+    }
     let (stub, mut stub_args) = TrailPlan::stub_args(stub, arg0, &program);
     stub_args.extend(args);
     (stub, stub_args, Some(HELPER_NAME), Some(plan))

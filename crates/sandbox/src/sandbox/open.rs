@@ -179,6 +179,13 @@ impl Sandbox {
         self
     }
 
+    /// Records at most `max` processes of each trail (default
+    /// [`crate::trail::MAX_TRAIL_PROCESSES`]); later ones are counted, not recorded.
+    pub fn with_trail_limit(mut self, max: u64) -> Sandbox {
+        self.trail.max = Some(max);
+        self
+    }
+
     /// Whether the process trail is recorded (see [`Sandbox::with_trail`]).
     pub fn trail_enabled(&self) -> bool {
         !self.trail.off

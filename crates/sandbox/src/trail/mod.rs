@@ -177,4 +177,6 @@ pub(crate) struct TrailConfig {
     pub secrets: Arc<Vec<String>>,
     /// Where commands' trails go.
     pub sink: Option<TrailSink>,
+    /// The most images one trail records (default [`MAX_TRAIL_PROCESSES`]).
+    pub max: Option<u64>,
 }

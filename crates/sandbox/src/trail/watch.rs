@@ -34,6 +34,8 @@ pub(crate) struct TrailPlan {
     pub machinery: Vec<(u64, u64)>,
     /// Strings masked in the records.
     pub secrets: Arc<Vec<String>>,
+    /// The most images recorded.
+    pub max: u64,
 }
 
 impl TrailPlan {
@@ -56,6 +58,7 @@ impl TrailPlan {
             arg0,
             machinery,
             secrets,
+            max: super::MAX_TRAIL_PROCESSES,
         }
     }
 
@@ -112,7 +115,7 @@ impl TrailWatch {
         for (dev, ino) in &plan.machinery {
             cmd.args(["--machinery".to_owned(), format!("{dev}:{ino}")]);
         }
-        cmd.args(["--max".to_owned(), super::MAX_TRAIL_PROCESSES.to_string()])
+        cmd.args(["--max".to_owned(), plan.max.to_string()])
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
