@@ -303,6 +303,14 @@ pub fn page_data(source: &BundleSource) -> Value {
             EventPayload::HttpExchanged(p) => crate::wrapped::http_exchanged(p),
             EventPayload::ConnectionHandled(p) => crate::wrapped::connection(p),
             EventPayload::ProgramExited(p) => crate::wrapped::program_exited(p),
+            EventPayload::ProcessRan(p) => crate::observed::process(p),
+            EventPayload::TrailRecorded(p) => crate::observed::trail(p),
+            EventPayload::FileChanged(p) => crate::observed::change(p),
+            EventPayload::WorkspaceChanged(p) => {
+                let diff = b.embed_blob(p.diff.as_ref());
+                crate::observed::workspace(p, diff)
+            }
+            EventPayload::ToolCallSeen(p) => crate::observed::seen(p),
             EventPayload::RunFinished(p) => {
                 after_pause = p.status == RunStatus::Paused;
                 tally.run_finished(p)
@@ -320,6 +328,7 @@ pub fn page_data(source: &BundleSource) -> Value {
     data["outputs"] = json!(outputs);
     data["conversation"] = json!(conversation);
     data["steps"] = json!(steps.steps);
+    data["claims"] = crate::observed::claims(events);
     data["blobs"] = json!(b.blobs);
     data
 }

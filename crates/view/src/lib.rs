@@ -36,6 +36,7 @@ mod data;
 mod error;
 mod index;
 mod listing;
+mod observed;
 mod source;
 mod steps;
 mod summary;

@@ -72,6 +72,26 @@
   verdict.appendChild(checks);
   head.appendChild(verdict);
 
+  // ---- claims against observations (a wrapped program's session log vs its processes) ----
+  var C = D.claims;
+  if (C) {
+    var cl = el("div", "entry" + (C.unobserved.length || C.unclaimed.length ? " bad" : " ok"));
+    cl.id = "claims";
+    add(cl, add(el("div"), badge("claims", C.unobserved.length || C.unclaimed.length ? "warn" : "good"),
+      el("span", "dim", C.traced ? " " + C.claims + " claimed commands, " + C.matched + " matched to observed processes; " +
+        C.processes + " processes observed" + (C.trail_complete ? "" : " (the trail did not see everything)")
+        : " " + C.claims + " claimed commands, and no process trail to match them against")));
+    C.unobserved.forEach(function (c) {
+      add(cl, add(el("div"), badge("claimed, not observed", "warn"), el("b", null, " " + c.name),
+        el("span", "dim mono", " " + c.call + " "), el("span", "mono", c.command)));
+    });
+    C.unclaimed.forEach(function (p) {
+      add(cl, add(el("div"), badge("observed, not claimed", "warn"), el("span", "dim", " process #" + p.id + " "),
+        el("span", "mono", p.argv)));
+    });
+    head.appendChild(cl);
+  }
+
   // ---- conversation start ----
   var conv = document.getElementById("conversation");
   if (D.conversation.length) {
@@ -206,6 +226,39 @@
         add(c, el("summary", null, "confinement it ran under"), pre(e.confinement));
         d.appendChild(c);
       }
+    } else if (e.kind === "process") {
+      var done = e.exit_code === 0 || e.replaced;
+      d.className = "entry" + (done ? "" : " bad");
+      var how = e.exit_code !== null && e.exit_code !== undefined ? "exit " + e.exit_code :
+        e.signal ? "signal " + e.signal : e.replaced ? "exec'd another image" : e.ended ? "ended" : "still running when the trail ended";
+      add(d, add(el("div"), badge("process #" + e.id, done ? "good" : "bad"),
+        el("span", "mono", " " + e.argv + (e.argv_cut ? " …" : "")),
+        el("span", "dim", " · " + how + (e.parent ? " · started by #" + e.parent : "") + " · " + e.owner)));
+      add(d, el("div", "dim mono", (e.exec ? e.exe + " sha256 " + (e.exe_sha256 || ("not hashed: " + (e.exe_error || "?"))) : "forked, no exec") +
+        " · cwd " + (e.cwd || "?") + " · uid " + (e.uid === null ? "?" : e.uid) + " · pid " + e.pid + " · " + e.started +
+        (e.ended ? " → " + e.ended : "")));
+    } else if (e.kind === "trail") {
+      d.className = "entry" + (e.complete ? "" : " bad");
+      add(d, add(el("div"), badge("process trail", e.complete ? "good" : "warn"), el("span", "dim",
+        " " + e.owner + " · " + e.processes + " processes, " + e.execs + " execs, " + e.forks + " forks" +
+        (e.not_recorded ? " · " + e.not_recorded + " more counted, not recorded" : ""))));
+      if (e.error) d.appendChild(el("div", "note", e.error));
+    } else if (e.kind === "change") {
+      add(d, add(el("div"), badge(e.change, e.change === "deleted" ? "warn" : null), el("span", "mono", " " + e.path),
+        el("span", "dim", " (" + e.entry_kind + (e.before_size !== null ? ", " + size(e.before_size) : "") +
+          (e.after_size !== null ? " → " + size(e.after_size) : "") + ")")));
+      add(d, el("div", "dim mono", (e.before_sha256 ? "before " + e.before_sha256 + " " : "") + (e.after_sha256 ? "after " + e.after_sha256 : "")));
+    } else if (e.kind === "workspace") {
+      add(d, add(el("div"), badge("workspace changes"), el("span", "dim", " " + e.created + " created, " + e.modified +
+        " modified, " + e.deleted + " deleted" + (e.unhashed ? ", " + e.unhashed + " not hashed" : ""))));
+      if (e.diff_error) d.appendChild(el("div", "note", e.diff_error));
+      if (e.diff) d.appendChild(rawButton("git diff", e.diff));
+    } else if (e.kind === "seen") {
+      d.className = "entry" + (e.answered_in ? "" : " bad");
+      add(d, add(el("div"), badge("tool call on the wire"), el("b", null, " " + e.name), el("span", "dim mono", " " + e.run_call_id + " " + e.call_id),
+        el("span", "dim", e.answered_in ? " · result in request " + e.answered_in + " (" + size(e.result_size) + ")" + (e.result_error ? ", an error" : "")
+          : " · no result seen on the wire")), pre(e.arguments));
+      if (e.result !== null) d.appendChild(pre(e.result));
     } else if (e.kind === "skipped") {
       d.className = "entry bad";
       add(d, add(el("div"), badge("left out of the outputs", "warn"), el("span", null, e.path),

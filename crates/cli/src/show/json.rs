@@ -1,6 +1,7 @@
 //! `provrun show --json`: the run as one JSON object — its header, how it ended, its
-//! totals, inputs and outputs, each model step with the tool calls that followed it, and
-//! the verify verdict (docs/cli.md has the shape).
+//! totals, inputs and outputs, each model step with the tool calls that followed it, the
+//! observed processes, workspace changes and wire calls, the claims matched against them,
+//! and the verify verdict (docs/cli.md has the shape).
 
 use provrun_evidence::{Event, EventPayload, EventType, ModelCalled, ToolCalled, VerifyReport};
 use serde_json::{Map, Value, json};
@@ -131,6 +132,13 @@ pub(super) fn show_json(
     run.insert("outputs".into(), json!(latest_outputs(events, outputs)));
     run.insert("skipped".into(), json!(skipped));
     run.insert("steps".into(), json!(steps));
+    run.insert("processes".into(), super::observed::processes_json(log));
+    run.insert(
+        "file_changes".into(),
+        super::observed::file_changes_json(log),
+    );
+    run.insert("tool_calls_seen".into(), super::observed::seen_json(log));
+    run.insert("claims".into(), super::observed::claims_json(events));
     run.insert(
         "verify".into(),
         serde_json::to_value(report).unwrap_or(Value::Null),

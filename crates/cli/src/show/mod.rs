@@ -12,6 +12,7 @@ use provrun_evidence::{
 use serde_json::Value;
 
 mod json;
+mod observed;
 
 use crate::inert::{self, inert};
 use crate::style::Painter;
@@ -189,8 +190,18 @@ fn timeline(
             EventPayload::TraceImported(p) if p.source.is_some() => {
                 lines.push(trace_line(p, paint));
             }
+            EventPayload::ProcessRan(p) => lines.push(observed::process_line(p, paint)),
+            EventPayload::TrailRecorded(p) => lines.push(observed::trail_line(p, paint)),
+            EventPayload::FileChanged(p) => lines.push(observed::change_line(p, paint)),
+            EventPayload::WorkspaceChanged(p) => {
+                lines.push(observed::workspace_line(p, paint));
+            }
+            EventPayload::ToolCallSeen(p) => lines.push(observed::seen_line(p, paint)),
             _ => {}
         }
+    }
+    if let Some(report) = provrun_evidence::match_claims(events) {
+        lines.extend(observed::claims_lines(&report, paint));
     }
     flush_inputs(&mut inputs, &mut lines);
     if !outputs.is_empty() {

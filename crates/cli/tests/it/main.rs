@@ -29,6 +29,7 @@ mod model_signing;
 mod object_store;
 mod otel;
 mod otel_live;
+mod process_trail;
 mod redact;
 mod roots;
 mod seeds;

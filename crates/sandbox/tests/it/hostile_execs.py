@@ -12,27 +12,23 @@ import time
 TRUE = "/usr/bin/true"
 
 
-def wait_all():
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
 def route(name, fn):
-    # Each route's process runs `true` with the route's name as its argv[0]'s argument.
-    fn(name)
-    wait_all()
+    # Each route's process runs `true` with the route's name as its argument. Only the
+    # route's own child is waited for (a sandbox may give the program other children).
+    pid = fn(name)
+    if pid:
+        os.waitpid(pid, 0)
 
 
 def fork_exec(tag):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         os.execv(TRUE, [TRUE, tag])
+    return pid
 
 
 def spawn(tag):
-    os.posix_spawn(TRUE, [TRUE, tag], os.environ)
+    return os.posix_spawn(TRUE, [TRUE, tag], os.environ)
 
 
 def vfork(tag):
@@ -44,52 +40,65 @@ def vfork(tag):
     libc.posix_spawnattr_init(attr)
     libc.posix_spawnattr_setflags(attr, ctypes.c_short(0x40))  # POSIX_SPAWN_USEVFORK
     libc.posix_spawn(ctypes.byref(pid), TRUE.encode(), None, attr, argv, None)
+    return pid.value
 
 
 def thread_exec(tag):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         t = threading.Thread(target=lambda: os.execv(TRUE, [TRUE, tag]))
         t.start()
         time.sleep(5)
         os._exit(9)
+    return pid
 
 
 def execveat(tag):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         fd = os.open(TRUE, os.O_RDONLY)
         os.execve(fd, [TRUE, tag], dict(os.environ))  # fexecve: execveat(fd, "", AT_EMPTY_PATH)
+    return pid
 
 
 def memfd_fexecve(tag):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         fd = os.memfd_create("hidden", 0)
         with open(TRUE, "rb") as f:
             os.write(fd, f.read())
         os.execve(fd, [TRUE, tag], dict(os.environ))
+    return pid
 
 
 def memfd_proc(tag):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         fd = os.memfd_create("hidden2", 0)
         with open(TRUE, "rb") as f:
             os.write(fd, f.read())
         os.execv(f"/proc/self/fd/{fd}", [TRUE, tag])
+    return pid
 
 
 def orphan(tag):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         if os.fork() == 0:
             time.sleep(0.3)  # its parent is long gone by now
             os.execv(TRUE, [TRUE, tag])
         os._exit(0)
+    os.waitpid(pid, 0)
     # The grandchild is not ours to wait for: give it time to run before we go on.
     time.sleep(0.8)
 
 
 def quick(tag):
     # A child that exits within microseconds of its start, without an exec.
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         os._exit(7)
+    return pid
 
 
 for name, fn in [
