@@ -493,6 +493,33 @@ impl ToolEvidence {
         Ok(())
     }
 
+    /// Record the process trail of an MCP stdio server as it stands when the run ends:
+    /// the processes that ended, those still running (without an end), and the trail's
+    /// summary so far, owned by the server `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Evidence`] when an event cannot be written.
+    pub async fn server_trail(
+        &self,
+        name: &str,
+        feed: &provrun_sandbox::TrailFeed,
+    ) -> Result<(), AgentError> {
+        let owner = provrun_capture::processes::server_owner(name);
+        let mut processes = feed.take_finished();
+        processes.extend(feed.running());
+        processes.sort_by_key(|p| p.id);
+        let mut summary = feed.summary_so_far();
+        summary.error = Some(
+            "the server was still running when the run ended: its trail ends here, and the \
+             processes then running have no end"
+                .to_owned(),
+        );
+        let trail = provrun_sandbox::Trail { processes, summary };
+        provrun_capture::processes::record_trail(&self.recorder, &owner, &trail).await?;
+        Ok(())
+    }
+
     /// Record that a call waits (for approval, or for the caller to run it).
     ///
     /// # Errors

@@ -11,7 +11,8 @@
 //! trail's first process, and the images it execed in place) is neither listed nor
 //! accounts for its children. What is left over on either side is listed: claimed calls
 //! no process accounts for (`unobserved`), and processes no claimed call accounts for
-//! (`unclaimed`).
+//! (`unclaimed`). Without a session log imported there are no claims, and nothing is
+//! matched.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -154,14 +155,21 @@ impl ClaimsReport {
     }
 }
 
-/// The claims of a log's events matched with the program's trail; `None` when the log has
-/// neither (not a wrapped program's run, or one from before trails).
+/// The claims of a log's events matched with the program's trail; `None` when no session
+/// log was imported (`trace_imported` with a `source`) and no call claims a command: not a
+/// wrapped program's run, or one whose program left no log to match.
 pub fn match_claims(events: &[Event]) -> Option<ClaimsReport> {
     let mut claims = Vec::new();
     let mut procs: Vec<(u64, ProcessRan)> = Vec::new();
     let mut trail: Option<TrailRecorded> = None;
+    let mut session_logs = 0usize;
     for e in events {
         match e.kind {
+            EventType::TraceImported => {
+                if e.payload.get("source").is_some_and(|s| !s.is_null()) {
+                    session_logs += 1;
+                }
+            }
             EventType::ToolCalled if e.confidence == Confidence::Parsed => {
                 let Ok(call) = serde_json::from_value::<ToolCalled>(e.payload.clone()) else {
                     continue;
@@ -190,7 +198,8 @@ pub fn match_claims(events: &[Event]) -> Option<ClaimsReport> {
             _ => {}
         }
     }
-    if claims.is_empty() && procs.is_empty() && trail.is_none() {
+    // Claims come from a session log: without one imported, there is nothing to match.
+    if session_logs == 0 && claims.is_empty() {
         return None;
     }
     // Recorded as they ended; matched in the order they began.

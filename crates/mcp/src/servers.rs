@@ -139,6 +139,19 @@ impl McpServers {
         Value::Array(servers)
     }
 
+    /// The process trail of each stdio server that has one, by server name: a handle
+    /// that takes the processes that ended and shows those still running (see
+    /// [`provrun_sandbox::TrailFeed`]), for the runtime to record before the run ends.
+    pub fn trail_feeds(&self) -> Vec<(String, provrun_sandbox::TrailFeed)> {
+        self.servers
+            .iter()
+            .filter_map(|s| {
+                let child = s.child.as_ref()?.lock().ok()?;
+                Some((s.spec.name.clone(), child.trail_feed()?))
+            })
+            .collect()
+    }
+
     /// Close every connection and kill every stdio server's process tree. Idempotent;
     /// dropping the value kills the children too.
     pub async fn shutdown(&self) {

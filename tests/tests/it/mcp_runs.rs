@@ -139,6 +139,37 @@ fn the_mcp_example_runs_verifies_and_replays_from_the_recording_without_the_serv
     let answer = std::fs::read_to_string(bundle.join("output/answer.md")).unwrap();
     assert!(answer.contains("= 42"));
 
+    // The stdio server's process trail: the server itself, hashed as what ran, still
+    // running when the run ended, and the trail's summary saying so.
+    let procs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind == EventType::ProcessRan)
+        .map(|e| &e.payload)
+        .collect();
+    let server = procs
+        .iter()
+        .find(|p| p["parent"].is_null())
+        .unwrap_or_else(|| panic!("{procs:#?}"));
+    assert_eq!(
+        server["owner"],
+        json!({"kind": "mcp_server", "server": "demo"})
+    );
+    assert!(server["exe"].as_str().unwrap().ends_with("mcp-test-server"));
+    assert_eq!(
+        server["exe_sha256"],
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+            std::fs::read(&server_copy).unwrap()
+        ))
+    );
+    assert!(server["ended"].is_null(), "the server outlives the run");
+    let trail = events
+        .iter()
+        .find(|e| e.kind == EventType::TrailRecorded)
+        .unwrap();
+    assert_eq!(trail.payload["owner"]["server"], "demo");
+    assert_eq!(trail.payload["complete"], false);
+    assert!(trail.payload["processes"].as_u64().unwrap() >= 1);
+
     // The server is gone: a new run cannot start, but the replay answers from the
     // recording and matches.
     std::fs::remove_file(&server_copy).unwrap();

@@ -16,6 +16,10 @@ impl Run<'_> {
         state: LoopState,
         mut outcome: RunOutcome,
     ) -> Result<RunResult, AgentError> {
+        // The MCP stdio servers' processes, as they stand (the servers outlive the run).
+        for (name, feed) in self.prepared.remote.trail_feeds() {
+            self.evidence.server_trail(&name, &feed).await?;
+        }
         match self.evidence.trace(&state.messages).await {
             Ok(_) => {}
             // Out of descriptors: the trace is not on record, the run ends as failed.

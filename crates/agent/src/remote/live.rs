@@ -117,6 +117,14 @@ impl Remote {
         }
     }
 
+    /// The stdio servers' process trails, by server name.
+    pub(crate) fn trail_feeds(&self) -> Vec<(String, provrun_sandbox::TrailFeed)> {
+        match self {
+            Remote::Live(servers) => servers.trail_feeds(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Close the sessions and stop the stdio servers.
     pub(crate) async fn shutdown(&self) {
         if let Remote::Live(servers) = self {

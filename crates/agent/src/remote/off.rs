@@ -56,5 +56,9 @@ impl Remote {
         )
     }
 
+    pub(crate) fn trail_feeds(&self) -> Vec<(String, provrun_sandbox::TrailFeed)> {
+        Vec::new()
+    }
+
     pub(crate) async fn shutdown(&self) {}
 }

@@ -141,6 +141,97 @@ fn imported_calls(bundle: &Path, format: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The shell command the upstream asked for (`call_id`, running `command`) ran as an
+/// observed process of the program's trail, hashed, and the session log's claim of it is
+/// matched to that process; the call and its result were seen on the wire; `verify`'s
+/// `claims` check does not name it.
+fn assert_command_observed(bundle: &Path, call_id: &str, command: &str) {
+    let out = provrun()
+        .args(["show", "--json"])
+        .arg(bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let procs = shown["processes"].as_array().unwrap();
+    let ran = procs
+        .iter()
+        .find(|p| {
+            p["belongs_to"]["kind"] == "program"
+                && p["argv"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a.as_str().unwrap_or("").contains(command))
+        })
+        .unwrap_or_else(|| panic!("no observed process ran `{command}`: {procs:#?}"));
+    assert_eq!(ran["exe_sha256"].as_str().map(str::len), Some(64), "{ran}");
+    let claims = &shown["claims"];
+    assert_eq!(claims["traced"], true, "{claims:#}");
+    assert!(
+        claims["unobserved"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["call_id"] != call_id),
+        "the claim of {call_id} is unobserved: {claims:#}"
+    );
+    let matched = claims["matched"].as_array().unwrap();
+    let process =
+        matched
+            .iter()
+            .find(|m| {
+                let key = m["call"].as_str().unwrap_or("");
+                key == call_id
+                    || shown["steps"].as_array().unwrap().iter().any(|s| {
+                        s["calls"].as_array().unwrap().iter().any(|c| {
+                            c["call_id"] == call_id && c["run_call_id"].as_str() == Some(key)
+                        })
+                    })
+            })
+            .unwrap_or_else(|| panic!("{call_id} is not matched: {claims:#}"))["process"]
+            .as_u64()
+            .unwrap();
+    // The matched process is the command's, or the shell above it.
+    let mut id = ran["id"].as_u64();
+    let mut chain = Vec::new();
+    while let Some(i) = id {
+        chain.push(i);
+        id = procs
+            .iter()
+            .find(|p| p["id"] == i)
+            .and_then(|p| p["parent"].as_u64());
+    }
+    assert!(chain.contains(&process), "{process} is not above {ran}");
+    let seen = shown["tool_calls_seen"].as_array().unwrap();
+    let call = seen
+        .iter()
+        .find(|c| c["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("{call_id} was not seen on the wire: {seen:#?}"));
+    assert!(call["answered_in"].as_u64().is_some(), "{call}");
+    assert!(
+        shown["usage"]["tool_calls"].as_u64().unwrap() >= 1,
+        "{}",
+        shown["usage"]
+    );
+    let verify = provrun()
+        .args(["verify", "--json"])
+        .arg(bundle)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&verify.stdout).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "claims")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert!(
+        !check["detail"].as_str().unwrap().contains(call_id),
+        "{check}"
+    );
+}
+
 /// What the task left: the file it wrote, and an environment without the real key.
 fn assert_task_outputs(bundle: &Path, key: &str, key_var: &str, placeholder: &str) {
     assert_eq!(
@@ -240,6 +331,7 @@ fn codex_answers_and_runs_a_tool_wrapped() {
     );
     assert_eq!(call["ok"], true);
     assert_show_json_links(&ran.bundle, &calls);
+    assert_command_observed(&ran.bundle, "call_task_1", TASK);
     assert_task_outputs(
         &ran.bundle,
         OPENAI_KEY,
@@ -403,6 +495,7 @@ fn claude_code_answers_and_runs_tools_wrapped() {
     );
     assert_eq!(calls[1]["arguments"]["file_path"], "/workspace/answer.txt");
     assert_show_json_links(&ran.bundle, &calls);
+    assert_command_observed(&ran.bundle, "toolu_env", "env > /workspace/env.txt");
     assert_task_outputs(
         &ran.bundle,
         ANTHROPIC_KEY,

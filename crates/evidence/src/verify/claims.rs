@@ -1,13 +1,14 @@
 //! The `claims` check: a wrapped program's claimed commands against the processes its
-//! sandbox was seen to start ([`crate::claims`]). Present only when the log has either;
-//! what does not match is a warning, never a failure.
+//! sandbox was seen to start ([`crate::claims`]). Present only when a session log was
+//! imported (or a call claims a command); what does not match is a warning, never a
+//! failure.
 
 use super::bundle::Bundle;
 use super::{Acc, Check, CheckCode};
 use crate::claims::match_claims;
 use crate::event::Event;
 
-/// `claims`, when the log has a program trail or claimed commands.
+/// `claims`, when the log has an imported session log or claimed commands.
 pub(super) fn claims(b: &Bundle<'_>) -> Option<Check> {
     let events: Vec<Event> = b.log.events.iter().flatten().cloned().collect();
     let report = match_claims(&events)?;

@@ -80,8 +80,8 @@ pub enum CheckCode {
     /// each piece it lists as removed is gone and sat where it says; its signature, if
     /// any, verifies.
     Redactions,
-    /// Added later, and present only in a wrapped program's bundle with a process trail
-    /// or claimed commands: every call its session log claims ran a command is matched by
+    /// Added later, and present only in a wrapped program's bundle with an imported
+    /// session log (or claimed commands): every call its session log claims ran a command is matched by
     /// an observed process, and every observed process by a claim ([`crate::claims`]). A
     /// discrepancy is a warning, never a failure.
     Claims,

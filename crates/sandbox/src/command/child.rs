@@ -131,6 +131,12 @@ impl ConfinedChild {
             .unwrap_or_default()
     }
 
+    /// A handle on its running trail (see [`crate::TrailFeed`]); `None` when no trail is
+    /// recorded.
+    pub fn trail_feed(&self) -> Option<crate::trail::TrailFeed> {
+        self.trail.as_ref().and_then(Traced::feed)
+    }
+
     /// Kills the whole tree and gives the rest of its trail: the processes not taken yet
     /// (those still running when it was killed have no end) and the summary. `None` when
     /// no trail is recorded, or it was finished already.

@@ -167,6 +167,8 @@ struct Tracer {
     not_recorded: u64,
     execs: u64,
     forks: u64,
+    /// The counts last written.
+    counted: (u64, u64, u64),
     cache: HashMap<FileKey, (String, u64)>,
 }
 
@@ -190,6 +192,7 @@ impl Tracer {
             not_recorded: 0,
             execs: 0,
             forks: 0,
+            counted: (0, 0, 0),
             cache: HashMap::new(),
         }
     }
@@ -221,6 +224,7 @@ impl Tracer {
             let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) => {
                     // Nothing waiting: the records so far go out before blocking.
+                    self.counts();
                     let _ = self.out.flush();
                     waitpid(None, Some(WaitPidFlag::__WALL))
                 }
@@ -244,6 +248,19 @@ impl Tracer {
             error,
         });
         0
+    }
+
+    /// The counts so far, when they changed since they were last written.
+    fn counts(&mut self) {
+        let now = (self.not_recorded, self.execs, self.forks);
+        if now != self.counted {
+            self.counted = now;
+            self.emit(&Record::Counts {
+                not_recorded: now.0,
+                execs: now.1,
+                forks: now.2,
+            });
+        }
     }
 
     fn on(&mut self, status: WaitStatus) {

@@ -86,6 +86,8 @@ struct Assembly {
     finished: Vec<ObservedProcess>,
     recorded: u64,
     done: Option<(u64, u64, u64, Option<String>)>,
+    /// The counts the tracer last wrote (not recorded, execs, forks).
+    counts: (u64, u64, u64),
     unreadable: u64,
     /// The reader reached the end of the tracer's output.
     ended: bool,
@@ -281,6 +283,38 @@ impl TrailFeed {
         done.sort_by_key(|p| p.id);
         done
     }
+
+    /// The processes still running, as they are now (not taken: each has no end yet).
+    pub fn running(&self) -> Vec<ObservedProcess> {
+        self.0
+            .0
+            .lock()
+            .map(|s| s.open.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The trail's summary so far, for a program that still runs: what was recorded and
+    /// counted until now, `complete` false and `error` saying the trail goes on.
+    pub fn summary_so_far(&self) -> TrailSummary {
+        let Ok(s) = self.0.0.lock() else {
+            return TrailSummary::default();
+        };
+        let (not_recorded, execs, forks) = match &s.done {
+            Some((n, e, f, _)) => (*n, *e, *f),
+            None => s.counts,
+        };
+        TrailSummary {
+            mechanism: "ptrace".to_owned(),
+            processes: s.recorded,
+            not_recorded,
+            execs,
+            forks,
+            complete: false,
+            error: Some(
+                "the program was still running: its trail was read before its end".to_owned(),
+            ),
+        }
+    }
 }
 
 /// Reads the tracer's lines into `state` until its output ends.
@@ -337,6 +371,11 @@ fn apply(s: &mut Assembly, record: Record, secrets: &[String]) {
                 s.finished.push(p);
             }
         }
+        Record::Counts {
+            not_recorded,
+            execs,
+            forks,
+        } => s.counts = (not_recorded, execs, forks),
         Record::Done {
             not_recorded,
             execs,

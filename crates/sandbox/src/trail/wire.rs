@@ -34,6 +34,16 @@ pub(crate) enum Record {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replaced: bool,
     },
+    /// What has been counted so far (written when the tracer is idle and the counts
+    /// changed, so that a trail read before its end knows them).
+    Counts {
+        /// Images not recorded (over the cap).
+        not_recorded: u64,
+        /// Execs in the trail.
+        execs: u64,
+        /// Processes forked in the trail.
+        forks: u64,
+    },
     /// The tracer's last line: every process it followed has ended (or it stopped).
     Done {
         /// Images not recorded (over the cap).
