@@ -8,8 +8,9 @@
 //! vector is the claimed one (a command given as an argument vector), or holds the claimed
 //! script (a command given as shell text, also as it reads single-quoted); that process
 //! and all its descendants are then accounted for. The wrapped program itself (the
-//! trail's first process, and the images it execed in place) is neither listed nor
-//! accounts for its children. What is left over on either side is listed: claimed calls
+//! trail's first process, the images it execed in place, and a binary a launcher among
+//! them started with the launcher's own arguments) is neither listed nor accounts for
+//! its children. What is left over on either side is listed: claimed calls
 //! no process accounts for (`unobserved`), and processes no claimed call accounts for
 //! (`unclaimed`). Without a session log imported there are no claims, and nothing is
 //! matched.
@@ -205,12 +206,17 @@ pub fn match_claims(events: &[Event]) -> Option<ClaimsReport> {
     // Recorded as they ended; matched in the order they began.
     procs.sort_by_key(|(_, p)| p.id);
     let by_id: BTreeMap<u64, &ProcessRan> = procs.iter().map(|(_, p)| (p.id, p)).collect();
-    // The program: the first image and those it became by exec in place.
+    // The program: the first image, those it became by exec in place, and a binary a
+    // launcher among them started with its own arguments (`node codex.js ARGS` starting
+    // `codex ARGS`).
     let mut program: BTreeSet<u64> = BTreeSet::new();
     for (_, p) in &procs {
         let is_program = match p.parent.and_then(|id| by_id.get(&id)) {
             None => p.parent.is_none(),
-            Some(parent) => program.contains(&parent.id) && parent.replaced && parent.pid == p.pid,
+            Some(parent) if program.contains(&parent.id) => {
+                (parent.replaced && parent.pid == p.pid) || hands_over(parent, p)
+            }
+            Some(_) => false,
         };
         if is_program {
             program.insert(p.id);
@@ -277,6 +283,15 @@ pub fn match_claims(events: &[Event]) -> Option<ClaimsReport> {
     Some(report)
 }
 
+/// Whether `child` is the binary a launcher `parent` started with its own arguments: an
+/// exec with at least one argument, all of them the last ones of the parent's.
+fn hands_over(parent: &ProcessRan, child: &ProcessRan) -> bool {
+    child.exec
+        && child.pid != parent.pid
+        && child.argv.len() >= 2
+        && parent.argv.ends_with(&child.argv[1..])
+}
+
 /// Whether process `p` runs `command`.
 fn runs(p: &ProcessRan, command: &ClaimedCommand) -> bool {
     match command {
@@ -333,6 +348,87 @@ mod tests {
         assert_eq!(claimed_command("Read", &json!({"file_path": "x"})), None);
         assert_eq!(claimed_command("Bash", &json!({"command": 3})), None);
         assert_eq!(claimed_command("Bash", &json!({"command": "  "})), None);
+    }
+
+    #[test]
+    fn a_launcher_hands_the_program_over_and_the_rest_is_listed() {
+        let event = |seq: u64, kind: EventType, confidence: Confidence, payload: Value| Event {
+            v: 1,
+            run_id: "r".into(),
+            seq,
+            prev: None,
+            ts: String::new(),
+            kind,
+            confidence,
+            payload,
+        };
+        let image = |id: u64, parent: Option<u64>, pid: u32, argv: &[&str], replaced: bool| {
+            let p = ProcessRan {
+                owner: crate::event::TrailOwner {
+                    kind: "program".into(),
+                    ..Default::default()
+                },
+                id,
+                parent,
+                pid,
+                exec: true,
+                argv: argv.iter().map(|s| s.to_string()).collect(),
+                replaced,
+                ..ProcessRan::default()
+            };
+            event(
+                id,
+                EventType::ProcessRan,
+                Confidence::Observed,
+                serde_json::to_value(p).unwrap(),
+            )
+        };
+        let call = |seq: u64, id: &str, script: &str| {
+            event(
+                seq,
+                EventType::ToolCalled,
+                Confidence::Parsed,
+                json!({
+                    "name": "shell", "call_id": id, "arguments": {"command": ["bash", "-lc", script]},
+                    "result": "", "ok": true, "duration_ms": 0, "deferred": false,
+                    "output_tool": false, "provider_run": false, "mode": "program"}),
+            )
+        };
+        let events = vec![
+            image(
+                1,
+                None,
+                10,
+                &["sh", "-c", "exec \"$0\" run x", "/bin/tool"],
+                true,
+            ),
+            image(2, Some(1), 10, &["node", "/bin/tool", "run", "x"], false),
+            image(3, Some(2), 11, &["/opt/tool-native", "run", "x"], false),
+            image(4, Some(3), 12, &["bash", "-lc", "ls -la"], true),
+            image(5, Some(4), 12, &["ls", "-la"], false),
+            image(6, Some(3), 13, &["git", "status"], false),
+            event(
+                7,
+                EventType::TraceImported,
+                Confidence::Parsed,
+                json!({"source": "log.jsonl"}),
+            ),
+            call(8, "c1", "ls -la"),
+            call(9, "c2", "rm -rf /"),
+        ];
+        let r = match_claims(&events).unwrap();
+        assert_eq!(r.claims, 2);
+        assert_eq!(r.matched, [("c1".to_owned(), 4)]);
+        assert_eq!(r.unobserved.len(), 1);
+        assert_eq!(r.unobserved[0].call_id, "c2");
+        assert_eq!(r.unobserved[0].command, "rm -rf /");
+        // The launcher chain and the native binary are the program; `git status` is
+        // listed; `ls` is accounted for by the shell that matched.
+        let unclaimed: Vec<u64> = r.unclaimed.iter().map(|p| p.id).collect();
+        assert_eq!(unclaimed, [6]);
+        assert_eq!(r.processes, 3);
+        // Without a session log or a claim, nothing to match.
+        assert_eq!(match_claims(&events[..6]), None);
     }
 
     #[test]
