@@ -68,9 +68,9 @@ pub fn claimed_command(name: &str, arguments: &Value) -> Option<ClaimedCommand> 
     if !known {
         return None;
     }
-    let value = if lower == "local_shell" {
-        &arguments["command"]
-    } else if arguments.get("command").is_some() {
+    // `local_shell`'s action and the others all name it `command`; Codex's
+    // `exec_command` and `container.exec` name it `cmd`.
+    let value = if arguments.get("command").is_some() {
         &arguments["command"]
     } else {
         &arguments["cmd"]
@@ -166,10 +166,8 @@ pub fn match_claims(events: &[Event]) -> Option<ClaimsReport> {
     let mut session_logs = 0usize;
     for e in events {
         match e.kind {
-            EventType::TraceImported => {
-                if e.payload.get("source").is_some_and(|s| !s.is_null()) {
-                    session_logs += 1;
-                }
+            EventType::TraceImported if e.payload.get("source").is_some_and(|s| !s.is_null()) => {
+                session_logs += 1;
             }
             EventType::ToolCalled if e.confidence == Confidence::Parsed => {
                 let Ok(call) = serde_json::from_value::<ToolCalled>(e.payload.clone()) else {

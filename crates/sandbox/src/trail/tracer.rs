@@ -308,13 +308,12 @@ impl Tracer {
                 self.threads.remove(&former);
             }
             self.exec(raw);
-        } else if event == Event::PTRACE_EVENT_FORK as i32
+        } else if (event == Event::PTRACE_EVENT_FORK as i32
             || event == Event::PTRACE_EVENT_VFORK as i32
-            || event == Event::PTRACE_EVENT_CLONE as i32
+            || event == Event::PTRACE_EVENT_CLONE as i32)
+            && let Ok(new) = ptrace::getevent(pid)
         {
-            if let Ok(new) = ptrace::getevent(pid) {
-                self.spawned(raw, new as i32, event == Event::PTRACE_EVENT_CLONE as i32);
-            }
+            self.spawned(raw, new as i32, event == Event::PTRACE_EVENT_CLONE as i32);
         }
         let _ = ptrace::cont(pid, None);
     }
