@@ -235,7 +235,9 @@ fn empty_trash() {
 
 /// What a figure line is ranked by when taking the median of repeats.
 fn rank_key(name: &str) -> &'static str {
-    if name.starts_with("verify_1g")
+    if name == "exec_trail" {
+        "overhead_ratio"
+    } else if name.starts_with("verify_1g")
         || name.contains("cli_single_run")
         || name.starts_with("long_k")
     {

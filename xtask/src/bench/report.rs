@@ -167,6 +167,13 @@ pub(super) fn goals(results: &[Line]) -> Vec<Goal> {
             target: 50.0,
             at_most: false,
         },
+        Goal {
+            scenario: "exec_trail",
+            what: "wall time with the process trail ÷ without (1,000 execs)",
+            value: get("exec_trail", "overhead_ratio"),
+            target: 1.05,
+            at_most: true,
+        },
     ]
 }
 
