@@ -316,6 +316,28 @@ fn a_forged_claim_and_an_unclaimed_process_are_both_listed() {
         std::fs::create_dir(&ws).unwrap();
         std::fs::write(ws.join("forger.py"), FORGER).unwrap();
         std::fs::write(ws.join("notes.md"), "first\n").unwrap();
+        // A git repository, so that the change is kept as a diff too.
+        for args in [
+            &["init", "-q"][..],
+            &["add", "notes.md", "forger.py"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "start",
+            ],
+        ] {
+            let git = Command::new("git")
+                .args(args)
+                .current_dir(&ws)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(git.status.success(), "{git:?}");
+        }
         let bundle = dir.path().join("bundle");
         let out = provrun_in(
             dir.path(),
@@ -375,6 +397,21 @@ fn a_forged_claim_and_an_unclaimed_process_are_both_listed() {
             notes["after_sha256"],
             hex::encode(sha2::Sha256::digest(b"first\nedited\n"))
         );
+        // The repository's change as `git diff` prints it, kept as a blob.
+        let log = events(&bundle);
+        let whole = log
+            .iter()
+            .find(|e| e["type"] == "workspace_changed")
+            .unwrap();
+        assert_eq!(whole["payload"]["git"], true, "{whole}");
+        assert_eq!(whole["payload"]["modified"], 1, "{whole}");
+        let hex = whole["payload"]["diff"]["digest"]["sha256"]
+            .as_str()
+            .unwrap();
+        let diff = String::from_utf8(provrun_evidence::read_blob_by_digest(&bundle, hex).unwrap())
+            .unwrap();
+        assert!(diff.contains("diff --git a/notes.md b/notes.md"), "{diff}");
+        assert!(diff.contains(" first\n+edited\n"), "{diff}");
         // `show` says the same to a person.
         let text = provrun_in(dir.path(), as_user, &["show", &s(&bundle)]);
         ok(&text, "show");

@@ -128,6 +128,8 @@ pub struct TrailSummary {
     pub complete: bool,
     /// What went wrong, when the tracer could not attach or stopped early.
     pub error: Option<String>,
+    /// The CPU time the tracer itself used (user and system, milliseconds), when it said.
+    pub tracer_cpu_ms: Option<u64>,
 }
 
 /// A finished trail: its images, in the order they began, and its summary.

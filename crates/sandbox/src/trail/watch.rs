@@ -86,6 +86,8 @@ struct Assembly {
     finished: Vec<ObservedProcess>,
     recorded: u64,
     done: Option<(u64, u64, u64, Option<String>)>,
+    /// The tracer's own CPU time, from its last line.
+    cpu_ms: Option<u64>,
     /// The counts the tracer last wrote (not recorded, execs, forks).
     counts: (u64, u64, u64),
     unreadable: u64,
@@ -242,6 +244,7 @@ impl TrailWatch {
                 forks,
                 complete: error.is_none(),
                 error,
+                tracer_cpu_ms: s.cpu_ms,
             },
         }
     }
@@ -313,6 +316,7 @@ impl TrailFeed {
             error: Some(
                 "the program was still running: its trail was read before its end".to_owned(),
             ),
+            tracer_cpu_ms: None,
         }
     }
 }
@@ -381,7 +385,11 @@ fn apply(s: &mut Assembly, record: Record, secrets: &[String]) {
             execs,
             forks,
             error,
-        } => s.done = Some((not_recorded, execs, forks, error)),
+            cpu_ms,
+        } => {
+            s.done = Some((not_recorded, execs, forks, error));
+            s.cpu_ms = Some(cpu_ms);
+        }
     }
 }
 

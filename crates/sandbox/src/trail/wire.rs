@@ -55,6 +55,9 @@ pub(crate) enum Record {
         /// Why it stopped early, if it did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The CPU time the tracer itself used, user and system, in milliseconds.
+        #[serde(default)]
+        cpu_ms: u64,
     },
 }
 
