@@ -42,6 +42,11 @@ fn am_root() -> bool {
 /// [`USER`] (dropping to it when root), with TMPDIR and HOME in `dir`, which that user
 /// then owns.
 fn provrun_in(dir: &Path, as_user: bool, args: &[&str]) -> Output {
+    provrun_with(dir, as_user, args, &[])
+}
+
+/// [`provrun_in`] with the variables `env` set too.
+fn provrun_with(dir: &Path, as_user: bool, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = if as_user && am_root() {
         // A copy of the binary in `dir`: the checkout may sit where that user cannot go.
         let binary = dir.join("provrun");
@@ -73,6 +78,8 @@ fn provrun_in(dir: &Path, as_user: bool, args: &[&str]) -> Output {
         .env("HOME", dir)
         .env("NO_COLOR", "1")
         .env("LANG", "C.UTF-8")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
 }
@@ -419,5 +426,117 @@ fn a_forged_claim_and_an_unclaimed_process_are_both_listed() {
         assert!(text.contains("claimed, not observed"), "{text}");
         assert!(text.contains("observed, not claimed"), "{text}");
         assert!(text.contains("rm -rf /workspace/precious"), "{text}");
+    }
+}
+
+/// The real Codex CLI and Claude Code, wrapped with provrun running as an ordinary user
+/// (uid 1000, when this test runs as root; as root they are `wrap_programs.rs`'s own
+/// tests): each runs the shell command the loopback upstream asks for through its own
+/// tool loop, and the command shows among the observed processes, matched to its claim.
+#[test]
+fn codex_and_claude_code_run_a_shell_command_as_an_ordinary_user() {
+    use crate::support::upstream::Upstream;
+    use crate::wrap_programs as w;
+    const TEST: &str = "codex_and_claude_code_run_a_shell_command_as_an_ordinary_user";
+    if !am_root() || !wrap_ready(TEST) {
+        return;
+    }
+    let programs = [
+        (
+            w::CODEX,
+            "codex",
+            "OPENAI_API_KEY",
+            "sk-test-REAL-codex-key-as-user-1",
+        ),
+        (
+            w::CLAUDE_CODE,
+            "claude",
+            "ANTHROPIC_API_KEY",
+            "sk-ant-test-REAL-claude-as-user-2",
+        ),
+    ];
+    for (package, bin, key_var, key) in programs {
+        let Some(installed) = crate::support::wrap::npm_package(TEST, &w::folder(package), bin)
+        else {
+            return;
+        };
+        let dir = open_tempdir();
+        // The installation, linked (not copied) where the ordinary user can read it: the
+        // cache sits under /root.
+        let prefix = dir.path().join(bin);
+        let linked = Command::new("cp")
+            .arg("-al")
+            .arg(&installed)
+            .arg(&prefix)
+            .status()
+            .unwrap();
+        assert!(linked.success());
+        let notes = dir.path().join("notes.txt");
+        std::fs::write(&notes, w::NOTES).unwrap();
+        let bundle = dir.path().join("bundle");
+        let (upstream, flag, url, argv, call, command) = if bin == "codex" {
+            let upstream = Upstream::start(w::codex_upstream);
+            let url = format!("{}/v1", upstream.origin);
+            let argv = w::codex_command(&prefix, "uppercase the notes");
+            (
+                upstream,
+                "--upstream-openai",
+                url,
+                argv,
+                "call_task_1",
+                w::TASK,
+            )
+        } else {
+            let upstream = Upstream::start(w::claude_upstream);
+            let url = upstream.origin.clone();
+            let argv = w::claude_command(&prefix, "uppercase the notes");
+            (
+                upstream,
+                "--upstream-anthropic",
+                url,
+                argv,
+                "toolu_env",
+                "env > /workspace/env.txt",
+            )
+        };
+        let (bundle_s, notes_s, prefix_s) = (s(&bundle), s(&notes), s(&prefix));
+        let mut args = vec![
+            "wrap",
+            "--out",
+            &bundle_s,
+            "--input",
+            &notes_s,
+            "--read-only",
+            &prefix_s,
+            flag,
+            &url,
+            "--",
+        ];
+        args.extend(argv.iter().map(String::as_str));
+        let out = provrun_with(
+            dir.path(),
+            true,
+            &args,
+            &[
+                (key_var, key),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ],
+        );
+        ok(&out, bin);
+        assert!(!upstream.log().is_empty());
+        w::assert_command_observed(&bundle, call, command);
+        let shown = show_json(dir.path(), true, &bundle);
+        let uids: std::collections::BTreeSet<u64> = shown["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["uid"].as_u64())
+            .collect();
+        assert_eq!(
+            uids,
+            [u64::from(USER)].into(),
+            "{bin}: every process ran as uid 1000"
+        );
+        crate::support::wrap::assert_no_secret(&bundle, key);
     }
 }

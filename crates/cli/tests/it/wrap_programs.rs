@@ -32,11 +32,11 @@ pub(crate) const CLAUDE_CODE: (&str, &str) = ("@anthropic-ai/claude-code", "2.1.
 
 const OPENAI_KEY: &str = "sk-test-REAL-codex-key-9f8e7d6c5b4a";
 const ANTHROPIC_KEY: &str = "sk-ant-test-REAL-claude-key-1a2b3c4d";
-const NOTES: &str = "remember the milk\n";
-const TASK: &str = "tr a-z A-Z < /input/notes.txt > answer.txt && env > env.txt";
+pub(crate) const NOTES: &str = "remember the milk\n";
+pub(crate) const TASK: &str = "tr a-z A-Z < /input/notes.txt > answer.txt && env > env.txt";
 
 /// The cache folder of a package, as xtask names it.
-fn folder((package, version): (&str, &str)) -> String {
+pub(crate) fn folder((package, version): (&str, &str)) -> String {
     let name = package.rsplit('/').next().unwrap_or(package);
     format!("{name}-{version}")
 }
@@ -45,7 +45,7 @@ fn folder((package, version): (&str, &str)) -> String {
 /// (Codex takes its endpoint from its configuration, not from the variable), run through
 /// a shell so the variable is read inside the sandbox, the program's path as the shell's
 /// `$0`. `codex exec` with its own sandbox off: provrun confines it.
-fn codex_command(prefix: &Path, prompt: &str) -> Vec<String> {
+pub(crate) fn codex_command(prefix: &Path, prompt: &str) -> Vec<String> {
     let script = format!(
         "exec \"$0\" exec --skip-git-repo-check --sandbox danger-full-access \
          -c \"model_providers.wrap={{name=\\\"wrap\\\",base_url=\\\"$OPENAI_BASE_URL\\\",env_key=\\\"OPENAI_API_KEY\\\",wire_api=\\\"responses\\\"}}\" \
@@ -61,7 +61,7 @@ fn codex_command(prefix: &Path, prompt: &str) -> Vec<String> {
 
 /// The upstream's script for Codex: the task's prompt gets one `exec_command` call, then
 /// (with its output in the input) the answer; any other prompt a plain answer.
-fn codex_upstream(req: &Request) -> Reply {
+pub(crate) fn codex_upstream(req: &Request) -> Reply {
     let body = req.json();
     let input = body["input"].as_array().cloned().unwrap_or_default();
     let answered = input.iter().any(|i| i["type"] == "function_call_output");
@@ -145,7 +145,7 @@ fn imported_calls(bundle: &Path, format: &str) -> Vec<Value> {
 /// observed process of the program's trail, hashed, and the session log's claim of it is
 /// matched to that process; the call and its result were seen on the wire; `verify`'s
 /// `claims` check does not name it.
-fn assert_command_observed(bundle: &Path, call_id: &str, command: &str) {
+pub(crate) fn assert_command_observed(bundle: &Path, call_id: &str, command: &str) {
     let out = provrun()
         .args(["show", "--json"])
         .arg(bundle)
@@ -343,7 +343,7 @@ fn codex_answers_and_runs_a_tool_wrapped() {
 /// The upstream's script for Claude Code: with its tools offered, the task's prompt gets
 /// Read (the input), then Write (the answer), then Bash (the environment), then the
 /// answer; any other request a plain answer.
-fn claude_upstream(req: &Request) -> Reply {
+pub(crate) fn claude_upstream(req: &Request) -> Reply {
     let body = req.json();
     let model = body["model"].as_str().unwrap_or("claude-test");
     let results = body["messages"]
@@ -396,7 +396,7 @@ fn claude_upstream(req: &Request) -> Reply {
     messages_stream(model, &format!("msg_{results}"), &blocks, stop)
 }
 
-fn claude_command(prefix: &Path, prompt: &str) -> Vec<String> {
+pub(crate) fn claude_command(prefix: &Path, prompt: &str) -> Vec<String> {
     vec![
         s(&prefix.join("node_modules/.bin/claude")),
         "-p".into(),
