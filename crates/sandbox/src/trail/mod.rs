@@ -1,11 +1,11 @@
 //! The process trail: every process a confined program starts, as the kernel reports it.
 //!
 //! A small tracer outside the sandbox — the helper's own executable started as
-//! `provrun-confine --trail` ([`tracer`]) — attaches with `ptrace` (`PTRACE_SEIZE`, event
+//! `provrun-confine --trail` (`tracer.rs`) — attaches with `ptrace` (`PTRACE_SEIZE`, event
 //! options only: fork, vfork, clone and exec stops, never a stop at each system call) to
 //! the command before it execs bubblewrap, and from then on is told of every process and
 //! thread the sandbox makes. The command waits for it: it is started through a stub
-//! (`provrun-confine --trail-stub`, [`stub`]) that stops itself until the tracer holds it.
+//! (`provrun-confine --trail-stub`, `stub.rs`) that stops itself until the tracer holds it.
 //!
 //! At each exec stop the new image is loaded and not one of its instructions has run:
 //! the tracer reads its argument vector (`/proc/PID/cmdline`), opens the executable itself
@@ -15,7 +15,7 @@
 //! helper, the port forwarder) are left out: the trail starts at the first exec of an
 //! image that is not one of them, and holds that process and everything it starts.
 //!
-//! The tracer writes its records ([`wire`]) on a pipe; the runtime side ([`watch`])
+//! The tracer writes its records (`wire.rs`) on a pipe; the runtime side (`watch.rs`)
 //! reads them as they come, masks the secrets it was given, caps them and hands over
 //! [`ObservedProcess`]es, and, at the end, a [`TrailSummary`]. docs/sandbox.md says what
 //! the trail sees and what it cannot.
