@@ -24,8 +24,12 @@ struct Asked {
 /// A result a request carried.
 #[derive(Debug, Clone)]
 struct Answer {
+    /// The first request that carried it.
     step: u64,
+    /// Its text, cut to [`KEPT_BYTES`].
     text: String,
+    /// Its whole size.
+    size: u64,
     error: Option<bool>,
 }
 
@@ -33,7 +37,9 @@ struct Answer {
 #[derive(Debug, Default)]
 pub(crate) struct WireCalls {
     asked: Vec<Asked>,
-    answers: Vec<(String, Answer)>,
+    /// By call id, its results in the order the history holds them, each with the request
+    /// that first carried it (a request resends the whole history: each is kept once).
+    answers: std::collections::HashMap<String, Vec<Answer>>,
 }
 
 impl WireCalls {
@@ -47,8 +53,22 @@ impl WireCalls {
         response: Option<&ModelResponse>,
     ) {
         if let Ok(body) = serde_json::from_slice::<Value>(request) {
+            // The k-th result for an id in a request's history is that id's k-th result: a
+            // history resent with the next request adds nothing, a reused id a new one.
+            let mut index: std::collections::HashMap<String, usize> =
+                std::collections::HashMap::new();
             for (call_id, text, error) in results_in(wire, &body) {
-                self.answers.push((call_id, Answer { step, text, error }));
+                let k = index.entry(call_id.clone()).or_insert(0);
+                let seen = self.answers.entry(call_id).or_default();
+                if *k >= seen.len() {
+                    seen.push(Answer {
+                        step,
+                        text: cut(&text).to_owned(),
+                        size: text.len() as u64,
+                        error,
+                    });
+                }
+                *k += 1;
             }
         }
         let Some(r) = response else { return };
@@ -98,9 +118,8 @@ impl WireCalls {
             .map(|a| {
                 let answer = self
                     .answers
-                    .iter()
-                    .find(|(id, ans)| *id == a.call_id && ans.step > a.step)
-                    .map(|(_, ans)| ans);
+                    .get(&a.call_id)
+                    .and_then(|seen| seen.iter().find(|ans| ans.step > a.step));
                 ToolCallSeen {
                     run_call_id: format!("{}.{}", a.step, a.n),
                     call_id: a.call_id.clone(),
@@ -108,8 +127,8 @@ impl WireCalls {
                     arguments: cut(&a.arguments).to_owned(),
                     arguments_size: a.arguments.len() as u64,
                     answered_in: answer.map(|ans| ans.step),
-                    result: answer.map(|ans| cut(&ans.text).to_owned()),
-                    result_size: answer.map(|ans| ans.text.len() as u64),
+                    result: answer.map(|ans| ans.text.clone()),
+                    result_size: answer.map(|ans| ans.size),
                     result_error: answer.and_then(|ans| ans.error),
                 }
             })
@@ -210,6 +229,63 @@ fn results_in(wire: WireApi, body: &Value) -> Vec<(String, String, Option<bool>)
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn each_call_is_matched_with_the_first_later_result_and_a_resent_one_is_kept_once() {
+        let mut w = WireCalls::default();
+        let response = |ids: &[&str]| {
+            ModelResponse::tool_calls(
+                ids.iter()
+                    .map(|id| provrun_model::ToolCall {
+                        id: id.to_string(),
+                        name: "shell".into(),
+                        arguments: "{}".into(),
+                    })
+                    .collect(),
+            )
+        };
+        let request = |results: &[(&str, &str)]| {
+            let messages: Vec<Value> = results
+                .iter()
+                .map(|(id, text)| json!({"role": "tool", "tool_call_id": id, "content": text}))
+                .collect();
+            serde_json::to_vec(&json!({ "messages": messages })).unwrap()
+        };
+        let chat = WireApi::ChatCompletions;
+        w.observe(1, chat, &request(&[]), Some(&response(&["call_0"])));
+        // The model reuses the id; the history is resent with each request.
+        w.observe(
+            2,
+            chat,
+            &request(&[("call_0", "one")]),
+            Some(&response(&["call_0"])),
+        );
+        w.observe(
+            3,
+            chat,
+            &request(&[("call_0", "one"), ("call_0", "two")]),
+            Some(&response(&[])),
+        );
+        w.observe(
+            4,
+            chat,
+            &request(&[("call_0", "one"), ("call_0", "two")]),
+            None,
+        );
+        assert_eq!(w.answers["call_0"].len(), 2);
+        let seen = w.events();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(
+            (seen[0].run_call_id.as_str(), seen[0].answered_in),
+            ("1.1", Some(2))
+        );
+        assert_eq!(seen[0].result.as_deref(), Some("one"));
+        assert_eq!(
+            (seen[1].run_call_id.as_str(), seen[1].answered_in),
+            ("2.1", Some(3))
+        );
+        assert_eq!(seen[1].result.as_deref(), Some("two"));
+    }
 
     #[test]
     fn results_are_read_in_each_format() {

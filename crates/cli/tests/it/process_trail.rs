@@ -540,3 +540,106 @@ fn codex_and_claude_code_run_a_shell_command_as_an_ordinary_user() {
         crate::support::wrap::assert_no_secret(&bundle, key);
     }
 }
+
+/// A program on an SDK-like client (Python's standard library), with no session log: its
+/// model asks for a tool call, it answers it in its next request, and both are seen on
+/// the wire — counted in `usage.tool_calls` and listed in `tool_calls_seen`.
+const SDK_PROGRAM: &str = r#"
+import json, os, subprocess, urllib.request
+base = os.environ["OPENAI_BASE_URL"]
+def ask(messages):
+    req = urllib.request.Request(base + "/chat/completions", method="POST",
+        data=json.dumps({"model": "gpt-test", "messages": messages,
+                         "tools": [{"type": "function", "function": {"name": "shell",
+                                    "parameters": {"type": "object"}}}]}).encode(),
+        headers={"content-type": "application/json",
+                 "authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+    return json.load(urllib.request.urlopen(req))
+messages = [{"role": "user", "content": "how many files?"}]
+first = ask(messages)["choices"][0]["message"]
+call = first["tool_calls"][0]
+out = subprocess.run(json.loads(call["function"]["arguments"])["argv"], capture_output=True, text=True).stdout
+messages += [first, {"role": "tool", "tool_call_id": call["id"], "content": out}]
+print(ask(messages)["choices"][0]["message"]["content"])
+"#;
+
+#[test]
+fn an_sdk_programs_tool_calls_are_seen_on_the_wire_without_a_session_log() {
+    use crate::support::upstream::{Reply, Request, Upstream, chat_tool_call};
+    if !wrap_ready("an_sdk_programs_tool_calls_are_seen_on_the_wire_without_a_session_log") {
+        return;
+    }
+    let upstream = Upstream::start(|req: &Request| {
+        let body = req.json();
+        let answered = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if answered {
+            Reply::json(
+                200,
+                &json!({"id": "c2", "object": "chat.completion", "model": "gpt-test",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "counted"}}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}),
+            )
+        } else {
+            chat_tool_call(
+                "gpt-test",
+                "call_ls",
+                "shell",
+                &json!({"argv": ["/usr/bin/echo", "three files"]}),
+            )
+        }
+    });
+    for as_user in users() {
+        let dir = open_tempdir();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("sdk.py"), SDK_PROGRAM).unwrap();
+        let bundle = dir.path().join("bundle");
+        let url = format!("{}/v1", upstream.origin);
+        let out = provrun_in(
+            dir.path(),
+            as_user,
+            &[
+                "wrap",
+                "--out",
+                &s(&bundle),
+                "--workspace",
+                &s(&ws),
+                "--upstream-openai",
+                &url,
+                "--",
+                "/usr/bin/python3",
+                "sdk.py",
+            ],
+        );
+        ok(&out, who(as_user));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("counted"));
+        let shown = show_json(dir.path(), as_user, &bundle);
+        assert_eq!(shown["usage"]["tool_calls"], 1, "{}", shown["usage"]);
+        let seen = shown["tool_calls_seen"].as_array().unwrap();
+        assert_eq!(seen.len(), 1, "{seen:#?}");
+        assert_eq!(seen[0]["call_id"], "call_ls");
+        assert_eq!(seen[0]["name"], "shell");
+        assert_eq!(seen[0]["run_call_id"], "1.1");
+        assert_eq!(seen[0]["answered_in"], 2);
+        assert_eq!(seen[0]["result"], "three files\n");
+        // The command the program ran for it is observed too; with no session log there
+        // are no claims to match.
+        assert!(
+            shown["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["argv"] == json!(["/usr/bin/echo", "three files"])),
+            "{:#?}",
+            shown["processes"]
+        );
+        assert!(shown["claims"].is_null());
+        let text = provrun_in(dir.path(), as_user, &["show", &s(&bundle)]);
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("1 tool calls"), "{text}");
+        assert!(text.contains("result in request 2"), "{text}");
+    }
+}

@@ -130,11 +130,14 @@ impl TrailWatch {
             .spawn()
             .map_err(|e| format!("the tracer cannot start: {e}"))?;
         let stdout = tracer.stdout.take();
-        let stderr = tracer.stderr.take().map(|s| {
+        let stderr = tracer.stderr.take().map(|mut s| {
             std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = s.take(TRACER_STDERR_CAP).read_to_string(&mut text);
-                text
+                // The head is kept; the rest is read and dropped, so the tracer never
+                // blocks on a full pipe.
+                let mut head = Vec::new();
+                let _ = (&mut s).take(TRACER_STDERR_CAP).read_to_end(&mut head);
+                let _ = std::io::copy(&mut s, &mut std::io::sink());
+                String::from_utf8_lossy(&head).into_owned()
             })
         });
         let state = Arc::new((Mutex::new(Assembly::default()), Condvar::new()));
