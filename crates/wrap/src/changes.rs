@@ -6,7 +6,7 @@
 //!
 //! Both snapshots walk the workspace without following a link (a link is compared by its
 //! target text). Files are hashed up to a budget; past it they are compared by size,
-//! inode and times, and counted as not hashed.
+//! inode and mtime, and counted as not hashed.
 //!
 //! The diff never runs the repository's own git configuration, hooks or filters, which
 //! the program could have changed: each snapshot is staged into a private git folder of
@@ -37,8 +37,9 @@ struct Entry {
     kind: &'static str,
     size: u64,
     sha256: Option<String>,
-    /// Inode, mtime and ctime: the version when not hashed.
-    version: (u64, i64, i64, i64, i64),
+    /// Inode and mtime: the version when not hashed (not ctime: handing the workspace to
+    /// the command user, as root, changes every file's ctime).
+    version: (u64, i64, i64),
 }
 
 /// The workspace at one moment.
@@ -82,13 +83,7 @@ fn walk(dir: &Path, rel: &str, depth: usize, snap: &mut Snapshot, budget: &mut u
             snap.left_out += 1;
             continue;
         };
-        let version = (
-            md.ino(),
-            md.mtime(),
-            md.mtime_nsec(),
-            md.ctime(),
-            md.ctime_nsec(),
-        );
+        let version = (md.ino(), md.mtime(), md.mtime_nsec());
         if md.is_dir() {
             if depth < MAX_DEPTH {
                 walk(&e.path(), &path, depth + 1, snap, budget);
@@ -163,7 +158,7 @@ fn differs(a: &Entry, b: &Entry) -> bool {
     }
     match (&a.sha256, &b.sha256) {
         (Some(x), Some(y)) => x != y,
-        // Not hashed on one side: by inode and times.
+        // Not hashed on one side: by inode and mtime.
         _ => a.version != b.version,
     }
 }

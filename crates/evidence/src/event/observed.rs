@@ -148,8 +148,7 @@ pub struct WorkspaceChanged {
     pub modified: u64,
     /// Entries deleted.
     pub deleted: u64,
-    /// Files too large, or past the snapshot's budget, to be hashed (compared by size and
-    /// times only).
+    /// Files past the snapshot's hashing budget (compared by size, inode and mtime only).
     pub unhashed: u64,
     /// The workspace was a git repository.
     pub git: bool,
