@@ -506,6 +506,12 @@ impl ToolEvidence {
         feed: &provrun_sandbox::TrailFeed,
     ) -> Result<(), AgentError> {
         let owner = provrun_capture::processes::server_owner(name);
+        // The digests of the executables still being made (a large server binary).
+        let settling = feed.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            settling.settle(std::time::Duration::from_secs(30))
+        })
+        .await;
         let mut processes = feed.take_finished();
         processes.extend(feed.running());
         processes.sort_by_key(|p| p.id);

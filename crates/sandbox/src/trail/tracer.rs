@@ -19,14 +19,19 @@
 //!   and dies with the sandbox.)
 //! - **At an exec stop** the new image has not run: its arguments, its executable (opened
 //!   through `/proc/PID/exe` and hashed, cached by device, inode, size, mtime and ctime),
-//!   its working folder and its user are read then.
+//!   its working folder and its user are read then. An executable on a read-only mount
+//!   (the system folders, read-only grants: nothing in the sandbox can change it) is
+//!   hashed by a thread of its own from the descriptor opened at the stop, so that a large
+//!   binary does not hold its program up; any other (a memfd, a file in a writable folder)
+//!   is hashed before the program goes on.
 //! - **Bounded**: after `--max` images, images are counted, not recorded.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::{BufWriter, Read as _, Write};
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{FileExt as _, MetadataExt as _};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::errno::Errno;
@@ -110,7 +115,7 @@ pub(crate) fn tracer_main(args: impl IntoIterator<Item = OsString>) -> Result<i3
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&deaf), None);
     let mut tracer = Tracer::new(args);
     let code = tracer.run();
-    let _ = tracer.out.flush();
+    tracer.flush();
     Ok(code)
 }
 
@@ -126,6 +131,27 @@ struct Facts {
     exe_error: Option<String>,
     cwd: Option<String>,
     uid: Option<u32>,
+    /// The executable, when its digest is being made off the stop (read-only mount).
+    pending: Option<PendingExe>,
+}
+
+/// An executable being hashed off the loop, as an image's facts keep it: its version, and
+/// its descriptor only while a job still holds it (so that no descriptor outlives its
+/// digest).
+#[derive(Debug, Clone)]
+struct PendingExe {
+    key: FileKey,
+    settled: bool,
+    file: std::sync::Weak<std::fs::File>,
+}
+
+/// An executable to hash off the tracer's loop: opened at the exec stop, read with
+/// positioned reads (so several images can share it).
+#[derive(Debug, Clone)]
+struct HashJob {
+    file: Arc<std::fs::File>,
+    key: FileKey,
+    settled: bool,
 }
 
 /// A forked process of the trail that has no record yet.
@@ -152,9 +178,15 @@ struct Proc {
 /// A file's identity and version, for the digest cache.
 type FileKey = (u64, u64, u64, i64, i64, i64, i64);
 
+/// The records' writer, shared with the hashing thread.
+type Out = Arc<Mutex<BufWriter<std::io::Stdout>>>;
+
+/// Digests already made, by file version.
+type Cache = Arc<Mutex<HashMap<FileKey, (String, u64)>>>;
+
 struct Tracer {
     args: Args,
-    out: BufWriter<std::io::StdoutLock<'static>>,
+    out: Out,
     procs: HashMap<i32, Proc>,
     /// Threads that are not their group's leader, and their group.
     threads: HashMap<i32, i32>,
@@ -169,7 +201,10 @@ struct Tracer {
     forks: u64,
     /// The counts last written.
     counted: (u64, u64, u64),
-    cache: HashMap<FileKey, (String, u64)>,
+    cache: Cache,
+    /// Executables to hash off the loop, with the record each digest belongs to.
+    hashes: Option<mpsc::Sender<(u64, HashJob)>>,
+    hasher: Option<std::thread::JoinHandle<()>>,
 }
 
 fn now_us() -> u64 {
@@ -180,9 +215,22 @@ fn now_us() -> u64 {
 
 impl Tracer {
     fn new(args: Args) -> Self {
+        let out: Out = Arc::new(Mutex::new(BufWriter::with_capacity(
+            64 * 1024,
+            std::io::stdout(),
+        )));
+        let cache: Cache = Arc::default();
+        let (hashes, jobs) = mpsc::channel::<(u64, HashJob)>();
+        let hasher = {
+            let (out, cache) = (Arc::clone(&out), Arc::clone(&cache));
+            std::thread::Builder::new()
+                .name("trail-hasher".into())
+                .spawn(move || hash_jobs(&jobs, &out, &cache))
+                .ok()
+        };
         Tracer {
             args,
-            out: BufWriter::with_capacity(64 * 1024, std::io::stdout().lock()),
+            out,
             procs: HashMap::new(),
             threads: HashMap::new(),
             held: HashSet::new(),
@@ -193,13 +241,26 @@ impl Tracer {
             execs: 0,
             forks: 0,
             counted: (0, 0, 0),
-            cache: HashMap::new(),
+            cache,
+            hashes: hasher.is_some().then_some(hashes),
+            hasher,
         }
     }
 
     fn emit(&mut self, record: &Record) {
-        if serde_json::to_writer(&mut self.out, record).is_ok() {
-            let _ = self.out.write_all(b"\n");
+        emit_to(&self.out, record);
+    }
+
+    fn flush(&self) {
+        if let Ok(mut out) = self.out.lock() {
+            let _ = out.flush();
+        }
+    }
+
+    /// Hands `job` to the hashing thread for record `id`.
+    fn hash_later(&self, id: u64, job: HashJob) {
+        if let Some(tx) = &self.hashes {
+            let _ = tx.send((id, job));
         }
     }
 
@@ -218,14 +279,14 @@ impl Tracer {
         }
         self.procs.insert(root.as_raw(), Proc::default());
         self.emit(&Record::Attached);
-        let _ = self.out.flush();
+        self.flush();
         let mut error = None;
         loop {
             let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) => {
                     // Nothing waiting: the records so far go out before blocking.
                     self.counts();
-                    let _ = self.out.flush();
+                    self.flush();
                     waitpid(None, Some(WaitPidFlag::__WALL))
                 }
                 other => other,
@@ -239,6 +300,11 @@ impl Tracer {
                     break;
                 }
             }
+        }
+        // The digests still being made go out before the last line.
+        self.hashes = None;
+        if let Some(h) = self.hasher.take() {
+            let _ = h.join();
         }
         let (not_recorded, execs, forks) = (self.not_recorded, self.execs, self.forks);
         self.emit(&Record::Done {
@@ -363,7 +429,7 @@ impl Tracer {
         let pending = proc.pending.take()?;
         let id = self.take_id()?;
         let f = &pending.facts;
-        let start = Start {
+        let mut start = Start {
             id,
             parent: pending.parent,
             pid: pid as u32,
@@ -378,12 +444,40 @@ impl Tracer {
             exe_error: f.exe_error.clone(),
             cwd: f.cwd.clone(),
             uid: f.uid,
+            hash_pending: false,
         };
+        let mut job = None;
+        if let Some(p) = &f.pending {
+            // Its parent's executable, whose digest may not be made yet.
+            match self.cache.lock().ok().and_then(|c| c.get(&p.key).cloned()) {
+                Some((hex, size)) => {
+                    start.sha256 = Some(hex);
+                    start.size = Some(size);
+                }
+                None => match p.file.upgrade() {
+                    Some(file) => {
+                        start.hash_pending = true;
+                        job = Some(HashJob {
+                            file,
+                            key: p.key,
+                            settled: p.settled,
+                        });
+                    }
+                    None => {
+                        start.exe_error =
+                            Some("not hashed again: its parent image's record has it".into());
+                    }
+                },
+            }
+        }
         if let Some(p) = self.procs.get_mut(&pid) {
             p.image = Some(id);
             p.facts = pending.facts;
         }
         self.emit(&Record::Start(start));
+        if let Some(job) = job {
+            self.hash_later(id, job);
+        }
         Some(id)
     }
 
@@ -419,7 +513,8 @@ impl Tracer {
             }
         }
         self.execs += 1;
-        let facts = Rc::new(self.read_facts(pid, exe));
+        let (facts, job) = self.read_facts(pid, exe);
+        let facts = Rc::new(facts);
         let Some(proc) = self.procs.get_mut(&pid) else {
             return;
         };
@@ -460,11 +555,16 @@ impl Tracer {
             exe_error: facts.exe_error.clone(),
             cwd: facts.cwd.clone(),
             uid: facts.uid,
+            hash_pending: job.is_some(),
         }));
+        if let Some(job) = job {
+            self.hash_later(id, job);
+        }
     }
 
-    /// What an exec stop shows of `pid`'s new image.
-    fn read_facts(&mut self, pid: i32, exe: ExeFile) -> Facts {
+    /// What an exec stop shows of `pid`'s new image, and the job that will hash its
+    /// executable when that is done off the stop.
+    fn read_facts(&mut self, pid: i32, exe: ExeFile) -> (Facts, Option<HashJob>) {
         let (argv, argc, argv_bytes) = read_argv(pid);
         let path = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| escape_bytes(p.as_os_str().as_encoded_bytes()))
@@ -473,22 +573,35 @@ impl Tracer {
             .ok()
             .map(|p| escape_bytes(p.as_os_str().as_encoded_bytes()));
         let uid = read_uid(pid);
-        let (sha256, size, exe_error) = match (exe.file, exe.key) {
-            (Some(file), Some(key)) => match self.cache.get(&key) {
-                Some((hex, size)) => (Some(hex.clone()), Some(*size), None),
-                None => match hash(file) {
-                    Ok((hex, size)) => {
-                        if exe.settled {
-                            self.cache.insert(key, (hex.clone(), size));
-                        }
-                        (Some(hex), Some(size), None)
+        let cached = exe
+            .key
+            .and_then(|key| self.cache.lock().ok()?.get(&key).cloned());
+        let mut job = None;
+        let (sha256, size, exe_error) = match (exe.file, exe.key, cached) {
+            (_, _, Some((hex, size))) => (Some(hex), Some(size), None),
+            (Some(file), Some(key), None) if exe.read_only && self.hashes.is_some() => {
+                // Nothing in the sandbox can change it: hashed off the stop.
+                job = Some(HashJob {
+                    file: Arc::new(file),
+                    key,
+                    settled: exe.settled,
+                });
+                (None, Some(key.2), None)
+            }
+            (Some(file), Some(key), None) => match hash(&file) {
+                Ok((hex, size)) => {
+                    if exe.settled
+                        && let Ok(mut cache) = self.cache.lock()
+                    {
+                        cache.insert(key, (hex.clone(), size));
                     }
-                    Err(e) => (None, Some(key.2), Some(format!("reading it: {e}"))),
-                },
+                    (Some(hex), Some(size), None)
+                }
+                Err(e) => (None, Some(key.2), Some(format!("reading it: {e}"))),
             },
-            (_, key) => (None, key.map(|k| k.2), exe.error),
+            (_, key, None) => (None, key.map(|k| k.2), exe.error),
         };
-        Facts {
+        let facts = Facts {
             argv,
             argc,
             argv_bytes,
@@ -498,7 +611,13 @@ impl Tracer {
             exe_error,
             cwd,
             uid,
-        }
+            pending: job.as_ref().map(|j| PendingExe {
+                key: j.key,
+                settled: j.settled,
+                file: Arc::downgrade(&j.file),
+            }),
+        };
+        (facts, job)
     }
 
     /// `pid` (a task) is gone: its image ends with it.
@@ -540,6 +659,8 @@ struct ExeFile {
     key: Option<FileKey>,
     /// Its ctime is old enough for its digest to be cached.
     settled: bool,
+    /// It sits on a read-only mount.
+    read_only: bool,
     error: Option<String>,
 }
 
@@ -556,10 +677,13 @@ impl ExeFile {
                         .duration_since(ctime)
                         .is_ok_and(|age| age > CACHE_SETTLED)
                 });
+                let read_only = rustix::fs::fstatvfs(&file)
+                    .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
                 ExeFile {
                     file: Some(file),
                     key,
                     settled,
+                    read_only,
                     error: None,
                 }
             }
@@ -570,6 +694,7 @@ impl ExeFile {
                     file: None,
                     key,
                     settled: false,
+                    read_only: false,
                     error: Some(format!("the tracer cannot open it: {e}")),
                 }
             }
@@ -589,12 +714,14 @@ fn key_of(m: &std::fs::Metadata) -> FileKey {
     )
 }
 
-fn hash(mut file: std::fs::File) -> std::io::Result<(String, u64)> {
+/// The SHA-256 of a file's bytes and their count, read with positioned reads from its
+/// start (whatever the descriptor's offset).
+fn hash(file: &std::fs::File) -> std::io::Result<(String, u64)> {
     let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
-        match file.read(&mut buf) {
+        match file.read_at(&mut buf, total) {
             Ok(0) => break,
             Ok(n) => {
                 h.update(&buf[..n]);
@@ -605,6 +732,52 @@ fn hash(mut file: std::fs::File) -> std::io::Result<(String, u64)> {
         }
     }
     Ok((hex::encode(h.finalize()), total))
+}
+
+/// Writes one record line.
+fn emit_to(out: &Out, record: &Record) {
+    if let Ok(mut out) = out.lock()
+        && serde_json::to_writer(&mut *out, record).is_ok()
+    {
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// The hashing thread: each job's digest (from the cache when an earlier job made it),
+/// written as a `hash` record and flushed, until the tracer lets go of the channel.
+fn hash_jobs(jobs: &mpsc::Receiver<(u64, HashJob)>, out: &Out, cache: &Cache) {
+    while let Ok((id, job)) = jobs.recv() {
+        let cached = cache.lock().ok().and_then(|c| c.get(&job.key).cloned());
+        let result = match cached {
+            Some(done) => Ok(done),
+            None => hash(&job.file),
+        };
+        let record = match result {
+            Ok((hex, size)) => {
+                if job.settled
+                    && let Ok(mut c) = cache.lock()
+                {
+                    c.insert(job.key, (hex.clone(), size));
+                }
+                Record::Hash {
+                    id,
+                    sha256: Some(hex),
+                    size: Some(size),
+                    error: None,
+                }
+            }
+            Err(e) => Record::Hash {
+                id,
+                sha256: None,
+                size: Some(job.key.2),
+                error: Some(format!("reading it: {e}")),
+            },
+        };
+        emit_to(out, &record);
+        if let Ok(mut out) = out.lock() {
+            let _ = out.flush();
+        }
+    }
 }
 
 /// The CPU time this process has used, user and system, in milliseconds (from

@@ -84,6 +84,10 @@ struct Assembly {
     attached: Option<Result<(), String>>,
     open: BTreeMap<u64, ObservedProcess>,
     finished: Vec<ObservedProcess>,
+    /// Images whose executable's digest is still to come.
+    hash_pending: std::collections::BTreeSet<u64>,
+    /// Ended images waiting for their digest.
+    awaiting_hash: BTreeMap<u64, ObservedProcess>,
     recorded: u64,
     done: Option<(u64, u64, u64, Option<String>)>,
     /// The tracer's own CPU time, from its last line.
@@ -220,7 +224,17 @@ impl TrailWatch {
             return Trail::default();
         };
         let mut processes = std::mem::take(&mut s.finished);
-        processes.extend(std::mem::take(&mut s.open).into_values());
+        let unhashed = std::mem::take(&mut s.awaiting_hash)
+            .into_values()
+            .chain(std::mem::take(&mut s.open).into_values())
+            .map(|mut p| {
+                if s.hash_pending.contains(&p.id) {
+                    p.exe_error = Some("the tracer stopped before its digest was made".into());
+                }
+                p
+            })
+            .collect::<Vec<_>>();
+        processes.extend(unhashed);
         processes.sort_by_key(|p| p.id);
         let (not_recorded, execs, forks, error) = s.done.clone().unwrap_or_default();
         let error = match (&s.done, error) {
@@ -290,12 +304,42 @@ impl TrailFeed {
         done
     }
 
-    /// The processes still running, as they are now (not taken: each has no end yet).
+    /// Waits up to `wait` until every digest being made has come (the executables of the
+    /// images recorded so far are hashed off the tracer's loop); whether they all came.
+    pub fn settle(&self, wait: Duration) -> bool {
+        let (lock, ready) = &*self.0;
+        let deadline = Instant::now() + wait;
+        let Ok(mut s) = lock.lock() else {
+            return false;
+        };
+        loop {
+            if s.hash_pending.is_empty() {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || s.ended {
+                return false;
+            }
+            match ready.wait_timeout(s, left) {
+                Ok((next, _)) => s = next,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// The processes still running (and those ended whose executable's digest is still
+    /// being made), as they are now: not taken.
     pub fn running(&self) -> Vec<ObservedProcess> {
         self.0
             .0
             .lock()
-            .map(|s| s.open.values().cloned().collect())
+            .map(|s| {
+                s.awaiting_hash
+                    .values()
+                    .chain(s.open.values())
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -360,8 +404,30 @@ fn apply(s: &mut Assembly, record: Record, secrets: &[String]) {
         Record::Failed { error } => s.attached = Some(Err(error)),
         Record::Start(start) => {
             s.recorded += 1;
+            if start.hash_pending {
+                s.hash_pending.insert(start.id);
+            }
             let p = observed(start, secrets);
             s.open.insert(p.id, p);
+        }
+        Record::Hash {
+            id,
+            sha256,
+            size,
+            error,
+        } => {
+            s.hash_pending.remove(&id);
+            let fill = |p: &mut ObservedProcess| {
+                p.exe_sha256 = sha256;
+                p.exe_size = size.or(p.exe_size);
+                p.exe_error = error;
+            };
+            if let Some(p) = s.open.get_mut(&id) {
+                fill(p);
+            } else if let Some(mut p) = s.awaiting_hash.remove(&id) {
+                fill(&mut p);
+                s.finished.push(p);
+            }
         }
         Record::End {
             id,
@@ -375,7 +441,11 @@ fn apply(s: &mut Assembly, record: Record, secrets: &[String]) {
                 p.exit_code = code;
                 p.signal = signal;
                 p.replaced = replaced;
-                s.finished.push(p);
+                if s.hash_pending.contains(&id) {
+                    s.awaiting_hash.insert(id, p);
+                } else {
+                    s.finished.push(p);
+                }
             }
         }
         Record::Counts {
@@ -468,6 +538,39 @@ mod tests {
         let p = observed(start(vec![long]), &[]);
         assert_eq!(p.argv[0].len(), MAX_RECORDED_ARG_BYTES);
         assert!(p.argv_cut.is_some());
+    }
+
+    #[test]
+    fn an_image_ended_before_its_digest_waits_for_it() {
+        let mut s = Assembly::default();
+        let mut st = start(vec!["big".into()]);
+        st.hash_pending = true;
+        apply(&mut s, Record::Start(st), &[]);
+        apply(
+            &mut s,
+            Record::End {
+                id: 1,
+                t: 9,
+                code: Some(0),
+                signal: None,
+                replaced: false,
+            },
+            &[],
+        );
+        assert!(s.finished.is_empty(), "not before its digest");
+        apply(
+            &mut s,
+            Record::Hash {
+                id: 1,
+                sha256: Some("ab".into()),
+                size: Some(2),
+                error: None,
+            },
+            &[],
+        );
+        assert_eq!(s.finished.len(), 1);
+        assert_eq!(s.finished[0].exe_sha256.as_deref(), Some("ab"));
+        assert_eq!(s.finished[0].exit_code, Some(0));
     }
 
     #[test]

@@ -34,6 +34,21 @@ pub(crate) enum Record {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replaced: bool,
     },
+    /// The digest of an image's executable, made after its `start` (which said
+    /// `hash_pending`).
+    Hash {
+        /// The image.
+        id: u64,
+        /// SHA-256 hex of its executable's bytes.
+        #[serde(default)]
+        sha256: Option<String>,
+        /// Its size.
+        #[serde(default)]
+        size: Option<u64>,
+        /// Why it could not be hashed.
+        #[serde(default)]
+        error: Option<String>,
+    },
     /// What has been counted so far (written when the tracer is idle and the counts
     /// changed, so that a trail read before its end knows them).
     Counts {
@@ -98,4 +113,7 @@ pub(crate) struct Start {
     /// The host uid.
     #[serde(default)]
     pub uid: Option<u32>,
+    /// Its digest comes later, in a `hash` record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hash_pending: bool,
 }
