@@ -200,6 +200,7 @@ pub(super) fn processes_json(log: &[EventPayload]) -> Value {
                 "argv_cut": p.argv_cut,
                 "exe": p.exe,
                 "exe_sha256": p.exe_sha256,
+                "exe_error": p.exe_error,
                 "cwd": p.cwd,
                 "uid": p.uid,
                 "started": p.started,

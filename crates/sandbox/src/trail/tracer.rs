@@ -204,8 +204,12 @@ struct Tracer {
     cache: Cache,
     /// Executables to hash off the loop, with the record each digest belongs to.
     hashes: Option<mpsc::Sender<(u64, HashJob)>>,
-    hasher: Option<std::thread::JoinHandle<()>>,
+    hashers: Vec<std::thread::JoinHandle<()>>,
 }
+
+/// Threads hashing executables at once (a large binary does not hold up the small ones
+/// queued behind it).
+const HASHERS: usize = 2;
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -221,13 +225,16 @@ impl Tracer {
         )));
         let cache: Cache = Arc::default();
         let (hashes, jobs) = mpsc::channel::<(u64, HashJob)>();
-        let hasher = {
-            let (out, cache) = (Arc::clone(&out), Arc::clone(&cache));
-            std::thread::Builder::new()
-                .name("trail-hasher".into())
-                .spawn(move || hash_jobs(&jobs, &out, &cache))
-                .ok()
-        };
+        let jobs = Arc::new(Mutex::new(jobs));
+        let hashers: Vec<_> = (0..HASHERS)
+            .filter_map(|i| {
+                let (jobs, out, cache) = (Arc::clone(&jobs), Arc::clone(&out), Arc::clone(&cache));
+                std::thread::Builder::new()
+                    .name(format!("trail-hasher-{i}"))
+                    .spawn(move || hash_jobs(&jobs, &out, &cache))
+                    .ok()
+            })
+            .collect();
         Tracer {
             args,
             out,
@@ -242,8 +249,8 @@ impl Tracer {
             forks: 0,
             counted: (0, 0, 0),
             cache,
-            hashes: hasher.is_some().then_some(hashes),
-            hasher,
+            hashes: (!hashers.is_empty()).then_some(hashes),
+            hashers,
         }
     }
 
@@ -303,7 +310,7 @@ impl Tracer {
         }
         // The digests still being made go out before the last line.
         self.hashes = None;
-        if let Some(h) = self.hasher.take() {
+        for h in std::mem::take(&mut self.hashers) {
             let _ = h.join();
         }
         let (not_recorded, execs, forks) = (self.not_recorded, self.execs, self.forks);
@@ -745,8 +752,13 @@ fn emit_to(out: &Out, record: &Record) {
 
 /// The hashing thread: each job's digest (from the cache when an earlier job made it),
 /// written as a `hash` record and flushed, until the tracer lets go of the channel.
-fn hash_jobs(jobs: &mpsc::Receiver<(u64, HashJob)>, out: &Out, cache: &Cache) {
-    while let Ok((id, job)) = jobs.recv() {
+fn hash_jobs(jobs: &Mutex<mpsc::Receiver<(u64, HashJob)>>, out: &Out, cache: &Cache) {
+    loop {
+        let next = match jobs.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok((id, job)) = next else { return };
         let cached = cache.lock().ok().and_then(|c| c.get(&job.key).cloned());
         let result = match cached {
             Some(done) => Ok(done),

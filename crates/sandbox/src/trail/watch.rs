@@ -20,6 +20,9 @@ use super::{
 
 /// How long a command waits for the tracer to hold it before it is refused.
 const ATTACH_WAIT: Duration = Duration::from_secs(20);
+/// How long the end of a trail waits for the digests still being made (large
+/// executables), after its processes are gone.
+const HASH_WAIT: Duration = Duration::from_secs(120);
 /// How much of the tracer's stderr is kept, to say why it failed.
 const TRACER_STDERR_CAP: u64 = 4096;
 
@@ -205,8 +208,22 @@ impl TrailWatch {
     /// Waits up to `wait` for the tracer to see the last process end, then stops it; the
     /// images not taken yet (those still running, unended) and the summary.
     pub(crate) fn finish(mut self, wait: Duration) -> Trail {
-        let deadline = Instant::now() + wait;
-        while Instant::now() < deadline {
+        let mut deadline = Instant::now() + wait;
+        // Once the tree is gone only digests are left to make: they are waited for longer.
+        let hashing_deadline = Instant::now() + HASH_WAIT;
+        loop {
+            if Instant::now() >= deadline {
+                let hashing = self
+                    .state
+                    .0
+                    .lock()
+                    .is_ok_and(|s| !s.hash_pending.is_empty());
+                if hashing && Instant::now() < hashing_deadline {
+                    deadline = Instant::now() + Duration::from_millis(100);
+                } else {
+                    break;
+                }
+            }
             if self.state.0.lock().is_ok_and(|s| s.ended) {
                 break;
             }
