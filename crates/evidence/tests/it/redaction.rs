@@ -399,7 +399,7 @@ fn a_forged_redaction_record_fails_verify() {
     forged.removed = vec![Removed::Text {
         seq: name_line as u64,
         pointer: "/payload/name".into(),
-        sha256: sha256_hex(b"read_file"),
+        sha256: salted_commitment(&b, name_line as u64, "/payload/name", "read_file"),
     }];
     forged.log.sha256 = sha256_hex(&fs::read(src.join("events.jsonl")).unwrap());
     let envelope = json!({
