@@ -10,6 +10,7 @@
 //! strings (`substitutions`), and says which places cannot be redacted ([`protected`]);
 //! [`redact`] makes a redacted bundle and `verify` judges one.
 
+mod forms;
 mod plan;
 mod redact;
 
