@@ -12,6 +12,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{LedgerError, Result};
+use crate::files::{Folder, LogFiles};
 use crate::merkle::{Hash, Subtrees, perfect_root};
 
 /// Hashes in a full tile.
@@ -193,15 +194,32 @@ pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Read hash tile `id`: exactly `width` hashes.
+/// Read hash tile `id` of the ledger folder `dir`: exactly `width` hashes.
 ///
 /// # Errors
 ///
 /// [`LedgerError::Io`] when the tile cannot be read; [`LedgerError::BadTile`] when it is not
 /// a regular file or does not hold exactly `width` hashes.
 pub fn read_hashes(dir: &Path, id: TileId) -> Result<Vec<Hash>> {
+    read_hashes_from(&Folder::new(dir), id)
+}
+
+/// The file at `rel` of `files`, which must be there.
+fn required(files: &dyn LogFiles, rel: &str, max: u64) -> Result<Vec<u8>> {
+    files
+        .read(rel, max)?
+        .ok_or_else(|| LedgerError::BadTile(format!("{rel} is missing from {}", files.describe())))
+}
+
+/// Read hash tile `id` of a ledger wherever it is: exactly `width` hashes.
+///
+/// # Errors
+///
+/// As [`read_hashes`], and [`LedgerError::BadTile`] when the tile is missing;
+/// [`LedgerError::Remote`] when a remote ledger cannot be read.
+pub fn read_hashes_from(files: &dyn LogFiles, id: TileId) -> Result<Vec<Hash>> {
     let rel = id.path();
-    let bytes = read_bounded(&dir.join(&rel), TILE_WIDTH * 32)?;
+    let bytes = required(files, &rel, TILE_WIDTH * 32)?;
     if bytes.len() != usize::from(id.width) * 32 {
         return Err(LedgerError::BadTile(format!(
             "{rel} holds {} bytes, not {} hashes",
@@ -215,15 +233,26 @@ pub fn read_hashes(dir: &Path, id: TileId) -> Result<Vec<Hash>> {
         .collect())
 }
 
-/// Read entry bundle `id`: exactly `width` length-prefixed entries, nothing after them.
+/// Read entry bundle `id` of the ledger folder `dir`: exactly `width` length-prefixed
+/// entries, nothing after them.
 ///
 /// # Errors
 ///
 /// [`LedgerError::Io`] when the bundle cannot be read; [`LedgerError::BadTile`] when it is
 /// not a regular file, is too large, or does not hold exactly `width` whole entries.
 pub fn read_entries(dir: &Path, id: TileId) -> Result<Vec<Vec<u8>>> {
+    read_entries_from(&Folder::new(dir), id)
+}
+
+/// Read entry bundle `id` of a ledger wherever it is.
+///
+/// # Errors
+///
+/// As [`read_entries`], and [`LedgerError::BadTile`] when the bundle is missing;
+/// [`LedgerError::Remote`] when a remote ledger cannot be read.
+pub fn read_entries_from(files: &dyn LogFiles, id: TileId) -> Result<Vec<Vec<u8>>> {
     let rel = id.path();
-    let bytes = read_bounded(&dir.join(&rel), MAX_BUNDLE_BYTES)?;
+    let bytes = required(files, &rel, MAX_BUNDLE_BYTES)?;
     let mut entries = Vec::with_capacity(usize::from(id.width));
     let mut at = 0usize;
     while at < bytes.len() {
@@ -262,16 +291,21 @@ pub fn encode_entries<T: AsRef<[u8]>>(entries: &[T]) -> Vec<u8> {
 
 /// The hashes of the tree of one size, read from its tiles (each tile read once).
 pub struct TileReader<'a> {
-    dir: &'a Path,
+    files: Box<dyn LogFiles + 'a>,
     size: u64,
     cache: HashMap<(u8, u64), Vec<Hash>>,
 }
 
 impl<'a> TileReader<'a> {
-    /// A reader of the tiles the tree of `size` leaves in `dir` has.
+    /// A reader of the tiles the tree of `size` leaves in the ledger folder `dir` has.
     pub fn new(dir: &'a Path, size: u64) -> TileReader<'a> {
+        TileReader::over(Box::new(Folder::new(dir)), size)
+    }
+
+    /// A reader of the tiles the tree of `size` leaves has, wherever the ledger is.
+    pub fn over(files: Box<dyn LogFiles + 'a>, size: u64) -> TileReader<'a> {
         TileReader {
-            dir,
+            files,
             size,
             cache: HashMap::new(),
         }
@@ -296,7 +330,7 @@ impl<'a> TileReader<'a> {
                 index,
                 width,
             };
-            let hashes = read_hashes(self.dir, id)?;
+            let hashes = read_hashes_from(&*self.files, id)?;
             self.cache.insert((level, index), hashes);
         }
         Ok(&self.cache[&(level, index)])
