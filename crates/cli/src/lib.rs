@@ -62,6 +62,7 @@ mod steer_file;
 mod style;
 mod verify;
 mod view;
+mod witness;
 mod wrap;
 
 /// Exit code: the run finished, every check passed, the replay matched.

@@ -22,6 +22,7 @@ mod inspect_interop;
 mod json_output;
 mod kubernetes;
 mod ledger;
+mod ledger_trust;
 mod locked_folders;
 mod logging;
 mod mcp_published;
