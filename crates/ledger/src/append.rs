@@ -58,6 +58,12 @@ pub struct AddOutcome {
 /// [`LedgerError::KeyType`] when the key cannot be read or is not the ledger's Ed25519 key;
 /// the note and tile errors when the current checkpoint or a tile does not check; and
 /// [`LedgerError::Io`] when a file cannot be read, written or synced.
+///
+/// Adds from several threads of one process at once share their work: while one add
+/// writes, the others queue, and the next writer adds every queued leaf in one add — one
+/// set of tiles, one checkpoint and one round of syncs for all of them.
+/// Each caller still gets the indexes of its own leaves, and returns only once they are
+/// durable under a signed checkpoint.
 pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> Result<AddOutcome> {
     if let Some(big) = leaves.iter().find(|l| l.len() > usize::from(u16::MAX)) {
         return Err(LedgerError::BadProof(format!(
@@ -66,7 +72,6 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
         )));
     }
     let config = Config::read(dir)?;
-    let _lock = LedgerLock::take(dir, true)?;
     let key = match key {
         Some(k) => k.clone(),
         None => load_signing_key(&config.key_file)?,
@@ -78,6 +83,16 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
             vkey.to_text()
         )));
     }
+    crate::group::submit(dir, leaves.to_vec(), &key)
+}
+
+/// One add, under the writer's lock, of leaves already checked, signed with the ledger's
+/// own `key`.
+pub(crate) fn add_now(dir: &Path, leaves: &[Vec<u8>], key: &PrivateKey) -> Result<AddOutcome> {
+    let config = Config::read(dir)?;
+    let _lock = LedgerLock::take(dir, true)?;
+    let key = key.clone();
+    let vkey = config.key()?;
     let note = read_bounded(&dir.join(CHECKPOINT_FILE), MAX_NOTE_BYTES as u64)?;
     let old = Checkpoint::open(&note, &vkey)?;
     let repaired = repair(dir, old.size)?;

@@ -501,9 +501,15 @@ pub(crate) fn find_leaves_in(
     wanted: &[Hash],
 ) -> Result<Vec<Option<u64>>> {
     let mut found = vec![None; wanted.len()];
-    let mut left = wanted.len();
+    // Each wanted hash's positions in `wanted`: one lookup per stored hash, not a
+    // comparison with every wanted one.
+    let mut positions: std::collections::HashMap<&Hash, Vec<usize>> =
+        std::collections::HashMap::with_capacity(wanted.len());
+    for (i, w) in wanted.iter().enumerate() {
+        positions.entry(w).or_default().push(i);
+    }
     let mut index = 0u64;
-    while left > 0 {
+    while !positions.is_empty() {
         let Some(width) = width_at(size, 0, index) else {
             break;
         };
@@ -513,10 +519,9 @@ pub(crate) fn find_leaves_in(
             width,
         };
         for (i, h) in read_hashes_from(files, id)?.iter().enumerate() {
-            for (w, slot) in wanted.iter().zip(found.iter_mut()) {
-                if slot.is_none() && w == h {
-                    *slot = Some(index * 256 + i as u64);
-                    left -= 1;
+            if let Some(slots) = positions.remove(h) {
+                for slot in slots {
+                    found[slot] = Some(index * 256 + i as u64);
                 }
             }
         }

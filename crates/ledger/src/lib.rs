@@ -47,6 +47,7 @@ mod audit;
 mod bundle;
 mod error;
 pub mod files;
+pub(crate) mod group;
 mod ledger;
 pub mod merkle;
 pub mod note;

@@ -555,3 +555,80 @@ pub fn add_cosignatures(dir: &Path, note: &[u8], lines: &[String]) -> Result<Vec
     sync_dir(dir)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::note::sign_note;
+
+    fn checkpoint(origin: &str, size: u64, root: Hash, key: &PrivateKey) -> Vec<u8> {
+        let cp = Checkpoint {
+            origin: origin.into(),
+            size,
+            root,
+        };
+        sign_note(&cp.to_text(), origin, key).unwrap().into_bytes()
+    }
+
+    #[test]
+    fn add_checkpoint_answers_as_tlog_witness_prescribes() {
+        let tmp = std::env::temp_dir().join(format!("provrun-witness-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let wfile = tmp.join("w.pem");
+        std::fs::write(&wfile, PrivateKey::Ed25519([1; 32]).to_pem().unwrap()).unwrap();
+        let log = PrivateKey::Ed25519([2; 32]);
+        let log_vkey = VerifierKey::new("example.com/log", ed25519_public(&log).unwrap()).unwrap();
+        let wkey = init_witness(&tmp.join("w"), &wfile, "w.example/1").unwrap();
+        assert_eq!(WitnessKey::parse(&wkey.to_text()).unwrap(), wkey);
+        assert!(
+            WitnessKey::parse(&log_vkey.to_text()).is_err(),
+            "a type-0x01 key is not a witness key"
+        );
+        let w = Witness::open(&tmp.join("w"), &[log_vkey]).unwrap();
+        // A second process may not serve the same witness.
+        assert!(matches!(
+            Witness::open(&tmp.join("w"), &[]),
+            Err(LedgerError::Locked(_))
+        ));
+        let leaf = |i: u8| crate::merkle::leaf_hash(&[i]);
+        let root2 = crate::merkle::node_hash(&leaf(0), &leaf(1));
+        let cp2 = checkpoint("example.com/log", 2, root2, &log);
+        let status = |body: Vec<u8>| {
+            w.add_checkpoint(&body, 7)
+                .map(|_| 200)
+                .unwrap_or_else(|r| r.status)
+        };
+        assert_eq!(status(b"nonsense".to_vec()), 400);
+        let other = checkpoint("example.com/other", 2, root2, &log);
+        assert_eq!(status(add_checkpoint_body(0, &[], &other)), 404);
+        let forged = checkpoint("example.com/log", 2, root2, &PrivateKey::Ed25519([9; 32]));
+        assert_eq!(status(add_checkpoint_body(0, &[], &forged)), 403);
+        assert_eq!(status(add_checkpoint_body(3, &[], &cp2)), 400);
+        assert_eq!(status(add_checkpoint_body(0, &[leaf(0)], &cp2)), 422);
+        let empty_bad = checkpoint("example.com/log", 0, root2, &log);
+        assert_eq!(status(add_checkpoint_body(0, &[], &empty_bad)), 422);
+        // Cosigned from nothing; its line verifies; its time is the one given.
+        let line = w
+            .add_checkpoint(&add_checkpoint_body(0, &[], &cp2), 7)
+            .unwrap();
+        let mut note = cp2.clone();
+        note.extend_from_slice(line.as_bytes());
+        assert_eq!(cosignature_time(&note, &w.key().unwrap()).unwrap(), 7);
+        // Now it holds 2: old 0 is a conflict that says so.
+        let r = w
+            .add_checkpoint(&add_checkpoint_body(0, &[], &cp2), 8)
+            .unwrap_err();
+        assert_eq!((r.status, r.body.as_str()), (409, "2\n"));
+        // Same size, another root: a fork.
+        let fork = checkpoint("example.com/log", 2, leaf(5), &log);
+        assert_eq!(status(add_checkpoint_body(2, &[], &fork)), 422);
+        // Growth to 3 with the right proof, and a wrong one.
+        let root3 = crate::merkle::node_hash(&root2, &leaf(2));
+        let cp3 = checkpoint("example.com/log", 3, root3, &log);
+        assert_eq!(status(add_checkpoint_body(2, &[leaf(7)], &cp3)), 422);
+        assert_eq!(status(add_checkpoint_body(2, &[leaf(2)], &cp3)), 200);
+        drop(w);
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

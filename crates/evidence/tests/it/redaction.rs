@@ -276,6 +276,16 @@ fn requests_that_cannot_be_met_write_nothing() {
             Selector::Match(&|b: &[u8]| contains(b, "no-such-text")),
             "nothing matches",
         ),
+        // An envelope member's name is on every line and cannot go either.
+        (
+            Selector::Match(&|b: &[u8]| b == b"prev"),
+            "the envelope member name `prev`",
+        ),
+        // Nor can a number.
+        (
+            Selector::Match(&|b: &[u8]| b == b"0"),
+            "nothing can be removed",
+        ),
     ];
     for (i, (sel, why)) in cases.into_iter().enumerate() {
         let out = scratch(&format!("redact-refused-{i}"));

@@ -1,0 +1,191 @@
+//! Adds from many threads of one process share a commit: the first writer to find the
+//! ledger free adds every leaf queued so far in one add (one checkpoint, one round of
+//! syncs) and hands each waiting caller its own result; the ones that queue meanwhile go
+//! in the next add. Across processes the writer's lock (`flock`) still orders adds one at
+//! a time.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use provrun_evidence::dsse::PrivateKey;
+
+use crate::append::{AddOutcome, add_now};
+use crate::error::{LedgerError, Result};
+
+/// The queue of one ledger folder.
+#[derive(Default)]
+struct Group {
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    next_ticket: u64,
+    /// Queued adds: their ticket and leaves.
+    pending: Vec<(u64, Vec<Vec<u8>>)>,
+    /// Results not yet taken by their caller.
+    results: HashMap<u64, Result<AddOutcome>>,
+    /// Whether a writer is adding now.
+    leading: bool,
+}
+
+fn group_for(dir: &Path) -> Arc<Group> {
+    static GROUPS: OnceLock<Mutex<HashMap<PathBuf, Arc<Group>>>> = OnceLock::new();
+    let key = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut groups = GROUPS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Arc::clone(groups.entry(key).or_default())
+}
+
+/// Queue `leaves` for the ledger at `dir` and wait until they are added (by this thread
+/// or by another that added them in the same commit); `key` is the ledger's own key.
+pub(crate) fn submit(dir: &Path, leaves: Vec<Vec<u8>>, key: &PrivateKey) -> Result<AddOutcome> {
+    let group = group_for(dir);
+    let mut st = group.state.lock().unwrap_or_else(|e| e.into_inner());
+    let ticket = st.next_ticket;
+    st.next_ticket += 1;
+    st.pending.push((ticket, leaves));
+    loop {
+        if let Some(result) = st.results.remove(&ticket) {
+            return result;
+        }
+        if st.leading {
+            st = group.done.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        st.leading = true;
+        let batch = std::mem::take(&mut st.pending);
+        drop(st);
+        // A writer that panicked would leave the others waiting: its batch fails instead.
+        let outcomes =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| add_batch(dir, &batch, key)))
+                .unwrap_or_else(|_| {
+                    batch
+                        .iter()
+                        .map(|_| Err(LedgerError::BadTile("the add failed unexpectedly".into())))
+                        .collect()
+                });
+        st = group.state.lock().unwrap_or_else(|e| e.into_inner());
+        for ((t, _), r) in batch.iter().zip(outcomes) {
+            st.results.insert(*t, r);
+        }
+        st.leading = false;
+        group.done.notify_all();
+    }
+}
+
+/// One add of every queued caller's leaves, its outcome split back per caller.
+fn add_batch(
+    dir: &Path,
+    batch: &[(u64, Vec<Vec<u8>>)],
+    key: &PrivateKey,
+) -> Vec<Result<AddOutcome>> {
+    let all: Vec<Vec<u8>> = batch.iter().flat_map(|(_, l)| l.iter().cloned()).collect();
+    match add_now(dir, &all, key) {
+        Ok(outcome) => {
+            let mut added = outcome.added.into_iter();
+            batch
+                .iter()
+                .enumerate()
+                .map(|(i, (_, leaves))| {
+                    Ok(AddOutcome {
+                        added: added.by_ref().take(leaves.len()).collect(),
+                        checkpoint: outcome.checkpoint.clone(),
+                        repaired: if i == 0 {
+                            outcome.repaired.clone()
+                        } else {
+                            Vec::new()
+                        },
+                    })
+                })
+                .collect()
+        }
+        Err(e) => batch.iter().map(|_| Err(duplicate(&e))).collect(),
+    }
+}
+
+/// The same error again, for each caller of a failed shared add.
+fn duplicate(e: &LedgerError) -> LedgerError {
+    match e {
+        LedgerError::Io {
+            action,
+            path,
+            source,
+        } => LedgerError::Io {
+            action,
+            path: path.clone(),
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        LedgerError::NotALedger(p) => LedgerError::NotALedger(p.clone()),
+        LedgerError::NotEmpty(p) => LedgerError::NotEmpty(p.clone()),
+        LedgerError::BadConfig { path, reason } => LedgerError::BadConfig {
+            path: path.clone(),
+            reason: reason.clone(),
+        },
+        LedgerError::Locked(p) => LedgerError::Locked(p.clone()),
+        LedgerError::BadName(s) => LedgerError::BadName(s.clone()),
+        LedgerError::KeyType(s) => LedgerError::KeyType(s.clone()),
+        LedgerError::Key(s) => LedgerError::Key(s.clone()),
+        LedgerError::BadVerifierKey(s) => LedgerError::BadVerifierKey(s.clone()),
+        LedgerError::BadNote(s) => LedgerError::BadNote(s.clone()),
+        LedgerError::BadSignature(s) => LedgerError::BadSignature(s.clone()),
+        LedgerError::NotSignedBy(s) => LedgerError::NotSignedBy(s.clone()),
+        LedgerError::BadCheckpoint(s) => LedgerError::BadCheckpoint(s.clone()),
+        LedgerError::BadTile(s) => LedgerError::BadTile(s.clone()),
+        LedgerError::BadBundle { bundle, reason } => LedgerError::BadBundle {
+            bundle: bundle.clone(),
+            reason: reason.clone(),
+        },
+        LedgerError::NotIncluded(s) => LedgerError::NotIncluded(s.clone()),
+        LedgerError::BadProof(s) => LedgerError::BadProof(s.clone()),
+        LedgerError::Remote(s) => LedgerError::Remote(s.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_adds_share_commits_and_each_gets_its_own_indexes() {
+        let tmp = std::env::temp_dir().join(format!("provrun-group-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let key_file = tmp.join("k.pem");
+        let key = PrivateKey::Ed25519([5; 32]);
+        std::fs::write(&key_file, key.to_pem().unwrap()).unwrap();
+        let dir = tmp.join("ledger");
+        crate::init(&dir, &key_file, "example.com/group").unwrap();
+        let leaf = |t: usize, i: usize| crate::leaf_data(&format!("{:064x}", t * 1000 + i));
+        let results: Vec<Vec<(Vec<u8>, u64)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|t| {
+                    let dir = &dir;
+                    s.spawn(move || {
+                        (0..20)
+                            .map(|i| {
+                                let l = leaf(t, i);
+                                let out = crate::add_leaves(dir, &[l.clone()], None).unwrap();
+                                assert!(out.added[0].new);
+                                (l, out.added[0].index)
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let ledger = crate::Ledger::open(&dir, None).unwrap();
+        assert_eq!(ledger.checkpoint().size, 160);
+        for (l, index) in results.into_iter().flatten() {
+            assert_eq!(ledger.find(&l).unwrap(), Some(index));
+        }
+        drop(ledger);
+        assert!(crate::verify_ledger(&dir, None).ok);
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}
