@@ -475,3 +475,70 @@ fn content_removed_without_a_record_fails_verify() {
     fs::remove_file(b.join("output/public.txt")).unwrap();
     assert!(fails(&verify(&b)).contains(&CheckCode::Outputs));
 }
+
+#[test]
+fn a_blob_in_an_encoding_it_cannot_read_is_named_and_goes_only_by_name() {
+    let dir = scratch("redact-unreadable");
+    let rec = Recorder::create(&dir, "run-u", Durability::Flush, &run_started()).unwrap();
+    // A bzip2 body, and a gzip body holding the secret (which is read and searched).
+    let bz = rec
+        .put_blob(b"BZh91AY&SY\x01\x02\x03 opaque", "application/octet-stream")
+        .unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, format!("{{\"t\":\"{TOOL_SECRET}\"}}").as_bytes()).unwrap();
+    let gz = rec
+        .put_blob(&gz.finish().unwrap(), "application/json")
+        .unwrap();
+    rec.record(&ModelCalled {
+        model: "test".into(),
+        request: Some(bz.clone()),
+        response: Some(gz.clone()),
+        ..ModelCalled::default()
+    })
+    .unwrap();
+    rec.step().unwrap();
+    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    let pattern = |b: &[u8]| contains(b, TOOL_SECRET);
+    let refused = redact(
+        &dir,
+        &scratch("redact-unreadable-out"),
+        &RedactRequest {
+            selectors: vec![Selector::Match(&pattern)],
+            reason: "r".into(),
+            signer: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains(&bz.digest.sha256) && refused.contains("bzip2"),
+        "{refused}"
+    );
+    let out = scratch("redact-unreadable-ok");
+    let done = redact(
+        &dir,
+        &out,
+        &RedactRequest {
+            selectors: vec![
+                Selector::Match(&pattern),
+                Selector::Blob(bz.digest.sha256.clone()),
+            ],
+            reason: "r".into(),
+            signer: None,
+        },
+    )
+    .unwrap();
+    let removed: Vec<&str> = done
+        .record
+        .removed
+        .iter()
+        .filter_map(|r| match r {
+            Removed::Blob { sha256, .. } => Some(sha256.as_str()),
+            _ => None,
+        })
+        .collect();
+    // The gzip body held the secret once decompressed: it went too.
+    assert!(removed.contains(&gz.digest.sha256.as_str()), "{removed:?}");
+    assert!(removed.contains(&bz.digest.sha256.as_str()));
+    assert!(verify(&out).ok);
+}
