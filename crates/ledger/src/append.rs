@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use provrun_evidence::dsse::PrivateKey;
 
 use crate::error::{LedgerError, Result};
+use crate::index::LeafIndex;
 use crate::ledger::{CHECKPOINT_FILE, Config, LedgerLock, find_leaves, load_signing_key, sync_dir};
 use crate::merkle::{Hash, Subtrees as _, empty_root, leaf_hash, node_hash, perfect_root};
 use crate::note::{Checkpoint, MAX_NOTE_BYTES, sign_note};
@@ -88,7 +89,26 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
 
 /// One add, under the writer's lock, of leaves already checked, signed with the ledger's
 /// own `key`.
-pub(crate) fn add_now(dir: &Path, leaves: &[Vec<u8>], key: &PrivateKey) -> Result<AddOutcome> {
+pub(crate) fn add_now(
+    dir: &Path,
+    leaves: &[Vec<u8>],
+    key: &PrivateKey,
+    index: &mut Option<LeafIndex>,
+) -> Result<AddOutcome> {
+    // The index is trusted only for the add it is refreshed for; a failed add drops it.
+    let result = add_indexed(dir, leaves, key, index);
+    if result.is_err() {
+        *index = None;
+    }
+    result
+}
+
+fn add_indexed(
+    dir: &Path,
+    leaves: &[Vec<u8>],
+    key: &PrivateKey,
+    index: &mut Option<LeafIndex>,
+) -> Result<AddOutcome> {
     let config = Config::read(dir)?;
     let _lock = LedgerLock::take(dir, true)?;
     let key = key.clone();
@@ -97,7 +117,11 @@ pub(crate) fn add_now(dir: &Path, leaves: &[Vec<u8>], key: &PrivateKey) -> Resul
     let old = Checkpoint::open(&note, &vkey)?;
     let repaired = repair(dir, old.size)?;
     let hashes: Vec<Hash> = leaves.iter().map(|l| leaf_hash(l)).collect();
-    let existing = find_leaves(dir, old.size, &hashes)?;
+    LeafIndex::refresh(index, dir, &old)?;
+    let existing = match index.as_ref() {
+        Some(ix) => ix.find(dir, &hashes)?,
+        None => find_leaves(dir, old.size, &hashes)?,
+    };
     let mut state = State::load(dir, old.size)?;
     let mut writes: Vec<(TileId, Vec<u8>)> = Vec::new();
     let mut this_add: HashMap<Hash, u64> = HashMap::new();
@@ -126,6 +150,10 @@ pub(crate) fn add_now(dir: &Path, leaves: &[Vec<u8>], key: &PrivateKey) -> Resul
     };
     commit(dir, &writes, &new, &key)?;
     tracing::debug!(ledger = %dir.display(), size = new.size, "ledger checkpoint written");
+    if let Some(ix) = index.as_mut() {
+        let appended: Vec<(Hash, u64)> = this_add.iter().map(|(h, i)| (*h, *i)).collect();
+        ix.grown(&appended, &new);
+    }
     remove_replaced_partials(dir, &writes);
     Ok(AddOutcome {
         added,
@@ -146,10 +174,15 @@ fn commit(
 ) -> Result<()> {
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
     let mut files = Vec::with_capacity(writes.len() + 1);
+    // The files' syncs are issued together from a few threads (the file system flushes
+    // many at once for about the price of one), then the folders' the same way.
     let sync = |files: &mut Vec<(std::fs::File, PathBuf)>| -> Result<()> {
-        for (file, path) in files.drain(..) {
+        let files = std::mem::take(files);
+        together(&files, |(file, path)| {
             file.sync_data()
-                .map_err(|e| LedgerError::io("sync", &path, e))?;
+                .map_err(|e| LedgerError::io("sync", path, e))
+        })?;
+        for (_, path) in files {
             probe::note(Op::SyncFile(path));
         }
         Ok(())
@@ -165,8 +198,14 @@ fn commit(
     let temp = dir.join(format!(".{CHECKPOINT_FILE}.tmp-{}", std::process::id()));
     files.push((write_unsynced(&temp, note.as_bytes())?, temp.clone()));
     sync(&mut files)?;
-    for d in dirs.iter().rev() {
-        sync_dir(d)?;
+    let dirs: Vec<PathBuf> = dirs.into_iter().rev().collect();
+    together(&dirs, |d| {
+        std::fs::File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| LedgerError::io("sync", d, e))
+    })?;
+    for d in dirs {
+        probe::note(Op::SyncDir(d));
     }
     std::fs::rename(&temp, dir.join(CHECKPOINT_FILE))
         .map_err(|e| LedgerError::io("rename into", dir.join(CHECKPOINT_FILE), e))?;
@@ -175,6 +214,26 @@ fn commit(
         to: dir.join(CHECKPOINT_FILE),
     });
     sync_dir(dir)
+}
+
+/// Run `f` on every item, from up to 8 threads at once; the first error, if any.
+fn together<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
+    const THREADS: usize = 8;
+    if items.len() <= 1 {
+        return items.iter().try_for_each(&f);
+    }
+    let per = items.len().div_ceil(THREADS);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .map(|chunk| s.spawn(|| chunk.iter().try_for_each(&f)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a sync thread does not panic"))
+            .collect::<Result<Vec<()>>>()
+            .map(drop)
+    })
 }
 
 /// Write `bytes` to a new file at `path`, not yet synced; the open file is returned.

@@ -12,12 +12,14 @@ use provrun_evidence::dsse::PrivateKey;
 
 use crate::append::{AddOutcome, add_now};
 use crate::error::{LedgerError, Result};
+use crate::index::LeafIndex;
 
-/// The queue of one ledger folder.
+/// The queue of one ledger folder, and the index of its leaves its writers keep.
 #[derive(Default)]
 struct Group {
     state: Mutex<State>,
     done: Condvar,
+    index: Mutex<Option<LeafIndex>>,
 }
 
 #[derive(Default)]
@@ -61,14 +63,16 @@ pub(crate) fn submit(dir: &Path, leaves: Vec<Vec<u8>>, key: &PrivateKey) -> Resu
         let batch = std::mem::take(&mut st.pending);
         drop(st);
         // A writer that panicked would leave the others waiting: its batch fails instead.
-        let outcomes =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| add_batch(dir, &batch, key)))
-                .unwrap_or_else(|_| {
-                    batch
-                        .iter()
-                        .map(|_| Err(LedgerError::BadTile("the add failed unexpectedly".into())))
-                        .collect()
-                });
+        let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut index = group.index.lock().unwrap_or_else(|e| e.into_inner());
+            add_batch(dir, &batch, key, &mut index)
+        }))
+        .unwrap_or_else(|_| {
+            batch
+                .iter()
+                .map(|_| Err(LedgerError::BadTile("the add failed unexpectedly".into())))
+                .collect()
+        });
         st = group.state.lock().unwrap_or_else(|e| e.into_inner());
         for ((t, _), r) in batch.iter().zip(outcomes) {
             st.results.insert(*t, r);
@@ -83,9 +87,10 @@ fn add_batch(
     dir: &Path,
     batch: &[(u64, Vec<Vec<u8>>)],
     key: &PrivateKey,
+    index: &mut Option<LeafIndex>,
 ) -> Vec<Result<AddOutcome>> {
     let all: Vec<Vec<u8>> = batch.iter().flat_map(|(_, l)| l.iter().cloned()).collect();
-    match add_now(dir, &all, key) {
+    match add_now(dir, &all, key, index) {
         Ok(outcome) => {
             let mut added = outcome.added.into_iter();
             batch
@@ -169,7 +174,8 @@ mod tests {
                         (0..20)
                             .map(|i| {
                                 let l = leaf(t, i);
-                                let out = crate::add_leaves(dir, &[l.clone()], None).unwrap();
+                                let out =
+                                    crate::add_leaves(dir, std::slice::from_ref(&l), None).unwrap();
                                 assert!(out.added[0].new);
                                 (l, out.added[0].index)
                             })

@@ -48,6 +48,7 @@ mod bundle;
 mod error;
 pub mod files;
 pub(crate) mod group;
+mod index;
 mod ledger;
 pub mod merkle;
 pub mod note;

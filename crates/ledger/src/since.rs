@@ -45,7 +45,7 @@ impl Since {
 /// # Errors
 ///
 /// The errors of [`Checkpoint::open`] when `note` is not a checkpoint of this log signed
-/// by its key; [`LedgerError::BadTile`], [`LedgerError::Io`] or [`LedgerError::Remote`]
+/// by its key; [`crate::LedgerError::BadTile`], [`crate::LedgerError::Io`] or [`crate::LedgerError::Remote`]
 /// when the current log's tiles cannot be read.
 pub fn check_since(ledger: &Ledger, note: &[u8]) -> Result<Since> {
     let held = Checkpoint::open(note, ledger.key())?;
