@@ -17,15 +17,19 @@ use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 /// `provrun ledger …`.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum LedgerCommand {
-    /// Make a new, empty ledger in DIR (a new or empty folder), its checkpoints signed with
-    /// an Ed25519 key from `provrun keygen`; prints the checkpoint verifier key
-    /// (NAME+KEYHASH+BASE64) as the last line.
-    #[command(after_help = "Exit codes: 0 made · 2 DIR not empty, a bad key or origin")]
+    /// Make a new, empty ledger in DIR (a new or empty folder) or at an s3:// URL (where
+    /// nothing is yet), its checkpoints signed with an Ed25519 key from `provrun keygen`;
+    /// prints the checkpoint verifier key (NAME+KEYHASH+BASE64) as the last line.
+    #[command(
+        after_help = "Exit codes: 0 made · 2 DIR not empty or a ledger already at the URL, a bucket that cannot be reached, a bad key or origin, a URL of another scheme"
+    )]
     Init {
-        /// The folder to make the ledger in.
-        dir: PathBuf,
-        /// The Ed25519 private key that signs the checkpoints (its path is kept in
-        /// DIR/ledger.json: later adds sign with it).
+        /// The folder (or file:// URL) to make the ledger in, or an s3://BUCKET/PREFIX.
+        #[arg(value_name = "DIR|URL")]
+        dir: String,
+        /// The Ed25519 private key that signs the checkpoints (in a folder its path is
+        /// kept in DIR/ledger.json: later adds sign with it; a bucket's ledger.json names
+        /// only the verifier key, and each writer is given the key).
         #[arg(long, value_name = "FILE")]
         key: PathBuf,
         /// The log's name: the checkpoints' origin line and the key's name, e.g.
@@ -39,11 +43,16 @@ pub(crate) enum LedgerCommand {
         after_help = "Exit codes: 0 added · 1 a bundle does not verify or never finished (nothing added), or the ledger cannot be written · 2 no ledger at DIR, no bundle, a bad key"
     )]
     Add {
-        /// The ledger.
-        dir: PathBuf,
+        /// The ledger: a folder, a file:// URL, or an s3://BUCKET/PREFIX (with --key).
+        #[arg(value_name = "DIR|URL")]
+        dir: String,
         /// The bundles: folders, .tar files or their s3:// / file:// URLs.
         #[arg(required = true, value_name = "BUNDLE")]
         bundles: Vec<PathBuf>,
+        /// The ledger's signing key (an Ed25519 key from `provrun keygen`): required for a
+        /// ledger in a bucket; a folder's own key file signs without it.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
         /// Print one JSON object {"size", "root", "added": [{"bundle", "statement",
         /// "index", "new"}]}.
         #[arg(long)]
@@ -178,14 +187,13 @@ pub(crate) enum WitnessCommand {
 
 pub(crate) fn ledger(command: LedgerCommand) -> u8 {
     match command {
-        LedgerCommand::Init { dir, key, origin } => match local(&dir, "init") {
-            Ok(()) => init(&dir, &key, &origin),
-            Err(code) => code,
-        },
-        LedgerCommand::Add { dir, bundles, json } => match local(&dir, "add") {
-            Ok(()) => add(&dir, &bundles, json),
-            Err(code) => code,
-        },
+        LedgerCommand::Init { dir, key, origin } => init(&dir, &key, &origin),
+        LedgerCommand::Add {
+            dir,
+            bundles,
+            key,
+            json,
+        } => add(&dir, &bundles, key.as_deref(), json),
         LedgerCommand::Proof { dir, bundle, json } => proof(&dir, &bundle, json),
         LedgerCommand::Consistency { dir, from, json } => consistency(&dir, from, json),
         LedgerCommand::Verify {
@@ -204,7 +212,7 @@ pub(crate) fn ledger(command: LedgerCommand) -> u8 {
             json,
         ),
         LedgerCommand::Audit { dir, store, json } => audit(&dir, &store, json),
-        LedgerCommand::Cosign { dir, witness } => match local(&dir, "cosign") {
+        LedgerCommand::Cosign { dir, witness } => match local(&dir) {
             Ok(()) => crate::witness::cosign(&dir, &witness),
             Err(code) => code,
         },
@@ -217,16 +225,15 @@ pub(crate) fn ledger(command: LedgerCommand) -> u8 {
     }
 }
 
-/// A command that writes a ledger takes a folder: a URL (which this version only reads)
-/// is refused with exit 2, never taken for a folder named `s3:`.
-fn local(dir: &Path, command: &str) -> Result<(), u8> {
+/// `cosign` rewrites a folder's checkpoint: a URL is refused with exit 2, never taken for
+/// a folder named `s3:`.
+fn local(dir: &Path) -> Result<(), u8> {
     let text = dir.to_string_lossy();
     if text.contains("://") {
         return Err(fail(
             EXIT_USAGE,
             format!(
-                "ledger {command}: `{text}` is a URL; a ledger is written in a folder (verify, \
-                 proof, consistency and audit read one at a URL)"
+                "ledger cosign: `{text}` is a URL; cosign adds to a ledger folder's checkpoint"
             ),
         ));
     }
@@ -249,10 +256,10 @@ fn code_of(e: &LedgerError) -> u8 {
     }
 }
 
-fn init(dir: &Path, key: &Path, origin: &str) -> u8 {
-    match provrun_ledger::init(dir, key, origin) {
+fn init(dir: &str, key: &Path, origin: &str) -> u8 {
+    match provrun_ledger::init_at(dir, key, origin) {
         Ok(vkey) => {
-            out!("ledger:   {}", dir.display());
+            out!("ledger:   {dir}");
             out!("origin:   {origin}");
             out!("{}", vkey.to_text());
             EXIT_OK
@@ -261,10 +268,15 @@ fn init(dir: &Path, key: &Path, origin: &str) -> u8 {
     }
 }
 
-fn add(dir: &Path, bundles: &[PathBuf], json: bool) -> u8 {
-    if let Err(e) = Config::read(dir) {
-        return fail(code_of(&e), format!("ledger add: {e}"));
-    }
+fn add(dir: &str, bundles: &[PathBuf], key: Option<&Path>, json: bool) -> u8 {
+    let key = match key.map(provrun_ledger::load_signing_key).transpose() {
+        Ok(k) => k,
+        Err(e) => return fail(EXIT_USAGE, format!("ledger add: --key: {e}")),
+    };
+    let writer = match provrun_ledger::LedgerWriter::open(dir, key.as_ref()) {
+        Ok(w) => w,
+        Err(e) => return fail(code_of(&e), format!("ledger add: {e}")),
+    };
     let mut opened = Vec::new();
     for b in bundles {
         match crate::open::for_reading(b, "ledger add: ", EXIT_FAILED) {
@@ -273,7 +285,7 @@ fn add(dir: &Path, bundles: &[PathBuf], json: bool) -> u8 {
         }
     }
     let dirs: Vec<&Path> = opened.iter().map(|o| o.dir()).collect();
-    let outcome = match provrun_ledger::add_bundles(dir, &dirs, None) {
+    let outcome = match writer.add_bundles(&dirs) {
         Ok(o) => o,
         Err(e) => return fail(code_of(&e), format!("ledger add: {e}")),
     };

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use provrun_evidence::dsse::PrivateKey;
 
 use crate::error::{LedgerError, Result};
+use crate::files::{Folder, LogFiles};
 use crate::index::LeafIndex;
 use crate::ledger::{CHECKPOINT_FILE, Config, LedgerLock, find_leaves, load_signing_key, sync_dir};
 use crate::merkle::{Hash, Subtrees as _, empty_root, leaf_hash, node_hash, perfect_root};
@@ -23,7 +24,7 @@ use crate::note::{Checkpoint, MAX_NOTE_BYTES, sign_note};
 use crate::probe::{self, Op};
 use crate::tiles::{
     FileRole, TILE_WIDTH, TileId, TileKind, TileReader, encode_entries, level_count, list_files,
-    read_bounded, read_entries, read_hashes, role_of, width_at, write_tile,
+    read_bounded, read_entries_from, read_hashes_from, role_of, width_at, write_tile,
 };
 
 /// One leaf of an add.
@@ -117,12 +118,13 @@ fn add_indexed(
     let old = Checkpoint::open(&note, &vkey)?;
     let repaired = repair(dir, old.size)?;
     let hashes: Vec<Hash> = leaves.iter().map(|l| leaf_hash(l)).collect();
-    LeafIndex::refresh(index, dir, &old)?;
+    let folder = Folder::new(dir);
+    LeafIndex::refresh(index, &folder, &old)?;
     let existing = match index.as_ref() {
-        Some(ix) => ix.find(dir, &hashes)?,
+        Some(ix) => ix.find(&folder, &hashes)?,
         None => find_leaves(dir, old.size, &hashes)?,
     };
-    let mut state = State::load(dir, old.size)?;
+    let mut state = State::load(&Folder::new(dir), old.size)?;
     let mut writes: Vec<(TileId, Vec<u8>)> = Vec::new();
     let mut this_add: HashMap<Hash, u64> = HashMap::new();
     let mut added = Vec::with_capacity(leaves.len());
@@ -294,8 +296,8 @@ fn remove_replaced_partials(dir: &Path, writes: &[(TileId, Vec<u8>)]) {
 /// The right edge of the tree, enough to append: the rightmost partial tile of each
 /// level, the leaves of the rightmost partial entry bundle, and the tree's compact range
 /// (the roots of its perfect subtrees, largest first).
-struct State {
-    size: u64,
+pub(crate) struct State {
+    pub(crate) size: u64,
     edges: Vec<Vec<Hash>>,
     counts: Vec<u64>,
     entries: Vec<Vec<u8>>,
@@ -303,8 +305,8 @@ struct State {
 }
 
 impl State {
-    /// The right edge of the tree of `size` leaves in `dir`, read from its tiles.
-    fn load(dir: &Path, size: u64) -> Result<State> {
+    /// The right edge of the tree of `size` leaves of a ledger, read from its tiles.
+    pub(crate) fn load(files: &dyn LogFiles, size: u64) -> Result<State> {
         let mut edges = Vec::new();
         let mut counts = Vec::new();
         let mut level = 0u8;
@@ -313,8 +315,8 @@ impl State {
             counts.push(count);
             let index = count / TILE_WIDTH;
             edges.push(match width_at(size, level, index) {
-                Some(width) => read_hashes(
-                    dir,
+                Some(width) => read_hashes_from(
+                    files,
                     TileId {
                         kind: TileKind::Hashes(level),
                         index,
@@ -326,8 +328,8 @@ impl State {
             level += 1;
         }
         let entries = match width_at(size, 0, size / TILE_WIDTH) {
-            Some(width) => read_entries(
-                dir,
+            Some(width) => read_entries_from(
+                files,
                 TileId {
                     kind: TileKind::Entries,
                     index: size / TILE_WIDTH,
@@ -337,7 +339,7 @@ impl State {
             None => Vec::new(),
         };
         let mut range = Vec::new();
-        let mut tiles = TileReader::new(dir, size);
+        let mut tiles = TileReader::over(Box::new(files), size);
         let mut start = 0u64;
         for height in (0..64u32).rev() {
             if size & (1 << height) != 0 {
@@ -355,7 +357,12 @@ impl State {
     }
 
     /// Append a leaf; the full tiles it completes go to `writes`. Returns its index.
-    fn push(&mut self, leaf: &[u8], hash: Hash, writes: &mut Vec<(TileId, Vec<u8>)>) -> u64 {
+    pub(crate) fn push(
+        &mut self,
+        leaf: &[u8],
+        hash: Hash,
+        writes: &mut Vec<(TileId, Vec<u8>)>,
+    ) -> u64 {
         let index = self.size;
         self.entries.push(leaf.to_vec());
         if self.entries.len() as u64 == TILE_WIDTH {
@@ -401,7 +408,7 @@ impl State {
     }
 
     /// The partial tiles (and entry bundle) that changed since the tree had `old` leaves.
-    fn finish(&self, old: u64, writes: &mut Vec<(TileId, Vec<u8>)>) {
+    pub(crate) fn finish(&self, old: u64, writes: &mut Vec<(TileId, Vec<u8>)>) {
         for (level, edge) in self.edges.iter().enumerate() {
             let level = level as u8;
             if !edge.is_empty() && level_count(old, level) != level_count(self.size, level) {
@@ -424,7 +431,7 @@ impl State {
     }
 
     /// The root of the tree now.
-    fn root(&self) -> Hash {
+    pub(crate) fn root(&self) -> Hash {
         let mut nodes = self.range.iter().rev();
         let Some(&(mut root, _)) = nodes.next() else {
             return empty_root();

@@ -5,7 +5,7 @@
 //! a time.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use provrun_evidence::dsse::PrivateKey;
@@ -33,9 +33,8 @@ struct State {
     leading: bool,
 }
 
-fn group_for(dir: &Path) -> Arc<Group> {
-    static GROUPS: OnceLock<Mutex<HashMap<PathBuf, Arc<Group>>>> = OnceLock::new();
-    let key = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+fn group_for(key: String) -> Arc<Group> {
+    static GROUPS: OnceLock<Mutex<HashMap<String, Arc<Group>>>> = OnceLock::new();
     let mut groups = GROUPS
         .get_or_init(Default::default)
         .lock()
@@ -46,7 +45,25 @@ fn group_for(dir: &Path) -> Arc<Group> {
 /// Queue `leaves` for the ledger at `dir` and wait until they are added (by this thread
 /// or by another that added them in the same commit); `key` is the ledger's own key.
 pub(crate) fn submit(dir: &Path, leaves: Vec<Vec<u8>>, key: &PrivateKey) -> Result<AddOutcome> {
-    let group = group_for(dir);
+    let target = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    submit_to(
+        format!("folder:{}", target.display()),
+        leaves,
+        &|all, index| add_now(dir, all, key, index),
+    )
+}
+
+/// One add of many callers' leaves, with the writer's index of the ledger's leaves.
+pub(crate) type AddFn<'a> = dyn Fn(&[Vec<u8>], &mut Option<LeafIndex>) -> Result<AddOutcome> + 'a;
+
+/// Queue `leaves` for the ledger known as `target` and wait until `add` (run by this
+/// thread, or by another for everything queued with it) has added them.
+pub(crate) fn submit_to(
+    target: String,
+    leaves: Vec<Vec<u8>>,
+    add: &AddFn<'_>,
+) -> Result<AddOutcome> {
+    let group = group_for(target);
     let mut st = group.state.lock().unwrap_or_else(|e| e.into_inner());
     let ticket = st.next_ticket;
     st.next_ticket += 1;
@@ -65,7 +82,7 @@ pub(crate) fn submit(dir: &Path, leaves: Vec<Vec<u8>>, key: &PrivateKey) -> Resu
         // A writer that panicked would leave the others waiting: its batch fails instead.
         let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut index = group.index.lock().unwrap_or_else(|e| e.into_inner());
-            add_batch(dir, &batch, key, &mut index)
+            add_batch(&batch, add, &mut index)
         }))
         .unwrap_or_else(|_| {
             batch
@@ -84,13 +101,12 @@ pub(crate) fn submit(dir: &Path, leaves: Vec<Vec<u8>>, key: &PrivateKey) -> Resu
 
 /// One add of every queued caller's leaves, its outcome split back per caller.
 fn add_batch(
-    dir: &Path,
     batch: &[(u64, Vec<Vec<u8>>)],
-    key: &PrivateKey,
+    add: &AddFn<'_>,
     index: &mut Option<LeafIndex>,
 ) -> Vec<Result<AddOutcome>> {
     let all: Vec<Vec<u8>> = batch.iter().flat_map(|(_, l)| l.iter().cloned()).collect();
-    match add_now(dir, &all, key, index) {
+    match add(&all, index) {
         Ok(outcome) => {
             let mut added = outcome.added.into_iter();
             batch

@@ -8,13 +8,13 @@
 //! and covers at most [`MAX_INDEXED`] leaves; a larger log is searched tile by tile.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use crate::error::Result;
-use crate::ledger::find_leaves;
+use crate::files::LogFiles;
+use crate::ledger::find_leaves_in;
 use crate::merkle::{Hash, verify_consistency};
 use crate::note::Checkpoint;
-use crate::tiles::{TILE_WIDTH, TileId, TileKind, TileReader, read_hashes, width_at};
+use crate::tiles::{TILE_WIDTH, TileId, TileKind, TileReader, read_hashes_from, width_at};
 
 /// The most leaves an index covers (about 40 bytes each in memory).
 pub(crate) const MAX_INDEXED: u64 = 4 << 20;
@@ -45,14 +45,14 @@ impl LeafIndex {
     }
 
     /// Read level-0 hashes of leaves `[from, to)` of the tree of `size` into the index.
-    fn read_range(&mut self, dir: &Path, size: u64, from: u64, to: u64) -> Result<()> {
+    fn read_range(&mut self, files: &dyn LogFiles, size: u64, from: u64, to: u64) -> Result<()> {
         let mut tile = from / TILE_WIDTH;
         while tile * TILE_WIDTH < to {
             let Some(width) = width_at(size, 0, tile) else {
                 break;
             };
-            let hashes = read_hashes(
-                dir,
+            let hashes = read_hashes_from(
+                files,
                 TileId {
                     kind: TileKind::Hashes(0),
                     index: tile,
@@ -70,9 +70,13 @@ impl LeafIndex {
         Ok(())
     }
 
-    /// Make `slot` an index of the tree `cp` names in `dir` (extending or rebuilding it),
+    /// Make `slot` an index of the tree `cp` names in `files` (extending or rebuilding it),
     /// unless the tree is larger than [`MAX_INDEXED`] (then `slot` is emptied).
-    pub(crate) fn refresh(slot: &mut Option<LeafIndex>, dir: &Path, cp: &Checkpoint) -> Result<()> {
+    pub(crate) fn refresh(
+        slot: &mut Option<LeafIndex>,
+        files: &dyn LogFiles,
+        cp: &Checkpoint,
+    ) -> Result<()> {
         if cp.size > MAX_INDEXED {
             *slot = None;
             return Ok(());
@@ -82,11 +86,11 @@ impl LeafIndex {
                 return Ok(());
             }
             if ix.size < cp.size && ix.size > 0 {
-                let mut tiles = TileReader::new(dir, cp.size);
+                let mut tiles = TileReader::over(Box::new(files), cp.size);
                 let proof = crate::merkle::consistency_proof(&mut tiles, ix.size, cp.size)?;
                 if verify_consistency(ix.size, cp.size, &ix.root, &cp.root, &proof) {
                     let from = ix.size;
-                    ix.read_range(dir, cp.size, from, cp.size)?;
+                    ix.read_range(files, cp.size, from, cp.size)?;
                     ix.size = cp.size;
                     ix.root = cp.root;
                     return Ok(());
@@ -98,14 +102,14 @@ impl LeafIndex {
             root: cp.root,
             ..LeafIndex::default()
         };
-        ix.read_range(dir, cp.size, 0, cp.size)?;
+        ix.read_range(files, cp.size, 0, cp.size)?;
         *slot = Some(ix);
         Ok(())
     }
 
     /// For each of `wanted`, its index in the indexed tree, if there: each candidate is
     /// confirmed against its tile, and anything unsure is searched in the tiles.
-    pub(crate) fn find(&self, dir: &Path, wanted: &[Hash]) -> Result<Vec<Option<u64>>> {
+    pub(crate) fn find(&self, files: &dyn LogFiles, wanted: &[Hash]) -> Result<Vec<Option<u64>>> {
         let mut found = vec![None; wanted.len()];
         let mut unsure = Vec::new();
         for (slot, w) in wanted.iter().enumerate() {
@@ -117,8 +121,8 @@ impl LeafIndex {
             };
             let tile = index / TILE_WIDTH;
             let width = width_at(self.size, 0, tile).unwrap_or(TILE_WIDTH as u16);
-            let hashes = read_hashes(
-                dir,
+            let hashes = read_hashes_from(
+                files,
                 TileId {
                     kind: TileKind::Hashes(0),
                     index: tile,
@@ -135,7 +139,7 @@ impl LeafIndex {
             let hashes: Vec<Hash> = unsure.iter().map(|&i| wanted[i]).collect();
             for (slot, hit) in unsure
                 .into_iter()
-                .zip(find_leaves(dir, self.size, &hashes)?)
+                .zip(find_leaves_in(files, self.size, &hashes)?)
             {
                 found[slot] = hit;
             }

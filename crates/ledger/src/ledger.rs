@@ -39,8 +39,15 @@ pub struct Config {
     pub origin: String,
     /// The verifier key of the checkpoints (`NAME+KEYHASH+BASE64`).
     pub verifier_key: String,
-    /// The private key file (absolute) that adds sign with.
+    /// The private key file (absolute) that adds sign with. Empty for a ledger in a
+    /// bucket, whose configuration names only the verifier key (each writer is given the
+    /// signing key).
+    #[serde(default, skip_serializing_if = "is_empty_path")]
     pub key_file: PathBuf,
+}
+
+fn is_empty_path(p: &Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 impl Config {

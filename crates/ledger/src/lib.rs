@@ -44,6 +44,7 @@
 
 pub mod append;
 mod audit;
+mod bucket;
 mod bundle;
 mod error;
 pub mod files;
@@ -62,9 +63,11 @@ mod probe;
 pub mod tiles;
 mod verify;
 pub mod witness;
+mod writer;
 
 pub use append::{AddOutcome, Added, add_leaves};
 pub use audit::{Audit, audit, logged_statements};
+pub use bucket::BucketLedger;
 pub use bundle::{
     Inclusion, add_bundles, append_bundle, check_in_ledger, check_included, check_offline,
     checked_digest, leaf_data, statement_digest,
@@ -79,3 +82,4 @@ pub use since::{Since, check_since, divergence};
 pub use verify::{
     LedgerCheck, LedgerReport, Status, is_leaf_line, verify_ledger, verify_ledger_at,
 };
+pub use writer::{LedgerWriter, init_at};

@@ -253,7 +253,25 @@ pub fn read_entries(dir: &Path, id: TileId) -> Result<Vec<Vec<u8>>> {
 pub fn read_entries_from(files: &dyn LogFiles, id: TileId) -> Result<Vec<Vec<u8>>> {
     let rel = id.path();
     let bytes = required(files, &rel, MAX_BUNDLE_BYTES)?;
-    let mut entries = Vec::with_capacity(usize::from(id.width));
+    let entries = decode_entries(&bytes, &rel)?;
+    if entries.len() != usize::from(id.width) {
+        return Err(LedgerError::BadTile(format!(
+            "{rel} holds {} entries, not {}",
+            entries.len(),
+            id.width
+        )));
+    }
+    Ok(entries)
+}
+
+/// The entries of an entry bundle's bytes (`rel` names it in messages): each a big-endian
+/// `u16` length and its bytes, nothing after the last.
+///
+/// # Errors
+///
+/// [`LedgerError::BadTile`] for a torn length or an entry that runs past the end.
+pub fn decode_entries(bytes: &[u8], rel: &str) -> Result<Vec<Vec<u8>>> {
+    let mut entries = Vec::new();
     let mut at = 0usize;
     while at < bytes.len() {
         let len = bytes
@@ -267,13 +285,6 @@ pub fn read_entries_from(files: &dyn LogFiles, id: TileId) -> Result<Vec<Vec<u8>
         })?;
         entries.push(entry.to_vec());
         at += 2 + len;
-    }
-    if entries.len() != usize::from(id.width) {
-        return Err(LedgerError::BadTile(format!(
-            "{rel} holds {} entries, not {}",
-            entries.len(),
-            id.width
-        )));
     }
     Ok(entries)
 }

@@ -1,14 +1,21 @@
-//! A prefix of object storage read object by object: files of a layout other programs also
-//! read as plain objects (a transparency log's tiles and checkpoint), under an `s3://`,
-//! `file://` or `http(s)://` URL. Keys are `/`-separated paths below the prefix.
+//! A prefix of object storage read and written object by object: files of a layout other
+//! programs also read as plain objects (a transparency log's tiles and checkpoint), under an
+//! `s3://`, `file://` or `http(s)://` URL. Keys are `/`-separated paths below the prefix.
+//! Writes are conditional where the store allows it: an object made only if it is not
+//! there (`If-None-Match: *`), or replaced only if it is still the version read
+//! (`If-Match: ETAG`) — what several writers need to share one log safely.
 
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt as _};
+use object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutPayload, UpdateVersion};
 
 use crate::error::{Result, StoreError};
+
+/// The version of an object as read: what a conditional replacement must still find.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version(UpdateVersion);
 
 /// Objects below one URL prefix.
 #[derive(Debug, Clone)]
@@ -121,6 +128,110 @@ impl Objects {
             }
         }
         Ok(Some(out))
+    }
+
+    /// The bytes of the object at `key` and its version (what [`Objects::replace`] needs),
+    /// if there is one; at most `max` bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Objects::get`].
+    pub async fn get_versioned(&self, key: &str, max: u64) -> Result<Option<(Vec<u8>, Version)>> {
+        let name = format!("{}/{key}", self.url);
+        let got = match self.store.get(&self.path(key)?).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(StoreError::object("read", name, e)),
+        };
+        let version = Version(UpdateVersion {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        });
+        if got.meta.size > max {
+            return Err(StoreError::Object {
+                action: "read",
+                name,
+                source: Box::new(object_store::Error::Generic {
+                    store: "provrun",
+                    source: format!("{} bytes, more than the {max} allowed", got.meta.size).into(),
+                }),
+            });
+        }
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| StoreError::object("read", &name, e))?;
+        Ok(Some((bytes.to_vec(), version)))
+    }
+
+    /// Make the object at `key` with `bytes`, only if there is none (`If-None-Match: *`).
+    /// `Ok(false)` when one is already there (it is left as it is).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Object`] when the store fails, or cannot make an object conditionally.
+    pub async fn create(&self, key: &str, bytes: Vec<u8>) -> Result<bool> {
+        match self
+            .store
+            .put_opts(
+                &self.path(key)?,
+                PutPayload::from(bytes),
+                PutMode::Create.into(),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(StoreError::object(
+                "write",
+                format!("{}/{key}", self.url),
+                e,
+            )),
+        }
+    }
+
+    /// Replace the object at `key` with `bytes`, only if it is still `version` (`If-Match`).
+    /// `Ok(false)` when it changed meanwhile (nothing is written).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Object`] when the store fails, or cannot replace conditionally.
+    pub async fn replace(&self, key: &str, bytes: Vec<u8>, version: &Version) -> Result<bool> {
+        match self
+            .store
+            .put_opts(
+                &self.path(key)?,
+                PutPayload::from(bytes),
+                PutMode::Update(version.0.clone()).into(),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(
+                object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+            ) => Ok(false),
+            Err(e) => Err(StoreError::object(
+                "replace",
+                format!("{}/{key}", self.url),
+                e,
+            )),
+        }
+    }
+
+    /// Delete the object at `key` (nothing there is not an error).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Object`] when the store fails.
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        match self.store.delete(&self.path(key)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StoreError::object(
+                "delete",
+                format!("{}/{key}", self.url),
+                e,
+            )),
+        }
     }
 
     /// Every object key below `under` (a key prefix such as `tile`), relative to the

@@ -69,7 +69,7 @@ fn check<'a>(report: &'a Value, code: &str) -> &'a Value {
 
 /// The Go checker (see ledger.rs), built once; `None` (skipped loudly) without Go
 /// unless CI=true.
-fn go_checker() -> Option<PathBuf> {
+pub(crate) fn go_checker() -> Option<PathBuf> {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-trust");
     std::fs::create_dir_all(&out).unwrap();
     let exe = out.join("ledger_check");

@@ -22,6 +22,7 @@ mod inspect_interop;
 mod json_output;
 mod kubernetes;
 mod ledger;
+mod ledger_bucket;
 mod ledger_trust;
 mod locked_folders;
 mod logging;
@@ -49,6 +50,7 @@ mod wrap_programs;
 /// Helpers more than one module uses.
 mod support {
     pub(crate) mod cli;
+    pub(crate) mod moto;
     pub(crate) mod upstream;
     pub(crate) mod venv;
     pub(crate) mod wrap;
