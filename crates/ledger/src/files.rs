@@ -3,6 +3,7 @@
 //! (`http(s)://`) — behind [`LogFiles`], so that checking a log, proving inclusion and
 //! consistency, and auditing read the same way from all of them.
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use crate::error::{LedgerError, Result};
 
 /// Read access to a ledger's files by their path in the layout (`checkpoint`,
 /// `ledger.json`, `tile/0/000.p/5`, …).
-pub trait LogFiles: Send + Sync {
+pub trait LogFiles: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe {
     /// The file at `path`, at most `max` bytes; `Ok(None)` when there is none.
     ///
     /// # Errors
@@ -109,8 +110,10 @@ impl LogFiles for Folder {
 /// `https://HOST/PATH`), read object by object.
 #[derive(Debug)]
 pub struct Remote {
-    objects: provrun_store::Objects,
-    runtime: tokio::runtime::Runtime,
+    // The store client and the runtime hold no state a panic could leave half-changed for a
+    // reader: a request either completes or fails.
+    objects: AssertUnwindSafe<provrun_store::Objects>,
+    runtime: AssertUnwindSafe<tokio::runtime::Runtime>,
 }
 
 impl Remote {
@@ -127,7 +130,10 @@ impl Remote {
             .enable_all()
             .build()
             .map_err(|e| LedgerError::Remote(format!("cannot start a runtime: {e}")))?;
-        Ok(Remote { objects, runtime })
+        Ok(Remote {
+            objects: AssertUnwindSafe(objects),
+            runtime: AssertUnwindSafe(runtime),
+        })
     }
 
     /// The objects it reads.
