@@ -12,6 +12,7 @@ use provrun_evidence::{ConnectionHandled, HttpExchanged};
 use provrun_model::{RawExchange, WireApi};
 use serde_json::{Value, json};
 
+use crate::proxy::redact::Masker;
 use crate::proxy::route::{Api, Route};
 
 /// One exchange through the proxy, as it crossed it.
@@ -83,6 +84,8 @@ pub struct Totals {
 pub struct Recording {
     capture: Capture,
     state: Arc<tokio::sync::Mutex<State>>,
+    /// Masks the secrets in every string derived from an exchange (set by the proxy).
+    masker: Arc<std::sync::OnceLock<Masker>>,
 }
 
 impl std::fmt::Debug for Recording {
@@ -99,7 +102,29 @@ impl Recording {
         Recording {
             capture,
             state: Arc::default(),
+            masker: Arc::default(),
         }
+    }
+
+    /// Masks what `masker` finds in every string this recording (and each of its clones)
+    /// derives from an exchange or a connection — errors, parsed fields, the `http`
+    /// object — before it is written. The first masker given stays.
+    pub fn mask_with(&self, masker: Masker) {
+        let _ = self.masker.set(masker);
+    }
+
+    fn mask(&self, text: String) -> String {
+        match self.masker.get() {
+            Some(m) => m.mask_str(&text),
+            None => text,
+        }
+    }
+
+    fn mask_value(&self, mut v: Value) -> Value {
+        if let Some(m) = self.masker.get() {
+            m.mask_value(&mut v);
+        }
+        v
     }
 
     /// The capture it records through.
@@ -143,6 +168,17 @@ impl Recording {
             ),
             Err(e) => (Value::Null, None, Vec::new(), Some(e.to_string())),
         };
+        // Everything read from the exchange is masked: a parser decodes escapes the
+        // masker saw as escapes, and its messages may quote the body.
+        let calls: Vec<AskedCall> = calls
+            .into_iter()
+            .map(|c| AskedCall {
+                call_id: self.mask(c.call_id),
+                name: self.mask(c.name),
+            })
+            .collect();
+        let finish_reason = finish_reason.map(|f| self.mask(f));
+        let error = ex.error.clone().or(parse_error).map(|e| self.mask(e));
         let stream = ex
             .response_type
             .as_deref()
@@ -150,7 +186,7 @@ impl Recording {
             || serde_json::from_slice::<Value>(&ex.request)
                 .is_ok_and(|v| v["stream"] == Value::Bool(true));
         let exchange = ModelExchange {
-            model: model_name(wire, &ex.request),
+            model: self.mask(model_name(wire, &ex.request)),
             stream,
             request: Some(Body::raw(&ex.request[..], ex.request_type.as_str())),
             response: Some(Body::raw(
@@ -162,8 +198,8 @@ impl Recording {
             usage,
             finish_reason,
             duration_ms: ex.duration_ms,
-            error: ex.error.clone().or(parse_error),
-            http: Some(ex.http.clone()),
+            error,
+            http: Some(self.mask_value(ex.http.clone())),
             tool_calls: calls
                 .iter()
                 .map(|c| json!({"call_id": c.call_id, "name": c.name}))
@@ -213,9 +249,9 @@ impl Recording {
                 kind: kind.to_owned(),
                 request,
                 response,
-                http: ex.http,
+                http: self.mask_value(ex.http),
                 duration_ms: ex.duration_ms,
-                error: ex.error,
+                error: ex.error.map(|e| self.mask(e)),
             })
             .await?;
         state.other_exchanges += 1;
@@ -231,6 +267,11 @@ impl Recording {
         &self,
         c: ConnectionHandled,
     ) -> Result<(), provrun_capture::CaptureError> {
+        let c = ConnectionHandled {
+            host: self.mask(c.host),
+            reason: c.reason.map(|r| self.mask(r)),
+            ..c
+        };
         let mut state = self.state.lock().await;
         let refused = c.outcome == "refused";
         self.capture.recorder().record_async(&c).await?;

@@ -78,6 +78,23 @@ fn content_type(headers: &hyper::HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The `Content-Encoding` of a response, when it has one other than `identity`.
+fn unasked_coding(headers: &hyper::HeaderMap) -> Option<String> {
+    let codings: Vec<String> = headers
+        .get_all(hyper::header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .into_owned()
+                .split(',')
+                .map(|c| c.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty() && c != "identity")
+        .collect();
+    (!codings.is_empty()).then(|| codings.join(", "))
+}
+
 /// Serves one request that came in on `api`'s side (`path_and_query` in origin form).
 pub(super) async fn handle(
     req: Request<Incoming>,
@@ -109,7 +126,7 @@ pub(super) async fn serve(
     };
     let url = upstream_url(api, base, &path);
     let (parts, body) = req.into_parts();
-    let (request_headers, removed) = headers::recorded(&parts.headers, &shared.secret_values);
+    let (request_headers, removed) = headers::recorded_masked(&parts.headers, &shared.masker);
     let mut pending = Pending {
         api,
         route,
@@ -188,11 +205,11 @@ async fn forward(
     let response = match sent {
         Ok(r) => r,
         Err(e) => {
-            let message = format!(
+            let message = shared.masker.mask_str(&format!(
                 "provrun wrap: the upstream {} could not be reached: {}",
                 upstream.url,
                 error_chain(&e)
-            );
+            ));
             let _ = reply.send(json_error(502, &message));
             record(
                 &shared,
@@ -204,7 +221,7 @@ async fn forward(
     };
     let status = response.status();
     let (response_headers, removed_back) =
-        headers::recorded(response.headers(), &shared.secret_values);
+        headers::recorded_masked(response.headers(), &shared.masker);
     if let Some(removed) = pending.http["removed_headers"].as_array_mut() {
         removed.extend(
             removed_back
@@ -216,10 +233,31 @@ async fn forward(
     pending.http["first_byte_ms"] = json!(millis(pending.started));
     pending.http["response_headers"] = json!(response_headers);
     let response_type = content_type(response.headers());
+    if let Some(coding) = unasked_coding(response.headers()) {
+        // The proxy asked for `identity`: a body it cannot read could hold the key in a
+        // form the masker cannot see, so it is neither passed on nor kept.
+        let message = shared.masker.mask_str(&format!(
+            "provrun wrap: the upstream answered with `Content-Encoding: {coding}`, which the \
+             proxy did not ask for (it asks for identity) and does not decode: the body was \
+             refused, neither passed on nor kept"
+        ));
+        let _ = reply.send(json_error(502, &message));
+        record(
+            &shared,
+            pending.exchange(
+                Some(status.as_u16()),
+                Bytes::new(),
+                response_type,
+                Some(message),
+            ),
+        )
+        .await;
+        return;
+    }
     let (sender, body) = Channel::<Bytes, std::io::Error>::new(16);
     let mut out = Response::new(body.boxed());
     *out.status_mut() = status;
-    *out.headers_mut() = headers::to_program(response.headers());
+    *out.headers_mut() = headers::to_program_masked(response.headers(), &shared.masker);
     let _ = reply.send(out);
     pump(response, sender, pending, response_type, shared).await;
 }
@@ -234,7 +272,7 @@ async fn pump(
     shared: Arc<Shared>,
 ) {
     let status = response.status().as_u16();
-    let mut redactor = Redactor::new(&shared.secret_values);
+    let mut redactor = Redactor::with(shared.masker.clone());
     let mut kept: Vec<u8> = Vec::new();
     let mut too_long = false;
     let mut error = None;

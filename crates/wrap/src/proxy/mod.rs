@@ -69,8 +69,8 @@ pub(crate) struct Shared {
     /// For other upstreams: the caller's proxy variables apply.
     pub client: reqwest::Client,
     pub recording: Recording,
-    /// Secrets to keep out of what the program gets and the bundle keeps.
-    pub secret_values: Vec<String>,
+    /// Finds the secrets to keep out of what the program gets and the bundle keeps.
+    pub masker: redact::Masker,
     pub in_flight: InFlight,
 }
 
@@ -156,8 +156,10 @@ impl Proxy {
         config: ProxyConfig,
         recording: Recording,
     ) -> Result<Proxy, WrapError> {
+        let masker = redact::Masker::new(&config.secrets.values());
+        recording.mask_with(masker.clone());
         let shared = Arc::new(Shared {
-            secret_values: config.secrets.values(),
+            masker,
             config,
             loopback_client: client(true)?,
             client: client(false)?,
