@@ -174,3 +174,67 @@ fn a_key_the_upstream_echoes_escaped_or_in_headers_reaches_neither_the_program_n
     let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
     assert_eq!(finished["usage"]["requests"], 2);
 }
+
+/// Every process's command line, NUL-separated arguments joined by spaces.
+fn command_lines() -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            Some((pid, line))
+        })
+        .collect()
+}
+
+#[test]
+fn the_callers_other_secrets_never_sit_on_a_command_line() {
+    if !wrap_ready("the_callers_other_secrets_never_sit_on_a_command_line") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    let canary = format!("canary-{}-AWS-secret", std::process::id());
+    let mut child = provrun()
+        .env("AWS_SECRET_ACCESS_KEY", &canary)
+        .env("OPENAI_API_KEY", REAL_KEY)
+        .args(["wrap", "--out", &s(&bundle), "--"])
+        .args([
+            "sh",
+            "-c",
+            "printf '%s' \"$AWS_SECRET_ACCESS_KEY\" > seen.txt; sleep 2",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut saw_bubblewrap = false;
+    let mut scans = 0;
+    while child.try_wait().unwrap().is_none() {
+        for (pid, line) in command_lines() {
+            assert!(
+                !line.contains(&canary) && !line.contains(REAL_KEY),
+                "process {pid} shows a secret on its command line: {line}"
+            );
+            saw_bubblewrap |= line.contains("--unshare-all");
+        }
+        scans += 1;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The scans saw the sandbox running, and the variable still reached the program.
+    assert!(saw_bubblewrap, "{scans} scans never saw bubblewrap");
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("output/seen.txt")).unwrap(),
+        canary
+    );
+}
