@@ -16,7 +16,8 @@
 //! outputs ([`workspace`]).
 //!
 //! The modules: [`options`] (what a run is asked), [`env`](mod@env) (the program's environment),
-//! [`program`] (finding the program), [`proxy`], [`record`], [`session`], [`tee`] (its
+//! [`program`] (finding the program), [`grants`] (what of the host it is shown besides:
+//! the CA store, a virtualenv's base installation), [`proxy`], [`record`], [`session`], [`tee`] (its
 //! stdout and stderr), [`workspace`], and `run` (the driver).
 //!
 //! The caller listens for the stop signals (the CLI's `StopSignals`: SIGINT, SIGTERM,
@@ -26,6 +27,7 @@
 
 pub mod env;
 mod error;
+pub mod grants;
 pub mod options;
 pub mod program;
 pub mod proxy;

@@ -65,6 +65,8 @@ struct Prepared {
     env: Vec<(String, String)>,
     home: tempfile::TempDir,
     sockets: tempfile::TempDir,
+    /// Warnings of the set-up (a CA variable not passed on), for the bundle.
+    warnings: Vec<String>,
 }
 
 /// Runs `options.argv` wrapped: see the crate docs. `Err` with
@@ -135,21 +137,26 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         }
         None => None,
     };
-    let read_only = read_only_paths(&options.read_only)?;
+    let mut read_only = read_only_paths(&options.read_only)?;
     for input in &options.inputs {
         canonical(input, "an input (--input)")?;
     }
+    let cwd = std::env::current_dir()
+        .map_err(|e| WrapError::SetUp(format!("the current folder: {e}")))?;
+    // What of the host the program is shown besides: the CA store, what a CA variable
+    // names, a virtualenv's base installation.
+    let extra = crate::grants::extra(
+        &options.argv[0],
+        &cwd,
+        &options.env,
+        &visible_to(workspace.as_ref(), &read_only),
+        &options.out,
+        &std::env::temp_dir(),
+    )?;
+    read_only.extend(extra.read_only.iter().cloned());
     check_roots(options, workspace.as_deref(), &read_only)?;
 
-    let mut same_path: Vec<PathBuf> = system_dirs()
-        .iter()
-        .filter_map(|d| std::fs::canonicalize(d).ok())
-        .collect();
-    same_path.extend(read_only.iter().cloned());
-    let visible = Visible {
-        same_path,
-        workspace: workspace.clone(),
-    };
+    let visible = visible_to(workspace.as_ref(), &read_only);
     let var = |name: &str| {
         options
             .env
@@ -157,8 +164,6 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let cwd = std::env::current_dir()
-        .map_err(|e| WrapError::SetUp(format!("the current folder: {e}")))?;
     let program = resolve(&options.argv[0], &cwd, var("PATH"), &visible)?;
     let mut argv = options.argv.clone();
     argv[0] = program.inside.display().to_string();
@@ -170,7 +175,11 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         )));
     }
     let secrets = Secrets::from_env(&options.env);
-    let env = program_env(&options.env, &secrets);
+    let mut env = program_env(&options.env, &secrets);
+    env.retain(|(k, _)| !extra.dropped.contains(k));
+    for w in &extra.warnings {
+        tracing::warn!("{w}");
+    }
     let temp = |prefix: &str| {
         tempfile::Builder::new()
             .prefix(prefix)
@@ -190,7 +199,22 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         env,
         home,
         sockets: temp("provrun-wrap-sockets-")?,
+        warnings: extra.warnings,
     })
+}
+
+/// Where host folders appear inside the sandbox: the system folders and `read_only` at
+/// their own paths, the workspace at `/workspace`.
+fn visible_to(workspace: Option<&PathBuf>, read_only: &[PathBuf]) -> Visible {
+    let mut same_path: Vec<PathBuf> = system_dirs()
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    same_path.extend(read_only.iter().cloned());
+    Visible {
+        same_path,
+        workspace: workspace.cloned(),
+    }
 }
 
 /// The bundle, the folder the private home is made in (`TMPDIR`), and the workspace,
@@ -351,7 +375,9 @@ async fn supervise(
     record_exit(capture, options, &child, &exited).await?;
     drop(child);
 
-    let (imported, mut warnings) = crate::session::import(&recording, p.home.path()).await?;
+    let (imported, import_warnings) = crate::session::import(&recording, p.home.path()).await?;
+    let mut warnings = p.warnings.clone();
+    warnings.extend(import_warnings);
     if let Some(ws) = &p.workspace {
         let copied = crate::workspace::copy_tree(
             ws,

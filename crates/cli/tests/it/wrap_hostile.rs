@@ -7,10 +7,12 @@
 //! forwarder and the proxy hold against many connections. Real processes throughout,
 //! against loopback upstreams.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use crate::support::cli::s;
 use crate::support::upstream::{Reply, Request, Upstream};
+use crate::support::venv::{ci_cache, in_ci};
 use crate::support::wrap::{
     assert_absent_everywhere, assert_verifies, of_kind, provrun, wrap_ready,
 };
@@ -237,4 +239,275 @@ fn the_callers_other_secrets_never_sit_on_a_command_line() {
         std::fs::read_to_string(bundle.join("output/seen.txt")).unwrap(),
         canary
     );
+}
+
+/// `python3 -m venv --without-pip VENV` with `base` as the interpreter; the venv's
+/// folder, or `None` (with a loud skip, a failure under CI) when it cannot be made.
+fn fresh_venv(base: &Path, venv: &Path) -> bool {
+    let made = std::process::Command::new(base)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(venv)
+        .output()
+        .unwrap();
+    if made.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&made.stderr).into_owned();
+    assert!(
+        !in_ci(),
+        "CI=true: `{} -m venv` failed: {why}",
+        base.display()
+    );
+    eprintln!(
+        "\n** WARNING: `{} -m venv` failed ({why}): skipped **\n",
+        base.display()
+    );
+    false
+}
+
+/// The interpreters to make virtualenvs from: the system's, and the `python3` on `PATH`
+/// when it is another installation (pyenv's, under a folder the sandbox does not show).
+fn base_pythons() -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/usr/bin/python3")];
+    let on_path = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, os; print(os.path.realpath(sys.executable))",
+        ])
+        .output();
+    if let Ok(o) = on_path
+        && o.status.success()
+    {
+        let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        if !p.starts_with("/usr") && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out.retain(|p| p.is_file());
+    out
+}
+
+#[test]
+fn a_virtualenvs_interpreter_runs_as_the_virtualenv_and_its_base_installation_is_shown() {
+    if !wrap_ready(
+        "a_virtualenvs_interpreter_runs_as_the_virtualenv_and_its_base_installation_is_shown",
+    ) {
+        return;
+    }
+    for base in base_pythons() {
+        let tmp = tempfile::tempdir().unwrap();
+        let venv = tmp.path().join("venv");
+        if !fresh_venv(&base, &venv) {
+            continue;
+        }
+        let expected_base = String::from_utf8(
+            std::process::Command::new(&base)
+                .args(["-c", "import sys; print(sys.base_prefix)"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        // A script whose `#!` names the virtualenv's interpreter, as pip writes them.
+        let tool = venv.join("bin/tool");
+        std::fs::write(
+            &tool,
+            format!(
+                "#!{}\nimport sys\nprint('tool', sys.prefix)\n",
+                venv.join("bin/python").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bundle = tmp.path().join("bundle");
+        let out = provrun()
+            .args(["wrap", "--out", &s(&bundle), "--read-only", &s(&venv), "--"])
+            .arg(venv.join("bin/python"))
+            .args([
+                "-c",
+                "import sys, json, subprocess; print(sys.prefix); print(sys.base_prefix); \
+                 print(sys.executable); sys.stdout.flush(); subprocess.run([sys.argv[1]])",
+            ])
+            .arg(&tool)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {stdout}\n{}",
+            base.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                s(&venv).as_str(),
+                expected_base.trim(),
+                s(&venv.join("bin/python")).as_str(),
+                format!("tool {}", venv.display()).as_str(),
+            ],
+            "{}",
+            base.display()
+        );
+        // The base installation, when the sandbox does not show it already, is shown
+        // read-only, and the bundle says so.
+        let started = &of_kind(&bundle, "run_started")[0]["payload"];
+        let granted = started["details"]["wrap"]["read_only"].to_string();
+        if !expected_base.starts_with("/usr") {
+            assert!(granted.contains(expected_base.trim()), "{granted}");
+        }
+        assert_eq!(
+            started["details"]["wrap"]["argv_inside"][0],
+            s(&venv.join("bin/python"))
+        );
+    }
+}
+
+/// The Python SDKs' virtualenv the CI set-up makes (`cargo xtask setup`), when it is
+/// there; a loud skip when not (a failure under CI).
+fn sdk_venv(test: &str) -> Option<PathBuf> {
+    let venv = ci_cache().join("wrap-sdks-openai-3.63.0-anthropic-1.17.0");
+    if venv.join("bin/python").is_file() {
+        return Some(venv);
+    }
+    assert!(
+        !in_ci(),
+        "CI=true: {test} must run, but {} is missing: `cargo xtask setup` makes it",
+        venv.display()
+    );
+    eprintln!(
+        "\n** WARNING: {test} SKIPPED: {} is missing (`cargo xtask setup` makes it) **\n",
+        venv.display()
+    );
+    None
+}
+
+/// The SDK program: an OpenAI and an Anthropic client, built as any script builds them
+/// (the CA variables are read there), each asking once.
+const SDK_SCRIPT: &str = r#"
+import openai, anthropic
+c = openai.OpenAI()
+r = c.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}])
+print("openai:", r.choices[0].message.content)
+a = anthropic.Anthropic()
+m = a.messages.create(model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+print("anthropic:", m.content[0].text)
+"#;
+
+fn sdk_upstream(req: &Request) -> Reply {
+    if req.path.contains("/messages") {
+        return Reply::json(
+            200,
+            &serde_json::json!({"id": "msg_1", "type": "message", "role": "assistant",
+                "model": "claude-test", "content": [{"type": "text", "text": "hello from claude"}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 3, "output_tokens": 4}}),
+        );
+    }
+    Reply::json(
+        200,
+        &serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "gpt-test", "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "hello from gpt"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}),
+    )
+}
+
+#[test]
+fn sdk_clients_start_and_node_is_quiet_with_ca_variables_naming_files_the_sandbox_would_hide() {
+    let test =
+        "sdk_clients_start_and_node_is_quiet_with_ca_variables_naming_files_the_sandbox_would_hide";
+    if !wrap_ready(test) {
+        return;
+    }
+    let Some(venv) = sdk_venv(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // A CA bundle of the caller's own, in a folder nothing else shows the sandbox.
+    let ca = tmp.path().join("ca");
+    std::fs::create_dir(&ca).unwrap();
+    let system = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).is_file())
+    .expect("a system CA bundle");
+    std::fs::copy(system, ca.join("corp.pem")).unwrap();
+    let upstream = Upstream::start(sdk_upstream);
+    let with_ca_variables = |cmd: &mut std::process::Command| {
+        cmd.env("SSL_CERT_FILE", ca.join("corp.pem"))
+            .env("REQUESTS_CA_BUNDLE", ca.join("corp.pem"))
+            .env("SSL_CERT_DIR", "/etc/ssl/certs")
+            .env("NODE_EXTRA_CA_CERTS", ca.join("corp.pem"))
+            .env("OPENAI_API_KEY", REAL_KEY)
+            .env("ANTHROPIC_API_KEY", "sk-ant-test-REAL-anthropic-0123456789");
+    };
+    // The base installation granted by hand: what is tested here is the CA variables
+    // (the test above has wrap grant it itself).
+    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).unwrap();
+    let home = cfg
+        .lines()
+        .find_map(|l| l.strip_prefix("home = "))
+        .expect("pyvenv.cfg names its home");
+    let base = std::fs::canonicalize(home)
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let bundle = tmp.path().join("bundle");
+    let mut cmd = provrun();
+    with_ca_variables(&mut cmd);
+    let out = cmd
+        .args(["wrap", "--out", &s(&bundle), "--read-only", &s(&venv)])
+        .args(["--read-only", &s(&base)])
+        .args(["--upstream-openai", &format!("{}/v1", upstream.origin)])
+        .args(["--upstream-anthropic", &upstream.origin])
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .args(["-c", SDK_SCRIPT])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("openai: hello from gpt"), "{stdout}");
+    assert!(stdout.contains("anthropic: hello from claude"), "{stdout}");
+    assert_verifies(&bundle);
+    let granted =
+        of_kind(&bundle, "run_started")[0]["payload"]["details"]["wrap"]["read_only"].to_string();
+    assert!(
+        granted.contains("corp.pem") && granted.contains("/etc/ssl/certs"),
+        "{granted}"
+    );
+    // Node reads NODE_EXTRA_CA_CERTS at its start, and says nothing when it can.
+    let bundle = tmp.path().join("node-bundle");
+    let mut cmd = provrun();
+    with_ca_variables(&mut cmd);
+    let out = cmd
+        .args([
+            "wrap",
+            "--out",
+            &s(&bundle),
+            "--",
+            "node",
+            "-e",
+            "console.log('node ok')",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "node ok\n");
+    assert!(!stderr.contains("Ignoring extra certs"), "{stderr}");
 }
