@@ -391,13 +391,45 @@ async fn supervise(
     }
     let totals = recording.totals().await;
     if totals.requests == 0 && totals.other_exchanges == 0 {
-        warnings.push(
-            "the program made no request through the proxy: if it called a model, its traffic \
-             bypassed provrun (see docs/wrap.md for each program's recipe)"
-                .into(),
-        );
+        warnings.push(no_exchange_warning(&exited, &totals));
     }
     finish(options, capture, &exited, totals, imported, warnings)
+}
+
+/// What to say of a run with no exchange through the proxy: what happened, as far as
+/// wrap can tell — the program failed (perhaps before calling anything), its only
+/// connections were ones wrap refused (and recorded), or it ended well without asking
+/// the proxy for anything (its traffic, if any, went around provrun).
+fn no_exchange_warning(exited: &Exited, totals: &Totals) -> String {
+    let ended = match (exited.exit.code, exited.exit.signal) {
+        (_, Some(sig)) => Some(format!("was killed by signal {sig}")),
+        (Some(0), None) => None,
+        (Some(code), None) => Some(format!("exited with code {code}")),
+        (None, None) => Some("ended".to_owned()),
+    };
+    let connections = match (totals.connections, totals.refused) {
+        (0, _) => None,
+        (n, r) if r == n => Some(format!(
+            "its {n} connection(s) through the proxy variables were refused by wrap and \
+             recorded (connection_handled): allow a host with --allow-host, or point the \
+             program at $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL"
+        )),
+        (n, r) => Some(format!(
+            "it asked the proxy for {n} connection(s) ({r} refused), recorded as \
+             connection_handled"
+        )),
+    };
+    match (ended, connections) {
+        (Some(ended), conn) => format!(
+            "the program made no request through the proxy and {ended}: it may have failed \
+             before calling a model (its stderr says why){}",
+            conn.map(|c| format!("; {c}")).unwrap_or_default()
+        ),
+        (None, Some(conn)) => format!("the program made no API request through the proxy: {conn}"),
+        (None, None) => "the program made no request through the proxy: if it called a model, \
+                         its traffic bypassed provrun (see docs/wrap.md for each program's recipe)"
+            .to_owned(),
+    }
 }
 
 /// How the program ended, and what its output streams carried.

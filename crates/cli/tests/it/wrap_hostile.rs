@@ -511,3 +511,47 @@ fn sdk_clients_start_and_node_is_quiet_with_ca_variables_naming_files_the_sandbo
     assert_eq!(stdout, "node ok\n");
     assert!(!stderr.contains("Ignoring extra certs"), "{stderr}");
 }
+
+/// The warnings of a finished wrapped run.
+fn warnings(bundle: &Path) -> String {
+    of_kind(bundle, "run_finished")[0]["payload"]["usage"]["warnings"].to_string()
+}
+
+#[test]
+fn a_run_without_exchanges_is_told_for_what_happened() {
+    if !wrap_ready("a_run_without_exchanges_is_told_for_what_happened") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |name: &str, argv: &[&str]| {
+        let bundle = tmp.path().join(name);
+        let out = provrun()
+            .args(["wrap", "--out", &s(&bundle), "--"])
+            .args(argv)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (bundle, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // It crashed before any request.
+    let (bundle, stderr) = run("crashed", &["sh", "-c", "echo boom >&2; exit 3"]);
+    let said = warnings(&bundle);
+    assert!(
+        said.contains("exited with code 3") && said.contains("may have failed"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("bypassed") && !stderr.contains("bypassed"),
+        "{stderr}"
+    );
+    // Its only connection was one wrap refused, and recorded.
+    let script = "import urllib.request\ntry:\n    urllib.request.urlopen('https://example.com/', timeout=5)\nexcept Exception as e:\n    print('refused:', e)\n";
+    let (bundle, _) = run("refused", &["/usr/bin/python3", "-c", script]);
+    let said = warnings(&bundle);
+    assert_eq!(of_kind(&bundle, "connection_handled").len(), 1);
+    assert!(said.contains("refused by wrap and recorded"), "{said}");
+    assert!(!said.contains("bypassed"), "{said}");
+    // It ended well without asking the proxy for anything.
+    let (bundle, _) = run("quiet", &["true"]);
+    assert!(warnings(&bundle).contains("bypassed provrun"));
+}
