@@ -59,6 +59,10 @@ struct State {
     refused: u64,
     input_tokens: u64,
     output_tokens: u64,
+    /// Exchanges and tunnels recorded as cut (still in flight when wrap stopped waiting).
+    cut: u64,
+    /// Connections over the proxy's bound counted but not recorded one by one.
+    unrecorded_refusals: u64,
 }
 
 /// The totals of a recording, for `run_finished.usage` and the summary.
@@ -278,6 +282,31 @@ impl Recording {
         state.connections += 1;
         state.refused += u64::from(refused);
         Ok(())
+    }
+
+    /// Counts one exchange or tunnel recorded as cut.
+    pub(crate) async fn count_cut(&self) {
+        self.state.lock().await.cut += 1;
+    }
+
+    /// Counts a connection over the proxy's bound that is not recorded one by one (in
+    /// the totals' `connections` and `refused`).
+    pub(crate) async fn refused_unrecorded(&self) {
+        let mut s = self.state.lock().await;
+        s.unrecorded_refusals += 1;
+        s.connections += 1;
+        s.refused += 1;
+    }
+
+    /// Exchanges and tunnels recorded as cut: still in flight when wrap stopped waiting
+    /// for them after the program ended.
+    pub async fn cut_exchanges(&self) -> u64 {
+        self.state.lock().await.cut
+    }
+
+    /// Connections over the proxy's bound that were counted but not recorded one by one.
+    pub async fn unrecorded_refusals(&self) -> u64 {
+        self.state.lock().await.unrecorded_refusals
     }
 
     /// The calls each recorded generation asked for, in log order.

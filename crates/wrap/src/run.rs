@@ -390,10 +390,31 @@ async fn supervise(
         }));
     }
     let totals = recording.totals().await;
+    let cut = recording.cut_exchanges().await;
+    if cut > 0 {
+        warnings.push(format!(
+            "{cut} exchange(s) were still in flight {} s after the program ended: recorded as \
+             cut, with what had arrived and an error saying the program left",
+            RECORD_GRACE.as_secs()
+        ));
+    }
+    let unrecorded = recording.unrecorded_refusals().await;
+    if unrecorded > 0 {
+        warnings.push(format!(
+            "{unrecorded} more connection(s) over the proxy's bound were refused: counted in \
+             refused_connections, not recorded one by one"
+        ));
+    }
     if totals.requests == 0 && totals.other_exchanges == 0 {
         warnings.push(no_exchange_warning(&exited, &totals));
     }
-    finish(options, capture, &exited, totals, imported, warnings)
+    let ended = Ended {
+        totals,
+        cut,
+        imported,
+        warnings,
+    };
+    finish(options, capture, &exited, ended)
 }
 
 /// What to say of a run with no exchange through the proxy: what happened, as far as
@@ -598,15 +619,28 @@ fn policy(options: &WrapOptions) -> OutputPolicy {
     }
 }
 
+/// What the run's end records besides the program's exit.
+struct Ended {
+    totals: Totals,
+    /// Exchanges recorded as cut.
+    cut: u64,
+    imported: Imported,
+    warnings: Vec<String>,
+}
+
 /// Writes the outputs, `run_finished` and the statement.
 fn finish(
     options: &WrapOptions,
     capture: &Capture,
     exited: &Exited,
-    totals: Totals,
-    imported: Imported,
-    warnings: Vec<String>,
+    ended: Ended,
 ) -> Result<WrapOutcome, WrapError> {
+    let Ended {
+        totals,
+        cut,
+        imported,
+        warnings,
+    } = ended;
     let (exit, forwarded) = (exited.exit, exited.forwarded);
     let exit_code = exit.code.unwrap_or_else(|| 128 + exit.signal.unwrap_or(0));
     let (status, error) = match (forwarded, exit_code) {
@@ -635,6 +669,9 @@ fn finish(
         "connections": totals.connections,
         "refused_connections": totals.refused,
     });
+    if cut > 0 {
+        usage["cut_exchanges"] = json!(cut);
+    }
     if !warnings.is_empty() {
         usage["warnings"] = json!(warnings);
     }

@@ -555,3 +555,81 @@ fn a_run_without_exchanges_is_told_for_what_happened() {
     let (bundle, _) = run("quiet", &["true"]);
     assert!(warnings(&bundle).contains("bypassed provrun"));
 }
+
+#[test]
+fn exchanges_still_in_flight_when_the_program_has_left_are_recorded_as_cut() {
+    if !wrap_ready("exchanges_still_in_flight_when_the_program_has_left_are_recorded_as_cut") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    // Every answer takes 13 s: longer than wrap waits (10 s) once the program has left.
+    let upstream = Upstream::start(|req: &Request| {
+        let mut r = if req.path.ends_with("/models") {
+            Reply::json(200, &serde_json::json!({"object": "list", "data": []}))
+        } else {
+            crate::support::upstream::chat_stream("gpt-test", "late")
+        };
+        r.delay = std::time::Duration::from_secs(13);
+        r
+    });
+    // The program writes two requests and exits (0) before either is answered.
+    let script = r#"
+import os, socket, time
+body = b'{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+a = socket.create_connection(("127.0.0.1", 47800))
+a.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+b = socket.create_connection(("127.0.0.1", 47800))
+b.sendall(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
+time.sleep(1)
+print("leaving", flush=True)
+"#;
+    let started = std::time::Instant::now();
+    let out = provrun()
+        .env("OPENAI_API_KEY", REAL_KEY)
+        .args(["wrap", "--out", &s(&bundle)])
+        .args(["--upstream-openai", &format!("{}/v1", upstream.origin)])
+        .args(["--", "/usr/bin/python3", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // wrap waited its 10 s, not the upstream's 13.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(13),
+        "{stderr}"
+    );
+    assert_verifies(&bundle);
+    let called = of_kind(&bundle, "model_called");
+    assert_eq!(called.len(), 1, "{called:?}");
+    let c = &called[0]["payload"];
+    assert!(
+        c["error"].as_str().unwrap().contains("the program left"),
+        "{c}"
+    );
+    assert!(c["response"].is_null(), "{c}");
+    assert_eq!(
+        crate::support::wrap::blob(&bundle, &c["request"]),
+        br#"{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}"#
+    );
+    let other = of_kind(&bundle, "http_exchanged");
+    assert_eq!(other.len(), 1, "{other:?}");
+    assert!(
+        other[0]["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the program left")
+    );
+    let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
+    assert_eq!(finished["status"], "finished");
+    assert_eq!(finished["usage"]["requests"], 1);
+    assert_eq!(finished["usage"]["other_exchanges"], 1);
+    assert_eq!(finished["usage"]["cut_exchanges"], 2);
+    assert!(
+        warnings(&bundle).contains("recorded as cut"),
+        "{}",
+        warnings(&bundle)
+    );
+    assert!(stderr.contains("recorded as cut"), "{stderr}");
+}
