@@ -378,16 +378,9 @@ async fn supervise(
     let (imported, import_warnings) = crate::session::import(&recording, p.home.path()).await?;
     let mut warnings = p.warnings.clone();
     warnings.extend(import_warnings);
+    let mut left_out = Vec::new();
     if let Some(ws) = &p.workspace {
-        let copied = crate::workspace::copy_tree(
-            ws,
-            &capture.recorder().output_dir(),
-            options.limits.max_total_bytes,
-        )
-        .map_err(|e| WrapError::Program(format!("copying the workspace's files: {e}")))?;
-        warnings.extend(copied.not_copied.iter().map(|path| {
-            format!("the workspace's `{path}` is not a file, folder, link, FIFO or socket, or could not be read: not in the bundle")
-        }));
+        left_out = settle_workspace(ws, capture, options, &mut warnings)?;
     }
     let totals = recording.totals().await;
     let cut = recording.cut_exchanges().await;
@@ -414,7 +407,54 @@ async fn supervise(
         imported,
         warnings,
     };
-    finish(options, capture, &exited, ended)
+    finish(options, capture, &exited, ended, left_out)
+}
+
+/// The host workspace at the end: set-id bits cleared and device nodes removed on the
+/// host, then its files copied into the bundle's `output/`. Returns the entries the copy
+/// left out (to be recorded as `output_skipped`), and says what it did in `warnings`.
+fn settle_workspace(
+    ws: &Path,
+    capture: &Capture,
+    options: &WrapOptions,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<provrun_evidence::OutputSkipped>, WrapError> {
+    let disarmed = crate::workspace::disarm(ws);
+    for path in &disarmed.set_id_cleared {
+        warnings.push(format!(
+            "the workspace's `{path}` was left set-uid or set-gid: the bits were cleared on the host"
+        ));
+    }
+    for device in &disarmed.devices_removed {
+        warnings.push(format!(
+            "the workspace's `{}` is a device node: removed from the host workspace",
+            device.path
+        ));
+    }
+    for failed in &disarmed.failed {
+        warnings.push(format!(
+            "the workspace's set-id bits and device nodes could not all be checked: {failed}"
+        ));
+    }
+    let report = crate::workspace::copy_workspace(
+        ws,
+        &capture.recorder().output_dir(),
+        options.limits.max_total_bytes,
+    )
+    .map_err(|e| WrapError::Program(format!("copying the workspace's files: {e}")))?;
+    for entry in &report.left_out {
+        let why = match entry.reason.as_str() {
+            "unreadable" => "could not be read",
+            _ => "is not a file, folder, link, FIFO or socket",
+        };
+        warnings.push(format!(
+            "the workspace's `{}` {why}: not in the bundle (output_skipped)",
+            entry.path
+        ));
+    }
+    let mut left_out = report.left_out;
+    left_out.extend(disarmed.devices_removed);
+    Ok(left_out)
 }
 
 /// What to say of a run with no exchange through the proxy: what happened, as far as
@@ -634,6 +674,7 @@ fn finish(
     capture: &Capture,
     exited: &Exited,
     ended: Ended,
+    left_out: Vec<provrun_evidence::OutputSkipped>,
 ) -> Result<WrapOutcome, WrapError> {
     let Ended {
         totals,
@@ -675,13 +716,14 @@ fn finish(
     if !warnings.is_empty() {
         usage["warnings"] = json!(warnings);
     }
-    capture.recorder().finish_with(
+    capture.recorder().finish_with_left_out(
         RunEnd {
             status,
             usage,
             error,
         },
         &policy(options),
+        left_out,
     )?;
     Ok(WrapOutcome {
         exit_code,

@@ -633,3 +633,178 @@ print("leaving", flush=True)
     );
     assert!(stderr.contains("recorded as cut"), "{stderr}");
 }
+
+/// The uid and gid the tests run provrun as when they drop root.
+const ORDINARY: u32 = 1000;
+
+fn my_uid() -> u32 {
+    let out = std::process::Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// `provrun ARGS` as uid 1000 (the test is root: `setpriv`, with a copy of the binary
+/// and TMPDIR and HOME in `dir`, which that user then owns); as the test's own user
+/// otherwise.
+fn provrun_as_ordinary(dir: &Path, args: &[&str]) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut cmd = if my_uid() == 0 {
+        let binary = dir.join("provrun");
+        if !binary.exists() {
+            std::fs::copy(env!("CARGO_BIN_EXE_provrun"), &binary).unwrap();
+            std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let owner = format!("{ORDINARY}:{ORDINARY}");
+        let chowned = std::process::Command::new("chown")
+            .args(["-R", &owner, &s(dir)])
+            .status()
+            .unwrap();
+        assert!(chowned.success());
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            &format!("--reuid={ORDINARY}"),
+            &format!("--regid={ORDINARY}"),
+            "--clear-groups",
+        ]);
+        c.arg(&binary);
+        c
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_provrun"))
+    };
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("TMPDIR", dir)
+        .env("HOME", dir)
+        .env("LANG", "C.UTF-8")
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_unreadable_workspace_file_is_left_out_not_the_run_when_provrun_is_an_ordinary_user() {
+    if !wrap_ready(
+        "an_unreadable_workspace_file_is_left_out_not_the_run_when_provrun_is_an_ordinary_user",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("before.txt"), "there before\n").unwrap();
+    let bundle = dir.join("bundle");
+    // The program locks a file and a folder it made, around two it leaves readable.
+    let script = "echo a > a.txt; echo s > secret.txt; chmod 000 secret.txt; \
+                  mkdir locked; echo x > locked/x; chmod 000 locked; echo z > z.txt";
+    let out = provrun_as_ordinary(
+        dir,
+        &[
+            "wrap",
+            "--out",
+            &s(&bundle),
+            "--workspace",
+            &s(&ws),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_verifies(&bundle);
+    let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
+    assert_eq!(finished["status"], "finished", "{finished}");
+    let produced: Vec<String> = of_kind(&bundle, "output_produced")
+        .iter()
+        .map(|e| e["payload"]["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(produced, ["a.txt", "before.txt", "z.txt"]);
+    let skipped: Vec<(String, String, String)> = of_kind(&bundle, "output_skipped")
+        .iter()
+        .map(|e| {
+            let p = &e["payload"];
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                p["kind"].as_str().unwrap().to_owned(),
+                p["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("locked".into(), "directory".into(), "unreadable".into()),
+            ("secret.txt".into(), "file".into(), "unreadable".into()),
+        ]
+    );
+    assert!(warnings(&bundle).contains("`secret.txt` could not be read"));
+}
+
+#[test]
+fn set_id_bits_never_stay_on_the_host_and_device_nodes_are_removed() {
+    if !wrap_ready("set_id_bits_never_stay_on_the_host_and_device_nodes_are_removed") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // A device node the caller's workspace should never hold (made here, as root).
+    let device = my_uid() == 0
+        && std::process::Command::new("mknod")
+            .arg(ws.join("null"))
+            .args(["c", "1", "3"])
+            .status()
+            .is_ok_and(|s| s.success());
+    let bundle = tmp.path().join("bundle");
+    // The program leaves a set-uid, set-gid interpreter, also hidden in a folder only
+    // its owner may list but anyone may go through.
+    let script = "cp /usr/bin/python3 py && chmod 6755 py && mkdir hide && \
+                  cp /usr/bin/python3 hide/py && chmod 6755 hide/py && chmod 311 hide";
+    let out = provrun()
+        .args([
+            "wrap",
+            "--out",
+            &s(&bundle),
+            "--workspace",
+            &s(&ws),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    use std::os::unix::fs::MetadataExt as _;
+    for p in ["py", "hide/py"] {
+        let mode = std::fs::metadata(ws.join(p)).unwrap().mode();
+        assert_eq!(mode & 0o6000, 0, "{p}: {mode:o}");
+    }
+    assert_eq!(
+        std::fs::metadata(ws.join("hide")).unwrap().mode() & 0o777,
+        0o311
+    );
+    assert!(
+        warnings(&bundle).contains("`py` was left set-uid"),
+        "{}",
+        warnings(&bundle)
+    );
+    if device {
+        assert!(!ws.join("null").exists());
+        let skipped = of_kind(&bundle, "output_skipped");
+        assert!(
+            skipped
+                .iter()
+                .any(|e| e["payload"]["path"] == "null" && e["payload"]["kind"] == "char_device"),
+            "{skipped:?}"
+        );
+    }
+    assert_verifies(&bundle);
+}
