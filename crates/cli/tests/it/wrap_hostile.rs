@@ -808,3 +808,56 @@ fn set_id_bits_never_stay_on_the_host_and_device_nodes_are_removed() {
     }
     assert_verifies(&bundle);
 }
+
+#[test]
+fn three_hundred_connections_at_once_from_inside_the_sandbox_are_all_served() {
+    if !wrap_ready("three_hundred_connections_at_once_from_inside_the_sandbox_are_all_served") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    let upstream = Upstream::start(|_: &Request| {
+        Reply::json(200, &serde_json::json!({"object": "list", "data": []}))
+    });
+    // One thread: 300 connections open at once, a request on each, then each answer read
+    // and the connection closed; then one more request on a fresh connection.
+    let script = r#"
+import socket
+req = b"GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+socks = [socket.create_connection(("127.0.0.1", 47800), timeout=60) for _ in range(300)]
+for s in socks:
+    s.sendall(req)
+def answer(s):
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.close()
+    return got
+ok = sum(answer(s).startswith(b"HTTP/1.1 200") for s in socks)
+print("served:", ok, flush=True)
+last = socket.create_connection(("127.0.0.1", 47800), timeout=60)
+last.sendall(req)
+print("after:", answer(last).split(b"\r\n")[0].decode(), flush=True)
+"#;
+    let out = provrun()
+        .env("OPENAI_API_KEY", REAL_KEY)
+        .args(["wrap", "--out", &s(&bundle)])
+        .args(["--upstream-openai", &format!("{}/v1", upstream.origin)])
+        .args(["--", "/usr/bin/python3", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("served: 300"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("after: HTTP/1.1 200"), "{stdout}");
+    assert_verifies(&bundle);
+    assert_eq!(of_kind(&bundle, "http_exchanged").len(), 301);
+    assert_eq!(upstream.log().len(), 301);
+}
