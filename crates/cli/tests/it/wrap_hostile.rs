@@ -861,3 +861,57 @@ print("after:", answer(last).split(b"\r\n")[0].decode(), flush=True)
     assert_eq!(of_kind(&bundle, "http_exchanged").len(), 301);
     assert_eq!(upstream.log().len(), 301);
 }
+
+#[test]
+fn a_hostile_session_log_is_imported_within_its_bounds_with_typed_warnings() {
+    if !wrap_ready("a_hostile_session_log_is_imported_within_its_bounds_with_typed_warnings") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    // A rollout with 20 005 calls (5 over the bound), a line nested 200 deep, and one
+    // call whose arguments are a 5 MB array of tiny numbers.
+    let script = r#"
+import json, os
+d = os.path.join(os.environ["CODEX_HOME"], "sessions", "2026", "12", "05")
+os.makedirs(d)
+with open(os.path.join(d, "rollout-x.jsonl"), "w") as f:
+    f.write(json.dumps({"timestamp": "2026-12-05T09:17:27.300Z", "type": "session_meta", "payload": {"id": "s"}}) + "\n")
+    f.write('{"type":"response_item","payload":' + "[" * 200 + "]" * 200 + "}\n")
+    big = "[" + ",".join(["0"] * 2_500_000) + "]"
+    f.write('{"timestamp":"2026-12-05T09:17:28.000Z","type":"response_item","payload":{"type":"custom_tool_call","name":"big","call_id":"c_big","input":' + big + '}}\n')
+    for i in range(20_004):
+        f.write(json.dumps({"timestamp": "2026-12-05T09:17:28.000Z", "type": "response_item",
+            "payload": {"type": "function_call", "name": "t", "arguments": "{}", "call_id": f"c{i}"}}) + "\n")
+"#;
+    let out = provrun()
+        .args([
+            "wrap",
+            "--out",
+            &s(&bundle),
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_verifies(&bundle);
+    let calls = of_kind(&bundle, "tool_called");
+    assert_eq!(calls.len(), 20_000);
+    // The large arguments are kept as their JSON text.
+    let big = &calls[0]["payload"];
+    assert_eq!(big["call_id"], "c_big");
+    let said = warnings(&bundle);
+    assert!(said.contains("5 tool call(s) beyond 20000"), "{said}");
+    assert!(said.contains("1 line(s) nested deeper than 64"), "{said}");
+    assert!(
+        said.contains("1 call(s) with arguments or a result over"),
+        "{said}"
+    );
+    let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
+    assert_eq!(finished["usage"]["tool_calls"], 20_000);
+}
