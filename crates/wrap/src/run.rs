@@ -63,8 +63,8 @@ struct Prepared {
     read_only: Vec<PathBuf>,
     secrets: Secrets,
     env: Vec<(String, String)>,
-    home: tempfile::TempDir,
-    sockets: tempfile::TempDir,
+    /// The run's private folder in `TMPDIR`: the program's home and the proxy's sockets.
+    private: crate::private::Private,
     /// Warnings of the set-up (a CA variable not passed on), for the bundle.
     warnings: Vec<String>,
 }
@@ -180,16 +180,10 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
     for w in &extra.warnings {
         tracing::warn!("{w}");
     }
-    let temp = |prefix: &str| {
-        tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| WrapError::SetUp(format!("cannot make a private folder in TMPDIR: {e}")))
-    };
-    let home = temp("provrun-wrap-home-")?;
-    // `CODEX_HOME` points here, and the Codex CLI refuses a folder that does not exist.
-    std::fs::create_dir(home.path().join(".codex"))
-        .map_err(|e| WrapError::SetUp(format!("cannot make the private HOME: {e}")))?;
+    let tmp = std::env::temp_dir();
+    crate::private::clean_stale(&tmp);
+    let private = crate::private::Private::new(&tmp)
+        .map_err(|e| WrapError::SetUp(format!("cannot make a private folder in TMPDIR: {e}")))?;
     Ok(Prepared {
         program,
         argv,
@@ -197,8 +191,7 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         read_only,
         secrets,
         env,
-        home,
-        sockets: temp("provrun-wrap-sockets-")?,
+        private,
         warnings: extra.warnings,
     })
 }
@@ -356,7 +349,7 @@ async fn supervise(
         allow_hosts: options.allow_hosts.clone(),
     };
     let started = Instant::now();
-    let proxy = Proxy::start(p.sockets.path(), config, recording.clone())?;
+    let proxy = Proxy::start(&p.private.sockets(), config, recording.clone())?;
     let mut child = launch(options, p, capture)
         .map_err(|e| WrapError::Program(format!("it could not be started: {e}")))?;
     let out = child.take_stdout().map(|s| tee(s, Sink::Stdout));
@@ -375,7 +368,7 @@ async fn supervise(
     record_exit(capture, options, &child, &exited).await?;
     drop(child);
 
-    let (imported, import_warnings) = crate::session::import(&recording, p.home.path()).await?;
+    let (imported, import_warnings) = crate::session::import(&recording, &p.private.home()).await?;
     let mut warnings = p.warnings.clone();
     warnings.extend(import_warnings);
     let mut left_out = Vec::new();
@@ -515,7 +508,7 @@ fn launch(
     let sandbox = Sandbox::new(
         capture.recorder().input_dir(),
         &workspace,
-        p.home.path(),
+        &p.private.home(),
         options.limits.clone(),
     )
     .map_err(|e| WrapError::Program(e.to_string()))?;
@@ -524,7 +517,7 @@ fn launch(
         env: p.env.clone(),
         read_only: p.read_only.clone(),
         forwards: Some(PortForwards {
-            dir: p.sockets.path().to_path_buf(),
+            dir: p.private.sockets(),
             ports: vec![
                 (OPENAI_PORT, OPENAI_SOCKET.into()),
                 (ANTHROPIC_PORT, ANTHROPIC_SOCKET.into()),

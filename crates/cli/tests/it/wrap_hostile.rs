@@ -915,3 +915,61 @@ with open(os.path.join(d, "rollout-x.jsonl"), "w") as f:
     let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
     assert_eq!(finished["usage"]["tool_calls"], 20_000);
 }
+
+/// The private folders of wrapped runs in `tmp`.
+fn private_folders(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("provrun-wrap-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn the_private_folder_of_a_killed_run_is_removed_by_the_next_run() {
+    if !wrap_ready("the_private_folder_of_a_killed_run_is_removed_by_the_next_run") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let private = tmp.path().join("tmp");
+    std::fs::create_dir(&private).unwrap();
+    let mut killed = provrun()
+        .env("TMPDIR", &private)
+        .args([
+            "wrap",
+            "--out",
+            &s(&tmp.path().join("killed")),
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while private_folders(&private).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let left = private_folders(&private);
+    assert_eq!(left.len(), 1, "{left:?}");
+    // The next run, with the same TMPDIR, removes it (and its own when it ends).
+    let out = provrun()
+        .env("TMPDIR", &private)
+        .args(["wrap", "--out", &s(&tmp.path().join("next")), "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(private_folders(&private), Vec::<PathBuf>::new());
+}
