@@ -67,6 +67,8 @@ struct Prepared {
     private: crate::private::Private,
     /// Warnings of the set-up (a CA variable not passed on), for the bundle.
     warnings: Vec<String>,
+    /// The owner (uid, gid) of the workspace folder before the run, to hand it back to.
+    workspace_owner: Option<(u32, u32)>,
 }
 
 /// Runs `options.argv` wrapped: see the crate docs. `Err` with
@@ -85,12 +87,22 @@ struct Prepared {
 /// [`WrapError::Program`] when the program cannot be started or watched,
 /// [`WrapError::Capture`] or [`WrapError::Evidence`] when the bundle cannot be written.
 pub async fn wrap(options: WrapOptions, mut signals: Signals) -> Result<WrapOutcome, WrapError> {
+    // As root, the program runs as a uid of this run's own (held until the run ends), so
+    // that it cannot reach what another run's program left.
+    let lease = provrun_sandbox::UidLease::acquire(&options.limits)
+        .map_err(|e| WrapError::SetUp(e.to_string()))?;
+    let options = WrapOptions {
+        limits: lease.limits(&options.limits),
+        ..options
+    };
     let prepared = prepare(&options)?;
     if let Ok(signal) = signals.try_recv() {
         return Err(WrapError::Stopped(signal));
     }
     let capture = open(&options, &prepared)?;
-    run_opened(&options, prepared, capture, signals).await
+    let outcome = run_opened(&options, prepared, capture, signals).await;
+    drop(lease);
+    outcome
 }
 
 fn canonical(path: &Path, what: &str) -> Result<PathBuf, WrapError> {
@@ -184,6 +196,10 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
     crate::private::clean_stale(&tmp);
     let private = crate::private::Private::new(&tmp)
         .map_err(|e| WrapError::SetUp(format!("cannot make a private folder in TMPDIR: {e}")))?;
+    let workspace_owner = workspace.as_deref().and_then(|w| {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata(w).ok().map(|m| (m.uid(), m.gid()))
+    });
     Ok(Prepared {
         program,
         argv,
@@ -193,6 +209,7 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         env,
         private,
         warnings: extra.warnings,
+        workspace_owner,
     })
 }
 
@@ -373,7 +390,13 @@ async fn supervise(
     warnings.extend(import_warnings);
     let mut left_out = Vec::new();
     if let Some(ws) = &p.workspace {
-        left_out = settle_workspace(ws, capture, options, &mut warnings)?;
+        // As root the workspace was handed to the program's user: hand it back.
+        let user = provrun_sandbox::CommandUser::for_limits(&options.limits);
+        let hand_back = p
+            .workspace_owner
+            .filter(|_| user.drops_root())
+            .map(|to| (user.uid, to));
+        left_out = settle_workspace(ws, capture, options, hand_back, &mut warnings)?;
     }
     let totals = recording.totals().await;
     let cut = recording.cut_exchanges().await;
@@ -404,15 +427,18 @@ async fn supervise(
 }
 
 /// The host workspace at the end: set-id bits cleared and device nodes removed on the
-/// host, then its files copied into the bundle's `output/`. Returns the entries the copy
-/// left out (to be recorded as `output_skipped`), and says what it did in `warnings`.
+/// host, what the program's user owns handed back (`hand_back`: from that uid to the
+/// folder's owner), then its files copied into the bundle's `output/`. Returns the
+/// entries the copy left out (to be recorded as `output_skipped`), and says what it did in
+/// `warnings`.
 fn settle_workspace(
     ws: &Path,
     capture: &Capture,
     options: &WrapOptions,
+    hand_back: Option<(u32, (u32, u32))>,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<provrun_evidence::OutputSkipped>, WrapError> {
-    let disarmed = crate::workspace::disarm(ws);
+    let disarmed = crate::workspace::disarm_and_hand_back(ws, hand_back);
     for path in &disarmed.set_id_cleared {
         warnings.push(format!(
             "the workspace's `{path}` was left set-uid or set-gid: the bits were cleared on the host"

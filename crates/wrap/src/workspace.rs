@@ -221,12 +221,52 @@ pub struct Disarmed {
 /// and which has no place in a workspace). Walks without following a link, as deep as it
 /// goes.
 pub fn disarm(root: &Path) -> Disarmed {
+    disarm_and_hand_back(root, None)
+}
+
+/// [`disarm`], and with `hand_back` = `(uid, (to_uid, to_gid))`, every entry owned by
+/// `uid` (the sandbox's user, once the run is over) given to `to_uid` and `to_gid` (the
+/// workspace folder's owner before the run), links themselves included: nothing of the
+/// workspace stays owned by a uid a later sandbox may run as.
+pub fn disarm_and_hand_back(root: &Path, hand_back: Option<(u32, (u32, u32))>) -> Disarmed {
     let mut done = Disarmed::default();
-    disarm_in(root, &[], &mut done, 0);
+    if let Some((uid, to)) = hand_back {
+        give_back(root, uid, to, &mut done, ".");
+    }
+    disarm_in(root, &[], &mut done, 0, hand_back);
     done
 }
 
-fn disarm_in(dir: &Path, prefix: &[u8], done: &mut Disarmed, depth: usize) {
+/// Gives `path` (not following a link) to `to` when `uid` owns it.
+fn give_back(path: &Path, uid: u32, to: (u32, u32), done: &mut Disarmed, shown: &str) {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.uid() != uid {
+        return;
+    }
+    let owner = (
+        Some(rustix::fs::Uid::from_raw(to.0)),
+        Some(rustix::fs::Gid::from_raw(to.1)),
+    );
+    if let Err(e) = rustix::fs::chownat(
+        rustix::fs::CWD,
+        path,
+        owner.0,
+        owner.1,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        done.failed.push(format!("{shown}: handing it back: {e}"));
+    }
+}
+
+fn disarm_in(
+    dir: &Path,
+    prefix: &[u8],
+    done: &mut Disarmed,
+    depth: usize,
+    hand_back: Option<(u32, (u32, u32))>,
+) {
     let rel_of = |name: &[u8]| {
         let mut rel = prefix.to_vec();
         if !rel.is_empty() {
@@ -275,10 +315,13 @@ fn disarm_in(dir: &Path, prefix: &[u8], done: &mut Disarmed, depth: usize) {
             continue;
         };
         let kind = meta.file_type();
+        if let Some((uid, to)) = hand_back {
+            give_back(&path, uid, to, done, &shown);
+        }
         if kind.is_dir() {
             // Deeper than any real tree; a loop of bind mounts would not end otherwise.
             if depth < 4096 {
-                disarm_in(&path, &rel, done, depth + 1);
+                disarm_in(&path, &rel, done, depth + 1, hand_back);
             }
         } else if kind.is_file() && meta.mode() & 0o6000 != 0 {
             let mode = meta.mode() & 0o1777;

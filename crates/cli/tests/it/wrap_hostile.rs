@@ -973,3 +973,66 @@ fn the_private_folder_of_a_killed_run_is_removed_by_the_next_run() {
     );
     assert_eq!(private_folders(&private), Vec::<PathBuf>::new());
 }
+
+#[test]
+fn as_root_each_wrapped_run_has_a_uid_of_its_own_and_the_workspace_is_handed_back() {
+    if my_uid() != 0
+        || !wrap_ready(
+            "as_root_each_wrapped_run_has_a_uid_of_its_own_and_the_workspace_is_handed_back",
+        )
+    {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: Vec<(PathBuf, PathBuf, std::process::Child)> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let ws = tmp.path().join(format!("ws-{name}"));
+            std::fs::create_dir(&ws).unwrap();
+            let bundle = tmp.path().join(format!("bundle-{name}"));
+            let child = provrun()
+                .args(["wrap", "--out", &s(&bundle), "--workspace", &s(&ws), "--"])
+                .args(["sh", "-c", "echo x > mark; sleep 3"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (ws, bundle, child)
+        })
+        .collect();
+    // While both run, their files on the host are owned by two different uids.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let owners = loop {
+        let owners: Vec<Option<u32>> = runs
+            .iter()
+            .map(|(ws, _, _)| {
+                std::fs::symlink_metadata(ws.join("mark"))
+                    .ok()
+                    .map(|m| m.uid())
+            })
+            .collect();
+        if owners.iter().all(Option::is_some) || std::time::Instant::now() > deadline {
+            break owners;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (a, b) = (owners[0].unwrap(), owners[1].unwrap());
+    assert_ne!(a, b, "two runs share uid {a}");
+    assert!(a > 65_536 && b > 65_536, "{a} {b}");
+    for ((ws, bundle, child), uid) in runs.into_iter().zip([a, b]) {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let started = &of_kind(&bundle, "run_started")[0]["payload"];
+        assert_eq!(started["details"]["sandbox"]["command_user"]["uid"], uid);
+        // Handed back to the folder's owner (root) when the run ended.
+        assert_eq!(std::fs::metadata(ws.join("mark")).unwrap().uid(), 0);
+        assert_eq!(std::fs::metadata(&ws).unwrap().uid(), 0);
+    }
+}
