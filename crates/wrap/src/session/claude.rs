@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::LoggedCall;
-use super::lines::{self, Line, RawArguments, RawCall, Read, ResultShape};
+use super::lines::{self, Line, RawArguments, RawCall, Read};
 use super::millis_between;
 
 /// Whether the lines are a Claude Code session: some `user` or `assistant` line with a
@@ -151,7 +151,7 @@ impl Collector {
                     name: lines::string(b.name).unwrap_or_default().into_owned(),
                     arguments: RawArguments::Value(owned(b.input)),
                     result: None,
-                    shape: ResultShape::Claude,
+                    read_result: |v, is_error| (content(v), !is_error.unwrap_or(false)),
                     is_error: None,
                     asked_at: ts.clone(),
                     duration_ms: 0,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::LoggedCall;
-use super::lines::{self, Line, RawArguments, RawCall, Read, ResultShape};
+use super::lines::{self, Line, RawArguments, RawCall, Read};
 use super::millis_between;
 
 /// Whether the lines are a rollout: a `session_meta` line among the first few, and
@@ -170,7 +170,7 @@ impl Collector {
                     name,
                     arguments,
                     result: None,
-                    shape: ResultShape::Codex,
+                    read_result: |v, _| output(v),
                     is_error: None,
                     asked_at: ts,
                     duration_ms: 0,

@@ -163,14 +163,9 @@ pub(crate) enum RawArguments {
     JsonText(String),
 }
 
-/// How a call's raw result is read into the record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ResultShape {
-    /// A Codex output: text, content items, or an object with `content`/`success`.
-    Codex,
-    /// A Claude Code `tool_result` content: text, or text blocks.
-    Claude,
-}
+/// How a format reads a call's result (as a JSON value) into what the model was given
+/// and whether the call succeeded, given the `is_error` its log says, if it says one.
+pub(crate) type ReadResult = fn(&Value, Option<bool>) -> (Value, bool);
 
 /// A tool call as read from a log, its arguments and result still raw.
 #[derive(Debug, Clone)]
@@ -179,7 +174,7 @@ pub(crate) struct RawCall {
     pub name: String,
     pub arguments: RawArguments,
     pub result: Option<Box<RawValue>>,
-    pub shape: ResultShape,
+    pub read_result: ReadResult,
     /// The `is_error` a Claude Code result says (`None`: it says nothing).
     pub is_error: Option<bool>,
     pub asked_at: Option<String>,
@@ -224,12 +219,7 @@ impl RawCall {
             Some(raw) => {
                 let (v, big) = value_of(raw);
                 large |= big;
-                match self.shape {
-                    ResultShape::Codex => super::codex::output(&v),
-                    ResultShape::Claude => {
-                        (super::claude::content(&v), !self.is_error.unwrap_or(false))
-                    }
-                }
+                (self.read_result)(&v, self.is_error)
             }
         };
         let logged = LoggedCall {
