@@ -162,13 +162,16 @@ mod tests {
         drop(_lock);
         std::fs::create_dir(kept.join("home/locked")).unwrap();
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(kept.join("home/locked"), std::fs::Permissions::from_mode(0))
-            .unwrap();
+        std::fs::set_permissions(
+            kept.join("home/locked"),
+            std::fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
         // Someone else's folder of the same name, and a young folder without a lock.
         let young = tmp.path().join("provrun-wrap-young");
         std::fs::create_dir(&young).unwrap();
         let removed = clean_stale(tmp.path());
-        assert_eq!(removed, [gone_dir.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&gone_dir));
         assert!(!gone_dir.exists());
         assert!(held.home().is_dir());
         assert!(young.is_dir());

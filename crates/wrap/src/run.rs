@@ -534,7 +534,7 @@ fn launch(
     let sandbox = Sandbox::new(
         capture.recorder().input_dir(),
         &workspace,
-        &p.private.home(),
+        p.private.home(),
         options.limits.clone(),
     )
     .map_err(|e| WrapError::Program(e.to_string()))?;

@@ -78,8 +78,8 @@ fn echoing(req: &Request) -> Reply {
             status: 200,
             content_type: "text/event-stream".into(),
             chunks: vec![
-                event[..cut].as_bytes().to_vec(),
-                event[cut..].as_bytes().to_vec(),
+                event.as_bytes()[..cut].to_vec(),
+                event.as_bytes()[cut..].to_vec(),
                 format!("data: {}\n\ndata: [DONE]\n\n", chunk(&format!("{b} end"))).into_bytes(),
             ],
             headers: Vec::new(),

@@ -330,9 +330,7 @@ impl<'a> Search<'a> {
         {
             return Some(found);
         }
-        let Some(&first) = self.buf.get(pos) else {
-            return None;
-        };
+        let &first = self.buf.get(pos)?;
         if first == b'&' {
             let code = u32::from(c);
             for form in [format!("&#{code};"), format!("&#x{code:x};")] {
