@@ -146,6 +146,9 @@ struct BodyFailure {
     read: Bytes,
     budget: Option<OwnedSemaphorePermit>,
     cut: bool,
+    /// The rest of a body refused for its size, to be read and thrown away after the
+    /// answer (so that the program reads the answer rather than a reset connection).
+    rest: Option<Incoming>,
 }
 
 /// Reads a request body within the proxy's bounds: [`MAX_REQUEST_BYTES`] for one body,
@@ -155,6 +158,7 @@ async fn read_body(
     mut body: Incoming,
     shared: &Shared,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), BodyFailure> {
+    use hyper::body::Body as _;
     let limits = shared.limits;
     let total = tokio::time::Instant::now() + limits.body_total;
     let mut read = BytesMut::new();
@@ -165,7 +169,44 @@ async fn read_body(
         read: read.freeze(),
         budget,
         cut,
+        rest: None,
     };
+    let too_long = || format!("the request body is longer than {MAX_REQUEST_BYTES} bytes: refused");
+    let over_budget = || {
+        format!(
+            "the proxy holds as many request bytes as it may at once ({} bytes across the \
+             exchanges in flight): refused, try again",
+            limits.max_request_bytes_in_flight
+        )
+    };
+    // A body whose length is known takes its whole share of the budget before a byte is
+    // read, or none: bodies that cannot all fit are refused at once, rather than all read
+    // half-way and all refused.
+    let declared = body.size_hint().exact();
+    if let Some(len) = declared {
+        let whole = usize::try_from(len)
+            .ok()
+            .filter(|n| *n <= MAX_REQUEST_BYTES);
+        let Some(whole) = whole else {
+            return Err(BodyFailure {
+                rest: Some(body),
+                ..fail(413, too_long(), read, None, false)
+            });
+        };
+        let reserved = u32::try_from(whole).ok().and_then(|n| {
+            Arc::clone(&shared.request_bytes)
+                .try_acquire_many_owned(n)
+                .ok()
+        });
+        let Some(reserved) = reserved else {
+            return Err(BodyFailure {
+                rest: Some(body),
+                ..fail(503, over_budget(), read, None, false)
+            });
+        };
+        budget = Some(reserved);
+        read.reserve(whole);
+    }
     loop {
         let deadline = total.min(tokio::time::Instant::now() + limits.body_idle);
         let frame = tokio::select! {
@@ -201,30 +242,49 @@ async fn read_body(
             },
         };
         if read.len() + data.len() > MAX_REQUEST_BYTES {
-            let message =
-                format!("the request body is longer than {MAX_REQUEST_BYTES} bytes: refused");
-            return Err(fail(413, message, read, budget, false));
+            return Err(BodyFailure {
+                rest: Some(body),
+                ..fail(413, too_long(), read, budget, false)
+            });
         }
-        let more = u32::try_from(data.len()).ok().and_then(|n| {
-            Arc::clone(&shared.request_bytes)
-                .try_acquire_many_owned(n)
-                .ok()
-        });
-        let Some(more) = more else {
-            let message = format!(
-                "the proxy holds as many request bytes as it may at once ({} bytes across the \
-                 exchanges in flight): refused, try again",
-                limits.max_request_bytes_in_flight
-            );
-            return Err(fail(503, message, read, budget, false));
-        };
-        match &mut budget {
-            Some(b) => b.merge(more),
-            None => budget = Some(more),
+        if declared.is_none() {
+            let more = u32::try_from(data.len()).ok().and_then(|n| {
+                Arc::clone(&shared.request_bytes)
+                    .try_acquire_many_owned(n)
+                    .ok()
+            });
+            let Some(more) = more else {
+                return Err(BodyFailure {
+                    rest: Some(body),
+                    ..fail(503, over_budget(), read, budget, false)
+                });
+            };
+            match &mut budget {
+                Some(b) => b.merge(more),
+                None => budget = Some(more),
+            }
         }
         read.extend_from_slice(&data);
     }
     Ok((read.freeze(), budget))
+}
+
+/// Reads the rest of a refused body and throws it away (holding none of it), within the
+/// body's idle and total times, so that the program's connection ends with the answer it
+/// was given rather than a reset.
+async fn throw_away(mut body: Incoming, shared: Arc<Shared>) {
+    let limits = shared.limits;
+    let total = tokio::time::Instant::now() + limits.body_total;
+    loop {
+        let deadline = total.min(tokio::time::Instant::now() + limits.body_idle);
+        let frame = tokio::select! {
+            frame = tokio::time::timeout_at(deadline, body.frame()) => frame,
+            () = shared.in_flight.cut() => return,
+        };
+        if !matches!(frame, Ok(Some(Ok(_)))) {
+            return;
+        }
+    }
 }
 
 /// One exchange, start to end: its request read, refused or sent upstream, its answer
@@ -295,6 +355,9 @@ async fn exchange(
                 );
             }
             let _ = reply.send(answer);
+            if let Some(rest) = failed.rest {
+                tokio::spawn(throw_away(rest, Arc::clone(&shared)));
+            }
             record(
                 &shared,
                 pending.exchange(None, Bytes::new(), None, Some(failed.message)),

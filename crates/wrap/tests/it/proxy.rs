@@ -356,7 +356,8 @@ async fn request_bodies_beyond_the_bytes_in_flight_and_bodies_that_stall_are_ref
         ..ProxyLimits::default()
     };
     let (proxy, capture, sockets) = limited_proxy(tmp.path(), port, limits);
-    // A body that stalls half-way holds 60 000 bytes of the budget until it times out.
+    // A body of 60 000 bytes that stalls half-way holds its 60 000 bytes of the budget
+    // (taken whole, before a byte was read) until it times out.
     let stalled = {
         let sockets = sockets.clone();
         tokio::spawn(async move {
@@ -364,11 +365,11 @@ async fn request_bodies_beyond_the_bytes_in_flight_and_bodies_that_stall_are_ref
                 .await
                 .unwrap();
             s.write_all(
-                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 120000\r\n\r\n",
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 60000\r\n\r\n",
             )
             .await
             .unwrap();
-            s.write_all(&[b'a'; 60_000]).await.unwrap();
+            s.write_all(&[b'a'; 30_000]).await.unwrap();
             let mut got = Vec::new();
             let _ = s.read_to_end(&mut got).await;
             String::from_utf8_lossy(&got).into_owned()
@@ -382,6 +383,7 @@ async fn request_bodies_beyond_the_bytes_in_flight_and_bodies_that_stall_are_ref
         body.len()
     );
     let refused = ask(&sockets, &head, &body).await;
+    // The answer, not a reset: the refused body was read and thrown away.
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     assert!(
         refused.to_ascii_lowercase().contains("retry-after: 1"),
