@@ -1036,3 +1036,50 @@ fn as_root_each_wrapped_run_has_a_uid_of_its_own_and_the_workspace_is_handed_bac
         assert_eq!(std::fs::metadata(&ws).unwrap().uid(), 0);
     }
 }
+
+#[test]
+fn connections_made_straight_to_the_proxys_sockets_count_against_its_bound() {
+    if !wrap_ready("connections_made_straight_to_the_proxys_sockets_count_against_its_bound") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    let upstream = Upstream::start(|_: &Request| {
+        Reply::json(200, &serde_json::json!({"object": "list", "data": []}))
+    });
+    // 300 connections held open on the socket itself, around the forwarder: the proxy
+    // serves 256 at once; the others are answered 503 and recorded.
+    let script = r#"
+import select, socket, time
+held = []
+for _ in range(300):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/provrun-forward/openai.sock")
+    held.append(s)
+time.sleep(1)
+readable, _, _ = select.select(held, [], [], 0)
+refused = sum(s.recv(100).startswith(b"HTTP/1.1 503") for s in readable)
+print("refused:", refused, flush=True)
+"#;
+    let out = provrun()
+        .env("OPENAI_API_KEY", REAL_KEY)
+        .args(["wrap", "--out", &s(&bundle)])
+        .args(["--upstream-openai", &format!("{}/v1", upstream.origin)])
+        .args(["--", "/usr/bin/python3", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("refused: 44"), "{stdout}\n{stderr}");
+    assert_verifies(&bundle);
+    let refusals = of_kind(&bundle, "connection_handled");
+    assert_eq!(refusals.len(), 44);
+    assert_eq!(refusals[0]["payload"]["via"], "socket:openai");
+    assert_eq!(refusals[0]["payload"]["outcome"], "refused");
+    let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
+    assert_eq!(finished["usage"]["refused_connections"], 44);
+}
