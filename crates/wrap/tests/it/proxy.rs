@@ -468,3 +468,57 @@ async fn connections_made_to_the_sockets_directly_count_against_the_bound_and_re
     assert_eq!(refusals[0]["payload"]["outcome"], "refused");
     assert_eq!(refusals[0]["payload"]["via"], "socket:openai");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_in_an_encoding_the_proxy_did_not_ask_for_is_refused_and_recorded_without_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An upstream that compresses although it was asked for identity.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut asked = String::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim_end().is_empty() {
+                break;
+            }
+            asked.push_str(&line.to_ascii_lowercase());
+        }
+        assert!(asked.contains("accept-encoding: identity"), "{asked}");
+        let body = b"\x1f\x8b\x08\x00compressed-bytes";
+        let mut w = &stream;
+        write!(
+            w,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        w.write_all(body).unwrap();
+    });
+    let (proxy, capture, sockets) = limited_proxy(tmp.path(), port, ProxyLimits::default());
+    let answer = ask(
+        &sockets,
+        "GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(!answer.contains("compressed-bytes"), "{answer}");
+    proxy.stop(Duration::from_secs(10)).await;
+    let events = finished_events(tmp.path(), capture);
+    let ex = events
+        .iter()
+        .find(|e| e["type"] == "http_exchanged")
+        .unwrap();
+    assert_eq!(ex["payload"]["http"]["status"], 200);
+    assert!(ex["payload"]["response"].is_null(), "{ex}");
+    assert!(
+        ex["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Encoding: gzip")
+    );
+}
