@@ -45,6 +45,7 @@ mod tools_json;
 mod view;
 mod wrap;
 mod wrap_cli;
+mod wrap_hostile;
 mod wrap_programs;
 
 /// Helpers more than one module uses.
