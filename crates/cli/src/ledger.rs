@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use provrun_ledger::witness::{WitnessKey, cosignature_time};
+
+pub(crate) use crate::witness::{read_verifier_key, read_witness_key};
 use provrun_ledger::{
-    Config, Ledger, LedgerError, LedgerReport, Since, Status, VerifierKey, check_since, divergence,
-    leaf_data, statement_digest,
+    Config, Ledger, LedgerError, LedgerReport, Since, Status, check_since, divergence, leaf_data,
+    statement_digest,
 };
 use serde_json::json;
 
@@ -487,17 +489,6 @@ fn audit(dir: &str, store: &str, json: bool) -> u8 {
     if found.clean() { EXIT_OK } else { EXIT_FAILED }
 }
 
-/// A verifier key given as its text, or as a file holding it.
-pub(crate) fn read_verifier_key(given: &str) -> Result<VerifierKey, String> {
-    let path = Path::new(given);
-    let text = if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 4096) {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read `{given}`: {e}"))?
-    } else {
-        given.to_owned()
-    };
-    VerifierKey::parse(text.trim()).map_err(|e| e.to_string())
-}
-
 /// What `ledger verify` checks besides the log itself.
 struct VerifyOptions<'a> {
     key: Option<&'a str>,
@@ -567,17 +558,6 @@ fn verify(dir: &str, options: &VerifyOptions<'_>, json: bool) -> u8 {
         print_report(&report);
     }
     if report.ok { EXIT_OK } else { EXIT_FAILED }
-}
-
-/// A witness verifier key given as its text, or as a file holding it.
-pub(crate) fn read_witness_key(given: &str) -> Result<WitnessKey, String> {
-    let path = Path::new(given);
-    let text = if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 4096) {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read `{given}`: {e}"))?
-    } else {
-        given.to_owned()
-    };
-    WitnessKey::parse(text.trim()).map_err(|e| e.to_string())
 }
 
 /// The `since` check: the log extends every held checkpoint.

@@ -13,8 +13,9 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use provrun_ledger::witness::WitnessKey;
 use provrun_ledger::witness::{Witness, add_checkpoint_body, add_cosignatures, init_witness};
-use provrun_ledger::{Ledger, LedgerError, decode_hashes};
+use provrun_ledger::{Ledger, LedgerError, VerifierKey, decode_hashes};
 
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail};
 
@@ -53,7 +54,7 @@ pub(crate) fn init(dir: &Path, key: &Path, name: &str) -> u8 {
 pub(crate) fn serve(dir: &Path, listen: &str, logs: &[String]) -> u8 {
     let mut keys = Vec::new();
     for l in logs {
-        match crate::ledger::read_verifier_key(l) {
+        match read_verifier_key(l) {
             Ok(k) => keys.push(k),
             Err(e) => return fail(EXIT_USAGE, format!("ledger witness serve: --log: {e}")),
         }
@@ -298,4 +299,26 @@ pub(crate) fn cosign(dir: &Path, witnesses: &[String]) -> u8 {
         }
         Err(e) => fail(EXIT_FAILED, format!("ledger cosign: {e}")),
     }
+}
+
+/// A verifier key given as its text, or as a file holding it.
+pub(crate) fn read_verifier_key(given: &str) -> Result<VerifierKey, String> {
+    let path = Path::new(given);
+    let text = if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 4096) {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read `{given}`: {e}"))?
+    } else {
+        given.to_owned()
+    };
+    VerifierKey::parse(text.trim()).map_err(|e| e.to_string())
+}
+
+/// A witness verifier key given as its text, or as a file holding it.
+pub(crate) fn read_witness_key(given: &str) -> Result<WitnessKey, String> {
+    let path = Path::new(given);
+    let text = if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 4096) {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read `{given}`: {e}"))?
+    } else {
+        given.to_owned()
+    };
+    WitnessKey::parse(text.trim()).map_err(|e| e.to_string())
 }

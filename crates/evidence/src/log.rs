@@ -221,17 +221,6 @@ pub(crate) struct ChainInputs {
     pub salts: Option<Salts>,
 }
 
-impl ChainInputs {
-    /// The chain inputs of the bundle at `root`: its redaction records' digests and its
-    /// salts. An error says what of them cannot be read.
-    pub(crate) fn read(root: &std::path::Path) -> Result<ChainInputs, String> {
-        Ok(ChainInputs {
-            subst: crate::redaction::substitutions(root)?,
-            salts: Salts::read(root)?,
-        })
-    }
-}
-
 /// The chain hash of a parsed line under `chain` (its bytes' SHA-256 for chain 1; under
 /// chain 3 its strings are committed with `salts`, which must be there).
 pub(crate) fn event_hash(

@@ -8,9 +8,7 @@ use crate::chain::Envelope;
 use crate::error::{EvidenceError, Result};
 use crate::event::{BlobRef, Confidence, Event, EventPayload, TypedEvent, check_confidence};
 use crate::fsutil::{open_regular, sha256_hex};
-use crate::log::{
-    ChainInputs, check_envelope, is_sha256_hex, parse_canonical_form, scan_log, walk,
-};
+use crate::log::{check_envelope, is_sha256_hex, parse_canonical_form, scan_log, walk};
 use crate::pack::{BlobReader, FileSource};
 use crate::recorder::{EVENTS_FILE, PACK_FILE};
 
@@ -26,11 +24,12 @@ use crate::recorder::{EVENTS_FILE, PACK_FILE};
 pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
-    let inputs =
-        ChainInputs::read(bundle.as_ref()).map_err(|reason| EvidenceError::InvalidLog {
+    let inputs = crate::redaction::chain_inputs(bundle.as_ref()).map_err(|reason| {
+        EvidenceError::InvalidLog {
             path: path.clone(),
             reason,
-        })?;
+        }
+    })?;
     let mut events = Vec::with_capacity(scan.lines.len());
     for line in walk(&scan, &inputs) {
         let i = line.index;
@@ -80,11 +79,12 @@ pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
     }
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
-    let inputs =
-        ChainInputs::read(bundle.as_ref()).map_err(|reason| EvidenceError::InvalidLog {
+    let inputs = crate::redaction::chain_inputs(bundle.as_ref()).map_err(|reason| {
+        EvidenceError::InvalidLog {
             path: path.clone(),
             reason,
-        })?;
+        }
+    })?;
     let mut events = Vec::with_capacity(scan.lines.len());
     let mut prev: Option<String> = None;
     let mut chain = 1u64;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use provrun_evidence::dsse::PrivateKey;
 
 use crate::error::{LedgerError, Result};
-use crate::files::{Folder, LogFiles};
+use crate::files::{Folder, LogFiles, read_bounded};
 use crate::index::LeafIndex;
 use crate::ledger::{CHECKPOINT_FILE, Config, LedgerLock, find_leaves, load_signing_key, sync_dir};
 use crate::merkle::{Hash, Subtrees as _, empty_root, leaf_hash, node_hash, perfect_root};
@@ -24,28 +24,10 @@ use crate::note::{Checkpoint, MAX_NOTE_BYTES, sign_note};
 use crate::probe::{self, Op};
 use crate::tiles::{
     FileRole, TILE_WIDTH, TileId, TileKind, TileReader, encode_entries, level_count, list_files,
-    read_bounded, read_entries_from, read_hashes_from, role_of, width_at, write_tile,
+    read_entries_from, read_hashes_from, role_of, width_at, write_tile,
 };
 
-/// One leaf of an add.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Added {
-    /// Its index in the tree.
-    pub index: u64,
-    /// Whether this add appended it (`false`: the tree already held it).
-    pub new: bool,
-}
-
-/// What an add did.
-#[derive(Debug, Clone)]
-pub struct AddOutcome {
-    /// Each leaf asked for, in order.
-    pub added: Vec<Added>,
-    /// The checkpoint after the add (the old one when nothing was new).
-    pub checkpoint: Checkpoint,
-    /// The files of an earlier, interrupted add that this one removed first.
-    pub repaired: Vec<String>,
-}
+pub use crate::outcome::{AddOutcome, Added};
 
 /// Append `leaves` to the ledger at `dir`, signing the new checkpoint with `key` (by
 /// default the key file `ledger.json` names). A leaf the tree already holds (or that
@@ -85,7 +67,12 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
             vkey.to_text()
         )));
     }
-    crate::group::submit(dir, leaves.to_vec(), &key)
+    let target = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    crate::group::submit_to(
+        format!("folder:{}", target.display()),
+        leaves.to_vec(),
+        &|all, index| add_now(dir, all, &key, index),
+    )
 }
 
 /// One add, under the writer's lock, of leaves already checked, signed with the ledger's

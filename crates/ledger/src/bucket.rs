@@ -36,13 +36,14 @@ use base64::engine::general_purpose::STANDARD as B64;
 use provrun_evidence::dsse::PrivateKey;
 use serde::{Deserialize, Serialize};
 
-use crate::append::{AddOutcome, Added, State};
+use crate::append::State;
 use crate::error::{LedgerError, Result};
 use crate::files::{LogFiles, Remote};
 use crate::index::LeafIndex;
 use crate::ledger::{CHECKPOINT_FILE, CONFIG_FILE, Config, ed25519_public};
 use crate::merkle::{Hash, empty_root, leaf_hash, verify_consistency};
 use crate::note::{Checkpoint, MAX_NOTE_BYTES, VerifierKey, sign_note};
+use crate::outcome::{AddOutcome, Added};
 use crate::tiles::{TileId, TileReader, encode_entries};
 
 /// The object naming the batch that may extend the current tree.

@@ -28,7 +28,7 @@ pub fn leaf_data(statement_sha256: &str) -> Vec<u8> {
 ///
 /// [`LedgerError::BadBundle`] when the bundle has no readable `statement.json`.
 pub fn statement_digest(bundle: &Path) -> Result<String> {
-    let bytes = crate::tiles::read_bounded(&bundle.join(STATEMENT_FILE), 64 * 1024 * 1024)
+    let bytes = crate::files::read_bounded(&bundle.join(STATEMENT_FILE), 64 * 1024 * 1024)
         .map_err(|e| LedgerError::BadBundle {
             bundle: bundle.display().to_string(),
             reason: format!("no readable {STATEMENT_FILE}: {e}"),

@@ -7,7 +7,80 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::io::Read as _;
+
 use crate::error::{LedgerError, Result};
+
+/// The folder of the tiles in a ledger.
+pub const TILE_DIR: &str = "tile";
+
+/// Read a file of at most `max` bytes, refusing a symlink or anything but a regular file.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| LedgerError::io("open", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| LedgerError::io("stat", path, e))?;
+    if !meta.is_file() {
+        return Err(LedgerError::BadTile(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| LedgerError::io("read", path, e))?;
+    if bytes.len() as u64 > max {
+        return Err(LedgerError::BadTile(format!(
+            "{} is larger than a tile can be",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Every regular file below `dir/tile` (and temporary files at the top), as
+/// `/`-separated paths relative to `dir`; symlinks and special files are listed too (as
+/// themselves: they are never read), so a check can refuse them.
+///
+/// # Errors
+///
+/// [`LedgerError::Io`] when a folder cannot be listed; [`LedgerError::BadTile`] when folders
+/// nest more than 32 deep.
+pub fn list_files(dir: &Path) -> Result<Vec<String>> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>, depth: usize) -> Result<()> {
+        if depth > 32 {
+            return Err(LedgerError::BadTile(format!("{rel}: nested too deeply")));
+        }
+        let entries = std::fs::read_dir(dir).map_err(|e| LedgerError::io("list", dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| LedgerError::io("list", dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child = format!("{rel}/{name}");
+            let ft = entry
+                .file_type()
+                .map_err(|e| LedgerError::io("stat", entry.path(), e))?;
+            if ft.is_dir() {
+                walk(&entry.path(), &child, out, depth + 1)?;
+            } else {
+                out.push(child);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    let tiles = dir.join(TILE_DIR);
+    if std::fs::symlink_metadata(&tiles).is_ok_and(|m| m.is_dir()) {
+        walk(&tiles, TILE_DIR, &mut out, 0)?;
+    }
+    out.sort();
+    Ok(out)
+}
 
 /// Read access to a ledger's files by their path in the layout (`checkpoint`,
 /// `ledger.json`, `tile/0/000.p/5`, …).
@@ -83,7 +156,7 @@ impl Folder {
 
 impl LogFiles for Folder {
     fn read(&self, path: &str, max: u64) -> Result<Option<Vec<u8>>> {
-        match crate::tiles::read_bounded(&self.dir.join(path), max) {
+        match read_bounded(&self.dir.join(path), max) {
             Err(LedgerError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
@@ -94,7 +167,7 @@ impl LogFiles for Folder {
     }
 
     fn list_tiles(&self) -> Result<Option<Vec<String>>> {
-        crate::tiles::list_files(&self.dir).map(Some)
+        list_files(&self.dir).map(Some)
     }
 
     fn describe(&self) -> String {
@@ -162,7 +235,7 @@ impl LogFiles for Remote {
         if !self.objects.listable() {
             return Ok(None);
         }
-        self.block_on(self.objects.list(crate::tiles::TILE_DIR))
+        self.block_on(self.objects.list(TILE_DIR))
             .map(Some)
             .map_err(|e| LedgerError::Remote(e.to_string()))
     }

@@ -5,14 +5,11 @@
 //! a time.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use provrun_evidence::dsse::PrivateKey;
-
-use crate::append::{AddOutcome, add_now};
 use crate::error::{LedgerError, Result};
 use crate::index::LeafIndex;
+use crate::outcome::AddOutcome;
 
 /// The queue of one ledger folder, and the index of its leaves its writers keep.
 #[derive(Default)]
@@ -40,17 +37,6 @@ fn group_for(key: String) -> Arc<Group> {
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     Arc::clone(groups.entry(key).or_default())
-}
-
-/// Queue `leaves` for the ledger at `dir` and wait until they are added (by this thread
-/// or by another that added them in the same commit); `key` is the ledger's own key.
-pub(crate) fn submit(dir: &Path, leaves: Vec<Vec<u8>>, key: &PrivateKey) -> Result<AddOutcome> {
-    let target = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    submit_to(
-        format!("folder:{}", target.display()),
-        leaves,
-        &|all, index| add_now(dir, all, key, index),
-    )
 }
 
 /// One add of many callers' leaves, with the writer's index of the ledger's leaves.
@@ -164,50 +150,5 @@ fn duplicate(e: &LedgerError) -> LedgerError {
         LedgerError::NotIncluded(s) => LedgerError::NotIncluded(s.clone()),
         LedgerError::BadProof(s) => LedgerError::BadProof(s.clone()),
         LedgerError::Remote(s) => LedgerError::Remote(s.clone()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn concurrent_adds_share_commits_and_each_gets_its_own_indexes() {
-        let tmp = std::env::temp_dir().join(format!("provrun-group-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).unwrap();
-        let key_file = tmp.join("k.pem");
-        let key = PrivateKey::Ed25519([5; 32]);
-        std::fs::write(&key_file, key.to_pem().unwrap()).unwrap();
-        let dir = tmp.join("ledger");
-        crate::init(&dir, &key_file, "example.com/group").unwrap();
-        let leaf = |t: usize, i: usize| crate::leaf_data(&format!("{:064x}", t * 1000 + i));
-        let results: Vec<Vec<(Vec<u8>, u64)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8)
-                .map(|t| {
-                    let dir = &dir;
-                    s.spawn(move || {
-                        (0..20)
-                            .map(|i| {
-                                let l = leaf(t, i);
-                                let out =
-                                    crate::add_leaves(dir, std::slice::from_ref(&l), None).unwrap();
-                                assert!(out.added[0].new);
-                                (l, out.added[0].index)
-                            })
-                            .collect()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let ledger = crate::Ledger::open(&dir, None).unwrap();
-        assert_eq!(ledger.checkpoint().size, 160);
-        for (l, index) in results.into_iter().flatten() {
-            assert_eq!(ledger.find(&l).unwrap(), Some(index));
-        }
-        drop(ledger);
-        assert!(crate::verify_ledger(&dir, None).ok);
-        let _ = std::fs::remove_dir_all(&tmp);
     }
 }

@@ -12,12 +12,10 @@ use rustix::fs::{FlockOperation, flock};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LedgerError, Result};
-use crate::files::{Folder, LogFiles};
+use crate::files::{Folder, LogFiles, read_bounded};
 use crate::merkle::{self, Hash, leaf_hash};
 use crate::note::{Checkpoint, MAX_NOTE_BYTES, VerifierKey, sign_note};
-use crate::tiles::{
-    TILE_DIR, TileId, TileKind, TileReader, read_bounded, read_hashes_from, width_at,
-};
+use crate::tiles::{TILE_DIR, TileId, TileKind, TileReader, read_hashes_from, width_at};
 
 /// The ledger's configuration file.
 pub const CONFIG_FILE: &str = "ledger.json";

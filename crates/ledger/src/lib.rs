@@ -53,6 +53,7 @@ mod index;
 mod ledger;
 pub mod merkle;
 pub mod note;
+mod outcome;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
 mod since;

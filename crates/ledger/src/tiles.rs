@@ -8,19 +8,17 @@
 //! big-endian `u16` length and its bytes.
 
 use std::collections::HashMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{LedgerError, Result};
 use crate::files::{Folder, LogFiles};
+pub use crate::files::{TILE_DIR, list_files};
 use crate::merkle::{Hash, Subtrees, perfect_root};
 
 /// Hashes in a full tile.
 pub const TILE_WIDTH: u64 = 256;
 /// The height of a tile: log2 of [`TILE_WIDTH`].
 pub const TILE_HEIGHT: u32 = 8;
-/// The folder of the tiles in a ledger.
-pub const TILE_DIR: &str = "tile";
 /// The largest entry bundle read: 256 entries of the largest length a `u16` allows.
 const MAX_BUNDLE_BYTES: u64 = TILE_WIDTH * (2 + 65535);
 
@@ -162,36 +160,6 @@ pub fn tiles_of(size: u64) -> Vec<TileId> {
         }
     }
     out
-}
-
-/// Read a file of at most `max` bytes, refusing a symlink or anything but a regular file.
-pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .map_err(|e| LedgerError::io("open", path, e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| LedgerError::io("stat", path, e))?;
-    if !meta.is_file() {
-        return Err(LedgerError::BadTile(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| LedgerError::io("read", path, e))?;
-    if bytes.len() as u64 > max {
-        return Err(LedgerError::BadTile(format!(
-            "{} is larger than a tile can be",
-            path.display()
-        )));
-    }
-    Ok(bytes)
 }
 
 /// Read hash tile `id` of the ledger folder `dir`: exactly `width` hashes.
@@ -405,44 +373,6 @@ pub fn role_of(rel: &str, size: u64) -> FileRole {
     } else {
         FileRole::Beyond(id)
     }
-}
-
-/// Every regular file below `dir/tile` (and temporary files at the top), as
-/// `/`-separated paths relative to `dir`; symlinks and special files are listed too (as
-/// themselves: they are never read), so a check can refuse them.
-///
-/// # Errors
-///
-/// [`LedgerError::Io`] when a folder cannot be listed; [`LedgerError::BadTile`] when folders
-/// nest more than 32 deep.
-pub fn list_files(dir: &Path) -> Result<Vec<String>> {
-    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>, depth: usize) -> Result<()> {
-        if depth > 32 {
-            return Err(LedgerError::BadTile(format!("{rel}: nested too deeply")));
-        }
-        let entries = std::fs::read_dir(dir).map_err(|e| LedgerError::io("list", dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| LedgerError::io("list", dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let child = format!("{rel}/{name}");
-            let ft = entry
-                .file_type()
-                .map_err(|e| LedgerError::io("stat", entry.path(), e))?;
-            if ft.is_dir() {
-                walk(&entry.path(), &child, out, depth + 1)?;
-            } else {
-                out.push(child);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    let tiles = dir.join(TILE_DIR);
-    if std::fs::symlink_metadata(&tiles).is_ok_and(|m| m.is_dir()) {
-        walk(&tiles, TILE_DIR, &mut out, 0)?;
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// Write a new tile file (its folders made as needed), not yet synced: the open file is

@@ -292,7 +292,7 @@ impl Witness {
     /// of [`load_signing_key`]; [`LedgerError::Locked`] when another process serves it.
     pub fn open(dir: &Path, logs: &[VerifierKey]) -> Result<Witness> {
         let path = dir.join(WITNESS_FILE);
-        let bytes = crate::tiles::read_bounded(&path, 64 * 1024).map_err(|e| match e {
+        let bytes = crate::files::read_bounded(&path, 64 * 1024).map_err(|e| match e {
             LedgerError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 LedgerError::NotALedger(dir.to_path_buf())
             }
@@ -348,7 +348,7 @@ impl Witness {
 
     fn load(&self, origin: &str) -> Result<Option<(u64, Hash)>> {
         let path = self.state_path(origin);
-        let bytes = match crate::tiles::read_bounded(&path, 64 * 1024) {
+        let bytes = match crate::files::read_bounded(&path, 64 * 1024) {
             Ok(b) => b,
             Err(LedgerError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -524,7 +524,7 @@ pub fn add_cosignatures(dir: &Path, note: &[u8], lines: &[String]) -> Result<Vec
     }
     let _lock = crate::ledger::LedgerLock::take(dir, true)?;
     let path = dir.join(crate::ledger::CHECKPOINT_FILE);
-    let now = crate::tiles::read_bounded(&path, MAX_NOTE_BYTES as u64)?;
+    let now = crate::files::read_bounded(&path, MAX_NOTE_BYTES as u64)?;
     if now != note {
         return Err(LedgerError::BadNote(
             "the checkpoint changed while it was being cosigned (a run was added); cosign \

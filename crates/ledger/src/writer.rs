@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use provrun_evidence::dsse::PrivateKey;
 
-use crate::append::{AddOutcome, add_leaves};
+use crate::append::add_leaves;
 use crate::bucket::BucketLedger;
 use crate::bundle::{checked_digest, leaf_data};
 use crate::error::{LedgerError, Result};
 use crate::note::VerifierKey;
+use crate::outcome::AddOutcome;
 
 /// The folder a `file://` URL names, or `location` itself when it is no URL; `None` for
 /// another URL.
