@@ -80,8 +80,11 @@ async fn drive(
         thread,
         agui_run_id,
         bundle,
+        claim: _claim,
         work,
     } = planned;
+    // `_claim` holds the bundle id until this function returns: by then the run has ended
+    // and the index knows its bundle (or it never started and wrote nothing).
     let mut progress = control.subscribe();
     let started = event(
         "RUN_STARTED",
