@@ -138,7 +138,10 @@ fn a_models_control_and_bidi_characters_show_inert_on_the_runs_page() {
     );
     assert_eq!(r.events().last().unwrap()["type"], "RUN_FINISHED");
     let dom = dom(&browser, &format!("{}runs/hostile-run", served.url));
-    assert!(dom.contains("data-rendered=\"yes\""), "the page's script did not run");
+    assert!(
+        dom.contains("data-rendered=\"yes\""),
+        "the page's script did not run"
+    );
     // The page's own text (not the embedded data) shows each character as an escape.
     let body = &dom[..dom.find("bundle-data").unwrap_or(dom.len())];
     let shown = dom.replace("&amp;", "&");
@@ -147,7 +150,10 @@ fn a_models_control_and_bidi_characters_show_inert_on_the_runs_page() {
         "/input/\\u{202e}txt.exe",
         "c\\x1b]0;x\\x07",
     ] {
-        assert!(shown.contains(escaped), "{escaped} is not shown on the page");
+        assert!(
+            shown.contains(escaped),
+            "{escaped} is not shown on the page"
+        );
     }
     for raw in ['\u{1b}', '\u{202e}', '\u{200b}', '\u{7}'] {
         assert!(
