@@ -74,6 +74,9 @@ pub(crate) struct State {
     pub(crate) connections: Arc<Connections>,
     /// The address served (the port picked, when `listen` asked for port 0).
     pub(crate) served: SocketAddr,
+    /// Where runs execute: a runtime of their own, apart from the one that accepts and
+    /// answers requests.
+    pub(crate) runs: RunsRuntime,
     pub(crate) slots: Arc<Semaphore>,
     /// Cancelled when the server stops taking runs.
     pub(crate) stopping: CancellationToken,
@@ -116,6 +119,11 @@ impl State {
         }
         let token_digest = config.token.as_deref().map(crate::digest::digest);
         let cap = connection_cap(config.max_connections);
+        let runs = RunsRuntime::new().map_err(|source| ServeError::Io {
+            action: "start the runtime for runs in",
+            path: build_dir.clone(),
+            source,
+        })?;
         Ok(Self {
             slots: Arc::new(Semaphore::new(config.concurrency)),
             config,
@@ -130,6 +138,7 @@ impl State {
             open: std::sync::atomic::AtomicUsize::new(0),
             connections: Arc::new(Connections::new(cap)),
             served,
+            runs,
             stopping: CancellationToken::new(),
             cancel_all: CancellationToken::new(),
             token_digest,
@@ -410,5 +419,47 @@ pub(crate) struct Busy(Arc<ConnectionSlot>);
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The runtime runs execute on (one worker per core), apart from the runtime that serves
+/// connections: under load the front's threads are free to accept a connection, read its
+/// request and send its first event while every run's work is queued here. Dropped
+/// without waiting (the server waits for its runs before it stops).
+pub(crate) struct RunsRuntime(Option<tokio::runtime::Runtime>);
+
+impl RunsRuntime {
+    fn new() -> std::io::Result<Self> {
+        let threads = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("provrun-serve-run")
+            .enable_all()
+            .build()?;
+        Ok(Self(Some(runtime)))
+    }
+
+    /// Run `task` there.
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(rt) = &self.0 {
+            rt.spawn(task);
+        }
+    }
+}
+
+impl std::fmt::Debug for RunsRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunsRuntime")
+    }
+}
+
+impl Drop for RunsRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }
