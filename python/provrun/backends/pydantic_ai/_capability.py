@@ -6,7 +6,11 @@ Where each fact comes from (PydanticAI 2.68's hooks):
 - ``model_called``: ``wrap_model_request`` encloses each request step, streamed or not;
   the model serving each attempt passes through ``get_wrapper_model``, where the
   transports of its HTTP clients are wrapped (:mod:`._http`), so the event holds the
-  bytes that crossed the wire (``observed``). A model with no HTTP client (FunctionModel,
+  bytes that crossed the wire (``observed``), and ``stream`` says whether they were
+  streamed. A model that hands requests on (``FallbackModel``'s ``models``, a
+  ``WrapperModel``'s ``wrapped``) has each model it holds wrapped, each transport knowing
+  the model it serves: a request that failed over is one ``model_called`` per model
+  tried, in order, each naming its model. A model with no HTTP client (FunctionModel,
   TestModel, a hand-written model) hands over only its parsed messages: the request
   messages since the previous response and the response, as PydanticAI's JSON, ``parsed``.
 - ``tool_called`` for function tools: ``wrap_tool_validate`` (a call whose arguments do
@@ -21,8 +25,10 @@ Where each fact comes from (PydanticAI 2.68's hooks):
   ``tool-return`` part PydanticAI puts in the next request (``decided_by`` ``approval`` or
   ``caller``), before that request's ``model_called``.
 - The output tool: ``wrap_output_validate`` / ``wrap_output_process`` (not partial
-  output). In a streamed request they run while the stream is still open, so the event
-  comes before that request's ``model_called``, as the seed says.
+  output), written when they run. With ``run_stream`` they run while the stream is still
+  open, so the event comes before that request's ``model_called``, as the seed says; with
+  ``run_stream_events``, ``iter`` and ``run`` they run after the request ended, so it comes
+  after.
 - Provider-run tools: the ``NativeToolCallPart`` / ``NativeToolReturnPart`` pairs of a
   response, written ``provider_run`` and ``parsed`` after its ``model_called``.
 """
