@@ -203,14 +203,22 @@ def _classes(httpx: Any) -> tuple[type, type]:
     return _CLASSES[key]
 
 
+_FOUND: list[Any] | None = None
+
+
 def _modules() -> list[Any]:
-    found = []
-    for name in ("httpx2", "httpx"):
-        try:
-            found.append(__import__(name))
-        except ImportError:
-            continue
-    return found
+    """The httpx-style modules installed (looked for once: a failed import searches the
+    whole path, which each model request would otherwise pay for)."""
+    global _FOUND
+    if _FOUND is None:
+        found = []
+        for name in ("httpx2", "httpx"):
+            try:
+                found.append(__import__(name))
+            except ImportError:
+                continue
+        _FOUND = found
+    return _FOUND
 
 
 def _wrap_client(client: Any, httpx: Any, model: tuple[str, str] | None) -> bool:
