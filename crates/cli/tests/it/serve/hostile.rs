@@ -298,7 +298,9 @@ fn without_a_token_cross_site_and_rebinding_requests_are_refused() {
     let addr = served.addr;
     let body = input("x", "x-1", "hi");
     let host_port = format!("localhost:{}", addr.port());
-    let refused: Vec<(&str, &str, Vec<(&str, &str)>, u16, &str)> = vec![
+    /// A request's method, path and headers, and the status and code it must get.
+    type Refused<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, u16, &'a str);
+    let refused: Vec<Refused> = vec![
         // A page's cross-site "simple" POST: text/plain needs no preflight.
         (
             "POST",
