@@ -158,7 +158,7 @@ impl AcceptFailures {
                 tracing::error!(
                     failures,
                     pause_ms,
-                    open_files_limit = open_files_limit().unwrap_or(0),
+                    open_files_limit = crate::state::open_files_limit().unwrap_or(0),
                     "cannot accept a connection: the process has no file descriptors left \
                      (EMFILE, too many open files); new connections wait until some close"
                 );
@@ -180,11 +180,6 @@ impl AcceptFailures {
             );
         }
     }
-}
-
-/// The soft open-files limit of the process, if it has one.
-pub(crate) fn open_files_limit() -> Option<u64> {
-    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
 /// Serve one connection. At a stop it is shut down gracefully: a response being written

@@ -300,10 +300,15 @@ impl Drop for BundleClaim {
     }
 }
 
+/// The soft open-files limit of the process, if it has one.
+pub(crate) fn open_files_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
 /// The connection cap: `wanted`, but at most half the process's open-files limit (the
 /// rest is for the runs' bundles, the store and the index).
 fn connection_cap(wanted: usize) -> usize {
-    let limit = crate::server::open_files_limit()
+    let limit = open_files_limit()
         .and_then(|n| usize::try_from(n / 2).ok())
         .unwrap_or(usize::MAX)
         .max(16);
