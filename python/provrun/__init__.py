@@ -14,12 +14,11 @@ package adds the tools registry (:mod:`provrun.tools`) and the PydanticAI layer
 """
 
 from ._context import Finished, Recorder, RunContext
+from ._core import VERSION as __version__
 from ._core import EvidenceError, SandboxError
 from ._sandbox import Sandbox
 from ._spec import AgentSpec, RunResult, RunSpec
 from ._verify import Check, VerifyReport, verify
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AgentSpec",

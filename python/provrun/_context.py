@@ -211,8 +211,11 @@ class RunContext:
             return self._ledger.usage()
 
     def write_output(self, path: str, data: str | bytes) -> int:
-        """Write ``output/PATH`` (``path`` relative to ``output/``); returns the bytes
-        written. Tools write through :attr:`sandbox` instead."""
+        """Write an output file: ``path`` is the sandbox path of a file under ``/output``
+        (``"/output/report.txt"``) or a path relative to ``output/`` (``"report.txt"``);
+        returns the bytes written. Any other absolute path (``/input/…``, ``/scratch/…``)
+        raises ``SandboxError``, as do ``..`` and links. Tools write through
+        :attr:`sandbox` instead."""
         payload = data.encode() if isinstance(data, str) else bytes(data)
         return self._run.write_output(path, payload)
 

@@ -60,14 +60,16 @@ def cli_verify(bundle: Path, *extra: str) -> dict[str, Any]:
     return report
 
 
-def check_order(evs: list[dict[str, Any]]) -> None:
+def check_order(evs: list[dict[str, Any]], *, output_in_stream: bool = True) -> None:
     """The seed's ordering rules and the evidence format's, event by event:
 
     - ``run_started`` first, then ``input_staged``; ``output_produced`` then
       ``run_finished`` last; ``trace_imported`` after every model and tool event;
     - a call's ``run_call_id`` ``S.N`` names the ``S``th ``model_called``; its event comes
-      after that ``model_called``, except an output tool's in a streamed request, which
-      comes before it (and after the request before it);
+      after that ``model_called``, except an output tool's in a streamed request that
+      PydanticAI checks while the stream is open (``run_stream``; ``output_in_stream``),
+      which comes before it (and after the request before it); ``run_stream_events`` and
+      streaming by ``iter`` check it after the stream, so there it comes after;
     - a completed call that was never deferred comes before the next ``model_called``;
     - a deferred call is written deferred once, before its one completion, with the same
       ``run_call_id``; a provider-run call is ``parsed``, every other call ``observed``.
@@ -101,7 +103,8 @@ def check_order(evs: list[dict[str, Any]]) -> None:
             continue
         assert e["confidence"] == "observed", f"event {i}"
         streamed = evs[at]["payload"]["stream"]
-        if p["output_tool"] and streamed:
+        early = p["output_tool"] and streamed and output_in_stream
+        if early:
             assert i < at, f"event {i}: a streamed output tool must come before its model_called ({at})"
             assert step == 1 or i > models[step - 2]
         else:
@@ -112,7 +115,7 @@ def check_order(evs: list[dict[str, Any]]) -> None:
             continue
         assert rid not in completed, f"event {i}: {rid} completed twice"
         completed.add(rid)
-        if rid not in deferred and not (p["output_tool"] and streamed) and step < len(models):
+        if rid not in deferred and not early and step < len(models):
             assert i < models[step], f"event {i}: {rid} after the next model request"
     status = of_type(evs, "run_finished")[0]["payload"]["status"]
     pending = set(deferred) - completed

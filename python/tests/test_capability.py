@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import check_order, cli_reads, cli_verify, events, of_type
 from pydantic import BaseModel
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext, ToolDenied
+from pydantic_ai import Agent, AgentRunResultEvent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext, ToolDenied
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
 from pydantic_ai.messages import ModelResponse, NativeToolCallPart, NativeToolReturnPart, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
@@ -117,6 +117,41 @@ async def test_function_model_parallel_calls_retry_and_output_tool(bundle: Path,
     assert (out["seq"] < models[2]["seq"]) is streamed
     finished = of_type(evs, "run_finished")[0]["payload"]
     assert finished["status"] == "finished" and finished["usage"]["requests"] == 3
+
+
+@pytest.mark.parametrize("entry", ["run_stream", "run_stream_events", "iter"])
+async def test_each_streaming_entry_point_places_the_output_tool_as_documented(bundle: Path, entry: str) -> None:
+    with provrun.RunContext.create(bundle, agent="cities", model="function") as ctx:
+        agent = city_agent(FunctionModel(stream_function=streamed_turns), ctx)
+        if entry == "run_stream":
+            async with agent.run_stream("How many live in Paris?") as run:
+                output = await run.get_output()
+        elif entry == "run_stream_events":
+            output = None
+            async with agent.run_stream_events("How many live in Paris?") as stream:
+                async for event in stream:
+                    if isinstance(event, AgentRunResultEvent):
+                        output = event.result.output
+        else:
+            async with agent.iter("How many live in Paris?") as run:
+                async for node in run:
+                    if Agent.is_model_request_node(node):
+                        async with node.stream(run.ctx) as streamed:
+                            async for _ in streamed:
+                                pass
+            output = run.result.output
+    assert output == City(name="Paris", population=5)
+    cli_verify(bundle)
+    evs = events(bundle)
+    # run_stream checks the answer while the stream is open: the output tool comes before
+    # the model_called whose response asked for it. The others check it after.
+    check_order(evs, output_in_stream=entry == "run_stream")
+    models = of_type(evs, "model_called")
+    assert len(models) == 3 and all(m["payload"]["stream"] is True for m in models)
+    out = of_type(evs, "tool_called")[-1]
+    assert out["payload"]["output_tool"] is True and out["payload"]["run_call_id"] == "3.1"
+    assert (out["seq"] < models[2]["seq"]) is (entry == "run_stream")
+    assert out["seq"] > models[1]["seq"]
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_stream"])

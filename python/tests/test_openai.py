@@ -84,14 +84,14 @@ class Recorded:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def model(self, retries: int = 0) -> OpenAIChatModel:
+    def model(self, retries: int = 0, name: str = "gpt-4o") -> OpenAIChatModel:
         port = self.httpd.server_address[1]
         # By default no retries of the SDK's own: each request is one exchange.
         client = AsyncOpenAI(
             base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-not-a-key", max_retries=retries
         )
         self.clients.append(client)
-        return OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+        return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client))
 
 
 def blob(bundle: Path, ref: dict[str, Any]) -> bytes:

@@ -17,11 +17,19 @@
 //	                                  (which authenticates each tile against the signed
 //	                                  root), the tree hash recomputed, and every Nth entry
 //	                                  of the entry bundles proved in the tree
+//	cosigned WVKEY CHECKPOINT         a witness's cosignature on the checkpoint, by the
+//	                                  C2SP tlog-cosignature spec alone (crypto/ed25519, no
+//	                                  provrun code): the witness key NAME+HASH+BASE64 with
+//	                                  type 0x04, the line's key id, a timestamp, and the
+//	                                  signature over "cosignature/v1\ntime T\n" and the
+//	                                  note's text; prints the time
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -230,6 +238,51 @@ func checkLeaf(dir string, reader tlog.HashReader, size int64, root tlog.Hash, i
 	}
 }
 
+// cosigned checks a cosignature/v1 line on a checkpoint against a witness's key.
+func cosigned(wvkey, path string) {
+	parts := strings.SplitN(strings.TrimSpace(wvkey), "+", 3)
+	if len(parts) != 3 {
+		fail("witness key: not NAME+HASH+KEY")
+	}
+	name := parts[0]
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) != 33 || raw[0] != 0x04 {
+		fail("witness key: not type 0x04 and a 32-byte Ed25519 key")
+	}
+	pub := ed25519.PublicKey(raw[1:])
+	h := sha256.Sum256(append(append([]byte(name+"\n"), 0x04), pub...))
+	if fmt.Sprintf("%08x", binary.BigEndian.Uint32(h[:4])) != parts[1] {
+		fail("witness key: the key hash does not match")
+	}
+	note, err := os.ReadFile(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	split := bytes.LastIndex(note, []byte("\n\n"))
+	if split < 0 {
+		fail("no blank line in the note")
+	}
+	body := note[:split+1]
+	for _, line := range strings.Split(string(note[split+2:]), "\n") {
+		prefix := "\u2014 " + name + " "
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(line, prefix))
+		if err != nil || len(sig) != 4+8+64 || !bytes.Equal(sig[:4], h[:4]) {
+			continue
+		}
+		t := binary.BigEndian.Uint64(sig[4:12])
+		msg := append([]byte(fmt.Sprintf("cosignature/v1\ntime %d\n", t)), body...)
+		if !ed25519.Verify(pub, msg, sig[12:]) {
+			fail("the cosignature by %s does not verify", name)
+		}
+		fmt.Printf("%d\n", t)
+		return
+	}
+	fail("no cosignature by %s", name)
+}
+
 func main() {
 	args := os.Args[1:]
 	switch {
@@ -242,7 +295,9 @@ func main() {
 		consistency(args[1], args[2], args[3], args[4])
 	case len(args) == 3 && args[0] == "tiles":
 		tiles(args[1], args[2])
+	case len(args) == 3 && args[0] == "cosigned":
+		cosigned(args[1], args[2])
 	default:
-		fail("usage: ledger_check checkpoint|proofs|consistency|tiles ...")
+		fail("usage: ledger_check checkpoint|proofs|consistency|tiles|cosigned ...")
 	}
 }

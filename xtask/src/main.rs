@@ -116,6 +116,7 @@ fn setup_all() -> Result<(), String> {
     setup::browser()?; // chromium for the `provrun view` browser tests
     setup::node()?; // node and npm for the published npm MCP server test
     setup::wrapped_programs()?; // the Codex CLI and Claude Code for the provrun wrap tests
+    setup::wrap_sdks()?; // the OpenAI and Anthropic Python SDKs for the provrun wrap tests
     setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
     setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
     phoenix::phoenix()?; // Arize Phoenix, the OpenTelemetry backend of the otel_live test

@@ -53,7 +53,7 @@ pub(crate) fn suite_venv() -> Result<PathBuf, String> {
 }
 
 /// The `site-packages` folder of the virtualenv whose interpreter is `python`.
-fn site_packages(python: &Path) -> Result<String, String> {
+pub(crate) fn site_packages(python: &Path) -> Result<String, String> {
     let out = Command::new(python)
         .args([
             "-c",

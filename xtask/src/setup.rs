@@ -6,7 +6,8 @@
 //! crates/cli/tests/it/import_pydantic_ai.rs, and the published PyPI MCP server of
 //! crates/cli/tests/it/mcp_published.rs), Node.js with npm for the published npm
 //! MCP server of that test and for the agent programs `provrun wrap` is tested around
-//! (`@openai/codex`, `@anthropic-ai/claude-code`), Debian's `chromium` for the `provrun
+//! (`@openai/codex`, `@anthropic-ai/claude-code`, and the OpenAI and Anthropic Python
+//! SDKs from PyPI), Debian's `chromium` for the `provrun
 //! view` browser tests (tests/tests/it/view_browser.rs), the official AG-UI client
 //! (`@ag-ui/client`, npm) and validator (`ag-ui-validate`, PyPI) for the `provrun serve`
 //! tests (crates/cli/tests/it/serve/agui.rs), `inspect-ai` for the Inspect export test
@@ -459,6 +460,64 @@ pub(crate) fn wrapped_programs() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The Python SDKs a program wrapped by `provrun wrap` is tested on
+/// (crates/cli/tests/it/wrap_hostile.rs: a client built with `SSL_CERT_FILE` set, a
+/// virtualenv's interpreter), pinned; the test finds them in `CACHE/WRAP_SDKS_FOLDER`.
+pub(crate) const WRAP_SDKS: &[&str] = &["openai==3.63.0", "anthropic==1.17.0"];
+/// The folder of the cache their virtualenv is in.
+pub(crate) const WRAP_SDKS_FOLDER: &str = "wrap-sdks-openai-3.63.0-anthropic-1.17.0";
+
+/// Makes the virtualenv of [`WRAP_SDKS`] once (`python3 -m venv`, then pip), when it is
+/// not there yet. Under CI a failure fails; elsewhere it is a loud warning and the test
+/// skips itself.
+pub(crate) fn wrap_sdks() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let venv = ci_cache().join(WRAP_SDKS_FOLDER);
+    let python = venv.join("bin/python");
+    let ready = || {
+        Command::new(&python)
+            .args(["-c", "import openai, anthropic"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let install = || -> Result<(), String> {
+        if ready() {
+            return Ok(());
+        }
+        let mut make = Command::new("python3");
+        make.args(["-m", "venv", "--clear"]).arg(&venv);
+        crate::run("setup: make the Python SDKs' virtualenv", make)?;
+        let mut pip = Command::new(venv.join("bin/pip"));
+        pip.args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(WRAP_SDKS);
+        crate::run("setup: install the OpenAI and Anthropic Python SDKs", pip)?;
+        if ready() {
+            Ok(())
+        } else {
+            Err("the SDKs were installed but do not import".to_owned())
+        }
+    };
+    match install() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: {} are in {}; the provrun wrap SDK test runs for real",
+                WRAP_SDKS.join(", "),
+                venv.display()
+            );
+            Ok(())
+        }
+        Err(e) if ci => Err(format!(
+            "setup: CI must run the provrun wrap SDK test, but {e}"
+        )),
+        Err(e) => {
+            eprintln!(
+                "\n==> setup: WARNING: {e}; the provrun wrap SDK test will SKIP itself (CI=true fails here)"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// The cargo-deny release `cargo xtask ci` checks the dependency tree with (deny.toml).

@@ -19,8 +19,9 @@ fn leaf(n: u64) -> Vec<u8> {
     leaf_data(&format!("{n:064x}"))
 }
 
-/// The scenario's figures: one per size (`ledger_add_1k` …), the batched fill, and the
-/// whole log's `verify`.
+/// The scenario's figures: one per size (`ledger_add_1k` …), the batched fill, the
+/// whole log's `verify`, and single adds from 1, 4 and 16 writers at once
+/// (`ledger_add_writers_N`: adds per commit, latency).
 pub(crate) fn ledger_100k(quick: bool) -> Vec<Figure> {
     let dir = work_dir();
     let key = dir.path().join("log.pem");
@@ -111,6 +112,52 @@ pub(crate) fn ledger_100k(quick: bool) -> Vec<Figure> {
     );
     verified.extra = vec![("tree_size", json!(report.size))];
     figures.push(verified);
+    // Single adds from 1, 4 and 16 threads at once: they share commits (one checkpoint and
+    // one round of syncs for every add queued while another writes).
+    for writers in [1usize, 4, 16] {
+        let per_writer = if quick { 10 } else { 40 };
+        let t = Instant::now();
+        let start = next;
+        let outcomes: Vec<(f64, u64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..writers)
+                .map(|w| {
+                    let ledger = &ledger;
+                    s.spawn(move || {
+                        (0..per_writer)
+                            .map(|i| {
+                                let one = Instant::now();
+                                let leaf = leaf(start + (w * per_writer + i) as u64);
+                                let out =
+                                    add_leaves(ledger, &[leaf], None).expect("concurrent add");
+                                (one.elapsed().as_secs_f64() * 1e3, out.checkpoint.size)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a writer"))
+                .collect()
+        });
+        let seconds = t.elapsed().as_secs_f64();
+        let adds = outcomes.len() as u64;
+        next += adds;
+        let commits: std::collections::BTreeSet<u64> =
+            outcomes.iter().map(|(_, size)| *size).collect();
+        let mut fig = Figure::new(&format!("ledger_add_writers_{writers}"), adds, seconds);
+        fig.latencies_ms = outcomes.iter().map(|(ms, _)| *ms).collect();
+        fig.extra = vec![
+            ("writers", json!(writers)),
+            ("commits", json!(commits.len())),
+            (
+                "adds_per_commit",
+                json!(round(adds as f64 / commits.len() as f64, 2)),
+            ),
+            ("adds_per_second", json!(round(adds as f64 / seconds, 1))),
+        ];
+        figures.push(fig);
+    }
     // What one write + fdatasync costs on this disk at the same time: an add makes two
     // journal commits (tiles and the new checkpoint, then the rename).
     let mut baseline = crate::disk::fsync_baseline(quick);

@@ -544,17 +544,28 @@ impl Capture {
             .await?)
     }
 
-    /// Write one output file under `output/` (`path` relative to it, `/`-separated; the
-    /// sandbox refuses `..`, absolute paths and links). Returns the bytes written.
+    /// Write one output file: `path` is relative to `output/` (`report.txt`), or the
+    /// sandbox path of a file under `/output` (`/output/report.txt`), `/`-separated; the
+    /// sandbox refuses `..` and links. Returns the bytes written.
     ///
     /// # Errors
     ///
-    /// [`CaptureError::Sandbox`] when the sandbox cannot be opened, or refuses the path or the
-    /// write (a bad path, a link, a limit); see [`Capture::sandbox`].
+    /// [`CaptureError::NotAnOutput`] for an absolute path outside `/output` (`/input/x`,
+    /// `/scratch/x`, `/report.txt`); [`CaptureError::Sandbox`] when the sandbox cannot be
+    /// opened, or refuses the path or the write (a bad path, a link, a limit); see
+    /// [`Capture::sandbox`].
     pub fn write_output(&self, path: &str, bytes: &[u8]) -> Result<u64, CaptureError> {
+        let virtual_path = if !path.starts_with('/') {
+            format!("/output/{path}")
+        } else if path.starts_with("/output/") {
+            path.to_string()
+        } else {
+            return Err(CaptureError::NotAnOutput {
+                path: path.to_string(),
+            });
+        };
         let sandbox = self.sandbox()?;
-        let out =
-            sandbox.write_file(&format!("/output/{}", path.trim_start_matches('/')), bytes)?;
+        let out = sandbox.write_file(&virtual_path, bytes)?;
         Ok(out.bytes)
     }
 

@@ -20,6 +20,16 @@ pub enum CaptureError {
         /// Why.
         message: String,
     },
+    /// An output was named by an absolute path outside `/output` (outputs are `/output/…`
+    /// or relative to `output/`). Nothing was written.
+    #[error(
+        "`{path}` is not an output: name an output `/output/NAME` or `NAME` (relative to \
+         output/); /input is read-only and /scratch is not kept in the bundle"
+    )]
+    NotAnOutput {
+        /// The path given.
+        path: String,
+    },
     /// A value the caller handed over cannot be recorded (e.g. a tool schema or a parsed
     /// body that is not representable as canonical JSON).
     #[error("cannot record {what}: {message}")]

@@ -62,6 +62,7 @@ mod steer_file;
 mod style;
 mod verify;
 mod view;
+mod witness;
 mod wrap;
 
 /// Exit code: the run finished, every check passed, the replay matched.
@@ -277,6 +278,32 @@ pub struct ToolListing<'a> {
     pub schema: &'a serde_json::Value,
     /// Where it runs.
     pub mode: provrun_tools::ToolMode,
+}
+
+/// Raise the soft open-files limit to the hard one, for the commands that keep many
+/// connections or runs open at once (`serve`, `batch`): a soft limit of 1,024 is a
+/// default from the days of `select`, not a choice. A failure is logged and changes
+/// nothing.
+pub(crate) fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some() && limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => tracing::debug!(
+                from = limit.current,
+                to = limit.maximum,
+                "the open-files limit is raised to the hard limit"
+            ),
+            Err(e) => tracing::warn!(
+                limit = limit.current,
+                "the open-files limit cannot be raised: {e}"
+            ),
+        }
+    }
 }
 
 /// Run the CLI with these arguments (the first is the program name) and return its exit code.

@@ -42,6 +42,16 @@ pub(crate) struct ServeArgs {
     /// Let browsers on this one origin call the server (CORS); off without it.
     #[arg(long, value_name = "ORIGIN")]
     cors: Option<String>,
+    /// Without a token, also take requests addressed (Host) to this name, e.g. a reverse
+    /// proxy's; repeatable. The address served, and localhost for a loopback one, are
+    /// always taken.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
+    /// Connections open at once at most (fewer when the open-files limit is low); at the
+    /// cap the oldest connection still waiting for a request's header is closed.
+    #[arg(long = "max-connections", value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
     /// Seconds runs in flight may go on after SIGTERM or SIGINT before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     grace: u64,
@@ -101,6 +111,10 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
     if let Some(origin) = &args.cors {
         config = config.cors_origin(origin);
     }
+    for name in &args.allow_hosts {
+        config = config.allow_host(name);
+    }
+    config = config.max_connections(usize::try_from(args.max_connections).unwrap_or(usize::MAX));
     if let Some(dir) = &args.work_dir {
         config = config.work_dir(dir);
     }
@@ -112,6 +126,7 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
 }
 
 pub(crate) fn serve(args: &ServeArgs) -> u8 {
+    crate::raise_open_files_limit();
     let config = match config(args) {
         Ok(c) => c,
         Err(code) => return code,

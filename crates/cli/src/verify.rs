@@ -26,9 +26,15 @@ pub(crate) struct VerifyArgs {
     #[arg(long, value_name = "PUBFILE")]
     key: Option<PathBuf>,
     /// Also check that the bundle's statement is in this ledger (`provrun ledger`): a
-    /// `ledger` check is added to the report.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["checkpoint", "proof"])]
-    ledger: Option<PathBuf>,
+    /// `ledger` check is added to the report. A folder, or the URL the ledger is published
+    /// at (s3://, file://, http(s)://).
+    #[arg(long, value_name = "DIR|URL", conflicts_with_all = ["checkpoint", "proof"])]
+    ledger: Option<String>,
+    /// With --ledger: a checkpoint kept from earlier, which the ledger must still extend
+    /// (else the `ledger` check fails, naming the size where the histories part). Repeat
+    /// for several.
+    #[arg(long, value_name = "CHECKPOINT_FILE", requires = "ledger")]
+    since: Vec<PathBuf>,
     /// The ledger's checkpoint verifier key (NAME+KEYHASH+BASE64, as `ledger init` printed
     /// it, or a file holding it): with --ledger, the key its checkpoint must verify with;
     /// with --checkpoint and --proof, the key of an offline check.
@@ -61,6 +67,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
     if args.ledger.is_some() || args.checkpoint.is_some() || args.ledger_key.is_some() {
         let ledger = crate::ledger::LedgerCheckArgs {
             ledger: args.ledger.as_deref(),
+            since: &args.since,
             key: args.ledger_key.as_deref(),
             checkpoint: args.checkpoint.as_deref(),
             proof: args.proof.as_deref(),

@@ -1,7 +1,7 @@
 //! How a log's lines are chained: the hash each line's successor names in `prev` (and
 //! the last one's, the head the statement pins).
 //!
-//! Two schemes, chosen by `run_started.chain` (docs/evidence.md §2a):
+//! Three schemes, chosen by `run_started.chain` (docs/evidence.md §2a):
 //! - chain 1 (no `chain` member: every log written before redactable logs): a line's hash
 //!   is the SHA-256 of its bytes.
 //! - chain 2 (`"chain": 2`, what [`crate::Recorder::create`] writes): a line's hash is
@@ -12,6 +12,10 @@
 //!   (in `redactions.jsonl`) and leave the chain, the head and the statement as they were.
 //!   A chain-2 line must be exactly canonical (the tie-rounding form earlier writers used
 //!   for some numbers is refused there), so no two byte forms share a hash.
+//! - chain 3 (`"chain": 3`, what [`crate::Recorder::create`] writes now): as chain 2, with
+//!   each string replaced by its *salted* commitment `SHA-256(salt ‖ bytes)`, the salt
+//!   derived from the run's secret, the line and the string's pointer ([`crate::salt`]),
+//!   so a removed string's commitment cannot be checked by guessing.
 
 use std::collections::BTreeMap;
 
@@ -20,11 +24,14 @@ use sha2::{Digest as _, Sha256};
 
 use crate::canonical::{keys_in_canonical_order, write_canonical, write_canonical_str};
 use crate::error::{EvidenceError, Result};
+use crate::salt::{LineSalts, commit};
 
 /// The `run_started` payload member that names the chain scheme.
 pub const CHAIN_KEY: &str = "chain";
 /// The chain scheme new logs are written with.
-pub const CHAIN: u64 = 2;
+pub const CHAIN: u64 = 3;
+/// The first chain scheme whose strings are committed with salts.
+pub(crate) const SALTED: u64 = 3;
 
 /// The chain scheme a `run_started` payload declares: its `chain` member, 1 without one.
 pub fn chain_of(run_started: &Value) -> u64 {
@@ -78,18 +85,25 @@ impl Envelope<'_> {
         t
     }
 
-    /// The chain-2 hash of the line with this envelope and `payload`, the strings at the
+    /// The chain-2 hash of the line with this envelope and `payload` (chain 3 when
+    /// `salts` are given: each string committed with its salt), the strings at the
     /// pointers of `subst` taken as the digests given there. Fails if a pointer of `subst`
-    /// does not name a string of the payload.
+    /// does not name a string of the payload, or the salts lack a string's salt.
     pub(crate) fn commitment_hash(
         &self,
         payload: &Value,
         subst: Option<&LineSubstitutions>,
+        salts: Option<&LineSalts>,
     ) -> Result<String> {
         let mut text = String::with_capacity(256);
         let mut used = 0usize;
         let mut pointer = String::from("/payload");
-        write_commitment(payload, &mut text, &mut pointer, subst, &mut used)?;
+        let mut form = Form {
+            subst,
+            salts,
+            used: &mut used,
+        };
+        form.write(payload, &mut text, &mut pointer)?;
         let wanted = subst.map_or(0, BTreeMap::len);
         if used != wanted {
             return Err(EvidenceError::Canonical(format!(
@@ -113,75 +127,139 @@ pub(crate) fn push_token(pointer: &mut String, s: &str) {
     }
 }
 
-/// The commitment form of `value` (canonical JSON, each string replaced by the hex
-/// SHA-256 of its bytes, or by the digest `subst` gives for its pointer).
-fn write_commitment(
-    value: &Value,
-    out: &mut String,
-    pointer: &mut String,
-    subst: Option<&LineSubstitutions>,
-    used: &mut usize,
-) -> Result<()> {
-    match value {
-        Value::String(s) => {
-            let given = subst.and_then(|m| m.get(pointer.as_str()));
-            if given.is_some() {
-                *used += 1;
+/// How strings are written in a commitment form: the digests a redaction left, the
+/// line's salts (chain 3), and how many of those digests were used.
+struct Form<'a> {
+    subst: Option<&'a LineSubstitutions>,
+    salts: Option<&'a LineSalts>,
+    used: &'a mut usize,
+}
+
+impl Form<'_> {
+    /// The commitment form of `value` (canonical JSON, each string replaced by the hex
+    /// SHA-256 of its bytes — salted under chain 3 — or by the digest `subst` gives for
+    /// its pointer).
+    fn write(&mut self, value: &Value, out: &mut String, pointer: &mut String) -> Result<()> {
+        let tracked = self.subst.is_some() || self.salts.is_some();
+        match value {
+            Value::String(s) => {
+                let given = self.subst.and_then(|m| m.get(pointer.as_str()));
+                if let Some(d) = given {
+                    *self.used += 1;
+                    write_canonical_str(d, out);
+                } else if let Some(salts) = self.salts {
+                    let salt = salts.salt(pointer).ok_or_else(|| {
+                        EvidenceError::Canonical(format!(
+                            "no salt for the string at {pointer} (salts.json does not reveal it)"
+                        ))
+                    })?;
+                    write_canonical_str(&commit(&salt, s), out);
+                } else {
+                    write_canonical_str(&hex::encode(Sha256::digest(s.as_bytes())), out);
+                }
             }
-            match given {
-                Some(d) => write_canonical_str(d, out),
-                None => write_canonical_str(&hex::encode(Sha256::digest(s.as_bytes())), out),
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let len = pointer.len();
+                    if tracked {
+                        push_token(pointer, &i.to_string());
+                    }
+                    self.write(item, out, pointer)?;
+                    pointer.truncate(len);
+                }
+                out.push(']');
             }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                if !keys_in_canonical_order(map) {
+                    entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                }
+                out.push('{');
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_canonical_str(k, out);
+                    out.push(':');
+                    let len = pointer.len();
+                    if tracked {
+                        push_token(pointer, k);
+                    }
+                    self.write(v, out, pointer)?;
+                    pointer.truncate(len);
+                }
+                out.push('}');
+            }
+            other => write_canonical(other, out)?,
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let len = pointer.len();
-                if subst.is_some() {
-                    push_token(pointer, &i.to_string());
-                }
-                write_commitment(item, out, pointer, subst, used)?;
-                pointer.truncate(len);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            if !keys_in_canonical_order(map) {
-                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            }
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical_str(k, out);
-                out.push(':');
-                let len = pointer.len();
-                if subst.is_some() {
-                    push_token(pointer, k);
-                }
-                write_commitment(v, out, pointer, subst, used)?;
-                pointer.truncate(len);
-            }
-            out.push('}');
-        }
-        other => write_canonical(other, out)?,
+        Ok(())
     }
-    Ok(())
 }
 
 /// The chain hash of one log line (its text without the `\n`) under scheme `chain`: what
 /// the next line's `prev` must be. For tests and other verifiers that rebuild a chain.
+/// Chain 3 needs the run's salts: [`line_hash_salted`]; here it is hashed as chain 2.
 ///
 /// # Errors
 ///
 /// [`EvidenceError::Canonical`] when, under scheme 2 or later, `line` is not JSON or its
 /// payload cannot be written as canonical JSON.
 pub fn line_hash(line: &str, chain: u64) -> Result<String> {
+    line_hash_with(line, chain, None)
+}
+
+/// The chain-3 hash of one log line (its text without the `\n`) of a log whose run
+/// secret is `secret` (the `secret` of its `salts.json`, 32 bytes).
+///
+/// # Errors
+///
+/// [`EvidenceError::Canonical`] when `line` is not JSON or its payload cannot be written as
+/// canonical JSON.
+pub fn line_hash_salted(line: &str, secret: &[u8; 32]) -> Result<String> {
+    let seq = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|v| v.get("seq").and_then(Value::as_u64))
+        .unwrap_or_default();
+    let salts = LineSalts::Seed(crate::salt::line_seed(secret, seq));
+    line_hash_with(line, SALTED, Some(&salts))
+}
+
+/// The chain hash of one log line (its text without the `\n`) under scheme `chain`, for a
+/// line of the bundle at `bundle`: under chain 3 its strings are salted with the salts of
+/// the bundle's `salts.json`. For tests and tools that rewrite a log and chain it again.
+///
+/// # Errors
+///
+/// [`EvidenceError::Canonical`] when, under scheme 2 or later, `line` is not JSON or its
+/// payload cannot be written as canonical JSON, and under chain 3 when the bundle's
+/// `salts.json` cannot be read or does not cover the line.
+pub fn line_hash_in(bundle: &std::path::Path, line: &str, chain: u64) -> Result<String> {
+    if chain < SALTED {
+        return line_hash(line, chain);
+    }
+    let salts = crate::salt::Salts::read(bundle)
+        .map_err(EvidenceError::Canonical)?
+        .ok_or_else(|| {
+            EvidenceError::Canonical(format!("{} is missing", crate::salt::SALTS_FILE))
+        })?;
+    let seq = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|v| v.get("seq").and_then(Value::as_u64))
+        .unwrap_or_default();
+    let line_salts = salts.line(seq).ok_or_else(|| {
+        EvidenceError::Canonical(format!(
+            "{} does not cover line {seq}",
+            crate::salt::SALTS_FILE
+        ))
+    })?;
+    line_hash_with(line, chain, Some(&line_salts))
+}
+
+fn line_hash_with(line: &str, chain: u64, salts: Option<&LineSalts>) -> Result<String> {
     if chain < 2 {
         return Ok(hex::encode(Sha256::digest(line.as_bytes())));
     }
@@ -197,7 +275,7 @@ pub fn line_hash(line: &str, chain: u64) -> Result<String> {
         kind: field("type"),
         v: v.get("v").and_then(Value::as_u64).unwrap_or_default(),
     };
-    envelope.commitment_hash(v.get("payload").unwrap_or(&Value::Null), None)
+    envelope.commitment_hash(v.get("payload").unwrap_or(&Value::Null), None, salts)
 }
 
 #[cfg(test)]
@@ -225,18 +303,24 @@ mod tests {
             d("z")
         );
         let want = hex::encode(Sha256::digest(env.text(&form).as_bytes()));
-        assert_eq!(env.commitment_hash(&payload, None).unwrap(), want);
+        assert_eq!(env.commitment_hash(&payload, None, None).unwrap(), want);
         // A string replaced, with its digest given at its pointer: the same hash.
         let mut redacted = payload.clone();
         redacted["b"][2]["c/d"] = json!("[redacted]");
         let subst: LineSubstitutions = [("/payload/b/2/c~1d".to_owned(), d("z"))].into();
-        assert_eq!(env.commitment_hash(&redacted, Some(&subst)).unwrap(), want);
+        assert_eq!(
+            env.commitment_hash(&redacted, Some(&subst), None).unwrap(),
+            want
+        );
         // Without the digest, or with a wrong one, another hash.
-        assert_ne!(env.commitment_hash(&redacted, None).unwrap(), want);
+        assert_ne!(env.commitment_hash(&redacted, None, None).unwrap(), want);
         let wrong: LineSubstitutions = [("/payload/b/2/c~1d".to_owned(), d("q"))].into();
-        assert_ne!(env.commitment_hash(&redacted, Some(&wrong)).unwrap(), want);
+        assert_ne!(
+            env.commitment_hash(&redacted, Some(&wrong), None).unwrap(),
+            want
+        );
         // A pointer that names no string is an error.
         let nowhere: LineSubstitutions = [("/payload/b/0".to_owned(), d("q"))].into();
-        assert!(env.commitment_hash(&payload, Some(&nowhere)).is_err());
+        assert!(env.commitment_hash(&payload, Some(&nowhere), None).is_err());
     }
 }

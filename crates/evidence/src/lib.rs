@@ -92,11 +92,14 @@ pub mod probe;
 mod read;
 mod recorder;
 pub mod redaction;
+mod salt;
 mod statement;
 mod verify;
 
 pub use canonical::{to_canonical_string, to_canonical_string_of};
-pub use chain::{CHAIN, CHAIN_KEY, LineSubstitutions, chain_of, line_hash};
+pub use chain::{
+    CHAIN, CHAIN_KEY, LineSubstitutions, chain_of, line_hash, line_hash_in, line_hash_salted,
+};
 pub use claims::{ClaimsReport, match_claims};
 pub use error::{EvidenceError, Result};
 pub use event::escape_path_bytes;
@@ -115,6 +118,7 @@ pub use recorder::{
     BlobLayout, CreateOptions, Declarer, Durability, Durable, Finished, INLINE_LIMIT,
     PendingBundle, RecordObserver, Recorder, RunEnd,
 };
+pub use salt::SALTS_FILE;
 pub use statement::{
     BUILD_TYPE, BUILDER_ID_ENV, BUILDER_URI_BASE, LEGACY_BUILD_TYPE, LEGACY_BUILDER_URI_BASE,
     PREDICATE_TYPE, PROJECT_URI, STATEMENT_FORMAT, STATEMENT_FORMAT_KEY, STATEMENT_TYPE,

@@ -8,9 +8,10 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::canonical::{Form, canonical_form};
-use crate::chain::{Envelope, LineSubstitutions, chain_of};
+use crate::chain::{Envelope, LineSubstitutions, SALTED, chain_of};
 use crate::event::{Event, EventType, FORMAT_VERSION, check_payload};
 use crate::fsutil::open_regular;
+use crate::salt::{LineSalts, SALTS_FILE, Salts};
 
 /// Longest event line accepted when reading a log (16 MiB). Longer lines are hashed
 /// (so the chain can still be followed) but not parsed.
@@ -107,7 +108,7 @@ pub(crate) fn scan_log(path: &Path) -> io::Result<LogScan> {
 }
 
 /// The envelope keys every event line has, exactly.
-const ENVELOPE_KEYS: [&str; 8] = [
+pub(crate) const ENVELOPE_KEYS: [&str; 8] = [
     "confidence",
     "payload",
     "prev",
@@ -210,15 +211,33 @@ pub(crate) struct WalkedLine<'a> {
 /// Strings a redaction removed, by line: seq → the line's substitutions.
 pub(crate) type Substitutions = std::collections::BTreeMap<u64, LineSubstitutions>;
 
-/// The chain hash of a parsed line under `chain` (its bytes' SHA-256 for chain 1).
+/// What a reader chains a log with besides its lines: the digests of the strings a
+/// redaction removed, and the run's salts (`salts.json`, chain 3).
+#[derive(Debug, Default)]
+pub(crate) struct ChainInputs {
+    /// The digests of removed strings, by line.
+    pub subst: Substitutions,
+    /// The salts, when the bundle has them.
+    pub salts: Option<Salts>,
+}
+
+/// The chain hash of a parsed line under `chain` (its bytes' SHA-256 for chain 1; under
+/// chain 3 its strings are committed with `salts`, which must be there).
 pub(crate) fn event_hash(
     raw: &RawLine,
     ev: &Event,
     chain: u64,
     subst: Option<&LineSubstitutions>,
+    salts: Option<&LineSalts>,
 ) -> Result<String, String> {
     if chain < 2 {
         return Ok(raw.hash.clone());
+    }
+    if chain >= SALTED && salts.is_none() {
+        return Err(format!(
+            "line {} of a log chained by salted commitments, and no salts for it ({SALTS_FILE})",
+            ev.seq + 1
+        ));
     }
     Envelope {
         confidence: ev.confidence.as_str(),
@@ -229,17 +248,17 @@ pub(crate) fn event_hash(
         kind: ev.kind.as_str(),
         v: ev.v,
     }
-    .commitment_hash(&ev.payload, subst)
+    .commitment_hash(&ev.payload, subst, salts.filter(|_| chain >= SALTED))
     .map_err(|e| e.to_string())
 }
 
 /// Walk a scanned log line by line: parse each line and check its chain link and its
 /// sequence number (the checks every reader of a log makes before trusting it). The
-/// chain scheme is the one line 0's `run_started` declares; `subst` gives the digests of
-/// strings a redaction removed.
+/// chain scheme is the one line 0's `run_started` declares; `inputs` give the digests of
+/// strings a redaction removed, and the salts of a log chained by salted commitments.
 pub(crate) fn walk<'a>(
     scan: &'a LogScan,
-    subst: &'a Substitutions,
+    inputs: &'a ChainInputs,
 ) -> impl Iterator<Item = WalkedLine<'a>> + 'a {
     let mut chain = 1u64;
     let mut before: Option<Option<String>> = None;
@@ -260,7 +279,17 @@ pub(crate) fn walk<'a>(
         }
         let event = event.map(|(ev, _)| ev);
         let hash = match &event {
-            Ok(ev) => event_hash(raw, ev, chain, subst.get(&(index as u64))).ok(),
+            Ok(ev) => {
+                let salts = inputs.salts.as_ref().and_then(|s| s.line(index as u64));
+                event_hash(
+                    raw,
+                    ev,
+                    chain,
+                    inputs.subst.get(&(index as u64)),
+                    salts.as_ref(),
+                )
+                .ok()
+            }
             Err(_) if chain < 2 => Some(raw.hash.clone()),
             Err(_) => None,
         };

@@ -11,7 +11,6 @@ use crate::fsutil::{open_regular, sha256_hex};
 use crate::log::{check_envelope, is_sha256_hex, parse_canonical_form, scan_log, walk};
 use crate::pack::{BlobReader, FileSource};
 use crate::recorder::{EVENTS_FILE, PACK_FILE};
-use crate::redaction::substitutions;
 
 /// Every complete event of a bundle's log, in order. A torn last line is skipped; any
 /// other line that does not parse, or a broken chain, is an error. A redacted bundle's
@@ -25,12 +24,14 @@ use crate::redaction::substitutions;
 pub fn read_events(bundle: impl AsRef<Path>) -> Result<Vec<Event>> {
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
-    let subst = substitutions(bundle.as_ref()).map_err(|reason| EvidenceError::InvalidLog {
-        path: path.clone(),
-        reason,
+    let inputs = crate::redaction::chain_inputs(bundle.as_ref()).map_err(|reason| {
+        EvidenceError::InvalidLog {
+            path: path.clone(),
+            reason,
+        }
     })?;
     let mut events = Vec::with_capacity(scan.lines.len());
-    for line in walk(&scan, &subst) {
+    for line in walk(&scan, &inputs) {
         let i = line.index;
         let ev = line.event.map_err(|reason| EvidenceError::InvalidLog {
             path: path.clone(),
@@ -78,9 +79,11 @@ pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
     }
     let path = bundle.as_ref().join(EVENTS_FILE);
     let scan = scan_log(&path).map_err(|e| EvidenceError::io("read", &path, e))?;
-    let subst = substitutions(bundle.as_ref()).map_err(|reason| EvidenceError::InvalidLog {
-        path: path.clone(),
-        reason,
+    let inputs = crate::redaction::chain_inputs(bundle.as_ref()).map_err(|reason| {
+        EvidenceError::InvalidLog {
+            path: path.clone(),
+            reason,
+        }
     })?;
     let mut events = Vec::with_capacity(scan.lines.len());
     let mut prev: Option<String> = None;
@@ -110,6 +113,17 @@ pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
             if !exact {
                 return Err(invalid("not in the exact canonical form".to_owned()));
             }
+            let salts = if chain >= crate::chain::SALTED {
+                let line_salts = inputs.salts.as_ref().and_then(|s| s.line(line.seq));
+                Some(line_salts.ok_or_else(|| {
+                    invalid(format!(
+                        "no salts for it ({}), in a log chained by salted commitments",
+                        crate::salt::SALTS_FILE
+                    ))
+                })?)
+            } else {
+                None
+            };
             Envelope {
                 confidence: line.confidence.as_str(),
                 prev: line.prev.as_deref(),
@@ -119,7 +133,7 @@ pub fn read_typed_events(bundle: impl AsRef<Path>) -> Result<Vec<TypedEvent>> {
                 kind: &line.kind,
                 v: line.v,
             }
-            .commitment_hash(&line.payload, subst.get(&line.seq))
+            .commitment_hash(&line.payload, inputs.subst.get(&line.seq), salts.as_ref())
             .map_err(|e| invalid(e.to_string()))?
         });
         events.push(TypedEvent {

@@ -16,34 +16,18 @@ use std::path::{Path, PathBuf};
 use provrun_evidence::dsse::PrivateKey;
 
 use crate::error::{LedgerError, Result};
+use crate::files::{Folder, LogFiles, read_bounded};
+use crate::index::LeafIndex;
 use crate::ledger::{CHECKPOINT_FILE, Config, LedgerLock, find_leaves, load_signing_key, sync_dir};
 use crate::merkle::{Hash, Subtrees as _, empty_root, leaf_hash, node_hash, perfect_root};
 use crate::note::{Checkpoint, MAX_NOTE_BYTES, sign_note};
 use crate::probe::{self, Op};
 use crate::tiles::{
     FileRole, TILE_WIDTH, TileId, TileKind, TileReader, encode_entries, level_count, list_files,
-    read_bounded, read_entries, read_hashes, role_of, width_at, write_tile,
+    read_entries_from, read_hashes_from, role_of, width_at, write_tile,
 };
 
-/// One leaf of an add.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Added {
-    /// Its index in the tree.
-    pub index: u64,
-    /// Whether this add appended it (`false`: the tree already held it).
-    pub new: bool,
-}
-
-/// What an add did.
-#[derive(Debug, Clone)]
-pub struct AddOutcome {
-    /// Each leaf asked for, in order.
-    pub added: Vec<Added>,
-    /// The checkpoint after the add (the old one when nothing was new).
-    pub checkpoint: Checkpoint,
-    /// The files of an earlier, interrupted add that this one removed first.
-    pub repaired: Vec<String>,
-}
+pub use crate::outcome::{AddOutcome, Added};
 
 /// Append `leaves` to the ledger at `dir`, signing the new checkpoint with `key` (by
 /// default the key file `ledger.json` names). A leaf the tree already holds (or that
@@ -58,6 +42,12 @@ pub struct AddOutcome {
 /// [`LedgerError::KeyType`] when the key cannot be read or is not the ledger's Ed25519 key;
 /// the note and tile errors when the current checkpoint or a tile does not check; and
 /// [`LedgerError::Io`] when a file cannot be read, written or synced.
+///
+/// Adds from several threads of one process at once share their work: while one add
+/// writes, the others queue, and the next writer adds every queued leaf in one add — one
+/// set of tiles, one checkpoint and one round of syncs for all of them.
+/// Each caller still gets the indexes of its own leaves, and returns only once they are
+/// durable under a signed checkpoint.
 pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> Result<AddOutcome> {
     if let Some(big) = leaves.iter().find(|l| l.len() > usize::from(u16::MAX)) {
         return Err(LedgerError::BadProof(format!(
@@ -66,7 +56,6 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
         )));
     }
     let config = Config::read(dir)?;
-    let _lock = LedgerLock::take(dir, true)?;
     let key = match key {
         Some(k) => k.clone(),
         None => load_signing_key(&config.key_file)?,
@@ -78,12 +67,51 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
             vkey.to_text()
         )));
     }
+    let target = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    crate::group::submit_to(
+        format!("folder:{}", target.display()),
+        leaves.to_vec(),
+        &|all, index| add_now(dir, all, &key, index),
+    )
+}
+
+/// One add, under the writer's lock, of leaves already checked, signed with the ledger's
+/// own `key`.
+pub(crate) fn add_now(
+    dir: &Path,
+    leaves: &[Vec<u8>],
+    key: &PrivateKey,
+    index: &mut Option<LeafIndex>,
+) -> Result<AddOutcome> {
+    // The index is trusted only for the add it is refreshed for; a failed add drops it.
+    let result = add_indexed(dir, leaves, key, index);
+    if result.is_err() {
+        *index = None;
+    }
+    result
+}
+
+fn add_indexed(
+    dir: &Path,
+    leaves: &[Vec<u8>],
+    key: &PrivateKey,
+    index: &mut Option<LeafIndex>,
+) -> Result<AddOutcome> {
+    let config = Config::read(dir)?;
+    let _lock = LedgerLock::take(dir, true)?;
+    let key = key.clone();
+    let vkey = config.key()?;
     let note = read_bounded(&dir.join(CHECKPOINT_FILE), MAX_NOTE_BYTES as u64)?;
     let old = Checkpoint::open(&note, &vkey)?;
     let repaired = repair(dir, old.size)?;
     let hashes: Vec<Hash> = leaves.iter().map(|l| leaf_hash(l)).collect();
-    let existing = find_leaves(dir, old.size, &hashes)?;
-    let mut state = State::load(dir, old.size)?;
+    let folder = Folder::new(dir);
+    LeafIndex::refresh(index, &folder, &old)?;
+    let existing = match index.as_ref() {
+        Some(ix) => ix.find(&folder, &hashes)?,
+        None => find_leaves(dir, old.size, &hashes)?,
+    };
+    let mut state = State::load(&Folder::new(dir), old.size)?;
     let mut writes: Vec<(TileId, Vec<u8>)> = Vec::new();
     let mut this_add: HashMap<Hash, u64> = HashMap::new();
     let mut added = Vec::with_capacity(leaves.len());
@@ -111,6 +139,10 @@ pub fn add_leaves(dir: &Path, leaves: &[Vec<u8>], key: Option<&PrivateKey>) -> R
     };
     commit(dir, &writes, &new, &key)?;
     tracing::debug!(ledger = %dir.display(), size = new.size, "ledger checkpoint written");
+    if let Some(ix) = index.as_mut() {
+        let appended: Vec<(Hash, u64)> = this_add.iter().map(|(h, i)| (*h, *i)).collect();
+        ix.grown(&appended, &new);
+    }
     remove_replaced_partials(dir, &writes);
     Ok(AddOutcome {
         added,
@@ -131,10 +163,15 @@ fn commit(
 ) -> Result<()> {
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
     let mut files = Vec::with_capacity(writes.len() + 1);
+    // The files' syncs are issued together from a few threads (the file system flushes
+    // many at once for about the price of one), then the folders' the same way.
     let sync = |files: &mut Vec<(std::fs::File, PathBuf)>| -> Result<()> {
-        for (file, path) in files.drain(..) {
+        let files = std::mem::take(files);
+        together(&files, |(file, path)| {
             file.sync_data()
-                .map_err(|e| LedgerError::io("sync", &path, e))?;
+                .map_err(|e| LedgerError::io("sync", path, e))
+        })?;
+        for (_, path) in files {
             probe::note(Op::SyncFile(path));
         }
         Ok(())
@@ -150,8 +187,14 @@ fn commit(
     let temp = dir.join(format!(".{CHECKPOINT_FILE}.tmp-{}", std::process::id()));
     files.push((write_unsynced(&temp, note.as_bytes())?, temp.clone()));
     sync(&mut files)?;
-    for d in dirs.iter().rev() {
-        sync_dir(d)?;
+    let dirs: Vec<PathBuf> = dirs.into_iter().rev().collect();
+    together(&dirs, |d| {
+        std::fs::File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| LedgerError::io("sync", d, e))
+    })?;
+    for d in dirs {
+        probe::note(Op::SyncDir(d));
     }
     std::fs::rename(&temp, dir.join(CHECKPOINT_FILE))
         .map_err(|e| LedgerError::io("rename into", dir.join(CHECKPOINT_FILE), e))?;
@@ -160,6 +203,26 @@ fn commit(
         to: dir.join(CHECKPOINT_FILE),
     });
     sync_dir(dir)
+}
+
+/// Run `f` on every item, from up to 8 threads at once; the first error, if any.
+fn together<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
+    const THREADS: usize = 8;
+    if items.len() <= 1 {
+        return items.iter().try_for_each(&f);
+    }
+    let per = items.len().div_ceil(THREADS);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .map(|chunk| s.spawn(|| chunk.iter().try_for_each(&f)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a sync thread does not panic"))
+            .collect::<Result<Vec<()>>>()
+            .map(drop)
+    })
 }
 
 /// Write `bytes` to a new file at `path`, not yet synced; the open file is returned.
@@ -220,8 +283,8 @@ fn remove_replaced_partials(dir: &Path, writes: &[(TileId, Vec<u8>)]) {
 /// The right edge of the tree, enough to append: the rightmost partial tile of each
 /// level, the leaves of the rightmost partial entry bundle, and the tree's compact range
 /// (the roots of its perfect subtrees, largest first).
-struct State {
-    size: u64,
+pub(crate) struct State {
+    pub(crate) size: u64,
     edges: Vec<Vec<Hash>>,
     counts: Vec<u64>,
     entries: Vec<Vec<u8>>,
@@ -229,8 +292,8 @@ struct State {
 }
 
 impl State {
-    /// The right edge of the tree of `size` leaves in `dir`, read from its tiles.
-    fn load(dir: &Path, size: u64) -> Result<State> {
+    /// The right edge of the tree of `size` leaves of a ledger, read from its tiles.
+    pub(crate) fn load(files: &dyn LogFiles, size: u64) -> Result<State> {
         let mut edges = Vec::new();
         let mut counts = Vec::new();
         let mut level = 0u8;
@@ -239,8 +302,8 @@ impl State {
             counts.push(count);
             let index = count / TILE_WIDTH;
             edges.push(match width_at(size, level, index) {
-                Some(width) => read_hashes(
-                    dir,
+                Some(width) => read_hashes_from(
+                    files,
                     TileId {
                         kind: TileKind::Hashes(level),
                         index,
@@ -252,8 +315,8 @@ impl State {
             level += 1;
         }
         let entries = match width_at(size, 0, size / TILE_WIDTH) {
-            Some(width) => read_entries(
-                dir,
+            Some(width) => read_entries_from(
+                files,
                 TileId {
                     kind: TileKind::Entries,
                     index: size / TILE_WIDTH,
@@ -263,7 +326,7 @@ impl State {
             None => Vec::new(),
         };
         let mut range = Vec::new();
-        let mut tiles = TileReader::new(dir, size);
+        let mut tiles = TileReader::over(Box::new(files), size);
         let mut start = 0u64;
         for height in (0..64u32).rev() {
             if size & (1 << height) != 0 {
@@ -281,7 +344,12 @@ impl State {
     }
 
     /// Append a leaf; the full tiles it completes go to `writes`. Returns its index.
-    fn push(&mut self, leaf: &[u8], hash: Hash, writes: &mut Vec<(TileId, Vec<u8>)>) -> u64 {
+    pub(crate) fn push(
+        &mut self,
+        leaf: &[u8],
+        hash: Hash,
+        writes: &mut Vec<(TileId, Vec<u8>)>,
+    ) -> u64 {
         let index = self.size;
         self.entries.push(leaf.to_vec());
         if self.entries.len() as u64 == TILE_WIDTH {
@@ -327,7 +395,7 @@ impl State {
     }
 
     /// The partial tiles (and entry bundle) that changed since the tree had `old` leaves.
-    fn finish(&self, old: u64, writes: &mut Vec<(TileId, Vec<u8>)>) {
+    pub(crate) fn finish(&self, old: u64, writes: &mut Vec<(TileId, Vec<u8>)>) {
         for (level, edge) in self.edges.iter().enumerate() {
             let level = level as u8;
             if !edge.is_empty() && level_count(old, level) != level_count(self.size, level) {
@@ -350,7 +418,7 @@ impl State {
     }
 
     /// The root of the tree now.
-    fn root(&self) -> Hash {
+    pub(crate) fn root(&self) -> Hash {
         let mut nodes = self.range.iter().rev();
         let Some(&(mut root, _)) = nodes.next() else {
             return empty_root();

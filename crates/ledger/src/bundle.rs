@@ -28,7 +28,7 @@ pub fn leaf_data(statement_sha256: &str) -> Vec<u8> {
 ///
 /// [`LedgerError::BadBundle`] when the bundle has no readable `statement.json`.
 pub fn statement_digest(bundle: &Path) -> Result<String> {
-    let bytes = crate::tiles::read_bounded(&bundle.join(STATEMENT_FILE), 64 * 1024 * 1024)
+    let bytes = crate::files::read_bounded(&bundle.join(STATEMENT_FILE), 64 * 1024 * 1024)
         .map_err(|e| LedgerError::BadBundle {
             bundle: bundle.display().to_string(),
             reason: format!("no readable {STATEMENT_FILE}: {e}"),
@@ -114,7 +114,15 @@ pub fn check_in_ledger(
     statement_sha256: &str,
     key: Option<&VerifierKey>,
 ) -> Result<Inclusion> {
-    let ledger = Ledger::open(dir, key)?;
+    check_included(&Ledger::open(dir, key)?, statement_sha256)
+}
+
+/// [`check_in_ledger`] for a ledger already open (a folder or a URL).
+///
+/// # Errors
+///
+/// As [`check_in_ledger`], without the errors of opening it.
+pub fn check_included(ledger: &Ledger, statement_sha256: &str) -> Result<Inclusion> {
     let leaf = leaf_data(statement_sha256);
     let index = ledger
         .find(&leaf)?

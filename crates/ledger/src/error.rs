@@ -79,6 +79,9 @@ pub enum LedgerError {
     /// index past the end, a proof that does not verify).
     #[error("{0}")]
     BadProof(String),
+    /// A ledger at a URL could not be read (or the URL cannot be used).
+    #[error("{0}")]
+    Remote(String),
     /// Another writer held the ledger for too long.
     #[error("the ledger {0} is held by another writer; gave up waiting")]
     Locked(PathBuf),

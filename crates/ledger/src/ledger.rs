@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use provrun_evidence::dsse::{PrivateKey, PublicKey};
@@ -11,9 +12,10 @@ use rustix::fs::{FlockOperation, flock};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LedgerError, Result};
+use crate::files::{Folder, LogFiles, read_bounded};
 use crate::merkle::{self, Hash, leaf_hash};
 use crate::note::{Checkpoint, MAX_NOTE_BYTES, VerifierKey, sign_note};
-use crate::tiles::{TILE_DIR, TileId, TileKind, TileReader, read_bounded, read_hashes, width_at};
+use crate::tiles::{TILE_DIR, TileId, TileKind, TileReader, read_hashes_from, width_at};
 
 /// The ledger's configuration file.
 pub const CONFIG_FILE: &str = "ledger.json";
@@ -35,8 +37,15 @@ pub struct Config {
     pub origin: String,
     /// The verifier key of the checkpoints (`NAME+KEYHASH+BASE64`).
     pub verifier_key: String,
-    /// The private key file (absolute) that adds sign with.
+    /// The private key file (absolute) that adds sign with. Empty for a ledger in a
+    /// bucket, whose configuration names only the verifier key (each writer is given the
+    /// signing key).
+    #[serde(default, skip_serializing_if = "is_empty_path")]
     pub key_file: PathBuf,
+}
+
+fn is_empty_path(p: &Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 impl Config {
@@ -49,15 +58,23 @@ impl Config {
     /// [`LedgerError::BadVerifierKey`] for a bad key; [`LedgerError::Io`] or
     /// [`LedgerError::BadTile`] when the file cannot be read or is too large.
     pub fn read(dir: &Path) -> Result<Config> {
-        let path = dir.join(CONFIG_FILE);
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Err(LedgerError::NotALedger(dir.to_path_buf()));
-        }
+        Config::read_from(&Folder::new(dir))
+    }
+
+    /// Read and check the `ledger.json` of a ledger wherever it is.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::read`]; [`LedgerError::Remote`] when a remote ledger cannot be read.
+    pub fn read_from(files: &dyn LogFiles) -> Result<Config> {
+        let path = PathBuf::from(format!("{}/{CONFIG_FILE}", files.describe()));
         let bad = |reason: String| LedgerError::BadConfig {
             path: path.clone(),
             reason,
         };
-        let bytes = read_bounded(&path, 64 * 1024)?;
+        let bytes = files
+            .read(CONFIG_FILE, 64 * 1024)?
+            .ok_or_else(|| LedgerError::NotALedger(PathBuf::from(files.describe())))?;
         let config: Config = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("not a ledger configuration: {e}")))?;
         if config.format != FORMAT {
@@ -120,14 +137,32 @@ impl LedgerLock {
     /// [`LedgerError::Io`] when `ledger.json` cannot be opened or locked;
     /// [`LedgerError::Locked`] when another writer still holds the lock after two minutes.
     pub fn take(dir: &Path, exclusive: bool) -> Result<LedgerLock> {
-        let path = dir.join(CONFIG_FILE);
-        let file = File::open(&path).map_err(|e| LedgerError::io("open", &path, e))?;
+        LedgerLock::take_waiting(&dir.join(CONFIG_FILE), dir, exclusive, LOCK_WAIT)
+    }
+
+    /// Take the lock on the file `path` (a witness's configuration) without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Io`] when the file cannot be opened or locked;
+    /// [`LedgerError::Locked`] when another process holds it.
+    pub fn take_file(path: &Path, exclusive: bool) -> Result<LedgerLock> {
+        LedgerLock::take_waiting(path, path, exclusive, Duration::ZERO)
+    }
+
+    fn take_waiting(
+        path: &Path,
+        name: &Path,
+        exclusive: bool,
+        wait: Duration,
+    ) -> Result<LedgerLock> {
+        let file = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
         let op = if exclusive {
             FlockOperation::NonBlockingLockExclusive
         } else {
             FlockOperation::NonBlockingLockShared
         };
-        let deadline = Instant::now() + LOCK_WAIT;
+        let deadline = Instant::now() + wait;
         loop {
             match flock(&file, op) {
                 Ok(()) => return Ok(LedgerLock { _file: file }),
@@ -135,9 +170,9 @@ impl LedgerLock {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(rustix::io::Errno::WOULDBLOCK) => {
-                    return Err(LedgerError::Locked(dir.to_path_buf()));
+                    return Err(LedgerError::Locked(name.to_path_buf()));
                 }
-                Err(e) => return Err(LedgerError::io("lock", &path, e.into())),
+                Err(e) => return Err(LedgerError::io("lock", path, e.into())),
             }
         }
     }
@@ -276,14 +311,23 @@ pub fn decode_hashes(text: &[String]) -> Result<Vec<Hash>> {
 }
 
 /// A ledger opened for reading, at its current checkpoint (checked against its key).
-#[derive(Debug)]
 pub struct Ledger {
     dir: PathBuf,
-    config: Config,
+    files: Arc<dyn LogFiles>,
+    config: Option<Config>,
     key: VerifierKey,
     note: Vec<u8>,
     checkpoint: Checkpoint,
-    _lock: LedgerLock,
+    _lock: Option<LedgerLock>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("at", &self.files.describe())
+            .field("checkpoint", &self.checkpoint)
+            .finish()
+    }
 }
 
 impl Ledger {
@@ -299,14 +343,52 @@ impl Ledger {
     pub fn open(dir: &Path, key: Option<&VerifierKey>) -> Result<Ledger> {
         let config = Config::read(dir)?;
         let lock = LedgerLock::take(dir, false)?;
-        let key = match key {
-            Some(k) => k.clone(),
-            None => config.key()?,
+        Ledger::open_files_with(Arc::new(Folder::new(dir)), Some(config), key, Some(lock))
+    }
+
+    /// Open the ledger a command names, a folder or a URL (`s3://`, `file://`,
+    /// `http(s)://`; see [`crate::files::open_files`]), for reading. Its checkpoint must
+    /// verify with `key`, else with the key its `ledger.json` names; a URL whose
+    /// `ledger.json` cannot be read needs `key`. A folder is held under a shared lock
+    /// while open; a URL's objects are read as they are.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ledger::open`]; [`LedgerError::Remote`] when the URL cannot be used or read;
+    /// [`LedgerError::NotALedger`] when there is neither a checkpoint nor a configuration.
+    pub fn open_at(location: &str, key: Option<&VerifierKey>) -> Result<Ledger> {
+        if !location.contains("://") {
+            return Ledger::open(Path::new(location), key);
+        }
+        let files = crate::files::open_files(location)?;
+        let config = match Config::read_from(&*files) {
+            Ok(c) => Some(c),
+            Err(LedgerError::NotALedger(_)) if key.is_some() => None,
+            Err(e) => return Err(e),
         };
-        let note = read_bounded(&dir.join(CHECKPOINT_FILE), MAX_NOTE_BYTES as u64)?;
+        Ledger::open_files_with(files, config, key, None)
+    }
+
+    fn open_files_with(
+        files: Arc<dyn LogFiles>,
+        config: Option<Config>,
+        key: Option<&VerifierKey>,
+        lock: Option<LedgerLock>,
+    ) -> Result<Ledger> {
+        let key = match (key, &config) {
+            (Some(k), _) => k.clone(),
+            (None, Some(c)) => c.key()?,
+            (None, None) => return Err(LedgerError::NotALedger(PathBuf::from(files.describe()))),
+        };
+        let note = files
+            .read(CHECKPOINT_FILE, MAX_NOTE_BYTES as u64)?
+            .ok_or_else(|| LedgerError::NotALedger(PathBuf::from(files.describe())))?;
         let checkpoint = Checkpoint::open(&note, &key)?;
         Ok(Ledger {
-            dir: dir.to_path_buf(),
+            dir: files
+                .folder()
+                .map_or_else(|| PathBuf::from(files.describe()), Path::to_path_buf),
+            files,
             config,
             key,
             note,
@@ -315,14 +397,32 @@ impl Ledger {
         })
     }
 
-    /// The ledger's folder.
+    /// The ledger's folder (for a ledger opened at a URL, the URL as a path).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// Where its files are read from.
+    pub fn files(&self) -> &Arc<dyn LogFiles> {
+        &self.files
+    }
+
+    /// Its configuration (a ledger opened at a URL without a readable `ledger.json`, with
+    /// the key given, has none).
+    pub fn configuration(&self) -> Option<&Config> {
+        self.config.as_ref()
+    }
+
     /// Its configuration.
+    ///
+    /// # Panics
+    ///
+    /// For a ledger opened at a URL without a readable `ledger.json` (use
+    /// [`Ledger::configuration`]); a folder always has one.
     pub fn config(&self) -> &Config {
-        &self.config
+        self.config
+            .as_ref()
+            .expect("a ledger folder has its configuration")
     }
 
     /// The key its checkpoint was checked with.
@@ -347,7 +447,7 @@ impl Ledger {
     /// [`LedgerError::Io`] or [`LedgerError::BadTile`] when a level-0 tile cannot be read or is
     /// malformed.
     pub fn find(&self, leaf: &[u8]) -> Result<Option<u64>> {
-        Ok(find_leaves(&self.dir, self.checkpoint.size, &[leaf_hash(leaf)])?[0])
+        Ok(find_leaves_in(&*self.files, self.checkpoint.size, &[leaf_hash(leaf)])?[0])
     }
 
     /// The inclusion proof of leaf `index` in the current tree.
@@ -363,7 +463,7 @@ impl Ledger {
                 "leaf {index} is not in a tree of {size}"
             )));
         }
-        let mut tiles = TileReader::new(&self.dir, size);
+        let mut tiles = TileReader::over(Box::new(&*self.files), size);
         let hashes = merkle::inclusion_proof(&mut tiles, index, size)?;
         Ok(InclusionProof {
             index,
@@ -385,7 +485,7 @@ impl Ledger {
                 "--from must be between 1 and the tree size {size}, not {from}"
             )));
         }
-        let mut tiles = TileReader::new(&self.dir, size);
+        let mut tiles = TileReader::over(Box::new(&*self.files), size);
         let hashes = merkle::consistency_proof(&mut tiles, from, size)?;
         Ok(ConsistencyProof {
             hashes: encode_hashes(&hashes),
@@ -394,12 +494,27 @@ impl Ledger {
 }
 
 /// For each of `wanted` (leaf hashes), the index of the first leaf of the tree of `size`
-/// with that hash, read from the level-0 tiles.
+/// with that hash, read from the level-0 tiles of the folder `dir`.
 pub(crate) fn find_leaves(dir: &Path, size: u64, wanted: &[Hash]) -> Result<Vec<Option<u64>>> {
+    find_leaves_in(&Folder::new(dir), size, wanted)
+}
+
+/// [`find_leaves`] of a ledger wherever it is.
+pub(crate) fn find_leaves_in(
+    files: &dyn LogFiles,
+    size: u64,
+    wanted: &[Hash],
+) -> Result<Vec<Option<u64>>> {
     let mut found = vec![None; wanted.len()];
-    let mut left = wanted.len();
+    // Each wanted hash's positions in `wanted`: one lookup per stored hash, not a
+    // comparison with every wanted one.
+    let mut positions: std::collections::HashMap<&Hash, Vec<usize>> =
+        std::collections::HashMap::with_capacity(wanted.len());
+    for (i, w) in wanted.iter().enumerate() {
+        positions.entry(w).or_default().push(i);
+    }
     let mut index = 0u64;
-    while left > 0 {
+    while !positions.is_empty() {
         let Some(width) = width_at(size, 0, index) else {
             break;
         };
@@ -408,11 +523,10 @@ pub(crate) fn find_leaves(dir: &Path, size: u64, wanted: &[Hash]) -> Result<Vec<
             index,
             width,
         };
-        for (i, h) in read_hashes(dir, id)?.iter().enumerate() {
-            for (w, slot) in wanted.iter().zip(found.iter_mut()) {
-                if slot.is_none() && w == h {
-                    *slot = Some(index * 256 + i as u64);
-                    left -= 1;
+        for (i, h) in read_hashes_from(files, id)?.iter().enumerate() {
+            if let Some(slots) = positions.remove(h) {
+                for slot in slots {
+                    found[slot] = Some(index * 256 + i as u64);
                 }
             }
         }

@@ -43,24 +43,35 @@
 //! The format and what the log proves are in `docs/ledger.md` of the repository.
 
 pub mod append;
+mod audit;
+mod bucket;
 mod bundle;
 mod error;
+pub mod files;
+pub(crate) mod group;
+mod index;
 mod ledger;
 pub mod merkle;
 pub mod note;
+mod outcome;
 #[cfg(feature = "sync-probe")]
 pub mod probe;
+mod since;
 // Its items are `pub` for when the feature makes the module public.
 #[cfg(not(feature = "sync-probe"))]
 #[allow(unreachable_pub)]
 mod probe;
 pub mod tiles;
 mod verify;
+pub mod witness;
+mod writer;
 
 pub use append::{AddOutcome, Added, add_leaves};
+pub use audit::{Audit, audit, logged_statements};
+pub use bucket::BucketLedger;
 pub use bundle::{
-    Inclusion, add_bundles, append_bundle, check_in_ledger, check_offline, checked_digest,
-    leaf_data, statement_digest,
+    Inclusion, add_bundles, append_bundle, check_in_ledger, check_included, check_offline,
+    checked_digest, leaf_data, statement_digest,
 };
 pub use error::{LedgerError, Result};
 pub use ledger::{
@@ -68,4 +79,8 @@ pub use ledger::{
     decode_hashes, encode_hashes, init, load_signing_key,
 };
 pub use note::{Checkpoint, VerifierKey};
-pub use verify::{LedgerCheck, LedgerReport, Status, is_leaf_line, verify_ledger};
+pub use since::{Since, check_since, divergence};
+pub use verify::{
+    LedgerCheck, LedgerReport, Status, is_leaf_line, verify_ledger, verify_ledger_at,
+};
+pub use writer::{LedgerWriter, init_at};

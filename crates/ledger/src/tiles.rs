@@ -8,18 +8,17 @@
 //! big-endian `u16` length and its bytes.
 
 use std::collections::HashMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{LedgerError, Result};
+use crate::files::{Folder, LogFiles};
+pub use crate::files::{TILE_DIR, list_files};
 use crate::merkle::{Hash, Subtrees, perfect_root};
 
 /// Hashes in a full tile.
 pub const TILE_WIDTH: u64 = 256;
 /// The height of a tile: log2 of [`TILE_WIDTH`].
 pub const TILE_HEIGHT: u32 = 8;
-/// The folder of the tiles in a ledger.
-pub const TILE_DIR: &str = "tile";
 /// The largest entry bundle read: 256 entries of the largest length a `u16` allows.
 const MAX_BUNDLE_BYTES: u64 = TILE_WIDTH * (2 + 65535);
 
@@ -163,45 +162,32 @@ pub fn tiles_of(size: u64) -> Vec<TileId> {
     out
 }
 
-/// Read a file of at most `max` bytes, refusing a symlink or anything but a regular file.
-pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .map_err(|e| LedgerError::io("open", path, e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| LedgerError::io("stat", path, e))?;
-    if !meta.is_file() {
-        return Err(LedgerError::BadTile(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| LedgerError::io("read", path, e))?;
-    if bytes.len() as u64 > max {
-        return Err(LedgerError::BadTile(format!(
-            "{} is larger than a tile can be",
-            path.display()
-        )));
-    }
-    Ok(bytes)
-}
-
-/// Read hash tile `id`: exactly `width` hashes.
+/// Read hash tile `id` of the ledger folder `dir`: exactly `width` hashes.
 ///
 /// # Errors
 ///
 /// [`LedgerError::Io`] when the tile cannot be read; [`LedgerError::BadTile`] when it is not
 /// a regular file or does not hold exactly `width` hashes.
 pub fn read_hashes(dir: &Path, id: TileId) -> Result<Vec<Hash>> {
+    read_hashes_from(&Folder::new(dir), id)
+}
+
+/// The file at `rel` of `files`, which must be there.
+fn required(files: &dyn LogFiles, rel: &str, max: u64) -> Result<Vec<u8>> {
+    files
+        .read(rel, max)?
+        .ok_or_else(|| LedgerError::BadTile(format!("{rel} is missing from {}", files.describe())))
+}
+
+/// Read hash tile `id` of a ledger wherever it is: exactly `width` hashes.
+///
+/// # Errors
+///
+/// As [`read_hashes`], and [`LedgerError::BadTile`] when the tile is missing;
+/// [`LedgerError::Remote`] when a remote ledger cannot be read.
+pub fn read_hashes_from(files: &dyn LogFiles, id: TileId) -> Result<Vec<Hash>> {
     let rel = id.path();
-    let bytes = read_bounded(&dir.join(&rel), TILE_WIDTH * 32)?;
+    let bytes = required(files, &rel, TILE_WIDTH * 32)?;
     if bytes.len() != usize::from(id.width) * 32 {
         return Err(LedgerError::BadTile(format!(
             "{rel} holds {} bytes, not {} hashes",
@@ -215,16 +201,45 @@ pub fn read_hashes(dir: &Path, id: TileId) -> Result<Vec<Hash>> {
         .collect())
 }
 
-/// Read entry bundle `id`: exactly `width` length-prefixed entries, nothing after them.
+/// Read entry bundle `id` of the ledger folder `dir`: exactly `width` length-prefixed
+/// entries, nothing after them.
 ///
 /// # Errors
 ///
 /// [`LedgerError::Io`] when the bundle cannot be read; [`LedgerError::BadTile`] when it is
 /// not a regular file, is too large, or does not hold exactly `width` whole entries.
 pub fn read_entries(dir: &Path, id: TileId) -> Result<Vec<Vec<u8>>> {
+    read_entries_from(&Folder::new(dir), id)
+}
+
+/// Read entry bundle `id` of a ledger wherever it is.
+///
+/// # Errors
+///
+/// As [`read_entries`], and [`LedgerError::BadTile`] when the bundle is missing;
+/// [`LedgerError::Remote`] when a remote ledger cannot be read.
+pub fn read_entries_from(files: &dyn LogFiles, id: TileId) -> Result<Vec<Vec<u8>>> {
     let rel = id.path();
-    let bytes = read_bounded(&dir.join(&rel), MAX_BUNDLE_BYTES)?;
-    let mut entries = Vec::with_capacity(usize::from(id.width));
+    let bytes = required(files, &rel, MAX_BUNDLE_BYTES)?;
+    let entries = decode_entries(&bytes, &rel)?;
+    if entries.len() != usize::from(id.width) {
+        return Err(LedgerError::BadTile(format!(
+            "{rel} holds {} entries, not {}",
+            entries.len(),
+            id.width
+        )));
+    }
+    Ok(entries)
+}
+
+/// The entries of an entry bundle's bytes (`rel` names it in messages): each a big-endian
+/// `u16` length and its bytes, nothing after the last.
+///
+/// # Errors
+///
+/// [`LedgerError::BadTile`] for a torn length or an entry that runs past the end.
+pub fn decode_entries(bytes: &[u8], rel: &str) -> Result<Vec<Vec<u8>>> {
+    let mut entries = Vec::new();
     let mut at = 0usize;
     while at < bytes.len() {
         let len = bytes
@@ -238,13 +253,6 @@ pub fn read_entries(dir: &Path, id: TileId) -> Result<Vec<Vec<u8>>> {
         })?;
         entries.push(entry.to_vec());
         at += 2 + len;
-    }
-    if entries.len() != usize::from(id.width) {
-        return Err(LedgerError::BadTile(format!(
-            "{rel} holds {} entries, not {}",
-            entries.len(),
-            id.width
-        )));
     }
     Ok(entries)
 }
@@ -262,16 +270,21 @@ pub fn encode_entries<T: AsRef<[u8]>>(entries: &[T]) -> Vec<u8> {
 
 /// The hashes of the tree of one size, read from its tiles (each tile read once).
 pub struct TileReader<'a> {
-    dir: &'a Path,
+    files: Box<dyn LogFiles + 'a>,
     size: u64,
     cache: HashMap<(u8, u64), Vec<Hash>>,
 }
 
 impl<'a> TileReader<'a> {
-    /// A reader of the tiles the tree of `size` leaves in `dir` has.
+    /// A reader of the tiles the tree of `size` leaves in the ledger folder `dir` has.
     pub fn new(dir: &'a Path, size: u64) -> TileReader<'a> {
+        TileReader::over(Box::new(Folder::new(dir)), size)
+    }
+
+    /// A reader of the tiles the tree of `size` leaves has, wherever the ledger is.
+    pub fn over(files: Box<dyn LogFiles + 'a>, size: u64) -> TileReader<'a> {
         TileReader {
-            dir,
+            files,
             size,
             cache: HashMap::new(),
         }
@@ -296,7 +309,7 @@ impl<'a> TileReader<'a> {
                 index,
                 width,
             };
-            let hashes = read_hashes(self.dir, id)?;
+            let hashes = read_hashes_from(&*self.files, id)?;
             self.cache.insert((level, index), hashes);
         }
         Ok(&self.cache[&(level, index)])
@@ -360,44 +373,6 @@ pub fn role_of(rel: &str, size: u64) -> FileRole {
     } else {
         FileRole::Beyond(id)
     }
-}
-
-/// Every regular file below `dir/tile` (and temporary files at the top), as
-/// `/`-separated paths relative to `dir`; symlinks and special files are listed too (as
-/// themselves: they are never read), so a check can refuse them.
-///
-/// # Errors
-///
-/// [`LedgerError::Io`] when a folder cannot be listed; [`LedgerError::BadTile`] when folders
-/// nest more than 32 deep.
-pub fn list_files(dir: &Path) -> Result<Vec<String>> {
-    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>, depth: usize) -> Result<()> {
-        if depth > 32 {
-            return Err(LedgerError::BadTile(format!("{rel}: nested too deeply")));
-        }
-        let entries = std::fs::read_dir(dir).map_err(|e| LedgerError::io("list", dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| LedgerError::io("list", dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let child = format!("{rel}/{name}");
-            let ft = entry
-                .file_type()
-                .map_err(|e| LedgerError::io("stat", entry.path(), e))?;
-            if ft.is_dir() {
-                walk(&entry.path(), &child, out, depth + 1)?;
-            } else {
-                out.push(child);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    let tiles = dir.join(TILE_DIR);
-    if std::fs::symlink_metadata(&tiles).is_ok_and(|m| m.is_dir()) {
-        walk(&tiles, TILE_DIR, &mut out, 0)?;
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// Write a new tile file (its folders made as needed), not yet synced: the open file is

@@ -50,7 +50,8 @@ impl From<BindingError> for PyErr {
         use provrun_capture::CaptureError as C;
         let message = e.to_string();
         match e {
-            BindingError::Sandbox(_) | BindingError::Capture(C::Sandbox(_) | C::Input { .. }) => {
+            BindingError::Sandbox(_)
+            | BindingError::Capture(C::Sandbox(_) | C::Input { .. } | C::NotAnOutput { .. }) => {
                 SandboxError::new_err(message)
             }
             BindingError::Json { .. } | BindingError::Argument(_) => PyValueError::new_err(message),

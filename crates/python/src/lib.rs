@@ -19,6 +19,10 @@ mod verify;
 
 use pyo3::prelude::*;
 
+/// The package's version: the workspace's, which maturin also gives the wheel, so
+/// `provrun.__version__`, `pip show provrun` and `run_started.builder` agree.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// What `run_started.builder` names unless the caller says otherwise.
 pub const BUILDER: &str = concat!("provrun-python/", env!("CARGO_PKG_VERSION"));
 
@@ -32,5 +36,6 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sandbox::Sandbox>()?;
     m.add_function(wrap_pyfunction!(verify::verify, m)?)?;
     m.add("BUILDER", BUILDER)?;
+    m.add("VERSION", VERSION)?;
     Ok(())
 }

@@ -11,6 +11,13 @@
 //! started after the helper has applied its layers, so it is confined like the program:
 //! same Landlock domain, same seccomp filter, same limits. It says `ready` on its stdout
 //! once every port listens, then serves until the sandbox ends.
+//!
+//! It is one thread, whatever the program does: every connection is relayed by one loop
+//! over `poll(2)` with non-blocking sockets, at most [`MAX_CONNECTIONS`] at once (two
+//! descriptors each, well within the sandbox's 1 024). A connection beyond the bound waits
+//! in the kernel's queue until one ends; one the proxy does not take is closed. Nothing a
+//! program does (a thousand connections, half-closed ones, ones that never read) spawns a
+//! thread, fails an allocation it could not survive, or ends the forwarder.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
@@ -65,7 +72,7 @@ impl Forward {
 }
 
 /// The forwarder's whole life (`args`: its `PORT=SOCKET` arguments). Returns `Ok` when
-/// every listener has ended, and `Err` at once when it cannot start, after printing why on
+/// it stops serving (it does not, but for a listener it cannot make non-blocking), and `Err` at once when it cannot start, after printing why on
 /// the line the helper reads instead of `ready`; the helper turns that into its "cannot
 /// run" status.
 pub(crate) fn forwarder_main(
@@ -99,13 +106,7 @@ pub(crate) fn forwarder_main(
     };
     println!("{READY}");
     let _ = std::io::stdout().flush();
-    let threads: Vec<_> = listeners
-        .into_iter()
-        .map(|(listener, socket)| std::thread::spawn(move || serve(&listener, &socket)))
-        .collect();
-    for t in threads {
-        let _ = t.join();
-    }
+    relay_all(listeners);
     Ok(())
 }
 
@@ -145,55 +146,234 @@ pub(crate) fn start(forwards: &[Forward]) -> Result<(), String> {
     }
 }
 
-/// Accepts connections on `listener` for ever, each relayed to `socket` on a thread:
-/// what the forwarder does for each port (public so that a benchmark can measure the
-/// relay outside a sandbox).
+/// Connections relayed at once, over every port; more wait in the kernel's queue.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Accepts connections on `listener` for ever, each relayed to `socket`: what the
+/// forwarder does for each port (public so that a benchmark can measure the relay outside
+/// a sandbox). See the module docs for the bound.
 pub fn serve(listener: &TcpListener, socket: &Path) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let socket = socket.to_path_buf();
-        std::thread::spawn(move || relay(stream, &socket));
+    match listener.try_clone() {
+        Ok(l) => relay_all(vec![(l, socket.to_path_buf())]),
+        Err(e) => eprintln!("provrun-confine: the forwarder cannot serve a port: {e}"),
     }
 }
 
-/// Relays one TCP connection to a fresh connection to `socket`, both ways, passing each
-/// side's end of stream on to the other. A socket that cannot be reached closes the TCP
-/// connection at once.
-fn relay(tcp: TcpStream, socket: &Path) {
+/// Bytes in flight one way: read from one side, not yet written to the other.
+struct Pipe {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// The source side ended.
+    eof: bool,
+    /// The end was passed on (`shutdown(Write)` of the other side).
+    shut: bool,
+}
+
+impl Pipe {
+    fn new() -> Self {
+        Pipe {
+            buf: vec![0; 16 * 1024],
+            start: 0,
+            end: 0,
+            eof: false,
+            shut: false,
+        }
+    }
+
+    fn pending(&self) -> bool {
+        self.start < self.end
+    }
+
+    /// Moves what it can from `from` to `to` without blocking; `Err` when either side
+    /// failed. Returns whether anything moved.
+    fn step(
+        &mut self,
+        mut from: impl Read,
+        mut to: impl Write,
+        shut: impl FnOnce(),
+    ) -> std::io::Result<bool> {
+        let mut moved = false;
+        if !self.eof && !self.pending() {
+            match from.read(&mut self.buf) {
+                Ok(0) => self.eof = true,
+                Ok(n) => {
+                    (self.start, self.end) = (0, n);
+                    moved = true;
+                }
+                Err(e) if would_block(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        while self.pending() {
+            match to.write(&self.buf[self.start..self.end]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.start += n;
+                    moved = true;
+                }
+                Err(e) if would_block(&e) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.eof && !self.pending() && !self.shut {
+            shut();
+            self.shut = true;
+            moved = true;
+        }
+        Ok(moved)
+    }
+}
+
+fn would_block(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+    )
+}
+
+/// One relayed connection.
+struct Conn {
+    tcp: TcpStream,
+    unix: UnixStream,
+    /// From the program to the socket.
+    up: Pipe,
+    /// From the socket to the program.
+    down: Pipe,
+}
+
+impl Conn {
+    /// Relays what can be relayed now; whether the connection is over (both ends passed
+    /// on, or a side failed).
+    fn pump(&mut self) -> bool {
+        loop {
+            let up = self.up.step(&self.tcp, &self.unix, || {
+                let _ = self.unix.shutdown(Shutdown::Write);
+            });
+            let down = self.down.step(&self.unix, &self.tcp, || {
+                let _ = self.tcp.shutdown(Shutdown::Write);
+            });
+            match (up, down) {
+                (Ok(a), Ok(b)) if a || b => {}
+                (Ok(_), Ok(_)) => return self.up.shut && self.down.shut,
+                _ => return true,
+            }
+        }
+    }
+}
+
+/// The forwarder's loop: accepts on every listener (while fewer than [`MAX_CONNECTIONS`]
+/// are relayed) and relays every connection, on this one thread.
+fn relay_all(listeners: Vec<(TcpListener, PathBuf)>) {
+    use rustix::event::{PollFd, PollFlags};
+    use std::os::fd::AsFd as _;
+    for (l, _) in &listeners {
+        if let Err(e) = l.set_nonblocking(true) {
+            eprintln!("provrun-confine: the forwarder cannot serve a port: {e}");
+            return;
+        }
+    }
+    let mut conns: Vec<Conn> = Vec::new();
+    loop {
+        let accepting = conns.len() < MAX_CONNECTIONS;
+        // Only what each side waits for: a descriptor with nothing to wait for is left
+        // out (a hung-up socket would otherwise wake the loop for ever).
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(listeners.len() + 2 * conns.len());
+        let mut owners: Vec<Option<usize>> = Vec::with_capacity(fds.capacity());
+        if accepting {
+            for (l, _) in &listeners {
+                fds.push(PollFd::new(l, PollFlags::IN));
+                owners.push(None);
+            }
+        }
+        for (i, c) in conns.iter().enumerate() {
+            let wants = |read: bool, write: bool| {
+                let mut f = PollFlags::empty();
+                if read {
+                    f |= PollFlags::IN;
+                }
+                if write {
+                    f |= PollFlags::OUT;
+                }
+                f
+            };
+            let tcp = wants(!c.up.eof && !c.up.pending(), c.down.pending());
+            let unix = wants(!c.down.eof && !c.down.pending(), c.up.pending());
+            for (fd, flags) in [(c.tcp.as_fd(), tcp), (c.unix.as_fd(), unix)] {
+                if !flags.is_empty() {
+                    fds.push(PollFd::from_borrowed_fd(fd, flags));
+                    owners.push(Some(i));
+                }
+            }
+        }
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => {
+                // Out of memory for the poll set, say: wait, and try again.
+                drop(fds);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+        }
+        let mut woke = vec![false; conns.len()];
+        let mut accept_now = false;
+        for (f, owner) in fds.iter().zip(&owners) {
+            if f.revents().is_empty() {
+                continue;
+            }
+            match owner {
+                Some(i) => woke[*i] = true,
+                None => accept_now = true,
+            }
+        }
+        drop(fds);
+        // Relay first, so that ended connections make room for new ones.
+        let mut k = 0;
+        conns.retain_mut(|c| {
+            let over = woke[k] && c.pump();
+            k += 1;
+            !over
+        });
+        if !accept_now {
+            continue;
+        }
+        for (listener, socket) in &listeners {
+            while conns.len() < MAX_CONNECTIONS {
+                let tcp = match listener.accept() {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) if would_block(&e) => break,
+                    // Out of descriptors, say: the connection waits in the queue.
+                    Err(_) => break,
+                };
+                if let Some(mut c) = connect(tcp, socket)
+                    && !c.pump()
+                {
+                    conns.push(c);
+                }
+            }
+        }
+    }
+}
+
+/// A connection to `socket` for the accepted `tcp`, both non-blocking; `None` (and `tcp`
+/// closed) when the socket does not take it.
+fn connect(tcp: TcpStream, socket: &Path) -> Option<Conn> {
     // Small writes (a streamed model response) go out at once.
     let _ = tcp.set_nodelay(true);
     let Ok(unix) = UnixStream::connect(socket) else {
         let _ = tcp.shutdown(Shutdown::Both);
-        return;
+        return None;
     };
-    let (Ok(tcp_reader), Ok(unix_writer)) = (tcp.try_clone(), unix.try_clone()) else {
-        return;
-    };
-    let upstream = std::thread::spawn(move || {
-        pump(tcp_reader, &unix_writer);
-        let _ = unix_writer.shutdown(Shutdown::Write);
-    });
-    pump(unix, &tcp);
-    let _ = tcp.shutdown(Shutdown::Write);
-    let _ = upstream.join();
-}
-
-/// Copies `from` into `to` until `from` ends or either side fails, writing each read at
-/// once (no buffering beyond one read).
-fn pump(mut from: impl Read, mut to: impl Write) {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
+    if tcp.set_nonblocking(true).is_err() || unix.set_nonblocking(true).is_err() {
+        let _ = tcp.shutdown(Shutdown::Both);
+        return None;
     }
+    Some(Conn {
+        tcp,
+        unix,
+        up: Pipe::new(),
+        down: Pipe::new(),
+    })
 }
 
 #[cfg(test)]
@@ -236,6 +416,42 @@ mod tests {
         client.read_to_end(&mut answer).unwrap();
         assert_eq!(answer, b"tekcos ,olleh");
         service.join().unwrap();
+    }
+
+    #[test]
+    fn connections_beyond_the_bound_wait_their_turn_on_one_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let unix = UnixListener::bind(&path).unwrap();
+        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let socket = path.clone();
+        std::thread::spawn(move || serve(&tcp, &socket));
+        // The service: answers each connection's line with the line, then closes it.
+        std::thread::spawn(move || {
+            for s in unix.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut line = String::new();
+                    let mut r = std::io::BufReader::new(&s);
+                    let _ = std::io::BufRead::read_line(&mut r, &mut line);
+                    let _ = (&s).write_all(line.as_bytes());
+                });
+            }
+        });
+        let n = MAX_CONNECTIONS + 44;
+        let mut clients: Vec<TcpStream> = (0..n)
+            .map(|_| TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap())
+            .collect();
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.write_all(format!("hello {i}\n").as_bytes()).unwrap();
+        }
+        // Each read to its end and closed: the ones beyond the bound are relayed as
+        // the first ones end.
+        for (i, mut c) in clients.drain(..).enumerate() {
+            let mut answer = String::new();
+            c.read_to_string(&mut answer).unwrap();
+            assert_eq!(answer, format!("hello {i}\n"));
+        }
     }
 
     #[test]

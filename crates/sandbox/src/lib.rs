@@ -20,6 +20,7 @@
 //!   has, and [`Sandbox::check_machine`] says what is missing and how to fix it (`provrun
 //!   doctor`). The in-sandbox half lives in [`confine`]; a program carries it itself by calling
 //!   [`arg0_dispatch`] first thing in `main` (else the `provrun-confine` binary serves).
+//! - [`UidLease`] gives one run's sandbox a host uid of its own when the runtime is root.
 //! - [`stage_inputs`] copies the user's inputs into the input root and makes them read-only.
 //!
 //! Rules every operation keeps: no symbolic link is ever followed (paths are walked one name
@@ -46,6 +47,7 @@ mod dispatch;
 mod error;
 pub mod forward;
 mod fsops;
+mod lease;
 mod limits;
 mod path;
 pub mod roots;
@@ -63,6 +65,7 @@ pub use command::{
 pub use dispatch::arg0_dispatch;
 pub use error::{Result, SandboxError};
 pub use fsops::{DirEntryInfo, DirListing, EntryKind, Usage};
+pub use lease::{LEASE_SLOTS, UidLease};
 pub use limits::{DEFAULT_COMMAND_ID, Limits};
 pub use path::{Root, VirtualPath};
 pub use sandbox::{

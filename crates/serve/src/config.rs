@@ -23,6 +23,13 @@ pub const DEFAULT_MAX_TOOLS: usize = 64;
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// What a 429 asks a client to wait before trying again, in seconds.
 pub const RETRY_AFTER_S: u64 = 2;
+/// Connections open at once by default (fewer when the open-files limit is low: at most
+/// half of it). At the cap, the oldest connection still waiting for a request's header is
+/// closed to make room for a new one.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// How long a client has to send a request's whole header (from the connection's start,
+/// or the end of its previous request) before its connection is closed.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A server's configuration. Build it with [`ServeConfig::new`] and the setters.
 #[derive(Debug, Clone)]
@@ -41,6 +48,12 @@ pub struct ServeConfig {
     pub concurrency: usize,
     /// The one origin browsers may call from (CORS); `None`: no CORS headers at all.
     pub cors_origin: Option<String>,
+    /// Host names requests may be addressed to besides the address served (and
+    /// `localhost` for a loopback address), e.g. a reverse proxy's; checked only without a
+    /// token, against DNS rebinding.
+    pub allowed_hosts: Vec<String>,
+    /// Connections open at once at most (see [`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
     /// The largest request body, in bytes (413 past it).
     pub body_limit: usize,
     /// Messages one input may hold (413 past it).
@@ -70,6 +83,8 @@ impl ServeConfig {
             token: None,
             concurrency: DEFAULT_CONCURRENCY,
             cors_origin: None,
+            allowed_hosts: Vec::new(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             body_limit: DEFAULT_BODY_LIMIT,
             max_messages: DEFAULT_MAX_MESSAGES,
             max_tools: DEFAULT_MAX_TOOLS,
@@ -95,6 +110,19 @@ impl ServeConfig {
     /// Let browsers on this origin call the server.
     pub fn cors_origin(mut self, origin: impl Into<String>) -> Self {
         self.cors_origin = Some(origin.into());
+        self
+    }
+
+    /// Take requests addressed to this host name too (without a token, `Host` must name
+    /// the address served, `localhost`, or a name given here).
+    pub fn allow_host(mut self, name: impl Into<String>) -> Self {
+        self.allowed_hosts.push(name.into());
+        self
+    }
+
+    /// Keep at most this many connections open (at least 1).
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections.max(1);
         self
     }
 
@@ -137,7 +165,7 @@ impl ServeConfig {
 
     /// Refuse what cannot work: serving without a token on an address other than
     /// loopback, an empty token, a missing agents folder, a CORS origin that is not an
-    /// `http(s)://host[:port]` origin.
+    /// `http(s)://host[:port]` origin, an allowed host that is not a host name.
     ///
     /// # Errors
     ///
@@ -158,6 +186,18 @@ impl ServeConfig {
                 "the agents folder `{}` does not exist or is not a folder",
                 self.agents.display()
             )));
+        }
+        for name in &self.allowed_hosts {
+            let plain = !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b));
+            if !plain {
+                return Err(ServeError::Config(format!(
+                    "--allow-host `{name}` is not a host name (letters, digits, `.`, `-`; no port)"
+                )));
+            }
         }
         if let Some(origin) = &self.cors_origin {
             let rest = origin

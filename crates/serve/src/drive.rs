@@ -40,6 +40,15 @@ pub(crate) fn spawn(
     (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
 ) {
     let control = RunControl::with_cancellation(&state.cancel_all);
+    // The first event is made here, on the thread that answers the request, so that it
+    // is ready to go out with the response's head: it waits for no run's work.
+    let started = event(
+        "RUN_STARTED",
+        json!({"threadId": planned.thread, "runId": planned.agui_run_id,
+               "protocolVersion": PROTOCOL_VERSION, "metadata": {"bundle": planned.bundle}}),
+    );
+    // The channel is new and empty: there is room.
+    let _ = tx.try_send(frame(&started));
     state.add_active(
         &planned.bundle,
         Active {
@@ -47,13 +56,22 @@ pub(crate) fn spawn(
             agui_run_id: planned.agui_run_id.clone(),
         },
     );
-    tokio::spawn(async move {
+    // On the runs' own threads: a run's work (its bundle's files, its tools, its end's
+    // verify) never delays the threads that accept and answer requests.
+    let runs = Arc::clone(&state);
+    runs.runs.spawn(async move {
         let bundle = planned.bundle.clone();
         let thread = planned.thread.clone();
-        let last = drive(&state, planned, control, (tx, written)).await;
+        let (last, tail) = drive(&state, planned, control, (&tx, written)).await;
+        // The thread, the run and its slot are free before the stream's last events go
+        // out: a client that sends its next turn as soon as it reads RUN_FINISHED finds
+        // the thread ready.
         state.release_thread(&thread, last);
         state.remove_active(&bundle);
         drop(slot);
+        if let Some(tail) = tail {
+            send(&tx, tail).await;
+        }
     });
 }
 
@@ -67,30 +85,30 @@ async fn send(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> bool {
     true
 }
 
-/// Run it; give back the thread's new last run when a segment ended.
+/// Run it; give back the thread's new last run when a segment ended, and the stream's
+/// last events when the client is still there to read them.
 async fn drive(
     state: &Arc<State>,
     planned: Planned,
     control: RunControl,
-    (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
-) -> Option<LastRun> {
+    (tx, written): (&mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+) -> (Option<LastRun>, Option<Vec<Value>>) {
     let Planned {
         agent_name,
         agent,
         thread,
         agui_run_id,
         bundle,
+        claim: _claim,
         work,
     } = planned;
+    // `_claim` holds the bundle id until this function returns: by then the run has ended
+    // and the index knows its bundle (or it never started and wrote nothing).
     let mut progress = control.subscribe();
-    let started = event(
-        "RUN_STARTED",
-        json!({"threadId": thread, "runId": agui_run_id, "protocolVersion": PROTOCOL_VERSION,
-               "metadata": {"bundle": bundle}}),
-    );
-    let mut connected = send(&tx, vec![started]).await;
-    // The response head and this first event go out before the run takes a worker: under
-    // load, a client sees its run begin without waiting for the others' work.
+    // RUN_STARTED is already in the stream (put there by `spawn`). The response head and
+    // it go out before the run takes a worker: under load, a client sees its run begin
+    // without waiting for the others' work.
+    let mut connected = !tx.is_closed();
     let _ = tokio::time::timeout(FIRST_EVENT_WAIT, written).await;
     let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
     let folder = state.folder_of(&bundle);
@@ -107,7 +125,7 @@ async fn drive(
         tokio::select! {
             result = &mut run => break result,
             Some(ev) = progress.recv() => {
-                if connected && !send(&tx, mapper.on(ev)).await {
+                if connected && !send(tx, mapper.on(ev)).await {
                     connected = false;
                     gone(&control, &bundle);
                 }
@@ -130,13 +148,10 @@ async fn drive(
     }
     tail.extend(mapper.close());
     let ids = (thread.as_str(), agui_run_id.as_str(), bundle.as_str());
-    match result {
+    let last = match result {
         Ok(result) => {
             let entry = end_segment(state, &agent_name, &thread, &result).await;
             tail.extend(ending(ids, &result, entry.as_ref()));
-            if connected {
-                send(&tx, tail).await;
-            }
             entry.map(|e| LastRun::from(&e))
         }
         Err(e) => {
@@ -147,12 +162,10 @@ async fn drive(
                 json!({"message": "the run could not start; the server's log says why",
                        "code": "run_not_started"}),
             ));
-            if connected {
-                send(&tx, tail).await;
-            }
             None
         }
-    }
+    };
+    (last, connected.then_some(tail))
 }
 
 fn gone(control: &RunControl, bundle: &str) {

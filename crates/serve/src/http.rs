@@ -1,9 +1,11 @@
 //! The HTTP plumbing every route uses: bodies whole or streamed, JSON answers and
 //! refusals, reading a request's body within its limit, query parameters, a tar stream.
-use bytes::Bytes;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
@@ -77,8 +79,13 @@ pub(crate) fn refusal(e: &ApiError) -> Response<Body> {
     r
 }
 
-/// Read the body, at most `limit` bytes: 413 past it (by `Content-Length` before
-/// reading, or while reading), 400 when it cannot be read.
+/// How long a request's body may take to arrive, whole.
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Read the body, at most `limit` bytes, within [`BODY_TIMEOUT`]: 413 past the limit (by
+/// `Content-Length` before reading, or while reading), 408 when it does not arrive in
+/// time, 400 when it cannot be read. The bytes are gathered into one buffer as they come
+/// (sized by `Content-Length` when it is given), so a body is held once.
 pub(crate) async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::too_large(
@@ -94,14 +101,35 @@ pub(crate) async fn read_body(req: Request<Incoming>, limit: usize) -> Result<By
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    match Limited::new(req.into_body(), limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(ApiError::bad_request(
-            "bad_body",
-            format!("the body cannot be read: {e}"),
-        )),
-    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit));
+    let mut body = req.into_body();
+    let gather = async {
+        let mut out = BytesMut::with_capacity(capacity);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                ApiError::bad_request("bad_body", format!("the body cannot be read: {e}"))
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if out.len() + data.len() > limit {
+                    return Err(too_large());
+                }
+                out.extend_from_slice(&data);
+            }
+        }
+        Ok(out.freeze())
+    };
+    tokio::time::timeout(BODY_TIMEOUT, gather)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the body did not arrive within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            ))
+        })
 }
 
 /// The query parameter `key` of a query string, if present (values are not decoded:

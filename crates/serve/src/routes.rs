@@ -59,23 +59,22 @@ async fn run(
     // The agent is looked up before the body is read: a name that is no agent is a 404
     // whatever the body.
     crate::runs::agent_file(&state.config.agents, name)?;
+    // The slot is taken before the body is read: at most `concurrency` bodies are read
+    // (and held) at once, and past it a request is answered without reading its body.
+    let Ok(slot) = Arc::clone(&state.slots).try_acquire_owned() else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "busy",
+            format!(
+                "{} runs are in flight, as many as this server takes; try again later",
+                state.config.concurrency
+            ),
+        )
+        .retry_after(RETRY_AFTER_S));
+    };
     let body = read_body(req, state.config.body_limit).await?;
     let planned = crate::runs::plan(state, name, &body).await?;
-    let slot = match Arc::clone(&state.slots).try_acquire_owned() {
-        Ok(slot) => slot,
-        Err(_) => {
-            state.release_thread(&planned.thread, None);
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "busy",
-                format!(
-                    "{} runs are in flight, as many as this server takes; try again later",
-                    state.config.concurrency
-                ),
-            )
-            .retry_after(RETRY_AFTER_S));
-        }
-    };
+    drop(body);
     let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
     let (first_out, written) = tokio::sync::oneshot::channel();
     crate::drive::spawn(Arc::clone(state), planned, slot, (tx, written));

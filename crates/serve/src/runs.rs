@@ -16,7 +16,7 @@ use crate::agui::{self, InputLimits, RunInput};
 use crate::config::RETRY_AFTER_S;
 use crate::error::ApiError;
 use crate::events::{call_wire_id, run_call_id_of};
-use crate::state::{LastRun, State};
+use crate::state::{BundleClaim, LastRun, State};
 
 /// What a request runs.
 #[derive(Debug)]
@@ -41,31 +41,98 @@ pub(crate) struct Planned {
     pub(crate) thread: String,
     pub(crate) agui_run_id: String,
     pub(crate) bundle: String,
+    /// A new run's hold on its bundle id, kept until the run has ended (a resumed run
+    /// continues a bundle that is already its own).
+    pub(crate) claim: Option<BundleClaim>,
     pub(crate) work: Work,
 }
 
 /// Whether `name` is an agent of the folder: a plain file name (no path, not hidden) with
-/// a `NAME.toml` there. 404 otherwise.
+/// a `NAME.toml` there that is a file of the folder — a link is followed only when it
+/// stays inside the folder. 404 otherwise. Gives the spec's path, links resolved.
 pub(crate) fn agent_file(agents: &Path, name: &str) -> Result<PathBuf, ApiError> {
+    let unknown = || {
+        ApiError::not_found(
+            "unknown_agent",
+            "no agent of that name (agents are the NAME.toml files of the agents folder)",
+        )
+    };
     let plain = !name.is_empty()
         && name.len() <= 128
         && !name.starts_with('.')
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !plain {
+        return Err(unknown());
+    }
     let path = agents.join(format!("{name}.toml"));
-    if plain && path.is_file() {
-        Ok(path)
-    } else {
-        Err(ApiError::not_found(
-            "unknown_agent",
-            "no agent of that name (agents are the NAME.toml files of the agents folder)",
-        ))
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => Ok(path),
+        Ok(meta) if meta.is_symlink() => {
+            // Where the link leads must be a file inside the agents folder itself.
+            let (Ok(folder), Ok(target)) = (agents.canonicalize(), path.canonicalize()) else {
+                return Err(unknown());
+            };
+            if target.starts_with(&folder) && target.is_file() {
+                Ok(target)
+            } else {
+                tracing::warn!(
+                    agent = name,
+                    "the agent's spec is a link that leads out of the agents folder: not served"
+                );
+                Err(unknown())
+            }
+        }
+        _ => Err(unknown()),
     }
 }
 
-/// Check a request and plan its run. On success the thread is claimed (busy); on
-/// failure nothing is held.
+/// Whether an error (or one of its causes) is the process running out of file
+/// descriptors (EMFILE, or ENFILE for the whole system).
+pub(crate) fn is_out_of_descriptors(e: &(dyn std::error::Error + 'static)) -> bool {
+    let out = [
+        rustix::io::Errno::MFILE.raw_os_error(),
+        rustix::io::Errno::NFILE.raw_os_error(),
+    ];
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>()
+            && io.raw_os_error().is_some_and(|code| out.contains(&code))
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// The refusal for a request the server has no file descriptors left to serve.
+pub(crate) fn no_descriptors() -> ApiError {
+    ApiError::new(
+        hyper::StatusCode::SERVICE_UNAVAILABLE,
+        "out_of_files",
+        "the server has too many files open to take this run now (EMFILE); try again later",
+    )
+    .retry_after(RETRY_AFTER_S)
+}
+
+/// Read the agent's spec; its model may be any name when the backend supplies the model.
+fn load_agent(state: &State, name: &str, path: &Path) -> Result<AgentSpec, ApiError> {
+    state.config.backend.load_agent(path).map_err(|e| {
+        if is_out_of_descriptors(&e) {
+            tracing::error!(agent = name, "the agent spec cannot be read: {e}");
+            return no_descriptors();
+        }
+        tracing::error!(agent = name, "the agent spec cannot be used: {e}");
+        ApiError::internal(format!(
+            "agent `{name}` cannot be loaded: its spec is invalid"
+        ))
+    })
+}
+
+/// Check a request and plan its run. On success the thread is claimed (busy) and, for a
+/// new run, its bundle id; on failure nothing is held.
 pub(crate) async fn plan(state: &Arc<State>, name: &str, body: &[u8]) -> Result<Planned, ApiError> {
     if state.stopping.is_cancelled() {
         return Err(ApiError::new(
@@ -81,14 +148,18 @@ pub(crate) async fn plan(state: &Arc<State>, name: &str, body: &[u8]) -> Result<
         max_tools: state.config.max_tools,
     };
     let input = agui::parse(body, limits)?;
-    let agent = AgentSpec::load(&path).map_err(|e| {
-        tracing::error!(agent = name, "the agent spec cannot be used: {e}");
-        ApiError::internal(format!(
-            "agent `{name}` cannot be loaded: its spec is invalid"
-        ))
-    })?;
+    let agui_run_id = if provrun_store::check_id(&input.run_id).is_ok() {
+        input.run_id.clone()
+    } else {
+        format!("run-{}", uuid::Uuid::new_v4())
+    };
+    // The one step that gives this request a bundle id, before anything is read or
+    // written: the client's id when no other run has it, else a fresh one. A resume
+    // lets it go again (it continues its paused bundle).
+    let claim = state.claim_bundle(&agui_run_id);
+    let agent = load_agent(state, name, &path)?;
     let last = state.claim_thread(&input.thread_id)?;
-    match plan_claimed(state, name, agent, &input, last).await {
+    match plan_claimed(state, name, agent, &input, last, claim, agui_run_id).await {
         Ok(p) => Ok(p),
         Err(e) => {
             state.release_thread(&input.thread_id, None);
@@ -103,18 +174,19 @@ async fn plan_claimed(
     agent: AgentSpec,
     input: &RunInput,
     last: Option<LastRun>,
+    claim: BundleClaim,
+    agui_run_id: String,
 ) -> Result<Planned, ApiError> {
-    let agui_run_id = if provrun_store::check_id(&input.run_id).is_ok() {
-        input.run_id.clone()
-    } else {
-        format!("run-{}", uuid::Uuid::new_v4())
-    };
     let paused = last.as_ref().filter(|l| l.status == "paused");
-    let (bundle, work) = match paused {
-        Some(last) => (
-            last.id.clone(),
-            resume_work(state, name, input, last).await?,
-        ),
+    let (bundle, claim, work) = match paused {
+        Some(last) => {
+            drop(claim);
+            (
+                last.id.clone(),
+                None,
+                resume_work(state, name, input, last).await?,
+            )
+        }
         None => {
             if !input.resume.is_empty() {
                 return Err(ApiError::bad_request(
@@ -122,13 +194,9 @@ async fn plan_claimed(
                     "the input answers interrupts, but no run of this thread waits",
                 ));
             }
-            let bundle = if state.id_taken(&agui_run_id) {
-                format!("run-{}", uuid::Uuid::new_v4())
-            } else {
-                agui_run_id.clone()
-            };
+            let bundle = claim.id().to_string();
             let spec = new_run(state, input, last.as_ref(), &bundle).await?;
-            (bundle, Work::New(Box::new(spec)))
+            (bundle, Some(claim), Work::New(Box::new(spec)))
         }
     };
     Ok(Planned {
@@ -137,6 +205,7 @@ async fn plan_claimed(
         thread: input.thread_id.clone(),
         agui_run_id,
         bundle,
+        claim,
         work,
     })
 }
@@ -167,39 +236,78 @@ async fn new_run(
             name: tool.name.clone(),
             description: tool.description.clone(),
             parameters: tool
-                .parameters
-                .clone()
-                .filter(|p| !p.is_null())
+                .schema()
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
         });
     }
-    if let Some(last) = last {
-        let (history, statement_sha256) = earlier_turn(state, &last.id).await?;
+    if let Some(last) = last
+        && let Some((id, history, statement_sha256)) =
+            continued_turn(state, &input.thread_id, last).await?
+    {
         spec = spec.history(history).continues(Continuation {
-            run_id: last.id.clone(),
+            run_id: id,
             statement_sha256,
         });
     }
     Ok(spec)
 }
 
-/// The messages of the thread's last run (no system message) and the SHA-256 of its
-/// statement, read from its bundle in the store.
-async fn earlier_turn(state: &Arc<State>, id: &str) -> Result<(Vec<Message>, String), ApiError> {
-    let broken = |why: String| {
-        tracing::error!(bundle = id, "the thread's last run cannot be read: {why}");
-        ApiError::conflict(
-            "thread_unreadable",
-            format!("the thread's last run `{id}` cannot be read, so it cannot be continued"),
-        )
-    };
+/// Where a thread's new run continues from: its last run's bundle, or — when that one
+/// cannot be read (removed from the store, broken) — the latest earlier bundle of the
+/// thread that can, or none (the run starts afresh). Each bundle skipped is logged; the
+/// new bundle's `continues` names the one it really continued, so the gap shows.
+async fn continued_turn(
+    state: &Arc<State>,
+    thread: &str,
+    last: &LastRun,
+) -> Result<Option<(String, Vec<Message>, String)>, ApiError> {
+    let mut candidates = vec![last.id.clone()];
+    let mut tried_index = false;
+    let mut i = 0;
+    while i < candidates.len() {
+        let id = candidates[i].clone();
+        i += 1;
+        match earlier_turn(state, &id).await {
+            Ok((history, digest)) => return Ok(Some((id, history, digest))),
+            Err(why) => {
+                tracing::warn!(
+                    bundle = %id,
+                    thread,
+                    "a run of the thread cannot be read, so the new run does not continue it: {why}"
+                );
+            }
+        }
+        if !tried_index {
+            tried_index = true;
+            // The thread's other ended runs, newest first.
+            let mut entries: Vec<_> = state
+                .index
+                .read()
+                .map_err(|e| ApiError::internal(e.to_string()))?
+                .into_iter()
+                .filter(|e| e.thread == thread && e.id != last.id && e.status != "paused")
+                .collect();
+            entries.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| b.id.cmp(&a.id)));
+            candidates.extend(entries.into_iter().map(|e| e.id));
+        }
+    }
+    tracing::warn!(
+        thread,
+        "no run of the thread can be read: the new run starts without a history"
+    );
+    Ok(None)
+}
+
+/// The messages of a bundle in the store (no system message) and the SHA-256 of its
+/// statement; `Err` says why it cannot be read.
+async fn earlier_turn(state: &Arc<State>, id: &str) -> Result<(Vec<Message>, String), String> {
     let opened = state
         .config
         .store
         .open_bundle(id)
         .await
-        .map_err(|e| broken(e.to_string()))?
-        .ok_or_else(|| broken("it is not in the store".into()))?;
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "it is not in the store".to_string())?;
     let dir = opened.dir().to_path_buf();
     tokio::task::spawn_blocking(move || {
         let _keep = opened;
@@ -212,8 +320,7 @@ async fn earlier_turn(state: &Arc<State>, id: &str) -> Result<(Vec<Message>, Str
         Ok::<_, String>((history, crate::digest::sha256_hex(&statement)))
     })
     .await
-    .map_err(|e| broken(e.to_string()))?
-    .map_err(broken)
+    .map_err(|e| e.to_string())?
 }
 
 /// The decisions that resume the thread's paused run: every interrupt (approval) answered
@@ -235,16 +342,20 @@ async fn resume_work(
         ));
     }
     let folder = state.folder_of(&last.id);
-    let waiting = tokio::task::spawn_blocking(move || provrun_agent::read::waiting_calls(&folder))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| {
-            tracing::error!(bundle = %last.id, "the paused run cannot be read: {e}");
-            ApiError::conflict(
-                "paused_run_unreadable",
-                "the thread's paused run cannot be read here, so it cannot be resumed",
-            )
-        })?;
+    let (waiting, made) = tokio::task::spawn_blocking(move || {
+        let waiting = provrun_agent::read::waiting_calls(&folder)?;
+        Ok::<_, provrun_agent::AgentError>((waiting, calls_made(&folder)?))
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(|e| {
+        tracing::error!(bundle = %last.id, "the paused run cannot be read: {e}");
+        ApiError::conflict(
+            "paused_run_unreadable",
+            "the thread's paused run cannot be read here, so it cannot be resumed",
+        )
+    })?;
+    check_tool_results(input, &last.id, &made)?;
     let mut entries = HashMap::new();
     for entry in &input.resume {
         if entries.insert(entry.interrupt_id.as_str(), entry).is_some() {
@@ -349,6 +460,42 @@ fn decision_for(
     }
 }
 
+/// The run call ids of every call a bundle recorded (done or waiting).
+fn calls_made(bundle: &Path) -> Result<HashSet<String>, provrun_agent::AgentError> {
+    Ok(provrun_evidence::read_typed_events(bundle)?
+        .into_iter()
+        .filter_map(|e| match e.body {
+            provrun_evidence::EventPayload::ToolCalled(t) => t.run_call_id,
+            _ => None,
+        })
+        .collect())
+}
+
+/// Every `tool` message sent since the last user message (the turn being resumed) must
+/// answer a call the paused run made: a result for any other call is refused (400
+/// `bad_resume`) rather than dropped. Earlier turns' results are the client's history and
+/// are not read.
+fn check_tool_results(
+    input: &RunInput,
+    bundle: &str,
+    made: &HashSet<String>,
+) -> Result<(), ApiError> {
+    let turn = input
+        .messages
+        .iter()
+        .rposition(|m| m.role == "user")
+        .map_or(0, |i| i + 1);
+    for m in input.messages[turn..].iter().filter(|m| m.role == "tool") {
+        let id = m.tool_call_id.as_deref().unwrap_or("");
+        if !run_call_id_of(bundle, id).is_some_and(|rid| made.contains(rid)) {
+            return Err(bad_resume(format!(
+                "a tool message answers `{id}`, which is no call of the paused run `{bundle}`"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn answers_a_call(
     m: &agui::InputMessage,
     bundle: &str,
@@ -369,6 +516,21 @@ fn bad_resume(message: String) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_is_told_apart_from_other_errors() {
+        let emfile = std::io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+        assert!(is_out_of_descriptors(&emfile));
+        // As the agent crate wraps it, one cause down.
+        let wrapped = provrun_agent::AgentError::ReadSpec {
+            path: "a.toml".into(),
+            source: emfile,
+        };
+        assert!(is_out_of_descriptors(&wrapped));
+        let other = std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error());
+        assert!(!is_out_of_descriptors(&other));
+        assert_eq!(no_descriptors().status.as_u16(), 503);
+    }
 
     #[test]
     fn only_plain_names_of_existing_files_are_agents() {

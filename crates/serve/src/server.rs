@@ -3,18 +3,26 @@
 //! those still going (their bundles end `cancelled`), waits for every one of them to be
 //! finished, stored and indexed, and for their streams' last events to reach their clients
 //! (each connection is shut down gracefully: a response being written is finished first).
+//!
+//! Against slow and many clients: each request's header must arrive within
+//! [`HEADER_TIMEOUT`] and its body within the body timeout (`http.rs`); at most
+//! `max_connections` connections are open (half the open-files limit when that is
+//! lower), and at the cap the oldest connection still waiting for a header is closed
+//! to make room, so a flood of idle or trickling connections cannot lock clients out.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt as _;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ServeConfig;
+use crate::config::{HEADER_TIMEOUT, ServeConfig};
 use crate::error::ServeError;
-use crate::state::State;
+use crate::http::Body;
+use crate::state::{Admitted, State};
 
 /// How long cancelled runs get to finish their bundles after the grace, before the server
 /// stops waiting for them.
@@ -56,18 +64,17 @@ impl Server {
         config.check()?;
         config.store.probe().await?;
         let addr = config.listen;
-        let state = Arc::new(State::new(config)?);
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Listen { addr, source })?;
+        let served = listener.local_addr().unwrap_or(addr);
+        let state = Arc::new(State::new(config, served)?);
         Ok(Server { listener, state })
     }
 
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .unwrap_or(self.state.config.listen)
+        self.state.served
     }
 
     /// The URL it serves at (`http://ADDR/`).
@@ -79,16 +86,32 @@ impl Server {
     ///
     /// # Errors
     ///
-    /// None at present: a connection that cannot be accepted is skipped and serving goes
-    /// on.
+    /// None at present: a connection that cannot be accepted is logged (with a pause
+    /// that grows while accepting keeps failing, so a lack of file descriptors does not
+    /// spin) and serving goes on.
     pub async fn run(self, stop: CancellationToken) -> Result<Stopped, ServeError> {
         let Server { listener, state } = self;
+        let mut failing = AcceptFailures::default();
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    tokio::spawn(connection(Arc::clone(&state), stream));
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        failing.reset();
+                        match state.connections.admit() {
+                            Some(admitted) => {
+                                tokio::spawn(connection(Arc::clone(&state), stream, admitted));
+                            }
+                            None => failing.all_busy(state.connections.cap()),
+                        }
+                    }
+                    Err(e) => {
+                        let pause = failing.failed(&e);
+                        tokio::select! {
+                            () = stop.cancelled() => break,
+                            () = tokio::time::sleep(pause) => {}
+                        }
+                    }
                 }
             }
         }
@@ -97,18 +120,96 @@ impl Server {
     }
 }
 
+/// Failed accepts, logged at most once a second, with a pause before the next try that
+/// doubles while they go on.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    pause: Duration,
+    unlogged: u64,
+    logged: Option<Instant>,
+}
+
+impl AcceptFailures {
+    const FIRST_PAUSE: Duration = Duration::from_millis(5);
+    const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+
+    fn reset(&mut self) {
+        self.pause = Duration::ZERO;
+    }
+
+    fn due(&mut self) -> Option<u64> {
+        self.unlogged += 1;
+        if self
+            .logged
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return None;
+        }
+        self.logged = Some(Instant::now());
+        Some(std::mem::take(&mut self.unlogged))
+    }
+
+    /// An accept failed: log it (when due) and say how long to pause.
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.pause = (self.pause * 2).clamp(Self::FIRST_PAUSE, Self::LONGEST_PAUSE);
+        if let Some(failures) = self.due() {
+            let pause_ms = u64::try_from(self.pause.as_millis()).unwrap_or(u64::MAX);
+            if crate::runs::is_out_of_descriptors(e) {
+                tracing::error!(
+                    failures,
+                    pause_ms,
+                    open_files_limit = crate::state::open_files_limit().unwrap_or(0),
+                    "cannot accept a connection: the process has no file descriptors left \
+                     (EMFILE, too many open files); new connections wait until some close"
+                );
+            } else {
+                tracing::error!(failures, pause_ms, "cannot accept a connection: {e}");
+            }
+        }
+        self.pause
+    }
+
+    /// At the connection cap with no connection to close: the new one was closed.
+    fn all_busy(&mut self, cap: usize) {
+        if let Some(refused) = self.due() {
+            tracing::warn!(
+                refused,
+                cap,
+                "at the connection cap with every connection serving a request: new \
+                 connections are closed"
+            );
+        }
+    }
+}
+
 /// Serve one connection. At a stop it is shut down gracefully: a response being written
 /// (a run's stream) is finished, then the connection closes; an idle one closes at once.
-async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
+/// A client has [`HEADER_TIMEOUT`] to send each request's header; a connection closed to
+/// make room at the cap (only while it waits for a header) ends at once.
+async fn connection(state: Arc<State>, stream: tokio::net::TcpStream, admitted: Admitted) {
     let _open = state.open_connection();
     let stopping = state.stopping.clone();
-    let service =
-        hyper::service::service_fn(move |req| crate::front::handle(Arc::clone(&state), req));
-    let conn =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    let evicted = admitted.evicted();
+    let service = hyper::service::service_fn(move |req| {
+        let busy = admitted.busy();
+        let state = Arc::clone(&state);
+        async move {
+            let response = crate::front::handle(state, req).await?;
+            // The connection counts as busy until the response's body is done with.
+            Ok::<_, std::convert::Infallible>(response.map(|body| hold(body, busy)))
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
+        () = evicted.cancelled() => {
+            tracing::debug!("a connection waiting for a header was closed to make room");
+            return;
+        }
         () = stopping.cancelled() => {
             conn.as_mut().graceful_shutdown();
             conn.await
@@ -117,6 +218,15 @@ async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
     if let Err(e) = ended {
         tracing::debug!("a connection ended with an error: {e}");
     }
+}
+
+/// `body`, holding `guard` until it is dropped.
+fn hold<G: Send + 'static>(body: Body, guard: G) -> Body {
+    body.map_frame(move |frame| {
+        let _ = &guard;
+        frame
+    })
+    .boxed_unsync()
 }
 
 /// Stop taking runs, wait out the grace, cancel the rest, wait for their bundles.

@@ -2,8 +2,10 @@
 //! last run, and whether a run of it is in flight), the runs in flight (their controls, for
 //! cancel and steer), the slots that bound them, the index, and the stop switch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use provrun_agent::RunControl;
@@ -62,10 +64,19 @@ pub(crate) struct State {
     active: Mutex<HashMap<String, Active>>,
     /// The ids of every bundle the index knows.
     known: Mutex<HashSet<String>>,
+    /// The bundle ids held by requests and runs in flight ([`State::claim_bundle`]).
+    claims: Mutex<HashSet<String>>,
     /// Signalled whenever a run leaves `active`, or a connection closes.
     pub(crate) run_ended: Notify,
-    /// Connections open.
-    connections: std::sync::atomic::AtomicUsize,
+    /// Connection tasks alive (a stop waits for them to send their last events).
+    open: std::sync::atomic::AtomicUsize,
+    /// The connections the cap counts, and which of them wait for a header.
+    pub(crate) connections: Arc<Connections>,
+    /// The address served (the port picked, when `listen` asked for port 0).
+    pub(crate) served: SocketAddr,
+    /// Where runs execute: a runtime of their own, apart from the one that accepts and
+    /// answers requests.
+    pub(crate) runs: RunsRuntime,
     pub(crate) slots: Arc<Semaphore>,
     /// Cancelled when the server stops taking runs.
     pub(crate) stopping: CancellationToken,
@@ -78,7 +89,7 @@ pub(crate) struct State {
 impl State {
     /// The state for `config`: the build folder made, the index read, each thread's last
     /// run found.
-    pub(crate) fn new(config: ServeConfig) -> Result<Self, ServeError> {
+    pub(crate) fn new(config: ServeConfig, served: SocketAddr) -> Result<Self, ServeError> {
         let (build_dir, work) = match (config.store.folder_path(), &config.work_dir) {
             (Some(folder), _) => (folder.to_path_buf(), None),
             (None, Some(dir)) => (dir.clone(), None),
@@ -107,6 +118,12 @@ impl State {
             threads.entry(entry.thread.clone()).or_default().last = Some(LastRun::from(&entry));
         }
         let token_digest = config.token.as_deref().map(crate::digest::digest);
+        let cap = connection_cap(config.max_connections);
+        let runs = RunsRuntime::new().map_err(|source| ServeError::Io {
+            action: "start the runtime for runs in",
+            path: build_dir.clone(),
+            source,
+        })?;
         Ok(Self {
             slots: Arc::new(Semaphore::new(config.concurrency)),
             config,
@@ -116,8 +133,12 @@ impl State {
             threads: Mutex::new(threads),
             active: Mutex::new(HashMap::new()),
             known: Mutex::new(known),
+            claims: Mutex::new(HashSet::new()),
             run_ended: Notify::new(),
-            connections: std::sync::atomic::AtomicUsize::new(0),
+            open: std::sync::atomic::AtomicUsize::new(0),
+            connections: Arc::new(Connections::new(cap)),
+            served,
+            runs,
             stopping: CancellationToken::new(),
             cancel_all: CancellationToken::new(),
             token_digest,
@@ -190,34 +211,47 @@ impl State {
             .len()
     }
 
-    /// Whether a bundle of this id is in flight, built here, or in the index (so a
-    /// client's run id never replaces another run's bundle).
-    pub(crate) fn id_taken(&self, id: &str) -> bool {
-        id == INDEX_FILE
-            || self
-                .active
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains_key(id)
-            || self
-                .known
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(id)
-            || std::fs::symlink_metadata(self.folder_of(id)).is_ok()
+    /// Claim a bundle id for a new run, in one step no other request can come between:
+    /// `preferred` when no run has it (none claimed it, the index does not know it, no
+    /// folder of that name is in the build folder), else a fresh `run-UUID`. The id stays
+    /// the claimant's until the [`BundleClaim`] is dropped: by then its run has ended (the
+    /// index and the store know the bundle), or never started (nothing was written).
+    ///
+    /// This is the one place a server decides that an id is free; a server sharing a
+    /// store with others would make it a conditional write in the store.
+    pub(crate) fn claim_bundle(self: &Arc<Self>, preferred: &str) -> BundleClaim {
+        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        let taken = |id: &str| {
+            id == INDEX_FILE
+                || claims.contains(id)
+                || self
+                    .known
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains(id)
+                || std::fs::symlink_metadata(self.folder_of(id)).is_ok()
+        };
+        let mut id = preferred.to_string();
+        while taken(&id) {
+            id = format!("run-{}", uuid::Uuid::new_v4());
+        }
+        claims.insert(id.clone());
+        BundleClaim {
+            id,
+            state: Arc::clone(self),
+        }
     }
 
     /// A connection opens: its task holds the guard until the connection is done (its last
     /// response written), so a stop waits for the runs' last events to leave.
     pub(crate) fn open_connection(self: &Arc<Self>) -> ConnectionGuard {
-        self.connections
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         ConnectionGuard(Arc::clone(self))
     }
 
     /// How many connections are open.
     pub(crate) fn open_connections(&self) -> usize {
-        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+        self.open.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Note that the index now knows the bundle `id`.
@@ -235,8 +269,202 @@ pub(crate) struct ConnectionGuard(Arc<State>);
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.0
-            .connections
+            .open
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.0.run_ended.notify_waiters();
+    }
+}
+
+/// A bundle id held for one new run ([`State::claim_bundle`]); the id is free again when
+/// this is dropped, unless the run made its bundle.
+#[derive(Debug)]
+pub(crate) struct BundleClaim {
+    id: String,
+    state: Arc<State>,
+}
+
+impl BundleClaim {
+    /// The id claimed.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for BundleClaim {
+    fn drop(&mut self) {
+        self.state
+            .claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+/// The soft open-files limit of the process, if it has one.
+pub(crate) fn open_files_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// The connection cap: `wanted`, but at most half the process's open-files limit (the
+/// rest is for the runs' bundles, the store and the index).
+fn connection_cap(wanted: usize) -> usize {
+    let limit = open_files_limit()
+        .and_then(|n| usize::try_from(n / 2).ok())
+        .unwrap_or(usize::MAX)
+        .max(16);
+    if wanted > limit {
+        tracing::info!(
+            wanted,
+            cap = limit,
+            "the open-files limit is low: at most {limit} connections are kept open"
+        );
+    }
+    wanted.min(limit)
+}
+
+/// The open connections, oldest first, each with whether it is serving a request (from
+/// its header read until its response's body is done). A connection not serving one is
+/// waiting for a header: of those, the oldest is the one closed to make room at the cap.
+#[derive(Debug)]
+pub(crate) struct Connections {
+    cap: usize,
+    table: Mutex<ConnectionTable>,
+}
+
+#[derive(Debug, Default)]
+struct ConnectionTable {
+    next: u64,
+    open: BTreeMap<u64, Arc<ConnectionSlot>>,
+}
+
+#[derive(Debug, Default)]
+struct ConnectionSlot {
+    /// Requests in service on it.
+    busy: AtomicUsize,
+    /// Cancelled to close it.
+    evict: CancellationToken,
+}
+
+impl Connections {
+    fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            table: Mutex::new(ConnectionTable::default()),
+        }
+    }
+
+    /// How many connections may be open.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Take in a new connection: under the cap at once; at it, by closing the oldest
+    /// connection that waits for a header. `None` when every open connection is serving a
+    /// request (the new one is then closed).
+    pub(crate) fn admit(self: &Arc<Self>) -> Option<Admitted> {
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        if table.open.len() >= self.cap {
+            let idle = table
+                .open
+                .iter()
+                .find(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
+                .map(|(id, _)| *id)?;
+            if let Some(closed) = table.open.remove(&idle) {
+                closed.evict.cancel();
+            }
+        }
+        let id = table.next;
+        table.next += 1;
+        let slot = Arc::new(ConnectionSlot::default());
+        table.open.insert(id, Arc::clone(&slot));
+        Some(Admitted {
+            id,
+            slot,
+            connections: Arc::clone(self),
+        })
+    }
+}
+
+/// A connection counted by [`Connections`]; it leaves the count when dropped.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    id: u64,
+    slot: Arc<ConnectionSlot>,
+    connections: Arc<Connections>,
+}
+
+impl Admitted {
+    /// Cancelled when the connection is closed to make room.
+    pub(crate) fn evicted(&self) -> CancellationToken {
+        self.slot.evict.clone()
+    }
+
+    /// Mark the connection busy until the guard is dropped.
+    pub(crate) fn busy(&self) -> Busy {
+        self.slot.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(Arc::clone(&self.slot))
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.connections
+            .table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .open
+            .remove(&self.id);
+    }
+}
+
+/// A request in service on a connection ([`Admitted::busy`]).
+#[derive(Debug)]
+pub(crate) struct Busy(Arc<ConnectionSlot>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The runtime runs execute on (one worker per core), apart from the runtime that serves
+/// connections: under load the front's threads are free to accept a connection, read its
+/// request and send its first event while every run's work is queued here. Dropped
+/// without waiting (the server waits for its runs before it stops).
+pub(crate) struct RunsRuntime(Option<tokio::runtime::Runtime>);
+
+impl RunsRuntime {
+    fn new() -> std::io::Result<Self> {
+        let threads = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("provrun-serve-run")
+            .enable_all()
+            .build()?;
+        Ok(Self(Some(runtime)))
+    }
+
+    /// Run `task` there.
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(rt) = &self.0 {
+            rt.spawn(task);
+        }
+    }
+}
+
+impl std::fmt::Debug for RunsRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunsRuntime")
+    }
+}
+
+impl Drop for RunsRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }

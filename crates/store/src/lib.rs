@@ -37,12 +37,14 @@
 mod bucket;
 mod error;
 mod location;
+mod objects;
 mod open;
 mod store;
 mod tarball;
 
 pub use error::{Result, StoreError};
 pub use location::{EVENTS_FILE, Location, check_id, is_url};
+pub use objects::{Objects, Version};
 pub use open::{OpenBundle, open, open_blocking, open_in};
 pub use store::{Listed, Store, TarDownload};
 pub use tarball::{TarChunks, tar_folder, tar_folder_stream, untar};

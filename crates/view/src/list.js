@@ -17,10 +17,21 @@
   var shown = [];
 
   function $(id) { return document.getElementById(id); }
+  // Controls (ESC and the rest of C0 but newline and tab, DEL, C1), bidi overrides and
+  // isolates, and other invisible format characters in a bundle's text are shown as
+  // visible escapes (\x1b, \u{202e}) and never act on the page: the rule of the CLI's
+  // terminal output (crates/cli/src/inert.rs). Newlines and tabs keep their layout.
+  var UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{110bd}\u{110cd}\u{13430}-\u{1343f}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0001}\u{e0020}-\u{e007f}]/gu;
+  function inert(text) {
+    return String(text).replace(UNSAFE, function (c) {
+      var n = c.codePointAt(0);
+      return n <= 0x9f ? "\\x" + (n < 16 ? "0" : "") + n.toString(16) : "\\u{" + n.toString(16) + "}";
+    });
+  }
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = inert(text);
     return e;
   }
   function dur(ms) {
@@ -112,7 +123,7 @@
   }
   function refresh() { compute(); state.page = 0; draw(); }
 
-  $("title").textContent = D.title || "runs";
+  $("title").textContent = inert(D.title || "runs");
   var failing = RUNS.filter(function (r) { return r[4] !== "verifies"; }).length;
   $("totals").textContent = RUNS.length + " runs, " + failing + " not verifying" +
     (D.note ? " · " + D.note : "");

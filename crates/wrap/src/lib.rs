@@ -22,8 +22,10 @@
 //! the wire showed them (`tool_call_seen`: `wire_calls`).
 //!
 //! The modules: [`options`] (what a run is asked), [`env`](mod@env) (the program's environment),
-//! [`program`] (finding the program), [`proxy`], [`record`], [`session`], [`tee`] (its
-//! stdout and stderr), [`workspace`], and `run` (the driver).
+//! [`program`] (finding the program), [`grants`] (what of the host it is shown besides:
+//! the CA store, a virtualenv's base installation), [`proxy`], [`record`], [`session`], [`tee`] (its
+//! stdout and stderr), [`workspace`], [`private`] (the run's folder in `TMPDIR`), and `run`
+//! (the driver).
 //!
 //! The caller listens for the stop signals (the CLI's `StopSignals`: SIGINT, SIGTERM,
 //! SIGHUP) and hands each one to [`wrap`] through a [`Signals`] channel: the first is passed
@@ -33,7 +35,9 @@
 mod changes;
 pub mod env;
 mod error;
+pub mod grants;
 pub mod options;
+pub mod private;
 pub mod program;
 pub mod proxy;
 pub mod record;

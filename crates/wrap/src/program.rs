@@ -49,6 +49,12 @@ pub struct Resolved {
 /// Finds `program` (from the command line) for a caller in `cwd` with `path_var` as
 /// `PATH`, and checks the sandbox shows it and its interpreter.
 ///
+/// The program runs as the caller typed it: `inside` is the path as found (not the file a
+/// link leads to) whenever the sandbox shows that path and every link on the way from it
+/// to the file — so that a virtualenv's `bin/python`, a link to the base interpreter,
+/// still finds its `pyvenv.cfg` and runs as the virtualenv. Otherwise it is the file's
+/// own path.
+///
 /// # Errors
 ///
 /// [`WrapError::SetUp`] when the program is not found or not executable, or the sandbox
@@ -59,11 +65,30 @@ pub fn resolve(
     path_var: Option<&str>,
     visible: &Visible,
 ) -> Result<Resolved, WrapError> {
+    let found = find(program, cwd, path_var)?;
+    let host = std::fs::canonicalize(&found)
+        .map_err(|e| WrapError::SetUp(format!("the program `{}`: {e}", found.display())))?;
+    let real = visible
+        .inside(&host)
+        .ok_or_else(|| not_shown(program, &host))?;
+    let inside = as_typed(&found, visible).unwrap_or(real);
+    if let Some(interpreter) = interpreter(&host, path_var)? {
+        let real = std::fs::canonicalize(&interpreter).unwrap_or(interpreter.clone());
+        if visible.inside(&real).is_none() {
+            return Err(not_shown(&format!("{program}'s interpreter"), &real));
+        }
+    }
+    Ok(Resolved { host, inside })
+}
+
+/// The file `program` names for a caller in `cwd` with `path_var` as `PATH`, as an
+/// absolute path that is not resolved through links.
+fn find(program: &str, cwd: &Path, path_var: Option<&str>) -> Result<PathBuf, WrapError> {
     let found = if program.contains('/') {
         let p = cwd.join(program);
         is_executable(&p).then_some(p)
     } else {
-        search_path(program, path_var)
+        search_path(program, path_var).map(|p| cwd.join(p))
     };
     let Some(found) = found else {
         return Err(WrapError::SetUp(if program.contains('/') {
@@ -72,18 +97,117 @@ pub fn resolve(
             format!("the program `{program}` is not on PATH")
         }));
     };
-    let host = std::fs::canonicalize(&found)
-        .map_err(|e| WrapError::SetUp(format!("the program `{}`: {e}", found.display())))?;
-    let inside = visible
-        .inside(&host)
-        .ok_or_else(|| not_shown(program, &host))?;
-    if let Some(interpreter) = interpreter(&host, path_var)? {
-        let real = std::fs::canonicalize(&interpreter).unwrap_or(interpreter.clone());
-        if visible.inside(&real).is_none() {
-            return Err(not_shown(&format!("{program}'s interpreter"), &real));
+    std::path::absolute(&found)
+        .map_err(|e| WrapError::SetUp(format!("the program `{}`: {e}", found.display())))
+}
+
+/// The path inside the sandbox of `path` as typed (absolute, not resolved), when the
+/// sandbox shows it and each link it leads through: a relative link within what is
+/// shown, an absolute one to a folder shown at its own path.
+fn as_typed(path: &Path, visible: &Visible) -> Option<PathBuf> {
+    use std::path::Component;
+    let plain = |p: &Path| {
+        p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    };
+    if !plain(path) {
+        return None;
+    }
+    let inside = visible.inside(path)?;
+    let mut at = path.to_path_buf();
+    // As many hops as the kernel follows.
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&at) else {
+            return Some(inside);
+        };
+        let next = if target.is_absolute() {
+            let shown = plain(&target) && visible.same_path.iter().any(|d| target.starts_with(d));
+            if !shown {
+                return None;
+            }
+            target
+        } else {
+            let next = at.parent()?.join(&target);
+            if !plain(&next) || visible.inside(&next).is_none() {
+                return None;
+            }
+            next
+        };
+        at = next;
+    }
+    None
+}
+
+/// The base installation a Python virtualenv's interpreter needs, for `program` and the
+/// interpreter its `#!` line names: the folder above the `home` its `pyvenv.cfg` names
+/// (the folder beside the interpreter, or the one above it), canonical, when the sandbox
+/// does not show it already; the caller shows it read-only.
+///
+/// # Errors
+///
+/// [`WrapError::SetUp`] when a `pyvenv.cfg` names a `home` that does not exist, or one
+/// whose installation is a top-level folder (granting `/` or `/opt` whole is left to the
+/// caller's `--read-only`).
+pub fn python_homes(
+    program: &str,
+    cwd: &Path,
+    path_var: Option<&str>,
+    visible: &Visible,
+) -> Result<Vec<PathBuf>, WrapError> {
+    let Ok(found) = find(program, cwd, path_var) else {
+        // `resolve` says what is wrong.
+        return Ok(Vec::new());
+    };
+    let mut candidates = vec![found.clone()];
+    if let Ok(real) = std::fs::canonicalize(&found)
+        && let Ok(Some(interpreter)) = interpreter(&real, path_var)
+    {
+        candidates.push(interpreter);
+    }
+    let mut homes = Vec::new();
+    for exe in candidates {
+        let Some(bin) = exe.parent() else { continue };
+        let cfg = [bin.join("pyvenv.cfg"), bin.join("../pyvenv.cfg")]
+            .into_iter()
+            .find(|c| c.is_file());
+        let Some(cfg) = cfg else { continue };
+        let Some(home) = pyvenv_home(&cfg) else {
+            continue;
+        };
+        let home = std::fs::canonicalize(&home).map_err(|e| {
+            WrapError::SetUp(format!(
+                "`{}` names the base installation `{}` (its `home`), which cannot be found: {e}",
+                cfg.display(),
+                home.display()
+            ))
+        })?;
+        let prefix = home.parent().unwrap_or(&home).to_path_buf();
+        if visible.inside(&prefix).is_some() {
+            continue;
+        }
+        if prefix.components().count() < 3 {
+            return Err(WrapError::SetUp(format!(
+                "`{}` names the base installation `{}`: grant what the interpreter needs with \
+                 --read-only (wrap grants a virtualenv's base installation itself only below a \
+                 top-level folder)",
+                cfg.display(),
+                prefix.display()
+            )));
+        }
+        if !homes.contains(&prefix) {
+            homes.push(prefix);
         }
     }
-    Ok(Resolved { host, inside })
+    Ok(homes)
+}
+
+/// The `home = …` line of a `pyvenv.cfg`.
+fn pyvenv_home(cfg: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(cfg).ok()?;
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    })
 }
 
 fn not_shown(what: &str, host: &Path) -> WrapError {

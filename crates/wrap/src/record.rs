@@ -12,6 +12,7 @@ use provrun_evidence::{ConnectionHandled, HttpExchanged};
 use provrun_model::{RawExchange, WireApi};
 use serde_json::{Value, json};
 
+use crate::proxy::redact::Masker;
 use crate::proxy::route::{Api, Route};
 
 /// One exchange through the proxy, as it crossed it.
@@ -60,6 +61,10 @@ struct State {
     output_tokens: u64,
     /// The tool calls and results seen on the wire.
     wire: crate::wire_calls::WireCalls,
+    /// Exchanges and tunnels recorded as cut (still in flight when wrap stopped waiting).
+    cut: u64,
+    /// Connections over the proxy's bound counted but not recorded one by one.
+    unrecorded_refusals: u64,
 }
 
 /// The totals of a recording, for `run_finished.usage` and the summary.
@@ -85,6 +90,8 @@ pub struct Totals {
 pub struct Recording {
     capture: Capture,
     state: Arc<tokio::sync::Mutex<State>>,
+    /// Masks the secrets in every string derived from an exchange (set by the proxy).
+    masker: Arc<std::sync::OnceLock<Masker>>,
 }
 
 impl std::fmt::Debug for Recording {
@@ -101,7 +108,29 @@ impl Recording {
         Recording {
             capture,
             state: Arc::default(),
+            masker: Arc::default(),
         }
+    }
+
+    /// Masks what `masker` finds in every string this recording (and each of its clones)
+    /// derives from an exchange or a connection — errors, parsed fields, the `http`
+    /// object — before it is written. The first masker given stays.
+    pub fn mask_with(&self, masker: Masker) {
+        let _ = self.masker.set(masker);
+    }
+
+    fn mask(&self, text: String) -> String {
+        match self.masker.get() {
+            Some(m) => m.mask_str(&text),
+            None => text,
+        }
+    }
+
+    fn mask_value(&self, mut v: Value) -> Value {
+        if let Some(m) = self.masker.get() {
+            m.mask_value(&mut v);
+        }
+        v
     }
 
     /// The capture it records through.
@@ -145,6 +174,17 @@ impl Recording {
             ),
             Err(e) => (Value::Null, None, Vec::new(), Some(e.to_string())),
         };
+        // Everything read from the exchange is masked: a parser decodes escapes the
+        // masker saw as escapes, and its messages may quote the body.
+        let calls: Vec<AskedCall> = calls
+            .into_iter()
+            .map(|c| AskedCall {
+                call_id: self.mask(c.call_id),
+                name: self.mask(c.name),
+            })
+            .collect();
+        let finish_reason = finish_reason.map(|f| self.mask(f));
+        let error = ex.error.clone().or(parse_error).map(|e| self.mask(e));
         let stream = ex
             .response_type
             .as_deref()
@@ -152,7 +192,7 @@ impl Recording {
             || serde_json::from_slice::<Value>(&ex.request)
                 .is_ok_and(|v| v["stream"] == Value::Bool(true));
         let exchange = ModelExchange {
-            model: model_name(wire, &ex.request),
+            model: self.mask(model_name(wire, &ex.request)),
             stream,
             request: Some(Body::raw(&ex.request[..], ex.request_type.as_str())),
             response: Some(Body::raw(
@@ -164,8 +204,8 @@ impl Recording {
             usage,
             finish_reason,
             duration_ms: ex.duration_ms,
-            error: ex.error.clone().or(parse_error),
-            http: Some(ex.http.clone()),
+            error,
+            http: Some(self.mask_value(ex.http.clone())),
             tool_calls: calls
                 .iter()
                 .map(|c| json!({"call_id": c.call_id, "name": c.name}))
@@ -219,9 +259,9 @@ impl Recording {
                 kind: kind.to_owned(),
                 request,
                 response,
-                http: ex.http,
+                http: self.mask_value(ex.http),
                 duration_ms: ex.duration_ms,
-                error: ex.error,
+                error: ex.error.map(|e| self.mask(e)),
             })
             .await?;
         state.other_exchanges += 1;
@@ -237,12 +277,42 @@ impl Recording {
         &self,
         c: ConnectionHandled,
     ) -> Result<(), provrun_capture::CaptureError> {
+        let c = ConnectionHandled {
+            host: self.mask(c.host),
+            reason: c.reason.map(|r| self.mask(r)),
+            ..c
+        };
         let mut state = self.state.lock().await;
         let refused = c.outcome == "refused";
         self.capture.recorder().record_async(&c).await?;
         state.connections += 1;
         state.refused += u64::from(refused);
         Ok(())
+    }
+
+    /// Counts one exchange or tunnel recorded as cut.
+    pub(crate) async fn count_cut(&self) {
+        self.state.lock().await.cut += 1;
+    }
+
+    /// Counts a connection over the proxy's bound that is not recorded one by one (in
+    /// the totals' `connections` and `refused`).
+    pub(crate) async fn refused_unrecorded(&self) {
+        let mut s = self.state.lock().await;
+        s.unrecorded_refusals += 1;
+        s.connections += 1;
+        s.refused += 1;
+    }
+
+    /// Exchanges and tunnels recorded as cut: still in flight when wrap stopped waiting
+    /// for them after the program ended.
+    pub async fn cut_exchanges(&self) -> u64 {
+        self.state.lock().await.cut
+    }
+
+    /// Connections over the proxy's bound that were counted but not recorded one by one.
+    pub async fn unrecorded_refusals(&self) -> u64 {
+        self.state.lock().await.unrecorded_refusals
     }
 
     /// The calls each recorded generation asked for, in log order.

@@ -63,8 +63,12 @@ struct Prepared {
     read_only: Vec<PathBuf>,
     secrets: Secrets,
     env: Vec<(String, String)>,
-    home: tempfile::TempDir,
-    sockets: tempfile::TempDir,
+    /// The run's private folder in `TMPDIR`: the program's home and the proxy's sockets.
+    private: crate::private::Private,
+    /// Warnings of the set-up (a CA variable not passed on), for the bundle.
+    warnings: Vec<String>,
+    /// The owner (uid, gid) of the workspace folder before the run, to hand it back to.
+    workspace_owner: Option<(u32, u32)>,
 }
 
 /// Runs `options.argv` wrapped: see the crate docs. `Err` with
@@ -83,12 +87,22 @@ struct Prepared {
 /// [`WrapError::Program`] when the program cannot be started or watched,
 /// [`WrapError::Capture`] or [`WrapError::Evidence`] when the bundle cannot be written.
 pub async fn wrap(options: WrapOptions, mut signals: Signals) -> Result<WrapOutcome, WrapError> {
+    // As root, the program runs as a uid of this run's own (held until the run ends), so
+    // that it cannot reach what another run's program left.
+    let lease = provrun_sandbox::UidLease::acquire(&options.limits)
+        .map_err(|e| WrapError::SetUp(e.to_string()))?;
+    let options = WrapOptions {
+        limits: lease.limits(&options.limits),
+        ..options
+    };
     let prepared = prepare(&options)?;
     if let Ok(signal) = signals.try_recv() {
         return Err(WrapError::Stopped(signal));
     }
     let capture = open(&options, &prepared)?;
-    run_opened(&options, prepared, capture, signals).await
+    let outcome = run_opened(&options, prepared, capture, signals).await;
+    drop(lease);
+    outcome
 }
 
 fn canonical(path: &Path, what: &str) -> Result<PathBuf, WrapError> {
@@ -135,21 +149,26 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         }
         None => None,
     };
-    let read_only = read_only_paths(&options.read_only)?;
+    let mut read_only = read_only_paths(&options.read_only)?;
     for input in &options.inputs {
         canonical(input, "an input (--input)")?;
     }
+    let cwd = std::env::current_dir()
+        .map_err(|e| WrapError::SetUp(format!("the current folder: {e}")))?;
+    // What of the host the program is shown besides: the CA store, what a CA variable
+    // names, a virtualenv's base installation.
+    let extra = crate::grants::extra(
+        &options.argv[0],
+        &cwd,
+        &options.env,
+        &visible_to(workspace.as_ref(), &read_only),
+        &options.out,
+        &std::env::temp_dir(),
+    )?;
+    read_only.extend(extra.read_only.iter().cloned());
     check_roots(options, workspace.as_deref(), &read_only)?;
 
-    let mut same_path: Vec<PathBuf> = system_dirs()
-        .iter()
-        .filter_map(|d| std::fs::canonicalize(d).ok())
-        .collect();
-    same_path.extend(read_only.iter().cloned());
-    let visible = Visible {
-        same_path,
-        workspace: workspace.clone(),
-    };
+    let visible = visible_to(workspace.as_ref(), &read_only);
     let var = |name: &str| {
         options
             .env
@@ -157,8 +176,6 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let cwd = std::env::current_dir()
-        .map_err(|e| WrapError::SetUp(format!("the current folder: {e}")))?;
     let program = resolve(&options.argv[0], &cwd, var("PATH"), &visible)?;
     let mut argv = options.argv.clone();
     argv[0] = program.inside.display().to_string();
@@ -170,17 +187,19 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         )));
     }
     let secrets = Secrets::from_env(&options.env);
-    let env = program_env(&options.env, &secrets);
-    let temp = |prefix: &str| {
-        tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir()
-            .map_err(|e| WrapError::SetUp(format!("cannot make a private folder in TMPDIR: {e}")))
-    };
-    let home = temp("provrun-wrap-home-")?;
-    // `CODEX_HOME` points here, and the Codex CLI refuses a folder that does not exist.
-    std::fs::create_dir(home.path().join(".codex"))
-        .map_err(|e| WrapError::SetUp(format!("cannot make the private HOME: {e}")))?;
+    let mut env = program_env(&options.env, &secrets);
+    env.retain(|(k, _)| !extra.dropped.contains(k));
+    for w in &extra.warnings {
+        tracing::warn!("{w}");
+    }
+    let tmp = std::env::temp_dir();
+    crate::private::clean_stale(&tmp);
+    let private = crate::private::Private::new(&tmp)
+        .map_err(|e| WrapError::SetUp(format!("cannot make a private folder in TMPDIR: {e}")))?;
+    let workspace_owner = workspace.as_deref().and_then(|w| {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata(w).ok().map(|m| (m.uid(), m.gid()))
+    });
     Ok(Prepared {
         program,
         argv,
@@ -188,9 +207,24 @@ fn prepare(options: &WrapOptions) -> Result<Prepared, WrapError> {
         read_only,
         secrets,
         env,
-        home,
-        sockets: temp("provrun-wrap-sockets-")?,
+        private,
+        warnings: extra.warnings,
+        workspace_owner,
     })
+}
+
+/// Where host folders appear inside the sandbox: the system folders and `read_only` at
+/// their own paths, the workspace at `/workspace`.
+fn visible_to(workspace: Option<&PathBuf>, read_only: &[PathBuf]) -> Visible {
+    let mut same_path: Vec<PathBuf> = system_dirs()
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    same_path.extend(read_only.iter().cloned());
+    Visible {
+        same_path,
+        workspace: workspace.cloned(),
+    }
 }
 
 /// The bundle, the folder the private home is made in (`TMPDIR`), and the workspace,
@@ -340,7 +374,7 @@ async fn supervise(
         .await
         .map_err(|e| WrapError::Program(format!("reading the workspace: {e}")))?;
     let started = Instant::now();
-    let proxy = Proxy::start(p.sockets.path(), config, recording.clone())?;
+    let proxy = Proxy::start(&p.private.sockets(), config, recording.clone())?;
     let mut child = launch(options, p, capture)
         .map_err(|e| WrapError::Program(format!("it could not be started: {e}")))?;
     let streamer = crate::trail::Streamer::start(capture, &child);
@@ -366,34 +400,132 @@ async fn supervise(
         capture.recorder().record_async(call).await?;
     }
 
-    let (imported, mut warnings) = crate::session::import(&recording, p.home.path()).await?;
+    let (imported, import_warnings) = crate::session::import(&recording, &p.private.home()).await?;
+    let mut warnings = p.warnings.clone();
+    warnings.extend(import_warnings);
+    let mut left_out = Vec::new();
     if let Some(ws) = &p.workspace {
-        let copied = crate::workspace::copy_tree(
-            ws,
-            &capture.recorder().output_dir(),
-            options.limits.max_total_bytes,
-        )
-        .map_err(|e| WrapError::Program(format!("copying the workspace's files: {e}")))?;
-        warnings.extend(copied.not_copied.iter().map(|path| {
-            format!("the workspace's `{path}` is not a file, folder, link, FIFO or socket, or could not be read: not in the bundle")
-        }));
+        // As root the workspace was handed to the program's user: hand it back.
+        let user = provrun_sandbox::CommandUser::for_limits(&options.limits);
+        let hand_back = p
+            .workspace_owner
+            .filter(|_| user.drops_root())
+            .map(|to| (user.uid, to));
+        left_out = settle_workspace(ws, capture, options, hand_back, &mut warnings)?;
     }
     let totals = recording.totals().await;
-    if totals.requests == 0 && totals.other_exchanges == 0 {
-        warnings.push(
-            "the program made no request through the proxy: if it called a model, its traffic \
-             bypassed provrun (see docs/wrap.md for each program's recipe)"
-                .into(),
-        );
+    let cut = recording.cut_exchanges().await;
+    if cut > 0 {
+        warnings.push(format!(
+            "{cut} exchange(s) were still in flight {} s after the program ended: recorded as \
+             cut, with what had arrived and an error saying the program left",
+            RECORD_GRACE.as_secs()
+        ));
     }
-    finish(
-        options,
-        capture,
-        &exited,
-        (totals, seen.len() as u64),
+    let unrecorded = recording.unrecorded_refusals().await;
+    if unrecorded > 0 {
+        warnings.push(format!(
+            "{unrecorded} more connection(s) over the proxy's bound were refused: counted in \
+             refused_connections, not recorded one by one"
+        ));
+    }
+    if totals.requests == 0 && totals.other_exchanges == 0 {
+        warnings.push(no_exchange_warning(&exited, &totals));
+    }
+    let ended = Ended {
+        totals,
+        cut,
+        wire_calls: seen.len() as u64,
         imported,
         warnings,
+    };
+    finish(options, capture, &exited, ended, left_out)
+}
+
+/// The host workspace at the end: set-id bits cleared and device nodes removed on the
+/// host, what the program's user owns handed back (`hand_back`: from that uid to the
+/// folder's owner), then its files copied into the bundle's `output/`. Returns the
+/// entries the copy left out (to be recorded as `output_skipped`), and says what it did in
+/// `warnings`.
+fn settle_workspace(
+    ws: &Path,
+    capture: &Capture,
+    options: &WrapOptions,
+    hand_back: Option<(u32, (u32, u32))>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<provrun_evidence::OutputSkipped>, WrapError> {
+    let disarmed = crate::workspace::disarm_and_hand_back(ws, hand_back);
+    for path in &disarmed.set_id_cleared {
+        warnings.push(format!(
+            "the workspace's `{path}` was left set-uid or set-gid: the bits were cleared on the host"
+        ));
+    }
+    for device in &disarmed.devices_removed {
+        warnings.push(format!(
+            "the workspace's `{}` is a device node: removed from the host workspace",
+            device.path
+        ));
+    }
+    for failed in &disarmed.failed {
+        warnings.push(format!(
+            "the workspace's set-id bits and device nodes could not all be checked: {failed}"
+        ));
+    }
+    let report = crate::workspace::copy_workspace(
+        ws,
+        &capture.recorder().output_dir(),
+        options.limits.max_total_bytes,
     )
+    .map_err(|e| WrapError::Program(format!("copying the workspace's files: {e}")))?;
+    for entry in &report.left_out {
+        let why = match entry.reason.as_str() {
+            "unreadable" => "could not be read",
+            _ => "is not a file, folder, link, FIFO or socket",
+        };
+        warnings.push(format!(
+            "the workspace's `{}` {why}: not in the bundle (output_skipped)",
+            entry.path
+        ));
+    }
+    let mut left_out = report.left_out;
+    left_out.extend(disarmed.devices_removed);
+    Ok(left_out)
+}
+
+/// What to say of a run with no exchange through the proxy: what happened, as far as
+/// wrap can tell — the program failed (perhaps before calling anything), its only
+/// connections were ones wrap refused (and recorded), or it ended well without asking
+/// the proxy for anything (its traffic, if any, went around provrun).
+fn no_exchange_warning(exited: &Exited, totals: &Totals) -> String {
+    let ended = match (exited.exit.code, exited.exit.signal) {
+        (_, Some(sig)) => Some(format!("was killed by signal {sig}")),
+        (Some(0), None) => None,
+        (Some(code), None) => Some(format!("exited with code {code}")),
+        (None, None) => Some("ended".to_owned()),
+    };
+    let connections = match (totals.connections, totals.refused) {
+        (0, _) => None,
+        (n, r) if r == n => Some(format!(
+            "its {n} connection(s) through the proxy variables were refused by wrap and \
+             recorded (connection_handled): allow a host with --allow-host, or point the \
+             program at $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL"
+        )),
+        (n, r) => Some(format!(
+            "it asked the proxy for {n} connection(s) ({r} refused), recorded as \
+             connection_handled"
+        )),
+    };
+    match (ended, connections) {
+        (Some(ended), conn) => format!(
+            "the program made no request through the proxy and {ended}: it may have failed \
+             before calling a model (its stderr says why){}",
+            conn.map(|c| format!("; {c}")).unwrap_or_default()
+        ),
+        (None, Some(conn)) => format!("the program made no API request through the proxy: {conn}"),
+        (None, None) => "the program made no request through the proxy: if it called a model, \
+                         its traffic bypassed provrun (see docs/wrap.md for each program's recipe)"
+            .to_owned(),
+    }
 }
 
 /// How the program ended, and what its output streams carried.
@@ -418,7 +550,7 @@ fn launch(
     let sandbox = Sandbox::new(
         capture.recorder().input_dir(),
         &workspace,
-        p.home.path(),
+        p.private.home(),
         options.limits.clone(),
     )
     .map_err(|e| WrapError::Program(e.to_string()))?;
@@ -427,7 +559,7 @@ fn launch(
         env: p.env.clone(),
         read_only: p.read_only.clone(),
         forwards: Some(PortForwards {
-            dir: p.sockets.path().to_path_buf(),
+            dir: p.private.sockets(),
             ports: vec![
                 (OPENAI_PORT, OPENAI_SOCKET.into()),
                 (ANTHROPIC_PORT, ANTHROPIC_SOCKET.into()),
@@ -569,15 +701,32 @@ fn policy(options: &WrapOptions) -> OutputPolicy {
     }
 }
 
+/// What the run's end records besides the program's exit.
+struct Ended {
+    totals: Totals,
+    /// Exchanges recorded as cut.
+    cut: u64,
+    /// The tool calls seen on the wire.
+    wire_calls: u64,
+    imported: Imported,
+    warnings: Vec<String>,
+}
+
 /// Writes the outputs, `run_finished` and the statement.
 fn finish(
     options: &WrapOptions,
     capture: &Capture,
     exited: &Exited,
-    (totals, wire_calls): (Totals, u64),
-    imported: Imported,
-    warnings: Vec<String>,
+    ended: Ended,
+    left_out: Vec<provrun_evidence::OutputSkipped>,
 ) -> Result<WrapOutcome, WrapError> {
+    let Ended {
+        totals,
+        cut,
+        wire_calls,
+        imported,
+        warnings,
+    } = ended;
     let (exit, forwarded) = (exited.exit, exited.forwarded);
     let exit_code = exit.code.unwrap_or_else(|| 128 + exit.signal.unwrap_or(0));
     let (status, error) = match (forwarded, exit_code) {
@@ -607,16 +756,20 @@ fn finish(
         "connections": totals.connections,
         "refused_connections": totals.refused,
     });
+    if cut > 0 {
+        usage["cut_exchanges"] = json!(cut);
+    }
     if !warnings.is_empty() {
         usage["warnings"] = json!(warnings);
     }
-    capture.recorder().finish_with(
+    capture.recorder().finish_with_left_out(
         RunEnd {
             status,
             usage,
             error,
         },
         &policy(options),
+        left_out,
     )?;
     Ok(WrapOutcome {
         exit_code,

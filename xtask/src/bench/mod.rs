@@ -16,6 +16,7 @@ use crate::cargo;
 mod dirs;
 mod line;
 mod peer;
+mod python;
 mod report;
 
 use dirs::target_dir;
@@ -38,6 +39,7 @@ const SCENARIOS: &[&str] = &[
     "serve_200",
     "ledger_100k",
     "exec_trail",
+    "python_overhead",
 ];
 
 /// The crate micro-benches (`--crates`), as (package, bench target).
@@ -267,6 +269,20 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         }
     }
     let python = if o.peer { Some(peer_python()?) } else { None };
+    // python_overhead runs in Python against the package's release build.
+    let package = if scenarios.contains(&"python_overhead") {
+        match python::prepare() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!(
+                    "bench: provrun's Python package did not build, python_overhead is skipped:\n{e}"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     std::fs::create_dir_all(target_dir().join("bench-tmp")).map_err(|e| e.to_string())?;
 
     let machine = machine();
@@ -285,7 +301,21 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
                 o.repeat,
                 loadavg()
             );
-            let lines = run_ours(&bin, s, &o, provrun.as_deref());
+            let lines = if *s == "python_overhead" {
+                let run = match &package {
+                    Some(py) => python::run(py, o.quick),
+                    None => Err("skipped: the package did not build".to_string()),
+                };
+                vec![run.unwrap_or_else(|e| Line {
+                    name: s.to_string(),
+                    json: format!(
+                        "{{\"name\":\"{s}\",\"runs\":null,\"seconds\":null,\"failed\":\"{}\"}}",
+                        e.replace('\\', "\\\\").replace('"', "\\\"")
+                    ),
+                })]
+            } else {
+                run_ours(&bin, s, &o, provrun.as_deref())
+            };
             // Each figure shown as it is made: a later failure loses none of them.
             for l in &lines {
                 if o.json {

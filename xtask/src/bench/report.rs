@@ -174,6 +174,27 @@ pub(super) fn goals(results: &[Line]) -> Vec<Goal> {
             target: 1.05,
             at_most: true,
         },
+        Goal {
+            scenario: "serve_200",
+            what: "p99 ms to the first event",
+            value: get("serve_200", "p99_ms"),
+            target: 50.0,
+            at_most: true,
+        },
+        Goal {
+            scenario: "python_overhead",
+            what: "run with a bundle ÷ plain PydanticAI run",
+            value: get("python_overhead", "ratio"),
+            target: 1.3,
+            at_most: true,
+        },
+        Goal {
+            scenario: "python_overhead",
+            what: "the same, durability flush (no syncs)",
+            value: get("python_overhead", "ratio_flush"),
+            target: 1.3,
+            at_most: true,
+        },
     ]
 }
 

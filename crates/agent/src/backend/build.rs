@@ -59,6 +59,22 @@ impl Backend {
         self
     }
 
+    /// Read an agent spec for this backend: as [`AgentSpec::load`], except that with a
+    /// model given to [`Backend::with_model`] the spec's `model` may name any model (that
+    /// model answers, whatever the spec names), so a program with a `Model` of its own can
+    /// name it in `agent.toml`.
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentSpec::load`].
+    pub fn load_agent(&self, path: impl AsRef<std::path::Path>) -> Result<AgentSpec, AgentError> {
+        if self.model.is_some() {
+            AgentSpec::load_any_model(path)
+        } else {
+            AgentSpec::load(path)
+        }
+    }
+
     /// Hold one of `permits`' permits while each model request is sent: every run of
     /// this backend and of its clones (and of other backends given the same semaphore)
     /// together keep at most that many requests in flight. A request waiting for a permit

@@ -236,6 +236,33 @@ impl AgentSpec {
         Self::from_toml_str(&text, Some(path))
     }
 
+    /// [`AgentSpec::load`] for a spec whose model a program supplies
+    /// (`Backend::with_model`, e.g. a downstream crate's own `Model`): `model` may be any
+    /// name, such as that model's own, and every other check still applies. A backend
+    /// picks the right one itself with `Backend::load_agent`.
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentSpec::load`], but never for the model's name.
+    pub fn load_any_model(path: impl AsRef<Path>) -> Result<Self, AgentError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| AgentError::ReadSpec {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml_str_any_model(&text, Some(path))
+    }
+
+    /// [`AgentSpec::from_toml_str`] for a spec whose model a program supplies: `model` may
+    /// be any name (see [`AgentSpec::load_any_model`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentSpec::from_toml_str`], but never for the model's name.
+    pub fn from_toml_str_any_model(text: &str, origin: Option<&Path>) -> Result<Self, AgentError> {
+        Self::parse_toml(text, origin, true)
+    }
+
     /// Check what TOML's types cannot: a name, a known model scheme, sane limits, unique
     /// tool names.
     ///

@@ -2,6 +2,7 @@
 //! file: each module below is a former `tests/*.rs` file.
 
 mod conversation;
+mod custom_model;
 mod idle_handles;
 mod model_limit;
 mod run_started_details;

@@ -279,7 +279,17 @@ fn outputs_cannot_escape_the_bundle_and_large_values_go_to_blobs() {
             let err = c.write_output(bad, b"no").unwrap_err();
             assert!(matches!(err, CaptureError::Sandbox(_)), "{bad}: {err:?}");
         }
-        assert_eq!(c.write_output("/dir/ok.txt", b"yes").unwrap(), 3);
+        // Sandbox-style paths name outputs under /output; other absolute paths are refused.
+        for other in ["/dir/ok.txt", "/input/x.txt", "/scratch/x.txt", "/output"] {
+            let err = c.write_output(other, b"no").unwrap_err();
+            assert!(
+                matches!(err, CaptureError::NotAnOutput { .. }),
+                "{other}: {err:?}"
+            );
+            assert!(err.to_string().contains(other), "{err}");
+        }
+        assert_eq!(c.write_output("/output/dir/ok.txt", b"yes").unwrap(), 3);
+        assert_eq!(c.write_output("dir/rel.txt", b"rel").unwrap(), 3);
         c.tool_call(ToolCallRecord::new("t", "1", json!({"text": big})).succeeded(big.clone()))
             .await
             .unwrap();
@@ -290,6 +300,12 @@ fn outputs_cannot_escape_the_bundle_and_large_values_go_to_blobs() {
         std::fs::read(bundle.join("output/dir/ok.txt")).unwrap(),
         b"yes"
     );
+    assert_eq!(
+        std::fs::read(bundle.join("output/dir/rel.txt")).unwrap(),
+        b"rel"
+    );
+    assert!(!bundle.join("output/output").exists());
+    assert!(!bundle.join("output/input").exists());
     let call = read_events(&bundle)
         .unwrap()
         .into_iter()

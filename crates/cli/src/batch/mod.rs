@@ -34,6 +34,7 @@ use drive::{Source, drive, print_summary_line, print_table};
 use shard::choose_shard;
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
+    crate::raise_open_files_limit();
     let job_index = std::env::var("JOB_COMPLETION_INDEX").ok();
     let shard = match choose_shard(args.shard, args.shards, job_index.as_deref()) {
         Ok(s) => s,

@@ -228,6 +228,42 @@ fn a_timed_out_call_is_answered_from_the_recording_by_replay() {
 }
 
 #[test]
+fn run_returns_only_when_a_timed_out_commands_whole_tree_is_gone() {
+    // Several runs at once (load), each with a command whose shell starts children and
+    // grandchildren that outlive the 1 s limit: when `provrun run` returns, none is left.
+    let dir = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = (0..6)
+        .map(|i| {
+            let needle = format!("sleep 41.{i}7");
+            let home = dir.path().join(format!("r{i}"));
+            std::fs::create_dir_all(&home).unwrap();
+            let agent = command_agent(
+                &home,
+                &format!("sh -c '{needle} & {needle}' & {needle} & {needle}; wait"),
+                1,
+            );
+            let bundle = home.join("bundle");
+            let child = command(&["run", &s(&agent), "--out", &s(&bundle)])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (needle, bundle, child)
+        })
+        .collect();
+    for (needle, bundle, child) in runs {
+        let out = child.wait_with_output().unwrap();
+        assert_exit(&out, 0);
+        assert!(
+            !process_alive(&needle),
+            "a process of the timed-out command ({needle}) outlived `provrun run`"
+        );
+        let calls = completed_calls(&bundle);
+        assert_eq!(calls[0]["timed_out"], true, "{}", calls[0]);
+    }
+}
+
+#[test]
 fn ctrl_c_kills_a_running_commands_whole_tree_and_records_the_call_once() {
     let dir = tempfile::tempdir().unwrap();
     // A shell that starts a child and a grandchild; all must go at once.

@@ -86,7 +86,7 @@ fn rechain(bundle: &Path, events: &[Value]) {
         e["seq"] = serde_json::json!(i);
         e["prev"] = prev.clone().map_or(Value::Null, Value::String);
         let line = provrun_evidence::to_canonical_string(&e).unwrap();
-        prev = Some(provrun_evidence::line_hash(&line, chain).unwrap());
+        prev = Some(provrun_evidence::line_hash_in(bundle, &line, chain).unwrap());
         text.push_str(&line);
         text.push('\n');
     }

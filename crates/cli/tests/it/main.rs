@@ -22,6 +22,8 @@ mod inspect_interop;
 mod json_output;
 mod kubernetes;
 mod ledger;
+mod ledger_bucket;
+mod ledger_trust;
 mod locked_folders;
 mod logging;
 mod mcp_published;
@@ -44,11 +46,13 @@ mod tools_json;
 mod view;
 mod wrap;
 mod wrap_cli;
+mod wrap_hostile;
 mod wrap_programs;
 
 /// Helpers more than one module uses.
 mod support {
     pub(crate) mod cli;
+    pub(crate) mod moto;
     pub(crate) mod upstream;
     pub(crate) mod venv;
     pub(crate) mod wrap;

@@ -8,105 +8,15 @@
 //! Without Python (or without PyPI) the test is skipped with a loud message, except under
 //! `CI=true`, where it fails instead: `cargo xtask ci` installs python3 and venv there.
 
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::venv;
-
 use crate::support::cli::{assert_exit, text};
-use crate::support::venv::in_ci;
+use crate::support::moto::{self, Moto, virtualenv};
 
-/// Skip loudly, or fail under CI.
 fn unavailable(why: &str) {
-    assert!(
-        !in_ci(),
-        "CI=true: the object storage test cannot run: {why}"
-    );
-    eprintln!(
-        "\n*** SKIPPED object_store: {why}.\n*** batch into S3 is NOT tested on this machine \
-         (CI=true makes this a failure).\n"
-    );
-}
-
-/// A virtualenv with moto's S3 server, made once under target/.
-fn virtualenv() -> Result<PathBuf, String> {
-    venv::virtualenv(
-        "moto-venv",
-        "tests/interop/moto-requirements.txt",
-        "import moto.server, flask, flask_cors",
-    )
-}
-
-/// moto's server on a free loopback port; stopped when dropped.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Moto {
-    fn start(python: &Path) -> Moto {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(python)
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto's server starts");
-        let moto = Moto { child, port };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "moto's server did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        moto
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// One unsigned request (moto takes them for buckets); the status code.
-    fn request(&self, method: &str, path: &str, body: &[u8]) -> u16 {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.port,
-            body.len()
-        )
-        .unwrap();
-        stream.write_all(body).unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    moto::unavailable("object_store", why);
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {

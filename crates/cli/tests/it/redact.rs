@@ -343,3 +343,296 @@ fn a_committed_redacted_bundle_still_verifies_with_its_signature_and_lists_its_r
     assert_eq!(report["redactions"][0]["signature"], "verified");
     exit(&provrun(&["show", &s(&old)]), 0);
 }
+
+/// The secret of the issue: a quote and a backslash, so that JSON escapes it.
+const SECRET: &str = "pw\"Q7z\\9Lk-tok";
+/// A PIN: a whole tool argument, and inside longer text.
+const PIN: &str = "4821";
+
+/// A Chat Completions tool call, streamed (SSE) or whole, asking for `calls`.
+fn chat_calls(
+    stream: bool,
+    calls: &[(&str, &str, serde_json::Value)],
+) -> crate::support::upstream::Reply {
+    use crate::support::upstream::Reply;
+    use serde_json::json;
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            json!({"index": i, "id": id, "type": "function",
+                   "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    if !stream {
+        let mut message_calls = tool_calls.clone();
+        for c in &mut message_calls {
+            c.as_object_mut().unwrap().remove("index");
+        }
+        return Reply::json(
+            200,
+            &json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                        "role": "assistant", "content": null, "tool_calls": message_calls}}],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18}}),
+        );
+    }
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut r = Reply::sse(&[
+        (
+            None,
+            chunk(
+                json!({"role": "assistant", "tool_calls": tool_calls}),
+                Value::Null,
+            ),
+        ),
+        (None, chunk(json!({}), json!("tool_calls"))),
+    ]);
+    r.chunks.push(b"data: [DONE]\n\n".to_vec());
+    r
+}
+
+/// A run on a live (loopback) Chat Completions model that reads a file holding the
+/// secret, quotes it in the next request, writes the PIN as a whole tool argument and
+/// answers with both, the secret split across two streamed deltas when `stream`.
+fn secret_run(dir: &Path, stream: bool) -> PathBuf {
+    use crate::support::upstream::{Reply, Upstream, chat_stream};
+    use serde_json::json;
+    let input = dir.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("secret.txt"), format!("{SECRET}\n")).unwrap();
+    let upstream = Upstream::start(move |req| {
+        let n = req.json()["messages"].as_array().map_or(0, Vec::len);
+        match n {
+            0..=2 => chat_calls(
+                stream,
+                &[("c1", "read_file", json!({"path": "/input/secret.txt"}))],
+            ),
+            3 => chat_calls(
+                stream,
+                &[
+                    (
+                        "c2",
+                        "write_file",
+                        json!({"path": "/output/notes.md", "content": "code: PIN."}),
+                    ),
+                    (
+                        "c3",
+                        "str_replace",
+                        json!({"path": "/output/notes.md", "old": "PIN", "new": PIN}),
+                    ),
+                ],
+            ),
+            _ => {
+                // The secret sits across the middle of the answer: split between deltas.
+                let text = format!("The password {SECRET} and PIN {PIN}: done");
+                if stream {
+                    chat_stream("m", &text)
+                } else {
+                    Reply::json(
+                        200,
+                        &json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                                "choices": [{"index": 0, "finish_reason": "stop",
+                                             "message": {"role": "assistant", "content": text}}],
+                                "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18}}),
+                    )
+                }
+            }
+        }
+    });
+    let spec = dir.join("agent.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"secrets\"\nmodel = \"openai:m\"\nbase_url = \"{}/v1\"\nstream = {stream}\n\
+             tools = [\"read_file\", \"write_file\", \"str_replace\"]\n",
+            upstream.origin
+        ),
+    )
+    .unwrap();
+    let bundle = dir.join("run");
+    let out = crate::support::cli::command(&[
+        "run",
+        &s(&spec),
+        "--input",
+        &s(&input.join("secret.txt")),
+        "--out",
+        &s(&bundle),
+        "--prompt",
+        "go",
+    ])
+    .env("OPENAI_API_KEY", "sk-test")
+    .output()
+    .unwrap();
+    exit(&out, 0);
+    // The secret did cross the wire escaped, and split in the stream.
+    let log = upstream.log();
+    assert!(
+        log.iter()
+            .any(|l| contains(&l.request.body, br#"pw\"Q7z\\9Lk-tok"#))
+    );
+    bundle
+}
+
+/// Every SHA-256 of a 4-digit candidate, with and without a newline, as hex and base64.
+fn pin_digests() -> Vec<String> {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let mut out = Vec::new();
+    for n in 0..10_000u32 {
+        for s in [format!("{n:04}"), format!("{n:04}\n")] {
+            let d = sha2::Sha256::digest(s.as_bytes());
+            out.push(hex::encode(d));
+            out.push(base64::engine::general_purpose::STANDARD.encode(d));
+            out.push(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(d));
+        }
+    }
+    out
+}
+
+/// What a redacted copy holds, every blob read back: its files' bytes, each blob's bytes
+/// by `provrun cat`, and the redaction records' payloads decoded.
+fn readable(copy: &Path) -> Vec<(String, Vec<u8>)> {
+    use base64::Engine as _;
+    let mut files = Vec::new();
+    all_files(copy, &mut files);
+    let mut out: Vec<(String, Vec<u8>)> = files
+        .into_iter()
+        .map(|(p, b)| (p.display().to_string(), b))
+        .collect();
+    let mut digests = std::collections::BTreeSet::new();
+    for ev in events(copy) {
+        collect_digests(&ev["payload"], &mut digests);
+    }
+    for d in digests {
+        let cat = provrun(&["cat", &s(copy), &d]);
+        out.push((format!("blob {d}"), cat.stdout));
+    }
+    let records = std::fs::read_to_string(copy.join("redactions.jsonl")).unwrap_or_default();
+    for line in records.lines() {
+        let env: Value = serde_json::from_str(line).unwrap();
+        let payload = base64::engine::general_purpose::STANDARD
+            .decode(env["payload"].as_str().unwrap())
+            .unwrap();
+        out.push(("redaction record".into(), payload));
+    }
+    out
+}
+
+fn collect_digests(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(h) = m.get("digest").and_then(|d| d["sha256"].as_str()) {
+                out.insert(h.to_owned());
+            }
+            m.values().for_each(|x| collect_digests(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_digests(x, out)),
+        _ => {}
+    }
+}
+
+/// The text deltas of every SSE body among `blobs`, joined.
+fn streamed_text(blobs: &[(String, Vec<u8>)]) -> String {
+    let mut joined = String::new();
+    for (_, b) in blobs {
+        let text = String::from_utf8_lossy(b);
+        for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            if let Ok(v) = serde_json::from_str::<Value>(data)
+                && let Some(t) = v["choices"][0]["delta"]["content"].as_str()
+            {
+                joined.push_str(t);
+            }
+        }
+    }
+    joined
+}
+
+#[test]
+fn redaction_removes_a_secret_in_every_form_and_leaves_no_digest_of_a_short_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("k");
+    exit(&provrun(&["keygen", &s(&key)]), 0);
+    let digests = pin_digests();
+    for stream in [false, true] {
+        let d = dir.path().join(if stream { "streamed" } else { "whole" });
+        let src = secret_run(&d, stream);
+        exit(&provrun(&["sign", &s(&src), "--key", &s(&key)]), 0);
+        // Before: the secret is there escaped, and the streamed text carries it.
+        let before = readable(&src);
+        if stream {
+            let joined = streamed_text(&before);
+            assert!(joined.contains(SECRET), "{joined}");
+            assert!(
+                !before
+                    .iter()
+                    .any(|(_, b)| contains(b, SECRET.as_bytes()) && b.starts_with(b"data:")),
+                "the streamed body holds the secret only split"
+            );
+        }
+        let copy = d.join("copy");
+        let secret_pattern = regex::escape(SECRET);
+        let pin_pattern = format!(r"\b{PIN}\b");
+        exit(
+            &provrun(&[
+                "redact",
+                &s(&src),
+                "--out",
+                &s(&copy),
+                "--match",
+                &secret_pattern,
+                "--match",
+                &pin_pattern,
+                "--reason",
+                "credentials",
+            ]),
+            0,
+        );
+        // The copy verifies, with the original signature.
+        let pubkey = dir.path().join("k.pub");
+        let report: Value = serde_json::from_str(&exit(
+            &provrun(&["verify", &s(&copy), "--key", &s(&pubkey), "--json"]),
+            0,
+        ))
+        .unwrap();
+        assert_eq!(report["ok"], true, "{report:#}");
+        let signature = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["code"] == "signature")
+            .unwrap();
+        assert_eq!(signature["status"], "pass", "{signature}");
+        let after = readable(&copy);
+        let escaped = serde_json::to_string(SECRET).unwrap();
+        let escaped = &escaped[1..escaped.len() - 1];
+        for (what, bytes) in &after {
+            assert!(
+                !contains(bytes, SECRET.as_bytes()),
+                "{what} holds the secret"
+            );
+            assert!(
+                !contains(bytes, escaped.as_bytes()),
+                "{what} holds the secret escaped"
+            );
+            let text = String::from_utf8_lossy(bytes);
+            for d in &digests {
+                assert!(
+                    !text.contains(d.as_str()),
+                    "{what} holds a digest of a 4-digit value"
+                );
+            }
+        }
+        assert!(!streamed_text(&after).contains(SECRET));
+        // The PIN as a whole tool argument became the placeholder.
+        let evs = events(&copy);
+        let replaced = evs
+            .iter()
+            .find(|e| e["payload"]["call_id"] == "c3" || e["payload"]["name"] == "str_replace")
+            .unwrap();
+        assert_eq!(replaced["payload"]["arguments"]["new"], "[redacted]");
+    }
+}

@@ -184,8 +184,16 @@ impl Recorder {
             EventType::RunStarted => crate::chain::chain_of(&payload),
             _ => st.facts.chain,
         };
-        let head = if chain >= 2 {
-            envelope.commitment_hash(&payload, None)?
+        let head = if chain >= crate::chain::SALTED {
+            let secret = st.facts.secret.ok_or_else(|| {
+                EvidenceError::Canonical(
+                    "a log chained by salted commitments, and no secret to salt with".into(),
+                )
+            })?;
+            let salts = crate::salt::LineSalts::Seed(crate::salt::line_seed(&secret, seq));
+            envelope.commitment_hash(&payload, None, Some(&salts))?
+        } else if chain >= 2 {
+            envelope.commitment_hash(&payload, None, None)?
         } else {
             sha256_hex(&line)
         };

@@ -304,6 +304,24 @@ impl Recorder {
                 Some(w)
             }
         };
+        // The run's secret, which the chain (3) salts every string's commitment from:
+        // written beside the log before any line needs it.
+        let secret = crate::salt::new_secret()
+            .map_err(|e| EvidenceError::io("draw a secret for", staging, e))?;
+        let salts_path = staging.join(crate::salt::SALTS_FILE);
+        let salts_file = {
+            use std::io::Write as _;
+            let mut f = fs::File::create(&salts_path)
+                .map_err(|e| EvidenceError::io("create", &salts_path, e))?;
+            f.write_all(&crate::salt::Salts::Secret(secret).to_bytes())
+                .map_err(|e| EvidenceError::io("write", &salts_path, e))?;
+            f
+        };
+        let facts = Facts {
+            secret: Some(secret),
+            ..Facts::default()
+        };
+        let salts_final = root.join(crate::salt::SALTS_FILE);
         Recorder::with_state(
             root,
             run_id,
@@ -313,11 +331,28 @@ impl Recorder {
             None,
             Sha256::new(),
             0,
-            Facts::default(),
+            facts,
             layout,
             pack,
         )
         .inspect(|rec| rec.set_clock(options.clock))
+        .and_then(|rec| {
+            // Under `PerEvent` each line is synced as it is written, by itself: the salts
+            // go first, now.
+            if durability == Durability::PerEvent {
+                salts_file
+                    .sync_data()
+                    .map_err(|e| EvidenceError::io("sync", &salts_path, e))?;
+                #[cfg(feature = "sync-probe")]
+                crate::fsutil::synced_file(&salts_final);
+                return Ok(rec);
+            }
+            // The salts' data is synced with the first sync of the log, before its lines
+            // (a group commit syncs files first): no line is durable without them. Their
+            // name is in the bundle's folder, beside the log's.
+            rec.defer_sync(vec![SyncItem::File(salts_file, salts_final)], Vec::new());
+            Ok(rec)
+        })
     }
 
     /// Writes `started` as the log's first line (seq 0), with the blob layout and the

@@ -10,7 +10,7 @@ use sha2::Digest as _;
 use super::commit::SyncItem;
 use super::{Recorder, STATEMENT_FILE, lock, payload_value};
 use crate::error::{EvidenceError, Result};
-use crate::event::{Confidence, EventType, OutputProduced, RunFinished, RunStatus};
+use crate::event::{Confidence, EventType, OutputProduced, OutputSkipped, RunFinished, RunStatus};
 use crate::fsutil::{self, sync_dir, write_atomic};
 use crate::outputs::OutputPolicy;
 use crate::statement::StatementFacts;
@@ -90,11 +90,35 @@ impl Recorder {
     ///
     /// As [`Recorder::finish`].
     pub fn finish_with(&self, end: RunEnd, policy: &OutputPolicy) -> Result<Finished> {
+        self.finish_with_left_out(end, policy, Vec::new())
+    }
+
+    /// [`Recorder::finish_with`], for a run whose outputs were brought into `output/`
+    /// from elsewhere (`provrun wrap` copies a workspace there): `left_out` are the
+    /// entries the copy could not bring (a file it may not read, a device node), written
+    /// as `output_skipped` events among the recorder's own, all in path order.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::finish`].
+    pub fn finish_with_left_out(
+        &self,
+        end: RunEnd,
+        policy: &OutputPolicy,
+        left_out: Vec<OutputSkipped>,
+    ) -> Result<Finished> {
         let out_dir = self.inner.root.join("output");
         // `collect` waits for descriptors itself, where it opens folders: it removes what
         // it leaves out, so it cannot be started again from the top.
-        let collected = crate::outputs::collect(&out_dir, policy)
+        let mut collected = crate::outputs::collect(&out_dir, policy)
             .map_err(|e| EvidenceError::io("collect the outputs in", &out_dir, e))?;
+        if !left_out.is_empty() {
+            collected.skipped.extend(left_out);
+            // Hex of the raw bytes sorts as the bytes do.
+            collected
+                .skipped
+                .sort_by(|a, b| a.path_hex.cmp(&b.path_hex));
+        }
         for s in &collected.skipped {
             tracing::warn!(path = %s.path, kind = %s.kind, reason = %s.reason, "an entry in the outputs is left out");
         }

@@ -62,6 +62,9 @@ struct Facts {
     statement_format: u64,
     /// The chain scheme `run_started` declares (see [`crate::chain`]).
     chain: u64,
+    /// The run's secret, which chain 3 salts each string's commitment from
+    /// ([`crate::salt`]); `None` for a log of an earlier chain.
+    secret: Option<crate::salt::Salt>,
     builder: String,
     agent_spec_digest: String,
     started_on: String,

@@ -13,8 +13,9 @@ use crate::event::{EventType, InputStaged, RunFinished, RunStarted, RunStatus};
 use crate::fsutil;
 use crate::fsutil::{sync_dir, walk_files};
 use crate::lock::BundleLock;
-use crate::log::{LogScan, scan_log, walk};
+use crate::log::{ChainInputs, LogScan, scan_log, walk};
 use crate::pack::PackWriter;
+use crate::salt::Salts;
 
 impl Recorder {
     /// Reopen the log of a bundle whose run paused (or whose process died) to continue
@@ -70,7 +71,11 @@ impl Recorder {
             ));
         }
         let scan = scan_log(&log_path).map_err(|e| EvidenceError::io("read", &log_path, e))?;
-        let read = read_log(&scan).map_err(|e| match e {
+        let inputs = ChainInputs {
+            salts: Salts::read(&root).map_err(&invalid)?,
+            ..ChainInputs::default()
+        };
+        let read = read_log(&scan, &inputs).map_err(|e| match e {
             LogProblem::Invalid(reason) => invalid(reason),
             LogProblem::Ended(e) => e,
         })?;
@@ -149,7 +154,7 @@ enum LogProblem {
 /// Read a log to continue it: every line must parse, chain and be in sequence (checked
 /// by the walker verification uses too), `run_started` first, one run id; a log whose
 /// last event is a `run_finished` other than `paused` is refused.
-fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
+fn read_log(scan: &LogScan, inputs: &ChainInputs) -> std::result::Result<LogRead, LogProblem> {
     let invalid = LogProblem::Invalid;
     let mut read = LogRead {
         run_id: String::new(),
@@ -160,7 +165,7 @@ fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
         referenced: std::collections::BTreeSet::new(),
     };
     let mut last = None;
-    for line in walk(scan, &Default::default()) {
+    for line in walk(scan, inputs) {
         let i = line.index;
         let ev = line
             .event
@@ -182,6 +187,10 @@ fn read_log(scan: &LogScan) -> std::result::Result<LogRead, LogProblem> {
                 serde_json::from_value(ev.payload.clone()).map_err(|e| invalid(e.to_string()))?;
             read.facts.statement_format = crate::statement::format_of(&ev.payload);
             read.facts.chain = crate::chain::chain_of(&ev.payload);
+            read.facts.secret = match &inputs.salts {
+                Some(Salts::Secret(s)) => Some(*s),
+                _ => None,
+            };
             read.facts.builder = p.builder;
             read.facts.agent_spec_digest = p.agent_spec_digest;
             read.facts.started_on = ev.ts.clone();

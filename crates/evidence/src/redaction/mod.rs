@@ -10,6 +10,7 @@
 //! strings (`substitutions`), and says which places cannot be redacted ([`protected`]);
 //! [`redact`] makes a redacted bundle and `verify` judges one.
 
+mod forms;
 mod plan;
 mod redact;
 
@@ -274,6 +275,15 @@ pub(crate) fn substitutions_of(rounds: &[Round]) -> Substitutions {
 /// records them (empty when it has none): what readers of a redacted log chain with.
 pub(crate) fn substitutions(bundle: &Path) -> Result<Substitutions, String> {
     read_redactions(bundle).map(|r| substitutions_of(&r))
+}
+
+/// The chain inputs of the bundle at `root`: its redaction records' digests and its
+/// salts. An error says what of them cannot be read.
+pub(crate) fn chain_inputs(root: &Path) -> Result<crate::log::ChainInputs, String> {
+    Ok(crate::log::ChainInputs {
+        subst: substitutions(root)?,
+        salts: crate::salt::Salts::read(root)?,
+    })
 }
 
 /// The tokens of an RFC 6901 pointer (`~1` → `/`, `~0` → `~`); `None` unless it starts

@@ -8,10 +8,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::forms::{forms, string_forms};
 use super::{PLACEHOLDER, Place, Removed, Round, protected};
 use crate::chain::push_token;
 use crate::event::{BlobRef, Event, EventType, FileRecord, RunFinished};
 use crate::fsutil::sha256_hex;
+use crate::salt::Salts;
 
 /// What to remove, as asked.
 pub enum Selector<'a> {
@@ -19,8 +21,12 @@ pub enum Selector<'a> {
     Blob(String),
     /// The file `input/<path>` or `output/<path>`.
     Path(String),
-    /// Whatever this matches: each string of the log (its UTF-8 bytes), each blob (its
-    /// bytes), each input and output file (its bytes).
+    /// Whatever this matches, in any form a bundle holds it: each string of the log, each
+    /// blob and each input and output file — its bytes, the strings of a JSON body
+    /// decoded (and of JSON inside a string), the deltas of a streamed body joined, a
+    /// base64, percent-encoded, gzip or zstd text decoded. A blob in an encoding this
+    /// cannot read (another compression) refuses the redaction, naming the blob, unless
+    /// a [`Selector::Blob`] removes it.
     Match(&'a dyn Fn(&[u8]) -> bool),
 }
 
@@ -29,6 +35,10 @@ pub(super) struct Source<'a> {
     pub root: &'a Path,
     pub events: &'a [Event],
     pub rounds: &'a [Round],
+    /// The log's chain scheme.
+    pub chain: u64,
+    /// Its salts (chain 3).
+    pub salts: Option<&'a Salts>,
 }
 
 /// What a redaction removes, found.
@@ -42,6 +52,9 @@ pub(super) struct Plan {
     pub files: BTreeMap<String, (FileRecord, u64)>,
     /// Where a pattern matched but nothing may be removed.
     pub conflicts: Vec<String>,
+    /// Blobs a pattern could not search (an encoding not read): digest → why. Refused
+    /// unless the blob is removed.
+    pub unreadable: BTreeMap<String, String>,
 }
 
 impl Plan {
@@ -228,8 +241,38 @@ impl Source<'_> {
     }
 }
 
+impl Source<'_> {
+    /// The commitment a removed string keeps in the record: under chain 3 its salted
+    /// commitment, else the SHA-256 of its bytes. `None` when the salts do not reveal the
+    /// string's salt (a corrupt copy; the source verified, so not expected).
+    fn commitment(&self, seq: u64, pointer: &str, s: &str) -> Option<String> {
+        if self.chain < crate::chain::SALTED {
+            return Some(sha256_hex(s.as_bytes()));
+        }
+        let salt = self.salts?.line(seq)?.salt(pointer)?;
+        Some(crate::salt::commit(&salt, s))
+    }
+}
+
+/// Whether `f` matches any form of a text.
+fn any_form(f: &dyn Fn(&[u8]) -> bool, forms: &[std::borrow::Cow<'_, [u8]>]) -> bool {
+    forms.iter().any(|form| f(form))
+}
+
+/// The media type a file's forms are read as, by its name.
+fn media_of(path: &str) -> &'static str {
+    if path.ends_with(".jsonl") || path.ends_with(".ndjson") {
+        "application/x-ndjson"
+    } else if path.ends_with(".json") {
+        "application/json"
+    } else {
+        "application/octet-stream"
+    }
+}
+
 /// Turn the selectors into a plan. `read_blob` gives a blob's bytes; files are read from
-/// the bundle. Errors are for selectors that name nothing there is to remove.
+/// the bundle. Errors are for selectors that name nothing there is to remove. A pattern
+/// is tried on every form of each text ([`super::forms`]).
 pub(super) fn plan(
     src: &Source<'_>,
     selectors: &[Selector<'_>],
@@ -262,16 +305,44 @@ pub(super) fn plan(
                 plan.files.insert(path.clone(), found.clone());
             }
             Selector::Match(f) => {
-                match_log(src, *f, &texts_before, &mut plan);
+                match_log(src, *f, &texts_before, &mut plan)?;
                 for (hex, found) in &places {
-                    if !blobs_before.contains(hex) && f(&read_blob(&found.0)?) {
-                        plan.blobs.insert(hex.clone(), found.clone());
+                    if blobs_before.contains(hex) {
+                        continue;
+                    }
+                    let bytes = read_blob(&found.0)?;
+                    match forms(&bytes, &found.0.media_type) {
+                        Ok(forms) if any_form(*f, &forms) => {
+                            plan.blobs.insert(hex.clone(), found.clone());
+                        }
+                        Ok(_) => {}
+                        // A match in the raw bytes still removes it; otherwise it cannot
+                        // be told.
+                        Err(_) if f(&bytes) => {
+                            plan.blobs.insert(hex.clone(), found.clone());
+                        }
+                        Err(why) => {
+                            plan.unreadable.insert(hex.clone(), why);
+                        }
                     }
                 }
                 for (path, found) in files.iter().filter(|(p, _)| !files_before.contains(*p)) {
                     let bytes =
                         std::fs::read(src.root.join(path)).map_err(|e| format!("{path}: {e}"))?;
-                    if f(&bytes) {
+                    let hit = match forms(&bytes, media_of(path)) {
+                        Ok(forms) => any_form(*f, &forms),
+                        // A compressed file that cannot be read is removed whole only when
+                        // its bytes match; otherwise it is named like an unreadable blob.
+                        Err(why) => {
+                            if !f(&bytes) {
+                                plan.conflicts.push(format!(
+                                    "{path}: {why}; it cannot be searched (remove it with --path)"
+                                ));
+                            }
+                            f(&bytes)
+                        }
+                    };
+                    if hit {
                         plan.files.insert(path.clone(), found.clone());
                     }
                 }
@@ -279,6 +350,15 @@ pub(super) fn plan(
             }
         }
     }
+    // An unreadable blob removed by another selector is no longer a question.
+    let removed: BTreeSet<String> = plan.blobs.keys().cloned().collect();
+    plan.unreadable.retain(|hex, _| !removed.contains(hex));
+    let explicit_files: BTreeSet<&str> = plan.files.keys().map(String::as_str).collect();
+    plan.conflicts.retain(|c| {
+        !explicit_files
+            .iter()
+            .any(|p| c.starts_with(&format!("{p}: ")))
+    });
     Ok(plan)
 }
 
@@ -289,15 +369,23 @@ fn match_log(
     f: &dyn Fn(&[u8]) -> bool,
     before: &BTreeSet<(u64, String)>,
     plan: &mut Plan,
-) {
+) -> Result<(), String> {
+    for name in crate::log::ENVELOPE_KEYS {
+        if f(name.as_bytes()) {
+            plan.conflicts
+                .push(format!("the envelope member name `{name}` of every line"));
+        }
+    }
     for ev in src.events {
         let line = ev.seq + 1;
         for (name, value) in [
-            ("run_id", ev.run_id.as_str()),
-            ("ts", ev.ts.as_str()),
-            ("type", ev.kind.as_str()),
-            ("confidence", ev.confidence.as_str()),
-            ("prev", ev.prev.as_deref().unwrap_or("")),
+            ("run_id", ev.run_id.clone()),
+            ("ts", ev.ts.clone()),
+            ("type", ev.kind.as_str().to_owned()),
+            ("confidence", ev.confidence.as_str().to_owned()),
+            ("prev", ev.prev.clone().unwrap_or_default()),
+            ("seq", ev.seq.to_string()),
+            ("v", ev.v.to_string()),
         ] {
             if f(value.as_bytes()) {
                 plan.conflicts.push(format!("line {line}: its `{name}`"));
@@ -311,10 +399,19 @@ fn match_log(
                     .push(format!("line {line}: a member name at {pointer}"));
             }
         }
+        let mut scalars = Vec::new();
+        other_scalars(&ev.payload, &mut String::from("/payload"), &mut scalars);
+        for (pointer, text) in scalars {
+            if f(text.as_bytes()) {
+                plan.conflicts
+                    .push(format!("line {line}: the number or boolean at {pointer}"));
+            }
+        }
         let mut leaves = Vec::new();
         strings(&ev.payload, &mut String::from("/payload"), &mut leaves);
         for (pointer, s) in leaves {
-            if !f(s.as_bytes()) || (s == PLACEHOLDER && before.contains(&(ev.seq, pointer.clone())))
+            if (s == PLACEHOLDER && before.contains(&(ev.seq, pointer.clone())))
+                || !any_form(f, &string_forms(s))
             {
                 continue;
             }
@@ -324,10 +421,42 @@ fn match_log(
                     ev.kind.as_str()
                 ));
             } else {
-                plan.texts
-                    .insert((ev.seq, pointer), sha256_hex(s.as_bytes()));
+                let digest = src.commitment(ev.seq, &pointer, s).ok_or_else(|| {
+                    format!("line {line}: the salts do not reveal the salt of {pointer}")
+                })?;
+                plan.texts.insert((ev.seq, pointer), digest);
             }
         }
+    }
+    Ok(())
+}
+
+/// Every number and boolean of a JSON value, as its canonical text, with its pointer.
+fn other_scalars(v: &Value, pointer: &mut String, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Number(_) | Value::Bool(_) => {
+            let mut text = String::new();
+            if crate::canonical::write_canonical(v, &mut text).is_ok() {
+                out.push((pointer.clone(), text));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                push_token(pointer, &i.to_string());
+                other_scalars(item, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                let len = pointer.len();
+                push_token(pointer, k);
+                other_scalars(item, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -21,8 +21,9 @@ use crate::dsse::pae;
 use crate::error::{EvidenceError, Result};
 use crate::event::Event;
 use crate::fsutil::sha256_hex;
-use crate::log::{RawLine, scan_log, walk};
+use crate::log::{ChainInputs, RawLine, scan_log, walk};
 use crate::recorder::{BlobLayout, EVENTS_FILE, PACK_FILE, STATEMENT_FILE};
+use crate::salt::{LineSalts, SALTS_FILE, Salts};
 
 /// Signs a redaction record: the signer named in it, and the signature of a message
 /// (`PAE(payloadType, payload)`) by its key.
@@ -82,12 +83,15 @@ pub fn redact(source: &Path, out: &Path, request: &RedactRequest<'_>) -> Result<
         ));
     }
     let rounds = read_redactions(source).map_err(refuse)?;
-    let subst = substitutions_of(&rounds);
+    let inputs = ChainInputs {
+        subst: substitutions_of(&rounds),
+        salts: Salts::read(source).map_err(refuse)?,
+    };
     let log_path = source.join(EVENTS_FILE);
     let scan = scan_log(&log_path).map_err(|e| EvidenceError::io("read", &log_path, e))?;
     let mut events: Vec<Event> = Vec::with_capacity(scan.lines.len());
     let mut head = String::new();
-    for line in walk(&scan, &subst) {
+    for line in walk(&scan, &inputs) {
         events.push(line.event.map_err(refuse)?);
         head = line.hash.unwrap_or_default();
     }
@@ -98,11 +102,19 @@ pub fn redact(source: &Path, out: &Path, request: &RedactRequest<'_>) -> Result<
         root: source,
         events: &events,
         rounds: &rounds,
+        chain,
+        salts: inputs.salts.as_ref(),
     };
     let read_blob =
         |r: &crate::event::BlobRef| crate::read_blob(source, r).map_err(|e| e.to_string());
     let plan = plan(&src, &request.selectors, &read_blob).map_err(refuse)?;
     check_plan(&plan, chain)?;
+    let salts = match &inputs.salts {
+        Some(s) if chain >= crate::chain::SALTED => {
+            Some(revealed_salts(s, &events, &plan, &inputs.subst)?)
+        }
+        _ => None,
+    };
     let statement = std::fs::read(source.join(STATEMENT_FILE))
         .map_err(|e| EvidenceError::io("read", source.join(STATEMENT_FILE), e))?;
     let log = LogFacts {
@@ -126,7 +138,17 @@ pub fn redact(source: &Path, out: &Path, request: &RedactRequest<'_>) -> Result<
         removed: plan.removed(),
     };
     let line = record_line(&record, request.signer.as_ref())?;
-    build(source, out, &scan.lines, &events, &plan, &line)?;
+    build(
+        source,
+        out,
+        &Copy {
+            lines: &scan.lines,
+            events: &events,
+            plan: &plan,
+            record_line: &line,
+            salts: salts.as_ref(),
+        },
+    )?;
     Ok(RedactOutcome {
         record,
         bundle: out.to_path_buf(),
@@ -152,10 +174,84 @@ fn check_plan(plan: &Plan, chain: u64) -> Result<()> {
             plan.texts.len()
         )));
     }
+    if !plan.unreadable.is_empty() {
+        let n = plan.unreadable.len();
+        let shown: Vec<String> = plan
+            .unreadable
+            .iter()
+            .take(8)
+            .map(|(hex, why)| format!("blob {hex}: {why}"))
+            .collect();
+        return Err(refuse(format!(
+            "{n} blob(s) cannot be searched for the pattern ({}{}); remove each with --blob \
+             if it may hold the text",
+            shown.join("; "),
+            if n > 8 { "; …" } else { "" }
+        )));
+    }
     if plan.is_empty() {
         return Err(refuse("nothing matches: there is nothing to remove"));
     }
     Ok(())
+}
+
+/// The salts a redacted copy of a chain-3 log keeps: each line's seed, or, for a line
+/// that lost a string (now or in an earlier redaction), the salt of every string it keeps
+/// and of no other — so nothing in the copy reveals a removed string's salt.
+fn revealed_salts(
+    source: &Salts,
+    events: &[Event],
+    plan: &Plan,
+    before: &crate::log::Substitutions,
+) -> Result<Salts> {
+    let mut lines = Vec::with_capacity(events.len());
+    for ev in events {
+        let removed: std::collections::BTreeSet<&str> = plan
+            .texts
+            .range((ev.seq, String::new())..(ev.seq + 1, String::new()))
+            .map(|((_, p), _)| p.as_str())
+            .chain(
+                before
+                    .get(&ev.seq)
+                    .into_iter()
+                    .flat_map(|m| m.keys().map(String::as_str)),
+            )
+            .collect();
+        let line_salts = source
+            .line(ev.seq)
+            .ok_or_else(|| refuse(format!("salts.json does not cover line {}", ev.seq + 1)))?;
+        if removed.is_empty() {
+            lines.push(line_salts);
+            continue;
+        }
+        let mut strings = Vec::new();
+        super::plan::strings(&ev.payload, &mut String::from("/payload"), &mut strings);
+        let mut kept = std::collections::BTreeMap::new();
+        for (pointer, _) in strings {
+            if removed.contains(pointer.as_str()) {
+                continue;
+            }
+            let salt = line_salts.salt(&pointer).ok_or_else(|| {
+                refuse(format!(
+                    "salts.json does not reveal the salt of {pointer} on line {}",
+                    ev.seq + 1
+                ))
+            })?;
+            kept.insert(pointer, salt);
+        }
+        lines.push(LineSalts::Strings(kept));
+    }
+    Ok(Salts::Revealed(lines))
+}
+
+/// What the redacted copy is made of.
+struct Copy<'a> {
+    lines: &'a [RawLine],
+    events: &'a [Event],
+    plan: &'a Plan,
+    record_line: &'a str,
+    /// The copy's salts (chain 3).
+    salts: Option<&'a Salts>,
 }
 
 /// The record's line of `redactions.jsonl`: an envelope, signed or with no signatures.
@@ -177,14 +273,7 @@ fn record_line(record: &Redaction, signer: Option<&RecordSigner<'_>>) -> Result<
 }
 
 /// Build the redacted bundle beside `out`, check it, and rename it into place.
-fn build(
-    source: &Path,
-    out: &Path,
-    lines: &[RawLine],
-    events: &[Event],
-    plan: &Plan,
-    record_line: &str,
-) -> Result<()> {
+fn build(source: &Path, out: &Path, copy: &Copy<'_>) -> Result<()> {
     if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) || out.is_file() {
         return Err(EvidenceError::BundleNotEmpty(out.to_path_buf()));
     }
@@ -198,7 +287,7 @@ fn build(
         .unwrap_or_default();
     let tmp = parent.join(format!(".{name}.provrun-redacting-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let made = write_copy(source, &tmp, lines, events, plan, record_line).and_then(|()| {
+    let made = write_copy(source, &tmp, copy).and_then(|()| {
         let report = crate::verify(&tmp);
         match report.failures().next() {
             Some(c) => Err(refuse(format!(
@@ -221,14 +310,14 @@ fn build(
 }
 
 /// The copy's files, synced.
-fn write_copy(
-    source: &Path,
-    dest: &Path,
-    lines: &[RawLine],
-    events: &[Event],
-    plan: &Plan,
-    record_line: &str,
-) -> Result<()> {
+fn write_copy(source: &Path, dest: &Path, copy: &Copy<'_>) -> Result<()> {
+    let Copy {
+        lines,
+        events,
+        plan,
+        record_line,
+        salts,
+    } = *copy;
     let io = |what: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |e| EvidenceError::io(what, p, e)
@@ -259,6 +348,9 @@ fn write_copy(
         if let Ok(bytes) = std::fs::read(source.join(name)) {
             write_synced(&dest.join(name), &bytes)?;
         }
+    }
+    if let Some(salts) = salts {
+        write_synced(&dest.join(SALTS_FILE), &salts.to_bytes())?;
     }
     let mut records = std::fs::read(source.join(REDACTIONS_FILE)).unwrap_or_default();
     records.extend_from_slice(record_line.as_bytes());

@@ -9,10 +9,11 @@ use std::path::Path;
 use crate::dsse::DSSE_FILE;
 use crate::event::{BlobRef, Event, EventType, RunFinished, RunStatus, collect_refs};
 use crate::fsutil::{hash_file, walk_files};
-use crate::log::{LogScan, is_sha256_hex, scan_log, walk};
+use crate::log::{ChainInputs, LogScan, is_sha256_hex, scan_log, walk};
 use crate::pack::{BlobReader, FileSource, read_chunk};
 use crate::recorder::{BlobLayout, EVENTS_FILE, PACK_FILE, STATEMENT_FILE};
 use crate::redaction::REDACTIONS_FILE;
+use crate::salt::{SALTS_FILE, Salts};
 
 /// Everything verification read from a bundle whose path is a folder.
 pub(super) struct Bundle<'a> {
@@ -35,6 +36,9 @@ pub(super) struct Bundle<'a> {
     pub store: StoreRead,
     /// `redactions.jsonl`, as read (nothing when absent).
     pub redactions: super::redacted::RedactionsRead,
+    /// What is wrong with `salts.json` for the log's chain: missing where the chain
+    /// salts its commitments, unreadable, or there where it does not.
+    pub salts_problem: Option<String>,
 }
 
 /// The listing of the bundle's folder and of `blobs/`.
@@ -186,11 +190,31 @@ impl<'a> Bundle<'a> {
         let dir = read_dir(root);
         let redactions =
             super::redacted::RedactionsRead::read(root, dir.present.contains(REDACTIONS_FILE));
-        let log = read_log(
-            root,
-            dir.present.contains(EVENTS_FILE),
-            &redactions.substitutions,
-        );
+        let salts = if dir.present.contains(SALTS_FILE) {
+            Salts::read(root)
+        } else {
+            Ok(None)
+        };
+        let inputs = ChainInputs {
+            subst: redactions.substitutions.clone(),
+            salts: salts.as_ref().ok().cloned().flatten(),
+        };
+        let log = read_log(root, dir.present.contains(EVENTS_FILE), &inputs);
+        let chain = log
+            .run_started()
+            .map(|e| crate::chain::chain_of(&e.payload));
+        // Salts matter only to a log that has lines to chain: a bundle interrupted as it
+        // was made may hold an empty or partial salts.json and no line.
+        let salts_problem = match (salts, chain) {
+            (Err(e), Some(_)) => Some(e),
+            (Ok(None), Some(c)) if c >= crate::chain::SALTED => Some(format!(
+                "{SALTS_FILE} is missing: the log is chained by salted commitments (chain {c})"
+            )),
+            (Ok(Some(_)), Some(c)) if c < crate::chain::SALTED => Some(format!(
+                "{SALTS_FILE} in a bundle whose log is chained without salts (chain {c})"
+            )),
+            _ => None,
+        };
         let declared = log
             .run_started()
             .map(|e| BlobLayout::of_run_started(&e.payload));
@@ -230,6 +254,7 @@ impl<'a> Bundle<'a> {
             refs,
             store,
             redactions,
+            salts_problem,
         }
     }
 
@@ -305,8 +330,8 @@ fn read_entry(d: &mut DirRead, entry: &fs::DirEntry) {
     };
     let kind_ok = |want_dir: bool| if want_dir { ft.is_dir() } else { ft.is_file() };
     match name {
-        EVENTS_FILE | STATEMENT_FILE | DSSE_FILE | REDACTIONS_FILE | "input" | "output"
-        | "blobs" => {
+        EVENTS_FILE | STATEMENT_FILE | DSSE_FILE | REDACTIONS_FILE | SALTS_FILE | "input"
+        | "output" | "blobs" => {
             let want_dir = !name.ends_with(".json") && !name.ends_with(".jsonl");
             if ft.is_symlink() {
                 d.problems
@@ -326,6 +351,7 @@ fn read_entry(d: &mut DirRead, entry: &fs::DirEntry) {
                     STATEMENT_FILE => STATEMENT_FILE,
                     DSSE_FILE => DSSE_FILE,
                     REDACTIONS_FILE => REDACTIONS_FILE,
+                    SALTS_FILE => SALTS_FILE,
                     "input" => "input",
                     "output" => "output",
                     _ => "blobs",
@@ -342,8 +368,8 @@ fn read_entry(d: &mut DirRead, entry: &fs::DirEntry) {
 }
 
 /// Read and walk the log (when it is there), chained with the digests of the strings a
-/// redaction removed.
-fn read_log(root: &Path, present: bool, subst: &crate::log::Substitutions) -> LogRead {
+/// redaction removed and the run's salts.
+fn read_log(root: &Path, present: bool, inputs: &ChainInputs) -> LogRead {
     let (scan, unreadable) = if present {
         match scan_log(&root.join(EVENTS_FILE)) {
             Ok(s) => (Some(s), None),
@@ -362,7 +388,7 @@ fn read_log(root: &Path, present: bool, subst: &crate::log::Substitutions) -> Lo
         in_sequence: true,
     };
     if let Some(scan) = &scan {
-        for line in walk(scan, subst) {
+        for line in walk(scan, inputs) {
             log.in_sequence &= line.in_sequence;
             log.chained.push(line.chained);
             log.hashes.push(line.hash);

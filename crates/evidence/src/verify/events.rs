@@ -41,6 +41,9 @@ pub(super) fn parse(b: &Bundle<'_>) -> Check {
 /// `chain`: each parsed line's `prev` is the hash of the line before.
 pub(super) fn chain(b: &Bundle<'_>) -> Check {
     let mut acc = Acc::new(CheckCode::Chain);
+    if let Some(problem) = &b.salts_problem {
+        acc.fail(problem.clone());
+    }
     let log = &b.log;
     for (i, ev) in log.events.iter().enumerate() {
         if ev.is_some() && !log.chained[i] {

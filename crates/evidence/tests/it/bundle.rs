@@ -74,7 +74,7 @@ fn log_layout_and_statement_are_as_documented() {
         let want_prev = if i == 0 {
             json!(null)
         } else {
-            json!(line_hash(&lines[i - 1], CHAIN).unwrap())
+            json!(line_hash_in(&dir, &lines[i - 1], CHAIN).unwrap())
         };
         assert_eq!(v["prev"], want_prev);
         assert_ne!(
@@ -148,7 +148,7 @@ fn log_layout_and_statement_are_as_documented() {
     assert_eq!(log["annotations"]["event_count"], json!(12));
     assert_eq!(
         log["annotations"]["head"],
-        line_hash(&lines[11], CHAIN).unwrap()
+        line_hash_in(&dir, &lines[11], CHAIN).unwrap()
     );
 }
 
@@ -338,7 +338,7 @@ fn dropped_reordered_duplicated_and_appended_events_fail() {
         let mut l = read_lines(d);
         let x = l[7].clone();
         l.push(x);
-        write_lines(d, &rechain(&l));
+        write_lines(d, &rechain(d, &l));
     });
     assert!(!r.ok, "{r:#?}");
     assert!(
@@ -362,7 +362,7 @@ fn payload_rewritten_with_chain_recomputed_is_caught_by_the_statement() {
         let mut v: serde_json::Value = serde_json::from_str(&l[5]).unwrap();
         v["payload"]["result"] = json!("forged");
         l[5] = to_canonical_string(&v).unwrap();
-        write_lines(d, &rechain(&l));
+        write_lines(d, &rechain(d, &l));
     });
     assert!(!r.ok, "{r:#?}");
     assert_eq!(fails(&r), [CheckCode::Statement], "{r:#?}");
@@ -543,27 +543,30 @@ fn torn_last_line_is_incomplete_not_corrupt() {
     assert_eq!(r.exit_code(), 3);
 }
 
-/// A finished bundle turned into an unfinished one whose log is `log`.
-fn unfinished_with_log(name: &str, log: &[u8]) -> VerifyReport {
+/// A finished bundle turned into an unfinished one whose log is `log`, taken from the
+/// bundle `src` (whose salts its lines are chained with).
+fn unfinished_with_log(name: &str, src: &std::path::Path, log: &[u8]) -> VerifyReport {
     let orig = make_bundle(name, Durability::Flush);
     let dir = scratch(&format!("{name}-copy"));
     copy_tree(&orig, &dir);
     fs::remove_file(dir.join("statement.json")).unwrap();
     fs::write(dir.join("events.jsonl"), log).unwrap();
+    fs::copy(src.join(SALTS_FILE), dir.join(SALTS_FILE)).unwrap();
     verify(&dir)
 }
 
 #[test]
 fn zeros_after_the_last_complete_line_are_a_torn_tail() {
     // What a power loss can leave: the file extended, its last data never written.
-    let lines = read_lines(&make_bundle("zeros-src", Durability::Flush));
+    let src = make_bundle("zeros-src", Durability::Flush);
+    let lines = read_lines(&src);
     let mut log: Vec<u8> = lines[..3]
         .iter()
         .flat_map(|l| format!("{l}\n").into_bytes())
         .collect();
     let mut cut = log.clone();
     log.resize(log.len() + 4096, 0);
-    let r = unfinished_with_log("zeros-tail", &log);
+    let r = unfinished_with_log("zeros-tail", &src, &log);
     assert!(r.ok && !r.complete, "{r:#?}");
     assert_eq!(r.exit_code(), 3);
     let parse = r.check(CheckCode::Parse).unwrap();
@@ -572,13 +575,14 @@ fn zeros_after_the_last_complete_line_are_a_torn_tail() {
     // Part of the next line, then zeros: torn as well.
     cut.extend_from_slice(&lines[3].as_bytes()[..20]);
     cut.resize(cut.len() + 100, 0);
-    let r = unfinished_with_log("zeros-torn", &cut);
+    let r = unfinished_with_log("zeros-torn", &src, &cut);
     assert_eq!(r.exit_code(), 3, "{r:#?}");
 }
 
 #[test]
 fn zeros_inside_the_log_or_followed_by_data_are_corrupt() {
-    let lines = read_lines(&make_bundle("zeros-mid-src", Durability::Flush));
+    let src = make_bundle("zeros-mid-src", Durability::Flush);
+    let lines = read_lines(&src);
     let text = |ls: &[String]| -> Vec<u8> {
         ls.iter()
             .flat_map(|l| format!("{l}\n").into_bytes())
@@ -589,14 +593,14 @@ fn zeros_inside_the_log_or_followed_by_data_are_corrupt() {
     log.extend(std::iter::repeat_n(0u8, lines[2].len()));
     log.push(b'\n');
     log.extend(text(&lines[3..5]));
-    let r = unfinished_with_log("zeros-mid", &log);
+    let r = unfinished_with_log("zeros-mid", &src, &log);
     assert_eq!(r.exit_code(), 1, "{r:#?}");
     assert!(fails(&r).contains(&CheckCode::Parse), "{r:#?}");
     // A run of zeros, then a later line with its newline (a block written out of order).
     let mut log = text(&lines[..2]);
     log.extend(std::iter::repeat_n(0u8, 512));
     log.extend(text(&lines[3..4]));
-    let r = unfinished_with_log("zeros-then-data", &log);
+    let r = unfinished_with_log("zeros-then-data", &src, &log);
     assert_eq!(r.exit_code(), 1, "{r:#?}");
     assert!(fails(&r).contains(&CheckCode::Parse), "{r:#?}");
     // Zeros, then more bytes without a newline: still torn, since no complete line
@@ -604,7 +608,7 @@ fn zeros_inside_the_log_or_followed_by_data_are_corrupt() {
     let mut log = text(&lines[..2]);
     log.extend(std::iter::repeat_n(0u8, 16));
     log.extend_from_slice(b"tail");
-    let r = unfinished_with_log("zeros-then-bytes", &log);
+    let r = unfinished_with_log("zeros-then-bytes", &src, &log);
     assert_eq!(r.exit_code(), 3, "{r:#?}");
     assert!(
         !r.check(CheckCode::Parse)
@@ -774,7 +778,7 @@ fn declarer_writes_declared_events_only() {
     copy_tree(&dir, &dir2);
     let mut l = read_lines(&dir2);
     l[1] = l[1].replace("\"confidence\":\"declared\"", "\"confidence\":\"observed\"");
-    write_lines(&dir2, &rechain(&l));
+    write_lines(&dir2, &rechain(&dir2, &l));
     let r = verify(&dir2);
     assert!(fails(&r).contains(&CheckCode::Parse), "{r:#?}");
 }

@@ -133,7 +133,12 @@ fn numbers_are_written_as_rfc_8785_says_and_earlier_tie_forms_still_verify() {
         .as_object_mut()
         .unwrap()
         .remove(provrun_evidence::CHAIN_KEY);
-    let mut earlier = rechain(&[to_canonical_string(&started).unwrap(), lines[1].clone()]);
+    let mut earlier = rechain(
+        &dir,
+        &[to_canonical_string(&started).unwrap(), lines[1].clone()],
+    );
+    // Logs chained without salts have no salts.json.
+    std::fs::remove_file(dir.join(provrun_evidence::SALTS_FILE)).unwrap();
     earlier[1] = earlier[1].replace("1424953923781206.2}", "1424953923781206.3}");
     write_lines(&dir, &earlier);
     let report = verify(&dir);

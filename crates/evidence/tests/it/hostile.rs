@@ -158,7 +158,7 @@ fn wrong_types_in_the_layout_fail() {
     let dir = copy_of("blob-traversal");
     let mut l = read_lines(&dir);
     l[3] = l[3].replacen(&sha256_hex(br#"{"messages":[]}"#), "../../events.jsonl", 1);
-    write_lines(&dir, &rechain(&l));
+    write_lines(&dir, &rechain(&dir, &l));
     assert!(fails(&verify(&dir)).contains(&CheckCode::Blobs));
 }
 

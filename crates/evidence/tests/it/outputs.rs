@@ -177,7 +177,7 @@ fn verify_checks_output_skipped_events() {
         .into_iter()
         .map(|l| l.replace("\"path\":\"link\"", "\"path\":\"other\""))
         .collect();
-    write_lines(&dir, &rechain(&lines));
+    write_lines(&dir, &rechain(&dir, &lines));
     let r = verify(&dir);
     assert!(fails(&r).contains(&CheckCode::Outputs), "{r:#?}");
 
@@ -190,7 +190,7 @@ fn verify_checks_output_skipped_events() {
     let mut moved = lines.clone();
     let line = moved.remove(at);
     moved.insert(1, line);
-    write_lines(&dir, &rechain(&moved));
+    write_lines(&dir, &rechain(&dir, &moved));
     let r = verify(&dir);
     assert!(fails(&r).contains(&CheckCode::Sequence), "{r:#?}");
 }

@@ -398,7 +398,10 @@ fn file_states(written: &Entry, d: &Durable, lost: Lost) -> Vec<FileState> {
         .files
         .iter()
         .map(|(rel, &len)| {
-            let state = if d.whole.contains(rel) {
+            // The salts are made with the bundle, in its folder beside the log: their
+            // name has the log's fate, so their data synced is enough.
+            let with_the_log = rel == Path::new(provrun_evidence::SALTS_FILE);
+            let state = if d.whole.contains(rel) || (with_the_log && d.data.contains(rel)) {
                 Lost::Intact
             } else if d.data.contains(rel) {
                 // Data synced, name maybe not: there whole, or not at all.
@@ -554,6 +557,12 @@ fn simulate(name: &str, policy: Durability) -> Findings {
         if let Mark::Ack { lines, statement } = entries[k].mark {
             acked = (acked.0.max(lines), acked.1 || statement);
         }
+        // No line is durable before the salts its chain is hashed with.
+        assert!(
+            d.log == 0 || d.data.contains(Path::new(provrun_evidence::SALTS_FILE)),
+            "{policy:?}: instant {k}: {} log bytes durable before the salts' data",
+            d.log
+        );
         // The acknowledgement was honest: every acknowledged line and every file those
         // lines name (and the statement, once acknowledged) was on stable storage.
         assert!(
@@ -598,7 +607,17 @@ fn simulate(name: &str, policy: Durability) -> Findings {
                 let mut rebuilt = log[..(d.log + tail.keep) as usize].to_vec();
                 rebuilt.resize(rebuilt.len() + tail.zeros as usize, 0);
                 for lost in [Lost::Absent, Lost::Intact, Lost::Empty, Lost::Zeros] {
-                    let files = file_states(w, &d, lost);
+                    let mut files = file_states(w, &d, lost);
+                    // Synced while the bundle was still being built in its hidden folder
+                    // (where no snapshot looks), the salts are there with the log.
+                    let salts = Path::new(provrun_evidence::SALTS_FILE);
+                    if !files.iter().any(|(rel, ..)| rel == salts) && d.data.contains(salts) {
+                        let len = std::fs::metadata(root.join(salts)).unwrap().len();
+                        files.push((salts.to_path_buf(), Lost::Intact, len));
+                    }
+                    let salts_intact = files
+                        .iter()
+                        .any(|(rel, state, _)| rel == salts && *state == Lost::Intact);
                     let pack = final_pack.as_ref().and_then(|p| pack_after(p, w, &d, lost));
                     // Many instants leave the same bundle: check each one once.
                     if !seen.insert((rebuilt.clone(), files.clone(), pack.clone())) {
@@ -623,7 +642,10 @@ fn simulate(name: &str, policy: Durability) -> Findings {
                                 f.failed_without_tail += 1;
                             }
                             f.failed.push((
-                                format!("instant {k}, {tail:?}, other files {lost:?}"),
+                                format!(
+                                    "instant {k}, {tail:?}, other files {lost:?}{}",
+                                    if salts_intact { "" } else { ", salts lost" }
+                                ),
                                 report.failures().map(|c| c.code).collect(),
                             ));
                         }
@@ -687,12 +709,16 @@ fn per_step_and_at_end_keep_their_synced_prefix() {
         );
         // A surviving un-synced line may name a blob, or an input or output file whose
         // digest it records, that did not survive (these policies sync them together
-        // with the lines, at the next sync point): that, and only that, fails.
+        // with the lines, at the next sync point): that, and only that, fails — and a
+        // line whose salts did not survive cannot be chained (they too are synced with
+        // the first sync of the lines).
         for (state, codes) in &f.failed {
+            let salts_lost = state.ends_with("salts lost");
             assert!(
                 !codes.is_empty()
                     && codes.iter().all(|c| {
                         matches!(c, CheckCode::Blobs | CheckCode::Inputs | CheckCode::Outputs)
+                            || (salts_lost && *c == CheckCode::Chain)
                     }),
                 "{policy:?}: {state}: {codes:?}"
             );

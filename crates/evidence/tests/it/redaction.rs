@@ -276,6 +276,16 @@ fn requests_that_cannot_be_met_write_nothing() {
             Selector::Match(&|b: &[u8]| contains(b, "no-such-text")),
             "nothing matches",
         ),
+        // An envelope member's name is on every line and cannot go either.
+        (
+            Selector::Match(&|b: &[u8]| b == b"prev"),
+            "the envelope member name `prev`",
+        ),
+        // Nor can a number.
+        (
+            Selector::Match(&|b: &[u8]| b == b"0"),
+            "nothing can be removed",
+        ),
     ];
     for (i, (sel, why)) in cases.into_iter().enumerate() {
         let out = scratch(&format!("redact-refused-{i}"));
@@ -399,7 +409,7 @@ fn a_forged_redaction_record_fails_verify() {
     forged.removed = vec![Removed::Text {
         seq: name_line as u64,
         pointer: "/payload/name".into(),
-        sha256: sha256_hex(b"read_file"),
+        sha256: salted_commitment(&b, name_line as u64, "/payload/name", "read_file"),
     }];
     forged.log.sha256 = sha256_hex(&fs::read(src.join("events.jsonl")).unwrap());
     let envelope = json!({
@@ -464,4 +474,71 @@ fn content_removed_without_a_record_fails_verify() {
     let b = copy_of(&out, "unrecorded-more");
     fs::remove_file(b.join("output/public.txt")).unwrap();
     assert!(fails(&verify(&b)).contains(&CheckCode::Outputs));
+}
+
+#[test]
+fn a_blob_in_an_encoding_it_cannot_read_is_named_and_goes_only_by_name() {
+    let dir = scratch("redact-unreadable");
+    let rec = Recorder::create(&dir, "run-u", Durability::Flush, &run_started()).unwrap();
+    // A bzip2 body, and a gzip body holding the secret (which is read and searched).
+    let bz = rec
+        .put_blob(b"BZh91AY&SY\x01\x02\x03 opaque", "application/octet-stream")
+        .unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, format!("{{\"t\":\"{TOOL_SECRET}\"}}").as_bytes()).unwrap();
+    let gz = rec
+        .put_blob(&gz.finish().unwrap(), "application/json")
+        .unwrap();
+    rec.record(&ModelCalled {
+        model: "test".into(),
+        request: Some(bz.clone()),
+        response: Some(gz.clone()),
+        ..ModelCalled::default()
+    })
+    .unwrap();
+    rec.step().unwrap();
+    rec.finish(RunEnd::new(RunStatus::Finished)).unwrap();
+    let pattern = |b: &[u8]| contains(b, TOOL_SECRET);
+    let refused = redact(
+        &dir,
+        &scratch("redact-unreadable-out"),
+        &RedactRequest {
+            selectors: vec![Selector::Match(&pattern)],
+            reason: "r".into(),
+            signer: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains(&bz.digest.sha256) && refused.contains("bzip2"),
+        "{refused}"
+    );
+    let out = scratch("redact-unreadable-ok");
+    let done = redact(
+        &dir,
+        &out,
+        &RedactRequest {
+            selectors: vec![
+                Selector::Match(&pattern),
+                Selector::Blob(bz.digest.sha256.clone()),
+            ],
+            reason: "r".into(),
+            signer: None,
+        },
+    )
+    .unwrap();
+    let removed: Vec<&str> = done
+        .record
+        .removed
+        .iter()
+        .filter_map(|r| match r {
+            Removed::Blob { sha256, .. } => Some(sha256.as_str()),
+            _ => None,
+        })
+        .collect();
+    // The gzip body held the secret once decompressed: it went too.
+    assert!(removed.contains(&gz.digest.sha256.as_str()), "{removed:?}");
+    assert!(removed.contains(&bz.digest.sha256.as_str()));
+    assert!(verify(&out).ok);
 }

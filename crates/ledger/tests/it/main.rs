@@ -4,6 +4,7 @@
 //! child that adds).
 
 mod common;
+mod concurrent;
 mod crash;
 mod durability;
 mod go_interop;

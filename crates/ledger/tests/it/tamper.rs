@@ -57,8 +57,24 @@ fn a_changed_leaf_hash_or_checkpoint_line_is_refused() {
         b'a'
     };
     std::fs::write(&entries, &changed).unwrap();
-    fails(&dir, "tiles");
+    // The hash tiles still hold the signed tree: the entry and the leaf are blamed.
+    fails(&dir, "entries");
     fails(&dir, "root");
+    let report = verify_ledger(&dir, None);
+    let check = |code: &str| {
+        report
+            .checks
+            .iter()
+            .find(|c| c.code == code)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(check("tiles").status, Status::Pass, "{report:#?}");
+    let entries_detail = check("entries").detail;
+    assert!(
+        entries_detail.contains("leaf 3 (tile/entries/000, entry 3)"),
+        "{entries_detail}"
+    );
     std::fs::write(&entries, &original).unwrap();
     // A hash in a tile.
     let tile = dir.join(

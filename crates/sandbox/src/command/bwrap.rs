@@ -33,7 +33,22 @@ pub(crate) const COMMAND_LAYOUT: Layout = Layout {
     home: "/scratch",
 };
 
-/// bubblewrap's arguments, up to (not including) the program it runs.
+/// The variables every confined program starts with (`PATH`, `HOME`, `TMPDIR`, `LANG`),
+/// before its own. They, and the program's own, are bubblewrap's environment (which it
+/// passes on): never on its command line, where `/proc/PID/cmdline` would show every
+/// value to every local user for as long as the program runs.
+pub(crate) fn sandbox_env(layout: &Layout) -> [(&'static str, &'static str); 4] {
+    [
+        ("PATH", SANDBOX_PATH),
+        ("HOME", layout.home),
+        ("TMPDIR", "/tmp"),
+        ("LANG", "C.UTF-8"),
+    ]
+}
+
+/// bubblewrap's arguments, up to (not including) the program it runs. They hold no
+/// variable: bubblewrap is started with the program's environment instead (see
+/// [`sandbox_env`]).
 pub(crate) fn bwrap_args(
     roots: &RootPaths,
     helper: Option<&Path>,
@@ -64,19 +79,6 @@ pub(crate) fn bwrap_args_in(
         "--new-session",
         "--cap-drop",
         "ALL",
-        "--clearenv",
-        "--setenv",
-        "PATH",
-        SANDBOX_PATH,
-        "--setenv",
-        "HOME",
-        layout.home,
-        "--setenv",
-        "TMPDIR",
-        "/tmp",
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
     ]
     .map(os)
     .into();
@@ -240,7 +242,11 @@ mod tests {
         assert!(joined.contains("--bind /h/out /output"), "{joined}");
         assert!(joined.contains("--bind /h/scr /scratch"), "{joined}");
         assert!(joined.contains("--unshare-all"), "{joined}");
-        assert!(joined.contains("--clearenv"), "{joined}");
+        // No variable on the command line: they are bubblewrap's environment.
+        assert!(
+            !joined.contains("--setenv") && !joined.contains("--clearenv"),
+            "{joined}"
+        );
         assert!(joined.contains("--size 1048576 --tmpfs /tmp"), "{joined}");
         assert!(a.last().is_some_and(|l| l == "--"));
     }

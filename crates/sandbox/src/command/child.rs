@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use super::cgroup::Cgroup;
 use super::traced::Traced;
@@ -35,6 +36,110 @@ pub(super) fn capture(
 }
 
 pub(super) use super::tree::kill_tree;
+
+/// How long a killed command's processes get to be gone before the caller goes on anyway
+/// (each was sent SIGKILL; only a process stuck in the kernel takes longer).
+pub(super) const TREE_GONE_WAIT: Duration = Duration::from_secs(5);
+
+/// The processes below a command's child (its children, theirs, …) as they were when it
+/// was about to be killed, each held by a pidfd: the kernel kills them asynchronously
+/// (the PID namespace's end, the process group, the cgroup), and reaping the child does
+/// not wait for them, so the caller waits on these before it says the command is over.
+/// A pidfd names one process, never another that later takes its pid.
+#[derive(Debug, Default)]
+pub(super) struct Descendants(Vec<rustix::fd::OwnedFd>);
+
+impl Descendants {
+    /// The processes below `root` now (found through `/proc`; none when it cannot be read).
+    pub(super) fn of(root: u32) -> Self {
+        let mut parent_of = std::collections::HashMap::new();
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return Self::default();
+        };
+        for entry in procs.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(ppid) = parent_pid(pid) {
+                parent_of.insert(pid, ppid);
+            }
+        }
+        let mut found = Vec::new();
+        let mut frontier = vec![root];
+        while let Some(parent) = frontier.pop() {
+            for (&pid, &ppid) in &parent_of {
+                if ppid != parent {
+                    continue;
+                }
+                frontier.push(pid);
+                let opened = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
+                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+                });
+                // Still the process that was found (its parent unchanged), not a new one
+                // that took a freed pid.
+                if let Some(fd) = opened
+                    && parent_pid(pid) == Some(parent)
+                {
+                    found.push(fd);
+                }
+            }
+        }
+        Self(found)
+    }
+
+    /// Wait until every one has exited, at most `limit`.
+    pub(super) fn wait_gone(self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        for fd in self.0 {
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    tracing::warn!("a killed command's process is still there after {limit:?}");
+                    return;
+                }
+                let mut fds = [rustix::event::PollFd::new(
+                    &fd,
+                    rustix::event::PollFlags::IN,
+                )];
+                let wait = rustix::event::Timespec {
+                    tv_sec: left.as_secs() as i64,
+                    tv_nsec: i64::from(left.subsec_nanos()),
+                };
+                match rustix::event::poll(&mut fds, Some(&wait)) {
+                    Ok(n) if n > 0 => break,
+                    Ok(_) => {}
+                    Err(rustix::io::Errno::INTR) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// The parent of process `pid`, from `/proc/PID/stat` (after the name, which may hold
+/// anything, in parentheses).
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Kill a command's child and its whole tree, reap the child, and wait until every
+/// process that was below it is gone too (at most [`TREE_GONE_WAIT`]).
+pub(super) fn kill_tree_and_wait(
+    child: &mut Child,
+    cgroup: Option<&Cgroup>,
+) -> std::io::Result<ExitStatus> {
+    let below = Descendants::of(child.id());
+    kill_tree(child, cgroup);
+    let status = child.wait();
+    below.wait_gone(TREE_GONE_WAIT);
+    status
+}
 
 pub(super) fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     use std::os::unix::process::ExitStatusExt as _;
@@ -145,10 +250,10 @@ impl ConfinedChild {
         self.trail.take().map(Traced::finish)
     }
 
-    /// Kill the whole tree and reap the child.
+    /// Kill the whole tree, reap the child, and wait until the processes it started are
+    /// gone too.
     pub fn kill(&mut self) {
-        kill_tree(&mut self.child, self.cgroup.as_ref());
-        let _ = self.child.wait();
+        let _ = kill_tree_and_wait(&mut self.child, self.cgroup.as_ref());
         if let Some(cg) = self.cgroup.take() {
             cg.remove();
         }

@@ -13,8 +13,7 @@ use crate::limits::Limits;
 use crate::sandbox::Sandbox;
 use crate::user::{CommandUser, CommandUserMode, uid_unmapped};
 
-/// The oldest bubblewrap with every flag the sandbox uses (`--disable-userns`, `--size`,
-/// `--clearenv`).
+/// The oldest bubblewrap with every flag the sandbox uses (`--disable-userns`, `--size`).
 const BWRAP_OLDEST: (u32, u32, u32) = (0, 8, 0);
 
 /// One item of [`MachineReport`].

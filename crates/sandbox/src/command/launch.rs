@@ -14,7 +14,9 @@ use crate::sandbox::{RootPaths, Sandbox};
 use crate::trail::watch::TrailPlan;
 use crate::user::{CommandUser, Portal};
 
-use super::bwrap::{COMMAND_LAYOUT, HelperExtras, Layout, bwrap_args_in, helper_args_in, os};
+use super::bwrap::{
+    COMMAND_LAYOUT, HelperExtras, Layout, bwrap_args_in, helper_args_in, os, sandbox_env,
+};
 use super::cgroup::Cgroup;
 use super::child::join_cgroup_at_exec;
 use super::outcome::{Confinement, LayerName};
@@ -156,7 +158,12 @@ impl Sandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        if !namespaces {
+        if namespaces {
+            // bubblewrap passes its environment on: the variables never sit on a command
+            // line (where every local user could read them in /proc).
+            cmd.envs(sandbox_env(launch.layout))
+                .envs(launch.env.iter().map(|(k, v)| (k, v)));
+        } else {
             set_host_environment(&mut cmd, &roots, launch.env);
         }
         let cgroup = match &conf.pids_cgroup {
@@ -295,8 +302,9 @@ impl BindSources {
 }
 
 /// bubblewrap's arguments for what a launch adds to the sandbox: the host's network and
-/// its few /etc files when `network`, each read-only path bound from its source, the
-/// folder of forwarded sockets, and the variables.
+/// its few /etc files when `network`, each read-only path bound from its source, and the
+/// folder of forwarded sockets (the variables are bubblewrap's environment, not
+/// arguments).
 fn extra_bwrap_args(launch: &Launch<'_>, sources: &BindSources) -> Vec<OsString> {
     let mut args = Vec::new();
     if launch.network {
@@ -313,9 +321,6 @@ fn extra_bwrap_args(launch: &Launch<'_>, sources: &BindSources) -> Vec<OsString>
     }
     if let Some(dir) = &sources.forward_dir {
         args.extend([os("--ro-bind"), dir.clone().into(), os(FORWARD_DIR_INSIDE)]);
-    }
-    for (k, v) in launch.env {
-        args.extend([os("--setenv"), os(k.as_str()), os(v.as_str())]);
     }
     args
 }

@@ -20,7 +20,7 @@ use crate::sandbox::Sandbox;
 
 use super::bwrap::Layout;
 use super::cgroup::Cgroup;
-use super::child::{exit_parts, kill_tree};
+use super::child::{exit_parts, kill_tree, kill_tree_and_wait};
 use super::launch::Launch;
 use super::outcome::{CommandConfinement, LayerName};
 use super::run::{refuse_nul, spawn_or_clean_up};
@@ -282,12 +282,11 @@ impl ProgramChild {
 
     /// Kills the whole tree now and reaps it.
     pub fn kill(&mut self) -> Option<ProgramExit> {
-        if self.reaped.is_none() {
-            kill_tree(&mut self.child, self.cgroup.as_ref());
-            if let Ok(status) = self.child.wait() {
-                let (code, signal) = exit_parts(status);
-                self.reaped = Some(ProgramExit { code, signal });
-            }
+        if self.reaped.is_none()
+            && let Ok(status) = kill_tree_and_wait(&mut self.child, self.cgroup.as_ref())
+        {
+            let (code, signal) = exit_parts(status);
+            self.reaped = Some(ProgramExit { code, signal });
         }
         self.end_tree();
         self.reaped

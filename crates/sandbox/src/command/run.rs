@@ -11,7 +11,7 @@ use crate::limits::Limits;
 use crate::sandbox::Sandbox;
 
 use super::cgroup::Cgroup;
-use super::child::{CHILD_STDERR_CAP, capture, exit_parts, kill_tree};
+use super::child::{CHILD_STDERR_CAP, capture, exit_parts, kill_tree, kill_tree_and_wait};
 use super::launch::Launch;
 use super::outcome::{CommandOutcome, Confinement};
 use super::probe::probe;
@@ -172,8 +172,7 @@ impl Sandbox {
                 Ok(Some(status)) => return Ok((status, stopped)),
                 Ok(None) => {}
                 Err(e) => {
-                    kill_tree(child, cgroup);
-                    let _ = child.wait();
+                    let _ = kill_tree_and_wait(child, cgroup);
                     return Err(SandboxError::CommandStart {
                         message: format!("waiting for the command: {e}"),
                     });
@@ -182,19 +181,17 @@ impl Sandbox {
             let now = Instant::now();
             if self.stop_requested() {
                 stopped.cancelled = true;
-                kill_tree(child, cgroup);
             } else if now >= deadline {
                 stopped.timed_out = true;
-                kill_tree(child, cgroup);
             } else if now >= next_check {
                 next_check = now + QUOTA_EVERY;
                 if self.over_quota() {
                     stopped.over_quota = true;
-                    kill_tree(child, cgroup);
                 }
             }
             if stopped.timed_out || stopped.over_quota || stopped.cancelled {
-                return match child.wait() {
+                // Every process of the command is gone before its outcome is given.
+                return match kill_tree_and_wait(child, cgroup) {
                     Ok(s) => Ok((s, stopped)),
                     Err(e) => Err(SandboxError::CommandStart {
                         message: format!("waiting for the command: {e}"),

@@ -4,7 +4,10 @@
 //! one of the proxy's own API ports (a program that sent its API traffic through the
 //! proxy variables), and refused otherwise: plain HTTP does not leave the sandbox.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
@@ -12,6 +15,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use provrun_evidence::ConnectionHandled;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::route::Api;
 use super::{ProxyBody, Shared, plain};
@@ -131,35 +135,92 @@ async fn reach(host: &str, port: u16) -> Result<tokio::net::TcpStream, (u16, Str
     }
 }
 
+/// A stream that counts the bytes read from it (what one side of a tunnel sent), so
+/// that a tunnel cut before it closed still has its counts.
+struct Counted<T> {
+    inner: T,
+    read: Arc<AtomicU64>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// Runs a tunnel between the program's upgraded connection and `stream` until either side
-/// closes it; its record.
+/// closes it, or wrap stops waiting for it after the program ended (it is then cut); its
+/// record, and whether it was cut.
 async fn run_tunnel(
     upgrade: hyper::upgrade::OnUpgrade,
-    mut stream: tokio::net::TcpStream,
+    stream: tokio::net::TcpStream,
     host: String,
     port: u16,
     started: Instant,
-) -> ConnectionHandled {
-    let (sent, received, reason) = match upgrade.await {
+    shared: &Shared,
+) -> (ConnectionHandled, bool) {
+    let (sent, received) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut cut = false;
+    let reason = match upgrade.await {
         Ok(upgraded) => {
-            let mut upgraded = TokioIo::new(upgraded);
-            match tokio::io::copy_bidirectional(&mut upgraded, &mut stream).await {
-                Ok((sent, received)) => (sent, received, None),
-                Err(e) => (0, 0, Some(format!("the tunnel broke: {e}"))),
+            let mut program = Counted {
+                inner: TokioIo::new(upgraded),
+                read: Arc::clone(&sent),
+            };
+            let mut remote = Counted {
+                inner: stream,
+                read: Arc::clone(&received),
+            };
+            tokio::select! {
+                copied = tokio::io::copy_bidirectional(&mut program, &mut remote) => match copied {
+                    Ok(_) => None,
+                    Err(e) => Some(format!("the tunnel broke: {e}")),
+                },
+                () = shared.in_flight.cut() => {
+                    cut = true;
+                    Some(super::cut_message("the tunnel was still open"))
+                }
             }
         }
-        Err(e) => (0, 0, Some(format!("the tunnel was never opened: {e}"))),
+        Err(e) => Some(format!("the tunnel was never opened: {e}")),
     };
-    ConnectionHandled {
+    let record = ConnectionHandled {
         host,
         port,
         via: "connect".to_owned(),
         outcome: "tunneled".to_owned(),
         reason,
-        bytes_sent: sent,
-        bytes_received: received,
+        bytes_sent: sent.load(Ordering::Relaxed),
+        bytes_received: received.load(Ordering::Relaxed),
         duration_ms: millis(started),
-    }
+    };
+    (record, cut)
 }
 
 /// `CONNECT host:port`: a tunnel to an allowed host, or a refusal.
@@ -208,8 +269,11 @@ async fn tunnel(mut req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Pr
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         let _guard = guard;
-        let record_of = run_tunnel(upgrade, stream, host, port, started).await;
+        let (record_of, cut) = run_tunnel(upgrade, stream, host, port, started, &shared).await;
         record(&shared, record_of).await;
+        if cut {
+            shared.recording.count_cut().await;
+        }
     });
     let mut ok = Response::new(
         http_body_util::Empty::new()

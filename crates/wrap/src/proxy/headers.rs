@@ -4,6 +4,7 @@
 
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 
+use super::redact::Masker;
 use super::route::Api;
 use crate::env::Secrets;
 
@@ -94,12 +95,28 @@ pub fn upstream_request(from: &HeaderMap, api: Api, secrets: &Secrets) -> Header
 }
 
 /// The headers to give the program for an upstream response's `from`: without
-/// hop-by-hop headers (hyper frames the body itself), keeping the length.
+/// hop-by-hop headers (hyper frames the body itself), keeping the length, and without
+/// the credentials an upstream sets (`Set-Cookie`: the program's cookies never go
+/// upstream, so they are of no use to it).
 pub fn to_program(from: &HeaderMap) -> HeaderMap {
+    to_program_masked(from, &Masker::default())
+}
+
+/// [`to_program`], with every secret `masker` finds in a value masked (in any of its
+/// forms, byte for byte by `*`).
+pub fn to_program_masked(from: &HeaderMap, masker: &Masker) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in from {
         let framing = name.as_str() == "content-length";
-        if HOP_BY_HOP.contains(&name.as_str()) && !framing {
+        if (HOP_BY_HOP.contains(&name.as_str()) && !framing) || is_credential(name) {
+            continue;
+        }
+        let mut bytes = value.as_bytes().to_vec();
+        if masker.mask(&mut bytes) {
+            // `*` is a visible character: the masked value is a valid one.
+            if let Ok(v) = HeaderValue::from_bytes(&bytes) {
+                out.append(name.clone(), v);
+            }
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -111,11 +128,17 @@ pub fn to_program(from: &HeaderMap) -> HeaderMap {
 /// credentials and without any header whose value holds one of `secrets` (lossy UTF-8);
 /// and the names left out.
 pub fn recorded(headers: &HeaderMap, secrets: &[String]) -> (Vec<[String; 2]>, Vec<String>) {
+    recorded_masked(headers, &Masker::new(secrets))
+}
+
+/// [`recorded`], leaving out every header whose value holds a secret `masker` finds (in
+/// any of its forms).
+pub fn recorded_masked(headers: &HeaderMap, masker: &Masker) -> (Vec<[String; 2]>, Vec<String>) {
     let mut kept = Vec::new();
     let mut removed = Vec::new();
     for (name, value) in headers {
         let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        let holds_secret = secrets.iter().any(|s| text.contains(s.as_str()));
+        let holds_secret = masker.holds(value.as_bytes()) || masker.holds(name.as_str().as_bytes());
         if is_credential(name) || holds_secret {
             if !removed.iter().any(|r| r == name.as_str()) {
                 removed.push(name.as_str().to_owned());
@@ -184,5 +207,30 @@ mod tests {
         let (kept, removed) = recorded(&from, &secrets().values());
         assert_eq!(kept, vec![["user-agent".to_string(), "codex".to_string()]]);
         assert_eq!(removed, ["authorization", "x-api-key", "x-echo"]);
+        // Escaped, it is found all the same.
+        let from = map(&[("x-echo", "sk%2Dreal%2Dopenai")]);
+        let (kept, removed) = recorded(&from, &secrets().values());
+        assert!(kept.is_empty());
+        assert_eq!(removed, ["x-echo"]);
+    }
+
+    #[test]
+    fn the_program_gets_no_cookie_and_no_key_in_a_header() {
+        let from = map(&[
+            ("set-cookie", "session=sk-real-openai"),
+            ("x-echo-key", "sk-real-openai"),
+            ("x-echo-escaped", "sk\\u002dreal-openai"),
+            ("content-length", "12"),
+            ("transfer-encoding", "chunked"),
+            ("x-request-id", "req_1"),
+        ]);
+        let out = to_program_masked(&from, &Masker::new(&secrets().values()));
+        assert!(!out.contains_key("set-cookie"));
+        assert!(!out.contains_key("transfer-encoding"));
+        assert_eq!(out["x-echo-key"], "**************");
+        assert_eq!(out["x-echo-escaped"], "*".repeat(19));
+        assert_eq!(out["content-length"], "12");
+        assert_eq!(out["x-request-id"], "req_1");
+        assert!(!to_program(&from).contains_key("set-cookie"));
     }
 }

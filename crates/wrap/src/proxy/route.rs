@@ -76,6 +76,38 @@ pub fn upstream_url(api: Api, base: &str, path_and_query: &str) -> String {
     format!("{base}{rest}")
 }
 
+/// Why the proxy refuses to send a request for `path_and_query` to `url` (built by
+/// [`upstream_url`] from `base`), when it does: a path with a `.` or `..` segment —
+/// written plainly, percent-encoded (`%2e`) or between backslashes, all of which URL
+/// parsers resolve — could leave the upstream's base (`/v1/../admin` is `/admin`), so such
+/// a path is never sent, and neither is a URL that does not parse or is not under `base`.
+pub fn refusal(base: &str, path_and_query: &str, url: &str) -> Option<String> {
+    let path = path_and_query.split(['?', '#']).next().unwrap_or("");
+    let dotted = path.split(['/', '\\']).any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    });
+    if dotted {
+        return Some(format!(
+            "the path `{path}` has a `.` or `..` segment: it is not sent upstream"
+        ));
+    }
+    let (Ok(base_url), Ok(target)) = (url::Url::parse(base), url::Url::parse(url)) else {
+        return Some(format!("`{url}` is not a URL the proxy can send"));
+    };
+    let base_path = base_url.path().trim_end_matches('/');
+    let under = target.origin() == base_url.origin()
+        && (target.path() == base_path
+            || target.path().starts_with(&format!("{base_path}/"))
+            || base_path.is_empty());
+    (!under).then(|| {
+        format!(
+            "the path `{path}` leads to `{}`, outside the upstream's base `{base}`",
+            target.as_str()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +168,41 @@ mod tests {
         for (api, method, path, want) in cases {
             assert_eq!(classify(api, method, path), want, "{api:?} {method} {path}");
         }
+    }
+
+    #[test]
+    fn paths_that_would_leave_the_base_are_refused() {
+        let base = "https://api.openai.com/v1";
+        for path in [
+            "/v1/../admin",
+            "/v1/%2e%2e/admin",
+            "/v1/%2E./admin",
+            "/v1/.%2e/admin",
+            "/v1\\..\\admin",
+            "/v1/./chat/completions",
+            "/..",
+        ] {
+            let url = upstream_url(Api::OpenAi, base, path);
+            assert!(refusal(base, path, &url).is_some(), "{path}");
+        }
+        for path in [
+            "/v1/chat/completions",
+            "/v1/responses?x=..",
+            "/v1/models/gpt..5",
+        ] {
+            let url = upstream_url(Api::OpenAi, base, path);
+            assert_eq!(refusal(base, path, &url), None, "{path}");
+        }
+        let gateway = "http://127.0.0.1:9/anthropic";
+        let url = upstream_url(Api::Anthropic, gateway, "/v1/messages");
+        assert_eq!(refusal(gateway, "/v1/messages", &url), None);
+        // Two slashes stay a path of the same origin.
+        let url = upstream_url(Api::Anthropic, "http://127.0.0.1:9", "//evil.example/x");
+        assert_eq!(url::Url::parse(&url).unwrap().host_str(), Some("127.0.0.1"));
+        assert_eq!(
+            refusal("http://127.0.0.1:9", "//evil.example/x", &url),
+            None
+        );
     }
 
     #[test]

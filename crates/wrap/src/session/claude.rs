@@ -8,71 +8,173 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::{LoggedCall, millis_between};
+use super::LoggedCall;
+use super::lines::{self, Line, RawArguments, RawCall, Read};
+use super::millis_between;
 
 /// Whether the lines are a Claude Code session: some `user` or `assistant` line with a
 /// `message` object and a `sessionId`, and no rollout `session_meta`.
 pub fn looks_like(_path: &Path, lines: &[Value]) -> bool {
-    lines.iter().any(|l| {
-        matches!(l["type"].as_str(), Some("user" | "assistant"))
-            && l["message"].is_object()
-            && l["sessionId"].is_string()
-    }) && !lines.iter().any(|l| l["type"] == "session_meta")
+    let texts: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let mut d = Detect::default();
+    for t in &texts {
+        d.line(&lines::read(t.as_bytes()));
+    }
+    d.matches()
 }
 
 /// The tool calls of a session, in the order they were asked for, each with its result.
 pub fn calls(lines: &[Value]) -> Vec<LoggedCall> {
-    let mut calls: Vec<(LoggedCall, Option<String>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for line in lines {
-        let ts = line["timestamp"].as_str().map(str::to_owned);
-        let Some(blocks) = line["message"]["content"].as_array() else {
-            continue;
-        };
-        match line["type"].as_str() {
-            Some("assistant") => {
-                for b in blocks.iter().filter(|b| b["type"] == "tool_use") {
-                    let Some(id) = b["id"].as_str() else { continue };
-                    if index.contains_key(id) {
-                        continue;
-                    }
-                    index.insert(id.to_owned(), calls.len());
-                    calls.push((
-                        LoggedCall {
-                            call_id: id.to_owned(),
-                            name: b["name"].as_str().unwrap_or("").to_owned(),
-                            arguments: b["input"].clone(),
-                            result: Value::Null,
-                            ok: false,
-                            duration_ms: 0,
-                        },
-                        ts.clone(),
-                    ));
-                }
-            }
-            Some("user") => {
-                for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
-                    let Some(&i) = b["tool_use_id"].as_str().and_then(|id| index.get(id)) else {
-                        continue;
-                    };
-                    let (call, asked_at) = &mut calls[i];
-                    call.result = content(&b["content"]);
-                    call.ok = !b["is_error"].as_bool().unwrap_or(false);
-                    call.duration_ms = millis_between(asked_at.as_deref(), ts.as_deref());
-                }
-            }
-            _ => {}
+    let texts: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let mut c = Collector::new(usize::MAX);
+    for t in &texts {
+        if let Read::Object(l) = lines::read(t.as_bytes()) {
+            c.line(&l);
         }
     }
-    calls.into_iter().map(|(c, _)| c).collect()
+    c.calls.into_iter().map(|r| r.into_logged().0).collect()
+}
+
+/// Whether a log is a Claude Code session, judged one JSON line at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Detect {
+    conversation: bool,
+    rollout: bool,
+}
+
+impl Detect {
+    pub(crate) fn line(&mut self, read: &Read<'_>) {
+        let Read::Object(l) = read else { return };
+        let kind = lines::string(l.kind);
+        if matches!(kind.as_deref(), Some("user" | "assistant"))
+            && lines::object(l.message)
+            && lines::string(l.session_id).is_some()
+        {
+            self.conversation = true;
+        }
+        self.rollout |= kind.as_deref() == Some("session_meta");
+    }
+
+    pub(crate) fn matches(&self) -> bool {
+        self.conversation && !self.rollout
+    }
+}
+
+/// A `message`, raw.
+#[derive(Debug, Default, Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+/// A content block, raw.
+#[derive(Debug, Default, Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_use_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    is_error: Option<&'a RawValue>,
+}
+
+/// `raw` owned, `null` when absent.
+fn owned(raw: Option<&RawValue>) -> Box<RawValue> {
+    raw.map_or_else(
+        || RawValue::from_string("null".to_owned()).expect("null is JSON"),
+        RawValue::to_owned,
+    )
+}
+
+/// The calls of a session, collected one line at a time: at most `room` of them, the
+/// rest counted in `left_out`.
+#[derive(Debug)]
+pub(crate) struct Collector {
+    pub(crate) calls: Vec<RawCall>,
+    index: HashMap<String, usize>,
+    room: usize,
+    pub(crate) left_out: u64,
+}
+
+impl Collector {
+    pub(crate) fn new(room: usize) -> Self {
+        Collector {
+            calls: Vec::new(),
+            index: HashMap::new(),
+            room,
+            left_out: 0,
+        }
+    }
+
+    pub(crate) fn line(&mut self, line: &Line<'_>) {
+        let kind = lines::string(line.kind);
+        let assistant = match kind.as_deref() {
+            Some("assistant") => true,
+            Some("user") => false,
+            _ => return,
+        };
+        let Some(message) = lines::shaped::<Message<'_>>(line.message) else {
+            return;
+        };
+        let ts = lines::string(line.timestamp).map(|t| t.into_owned());
+        lines::each_element(message.content, |raw| {
+            let Some(b) = lines::shaped::<Block<'_>>(Some(raw)) else {
+                return;
+            };
+            let block = lines::string(b.kind);
+            if assistant && block.as_deref() == Some("tool_use") {
+                let Some(id) = lines::string(b.id) else {
+                    return;
+                };
+                if self.index.contains_key(id.as_ref()) {
+                    return;
+                }
+                if self.calls.len() >= self.room {
+                    self.left_out += 1;
+                    return;
+                }
+                self.index.insert(id.clone().into_owned(), self.calls.len());
+                self.calls.push(RawCall {
+                    call_id: id.into_owned(),
+                    name: lines::string(b.name).unwrap_or_default().into_owned(),
+                    arguments: RawArguments::Value(owned(b.input)),
+                    result: None,
+                    read_result: |v, is_error| (content(v), !is_error.unwrap_or(false)),
+                    is_error: None,
+                    asked_at: ts.clone(),
+                    duration_ms: 0,
+                });
+            } else if !assistant && block.as_deref() == Some("tool_result") {
+                let Some(&i) =
+                    lines::string(b.tool_use_id).and_then(|id| self.index.get(id.as_ref()))
+                else {
+                    return;
+                };
+                let call = &mut self.calls[i];
+                call.result = Some(owned(b.content));
+                call.is_error = Some(b.is_error.is_some_and(|e| e.get() == "true"));
+                call.duration_ms = millis_between(call.asked_at.as_deref(), ts.as_deref());
+            }
+        });
+    }
 }
 
 /// A `tool_result`'s content as the model was given it: text as it is, a list of text
 /// blocks as their text joined, anything else as JSON. A result with no content is the
 /// empty text.
-fn content(c: &Value) -> Value {
+pub(crate) fn content(c: &Value) -> Value {
     match c {
         Value::String(_) => c.clone(),
         Value::Null => Value::String(String::new()),

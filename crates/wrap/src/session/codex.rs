@@ -8,83 +8,191 @@
 
 use std::collections::HashMap;
 
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::{LoggedCall, arguments_of, millis_between};
+use super::LoggedCall;
+use super::lines::{self, Line, RawArguments, RawCall, Read};
+use super::millis_between;
 
 /// Whether the lines are a rollout: a `session_meta` line among the first few, and
 /// every object shaped `{"type", "payload"}`.
 pub fn looks_like(lines: &[Value]) -> bool {
-    let meta = lines
-        .iter()
-        .take(4)
-        .any(|l| l["type"] == "session_meta" && l["payload"].is_object());
-    meta && lines
-        .iter()
-        .all(|l| l["type"].is_string() && !l["payload"].is_null())
+    let texts: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let mut d = Detect::default();
+    for t in &texts {
+        d.line(&lines::read(t.as_bytes()));
+    }
+    d.matches()
 }
 
 /// The tool calls of a rollout, in the order they were asked for, each with its output.
 pub fn calls(lines: &[Value]) -> Vec<LoggedCall> {
-    let mut calls: Vec<(LoggedCall, Option<String>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for line in lines.iter().filter(|l| l["type"] == "response_item") {
-        let p = &line["payload"];
-        let ts = line["timestamp"].as_str().map(str::to_owned);
-        let Some(call_id) = p["call_id"].as_str() else {
-            continue;
+    let texts: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let mut c = Collector::new(usize::MAX);
+    for t in &texts {
+        if let Read::Object(l) = lines::read(t.as_bytes()) {
+            c.line(&l);
+        }
+    }
+    c.calls.into_iter().map(|r| r.into_logged().0).collect()
+}
+
+/// Whether a log is a rollout, judged one JSON line at a time (lines that are not JSON
+/// are not judged).
+#[derive(Debug)]
+pub(crate) struct Detect {
+    seen: usize,
+    meta: bool,
+    shaped: bool,
+}
+
+impl Default for Detect {
+    fn default() -> Self {
+        Detect {
+            seen: 0,
+            meta: false,
+            shaped: true,
+        }
+    }
+}
+
+impl Detect {
+    pub(crate) fn line(&mut self, read: &Read<'_>) {
+        let l = match read {
+            Read::Object(l) => Some(l),
+            Read::Other => None,
+            Read::Unreadable | Read::TooDeep => return,
         };
-        match p["type"].as_str().unwrap_or("") {
+        let kind = l.and_then(|l| lines::string(l.kind));
+        if self.seen < 4
+            && kind.as_deref() == Some("session_meta")
+            && lines::object(l.and_then(|l| l.payload))
+        {
+            self.meta = true;
+        }
+        self.shaped &= kind.is_some() && lines::present(l.and_then(|l| l.payload));
+        self.seen += 1;
+    }
+
+    pub(crate) fn matches(&self) -> bool {
+        self.meta && self.shaped
+    }
+}
+
+/// A `response_item`'s payload, raw.
+#[derive(Debug, Default, Deserialize)]
+struct Item<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    call_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    action: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    output: Option<&'a RawValue>,
+}
+
+/// `raw` owned, `null` when absent.
+fn owned(raw: Option<&RawValue>) -> Box<RawValue> {
+    raw.map_or_else(
+        || RawValue::from_string("null".to_owned()).expect("null is JSON"),
+        RawValue::to_owned,
+    )
+}
+
+/// The calls of a rollout, collected one line at a time: at most `room` of them, the
+/// rest counted in `left_out`.
+#[derive(Debug)]
+pub(crate) struct Collector {
+    pub(crate) calls: Vec<RawCall>,
+    index: HashMap<String, usize>,
+    room: usize,
+    pub(crate) left_out: u64,
+}
+
+impl Collector {
+    pub(crate) fn new(room: usize) -> Self {
+        Collector {
+            calls: Vec::new(),
+            index: HashMap::new(),
+            room,
+            left_out: 0,
+        }
+    }
+
+    pub(crate) fn line(&mut self, line: &Line<'_>) {
+        if lines::string(line.kind).as_deref() != Some("response_item") {
+            return;
+        }
+        let Some(p) = lines::shaped::<Item<'_>>(line.payload) else {
+            return;
+        };
+        let Some(call_id) = lines::string(p.call_id) else {
+            return;
+        };
+        let ts = lines::string(line.timestamp).map(|t| t.into_owned());
+        match lines::string(p.kind).as_deref().unwrap_or("") {
             kind @ ("function_call" | "custom_tool_call" | "local_shell_call") => {
+                if self.index.contains_key(call_id.as_ref()) {
+                    return;
+                }
+                if self.calls.len() >= self.room {
+                    self.left_out += 1;
+                    return;
+                }
+                let name = |n: Option<&RawValue>| lines::string(n).unwrap_or_default().into_owned();
                 let (name, arguments) = match kind {
                     "function_call" => (
-                        p["name"].as_str().unwrap_or("").to_owned(),
-                        p["arguments"]
-                            .as_str()
-                            .map_or_else(|| p["arguments"].clone(), arguments_of),
+                        name(p.name),
+                        match lines::string(p.arguments) {
+                            Some(text) => RawArguments::JsonText(text.into_owned()),
+                            None => RawArguments::Value(owned(p.arguments)),
+                        },
                     ),
-                    "custom_tool_call" => (
-                        p["name"].as_str().unwrap_or("").to_owned(),
-                        p["input"].clone(),
+                    "custom_tool_call" => (name(p.name), RawArguments::Value(owned(p.input))),
+                    _ => (
+                        "local_shell".to_owned(),
+                        RawArguments::Value(owned(p.action)),
                     ),
-                    _ => ("local_shell".to_owned(), p["action"].clone()),
                 };
-                if index.contains_key(call_id) {
-                    continue;
-                }
-                index.insert(call_id.to_owned(), calls.len());
-                calls.push((
-                    LoggedCall {
-                        call_id: call_id.to_owned(),
-                        name,
-                        arguments,
-                        result: Value::Null,
-                        ok: false,
-                        duration_ms: 0,
-                    },
-                    ts,
-                ));
+                self.index
+                    .insert(call_id.clone().into_owned(), self.calls.len());
+                self.calls.push(RawCall {
+                    call_id: call_id.into_owned(),
+                    name,
+                    arguments,
+                    result: None,
+                    read_result: |v, _| output(v),
+                    is_error: None,
+                    asked_at: ts,
+                    duration_ms: 0,
+                });
             }
             "function_call_output" | "custom_tool_call_output" => {
-                let Some(&i) = index.get(call_id) else {
-                    continue;
+                let Some(&i) = self.index.get(call_id.as_ref()) else {
+                    return;
                 };
-                let (call, asked_at) = &mut calls[i];
-                let (result, ok) = output(&p["output"]);
-                call.result = result;
-                call.ok = ok;
-                call.duration_ms = millis_between(asked_at.as_deref(), ts.as_deref());
+                let call = &mut self.calls[i];
+                call.result = Some(owned(p.output));
+                call.duration_ms = millis_between(call.asked_at.as_deref(), ts.as_deref());
             }
             _ => {}
         }
     }
-    calls.into_iter().map(|(c, _)| c).collect()
 }
 
 /// An output as the model was given it, and whether the program called the call a
 /// success: text as it is, content items as their text joined (other items kept as
 /// JSON), an object with `content`/`success` read as such.
-fn output(o: &Value) -> (Value, bool) {
+pub(crate) fn output(o: &Value) -> (Value, bool) {
     match o {
         Value::String(s) => (Value::String(s.clone()), true),
         Value::Array(items) => {

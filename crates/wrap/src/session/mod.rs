@@ -5,10 +5,18 @@
 //!
 //! Logs are found by what they hold, not by the program's name (it may have been started
 //! through a shell): every `*.jsonl` file under the private `HOME` (no link followed, at
-//! most [`MAX_LOG_BYTES`] each) is read, and kept when it is one of the known formats —
-//! [`codex`] (the Codex CLI's rollout, under `$CODEX_HOME/sessions`) or [`claude`] (Claude
-//! Code's session, under `~/.claude/projects`). Each file is untrusted input: a line that
-//! does not parse is skipped and counted, never an error that stops the run's bundle.
+//! most [`MAX_LOG_BYTES`] each, [`MAX_LOGS`] files and [`MAX_TOTAL_LOG_BYTES`] in all) is
+//! read, and kept when it is one of the known formats — [`codex`] (the Codex CLI's
+//! rollout, under `$CODEX_HOME/sessions`) or [`claude`] (Claude Code's session, under
+//! `~/.claude/projects`). Each file is untrusted input: a line that does not parse, or
+//! nests deeper than [`lines::MAX_JSON_DEPTH`], is skipped and counted, never an error
+//! that stops the run's bundle.
+//!
+//! The import streams: each log is read one line at a time into raw JSON text
+//! ([`lines`]), never built as JSON values whole, and each call is read into a value only
+//! when it is recorded, one at a time; at most [`MAX_IMPORTED_CALLS`] calls are imported
+//! in a run. What is left out is said by an [`ImportWarning`]. The memory an import takes
+//! stays within a small multiple of the largest log.
 
 use std::path::{Path, PathBuf};
 
@@ -20,9 +28,118 @@ use crate::record::{AskedCall, Recording};
 
 pub mod claude;
 pub mod codex;
+pub mod lines;
 
 /// The largest session log imported (a longer one is left out, with a warning).
 pub const MAX_LOG_BYTES: u64 = 64 << 20;
+/// The most session log files read in a run (in path order; the rest are left out, with
+/// a warning).
+pub const MAX_LOGS: usize = 64;
+/// The most bytes of session logs read in a run, all files together.
+pub const MAX_TOTAL_LOG_BYTES: u64 = 256 << 20;
+/// The most tool calls imported in a run, all logs together (the rest are counted and
+/// left out, with a warning).
+pub const MAX_IMPORTED_CALLS: usize = 20_000;
+
+/// Something an import left out or could not read, for the run's warnings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportWarning {
+    /// A log over [`MAX_LOG_BYTES`], not imported.
+    TooLarge {
+        /// Its path under the private `HOME`.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// Logs beyond [`MAX_LOGS`] or [`MAX_TOTAL_LOG_BYTES`], not read.
+    TooManyLogs {
+        /// How many were left out.
+        left_out: usize,
+    },
+    /// A log that could not be read.
+    Unreadable {
+        /// Its path under the private `HOME`.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
+    /// Lines of an imported log that are not JSON, skipped.
+    UnreadableLines {
+        /// Its path under the private `HOME`.
+        path: PathBuf,
+        /// How many.
+        unreadable: u64,
+        /// Of how many lines.
+        lines: u64,
+    },
+    /// Lines of an imported log nested deeper than [`lines::MAX_JSON_DEPTH`], skipped.
+    TooDeep {
+        /// Its path under the private `HOME`.
+        path: PathBuf,
+        /// How many.
+        lines: u64,
+    },
+    /// Calls beyond [`MAX_IMPORTED_CALLS`], not imported.
+    TooManyCalls {
+        /// How many were left out.
+        left_out: u64,
+    },
+    /// Calls whose arguments or result were over [`lines::MAX_VALUE_BYTES`], recorded as
+    /// their JSON text (a string) rather than as a JSON value.
+    LargeValues {
+        /// Its path under the private `HOME`.
+        path: PathBuf,
+        /// How many calls.
+        calls: u64,
+    },
+}
+
+impl std::fmt::Display for ImportWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImportWarning::TooLarge { path, size } => write!(
+                f,
+                "session log `{}` is {size} bytes, over {MAX_LOG_BYTES}: not imported",
+                path.display()
+            ),
+            ImportWarning::TooManyLogs { left_out } => write!(
+                f,
+                "{left_out} session log file(s) beyond {MAX_LOGS} files or {MAX_TOTAL_LOG_BYTES} \
+                 bytes in all: not read"
+            ),
+            ImportWarning::Unreadable { path, error } => {
+                write!(f, "session log `{}`: {error}", path.display())
+            }
+            ImportWarning::UnreadableLines {
+                path,
+                unreadable,
+                lines,
+            } => write!(
+                f,
+                "session log `{}`: {unreadable} of {lines} lines are not JSON and were skipped",
+                path.display()
+            ),
+            ImportWarning::TooDeep { path, lines } => write!(
+                f,
+                "session log `{}`: {lines} line(s) nested deeper than {} levels were skipped",
+                path.display(),
+                lines::MAX_JSON_DEPTH
+            ),
+            ImportWarning::TooManyCalls { left_out } => write!(
+                f,
+                "{left_out} tool call(s) beyond {MAX_IMPORTED_CALLS} in the session logs were \
+                 not imported"
+            ),
+            ImportWarning::LargeValues { path, calls } => write!(
+                f,
+                "session log `{}`: {calls} call(s) with arguments or a result over {} bytes are \
+                 recorded with them as JSON text",
+                path.display(),
+                lines::MAX_VALUE_BYTES
+            ),
+        }
+    }
+}
 /// How deep under the private `HOME` logs are looked for.
 const MAX_DEPTH: usize = 12;
 
@@ -82,27 +199,57 @@ pub struct SessionLog {
 /// Every `*.jsonl` file under `home` that holds a known session format, in path order;
 /// and a warning for each that could not be read or was too long.
 pub fn find(home: &Path) -> (Vec<SessionLog>, Vec<String>) {
+    let (files, mut warnings) = candidates(home);
+    let mut logs = Vec::new();
+    let mut room = MAX_IMPORTED_CALLS;
+    for rel in files {
+        match read(home, &rel, room) {
+            Ok(Some(log)) => {
+                room = room.saturating_sub(log.calls.len());
+                let (log, log_warnings) = log.into_session_log();
+                warnings.extend(log_warnings);
+                logs.push(log);
+            }
+            Ok(None) => {}
+            Err(e) => warnings.push(ImportWarning::Unreadable {
+                path: rel,
+                error: e.to_string(),
+            }),
+        }
+    }
+    (logs, warnings.iter().map(ToString::to_string).collect())
+}
+
+/// The `*.jsonl` files under `home` to read, in path order, within [`MAX_LOGS`] and
+/// [`MAX_TOTAL_LOG_BYTES`]; and warnings for those left out.
+fn candidates(home: &Path) -> (Vec<PathBuf>, Vec<ImportWarning>) {
     let mut files = Vec::new();
     let mut warnings = Vec::new();
     collect(home, home, 0, &mut files, &mut warnings);
     files.sort();
-    let mut logs = Vec::new();
-    for rel in files {
-        match read(home, &rel) {
-            Ok(Some(log)) => logs.push(log),
-            Ok(None) => {}
-            Err(e) => warnings.push(format!("session log `{}`: {e}", rel.display())),
+    let mut total = 0u64;
+    let mut kept = Vec::new();
+    let mut left_out = 0usize;
+    for (rel, size) in files {
+        if kept.len() >= MAX_LOGS || total + size > MAX_TOTAL_LOG_BYTES {
+            left_out += 1;
+            continue;
         }
+        total += size;
+        kept.push(rel);
     }
-    (logs, warnings)
+    if left_out > 0 {
+        warnings.push(ImportWarning::TooManyLogs { left_out });
+    }
+    (kept, warnings)
 }
 
 fn collect(
     home: &Path,
     dir: &Path,
     depth: usize,
-    files: &mut Vec<PathBuf>,
-    warnings: &mut Vec<String>,
+    files: &mut Vec<(PathBuf, u64)>,
+    warnings: &mut Vec<ImportWarning>,
 ) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -118,48 +265,132 @@ fn collect(
             let size = entry.metadata().map_or(0, |m| m.len());
             let rel = path.strip_prefix(home).unwrap_or(&path).to_path_buf();
             if size > MAX_LOG_BYTES {
-                warnings.push(format!(
-                    "session log `{}` is {size} bytes, over {MAX_LOG_BYTES}: not imported",
-                    rel.display()
-                ));
+                warnings.push(ImportWarning::TooLarge { path: rel, size });
             } else {
-                files.push(rel);
+                files.push((rel, size));
             }
         }
     }
 }
 
-/// Reads `home/rel` and keeps it when it holds a known format.
-fn read(home: &Path, rel: &Path) -> std::io::Result<Option<SessionLog>> {
-    let bytes = read_no_follow(&home.join(rel))?;
-    let mut values = Vec::new();
-    let mut unreadable = 0u64;
-    let mut lines = 0u64;
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        lines += 1;
-        match serde_json::from_slice::<Value>(line) {
-            Ok(v) => values.push(v),
-            Err(_) => unreadable += 1,
+/// One log read, its calls still raw.
+struct RawLog {
+    path: PathBuf,
+    format: Format,
+    bytes: Vec<u8>,
+    lines: u64,
+    unreadable: u64,
+    too_deep: u64,
+    calls: Vec<lines::RawCall>,
+    left_out: u64,
+}
+
+impl RawLog {
+    /// Its warnings (lines skipped; calls over the bound are said once per import).
+    fn warnings(&self) -> Vec<ImportWarning> {
+        let mut w = Vec::new();
+        if self.unreadable > 0 {
+            w.push(ImportWarning::UnreadableLines {
+                path: self.path.clone(),
+                unreadable: self.unreadable,
+                lines: self.lines,
+            });
         }
+        if self.too_deep > 0 {
+            w.push(ImportWarning::TooDeep {
+                path: self.path.clone(),
+                lines: self.too_deep,
+            });
+        }
+        w
     }
-    let format = if codex::looks_like(&values) {
+
+    fn into_session_log(self) -> (SessionLog, Vec<ImportWarning>) {
+        let mut warnings = self.warnings();
+        let mut large = 0u64;
+        let calls = self
+            .calls
+            .into_iter()
+            .map(|c| {
+                let (call, big) = c.into_logged();
+                large += u64::from(big);
+                call
+            })
+            .collect();
+        if large > 0 {
+            warnings.push(ImportWarning::LargeValues {
+                path: self.path.clone(),
+                calls: large,
+            });
+        }
+        let log = SessionLog {
+            path: self.path,
+            format: self.format,
+            bytes: self.bytes,
+            lines: self.lines,
+            unreadable_lines: self.unreadable + self.too_deep,
+            calls,
+        };
+        (log, warnings)
+    }
+}
+
+/// Reads `home/rel` one line at a time and keeps it when it holds a known format, with at
+/// most `room` of its calls.
+fn read(home: &Path, rel: &Path, room: usize) -> std::io::Result<Option<RawLog>> {
+    let bytes = read_no_follow(&home.join(rel))?;
+    let each_line = || bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+    // First pass: the format, and what could not be read.
+    let (mut codex, mut claude) = (codex::Detect::default(), claude::Detect::default());
+    let (mut lines, mut unreadable, mut too_deep) = (0u64, 0u64, 0u64);
+    for line in each_line() {
+        lines += 1;
+        let read = lines::read(line);
+        match read {
+            lines::Read::Unreadable => unreadable += 1,
+            lines::Read::TooDeep => too_deep += 1,
+            _ => {}
+        }
+        codex.line(&read);
+        claude.line(&read);
+    }
+    let format = if codex.matches() {
         Format::CodexRollout
-    } else if claude::looks_like(rel, &values) {
+    } else if claude.matches() {
         Format::ClaudeCode
     } else {
         return Ok(None);
     };
-    let calls = match format {
-        Format::CodexRollout => codex::calls(&values),
-        Format::ClaudeCode => claude::calls(&values),
+    // Second pass: its calls.
+    let (calls, left_out) = match format {
+        Format::CodexRollout => {
+            let mut c = codex::Collector::new(room);
+            for line in each_line() {
+                if let lines::Read::Object(l) = lines::read(line) {
+                    c.line(&l);
+                }
+            }
+            (c.calls, c.left_out)
+        }
+        Format::ClaudeCode => {
+            let mut c = claude::Collector::new(room);
+            for line in each_line() {
+                if let lines::Read::Object(l) = lines::read(line) {
+                    c.line(&l);
+                }
+            }
+            (c.calls, c.left_out)
+        }
     };
-    Ok(Some(SessionLog {
+    Ok(Some(RawLog {
         path: rel.to_path_buf(),
         format,
         bytes,
         lines,
-        unreadable_lines: unreadable,
+        unreadable,
+        too_deep,
         calls,
+        left_out,
     }))
 }
 
@@ -201,7 +432,7 @@ pub struct Imported {
 }
 
 /// Imports every session log under `home` into `recording`'s bundle; returns what it
-/// wrote and warnings for the logs it could not read.
+/// wrote and warnings for what it left out or could not read.
 ///
 /// # Errors
 ///
@@ -211,19 +442,41 @@ pub async fn import(
     recording: &Recording,
     home: &Path,
 ) -> Result<(Imported, Vec<String>), provrun_capture::CaptureError> {
-    let (logs, mut warnings) = find(home);
+    let (done, warnings) = import_typed(recording, home).await?;
+    Ok((done, warnings.iter().map(ToString::to_string).collect()))
+}
+
+/// [`import`], with its warnings typed. One log is read and recorded at a time, and each
+/// call read into a JSON value only as it is recorded.
+///
+/// # Errors
+///
+/// As [`import`].
+pub async fn import_typed(
+    recording: &Recording,
+    home: &Path,
+) -> Result<(Imported, Vec<ImportWarning>), provrun_capture::CaptureError> {
+    let (files, mut warnings) = candidates(home);
     let steps = recording.steps().await;
     let recorder = recording.capture().recorder();
     let mut done = Imported::default();
-    for log in logs {
-        if log.unreadable_lines > 0 {
-            warnings.push(format!(
-                "session log `{}`: {} of {} lines are not JSON and were skipped",
-                log.path.display(),
-                log.unreadable_lines,
-                log.lines
-            ));
-        }
+    let mut room = MAX_IMPORTED_CALLS;
+    let mut left_out = 0u64;
+    for rel in files {
+        let log = match read(home, &rel, room) {
+            Ok(Some(log)) => log,
+            Ok(None) => continue,
+            Err(e) => {
+                warnings.push(ImportWarning::Unreadable {
+                    path: rel,
+                    error: e.to_string(),
+                });
+                continue;
+            }
+        };
+        warnings.extend(log.warnings());
+        room = room.saturating_sub(log.calls.len());
+        left_out += log.left_out;
         let trace = recorder
             .put_blob_for_next_event(&log.bytes, "application/x-ndjson")
             .await?;
@@ -236,7 +489,10 @@ pub async fn import(
             })
             .await?;
         done.logs += 1;
-        for call in log.calls {
+        let mut large = 0u64;
+        for raw in log.calls {
+            let (call, big) = raw.into_logged();
+            large += u64::from(big);
             let run_call_id = run_call_id(&steps, &call.call_id);
             done.linked += u64::from(run_call_id.is_some());
             done.calls += 1;
@@ -263,6 +519,15 @@ pub async fn import(
             )
             .await?;
         }
+        if large > 0 {
+            warnings.push(ImportWarning::LargeValues {
+                path: log.path,
+                calls: large,
+            });
+        }
+    }
+    if left_out > 0 {
+        warnings.push(ImportWarning::TooManyCalls { left_out });
     }
     Ok((done, warnings))
 }

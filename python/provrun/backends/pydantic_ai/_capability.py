@@ -6,7 +6,11 @@ Where each fact comes from (PydanticAI 2.68's hooks):
 - ``model_called``: ``wrap_model_request`` encloses each request step, streamed or not;
   the model serving each attempt passes through ``get_wrapper_model``, where the
   transports of its HTTP clients are wrapped (:mod:`._http`), so the event holds the
-  bytes that crossed the wire (``observed``). A model with no HTTP client (FunctionModel,
+  bytes that crossed the wire (``observed``), and ``stream`` says whether they were
+  streamed. A model that hands requests on (``FallbackModel``'s ``models``, a
+  ``WrapperModel``'s ``wrapped``) has each model it holds wrapped, each transport knowing
+  the model it serves: a request that failed over is one ``model_called`` per model
+  tried, in order, each naming its model. A model with no HTTP client (FunctionModel,
   TestModel, a hand-written model) hands over only its parsed messages: the request
   messages since the previous response and the response, as PydanticAI's JSON, ``parsed``.
 - ``tool_called`` for function tools: ``wrap_tool_validate`` (a call whose arguments do
@@ -21,8 +25,10 @@ Where each fact comes from (PydanticAI 2.68's hooks):
   ``tool-return`` part PydanticAI puts in the next request (``decided_by`` ``approval`` or
   ``caller``), before that request's ``model_called``.
 - The output tool: ``wrap_output_validate`` / ``wrap_output_process`` (not partial
-  output). In a streamed request they run while the stream is still open, so the event
-  comes before that request's ``model_called``, as the seed says.
+  output), written when they run. With ``run_stream`` they run while the stream is still
+  open, so the event comes before that request's ``model_called``, as the seed says; with
+  ``run_stream_events``, ``iter`` and ``run`` they run after the request ended, so it comes
+  after.
 - Provider-run tools: the ``NativeToolCallPart`` / ``NativeToolReturnPart`` pairs of a
   response, written ``provider_run`` and ``parsed`` after its ``model_called``.
 """
@@ -107,15 +113,19 @@ class _Step:
     """tool_call_id -> run_call_id for the calls of ``response``."""
     exchanges: list[_http.Exchange] = field(default_factory=list)
     """The HTTP exchanges of the request's attempts, in order."""
+    steps: int = 1
+    """Request numbers taken for this request: one, and one more for each other model a
+    ``FallbackModel`` tried before (each is a ``model_called`` of its own)."""
 
 
 class _Observed(WrapperModel):
     """The serving model, unchanged, except that a streamed response is remembered (so an
     output tool checked while the stream is open gets its place in the response)."""
 
-    def __init__(self, wrapped: Any, step: _Step) -> None:
+    def __init__(self, wrapped: Any, step: _Step, opened: Any) -> None:
         super().__init__(wrapped)
         self._step = step
+        self._opened = opened
 
     async def request(self, *args: Any, **kwargs: Any) -> Any:
         with _http.capturing(self._step.exchanges):
@@ -128,6 +138,9 @@ class _Observed(WrapperModel):
         opened = self.wrapped.request_stream(*args, **kwargs)
         with _http.capturing(self._step.exchanges):
             stream = await opened.__aenter__()
+        # A FallbackModel has settled on its model once the stream is open: the calls
+        # checked while it streams are numbered after the models it gave up on.
+        self._opened()
         self._step.stream = stream
         try:
             yield stream
@@ -156,8 +169,18 @@ class EvidenceCapability(AbstractCapability[Any]):
     # --- models --------------------------------------------------------------------
 
     def get_wrapper_model(self, model: Any) -> Any:
-        _http.install(model)
-        return _Observed(model, self._step)
+        _http.install(model, _model_name)
+        return _Observed(model, self._step, self._number_models)
+
+    def _number_models(self) -> None:
+        """Take a request number for each model the request's exchanges went to after the
+        first (a ``FallbackModel``'s failover), so that ``STEP`` counts ``model_called``
+        events and the calls of the response get the number of the one that answered."""
+        step = self._step
+        wanted = len(_by_model(step.exchanges))
+        while step.steps < wanted:
+            step.number = self.run._ledger.next_step()
+            step.steps += 1
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
         self._settle(request_context.messages)
@@ -168,13 +191,16 @@ class EvidenceCapability(AbstractCapability[Any]):
         step.stream = None
         step.ids = {}
         step.exchanges = exchanges = []
+        step.steps = 1
         streamed = bool(getattr(request_context, "streaming", False))
         started = time.monotonic()
         try:
             response = await handler(request_context)
         except BaseException as e:
+            self._number_models()
             self._model_called(request_context, None, exchanges, streamed, started, f"{type(e).__name__}: {e}")
             raise
+        self._number_models()
         step.response = response
         self._number_calls(response)
         self._model_called(request_context, response, exchanges, streamed, started, None)
@@ -217,8 +243,10 @@ class EvidenceCapability(AbstractCapability[Any]):
             "finish_reason": getattr(response, "finish_reason", None),
             "error": error,
         }
-        if exchanges:
-            last = exchanges[-1]
+        groups = _by_model(exchanges)
+        for i, (model, group) in enumerate(groups):
+            final = i == len(groups) - 1
+            last = group[-1]
             attempts = [
                 {
                     "status": x.status,
@@ -227,10 +255,28 @@ class EvidenceCapability(AbstractCapability[Any]):
                     "response_size": len(x.response),
                     "response_media_type": x.response_type,
                 }
-                for x in exchanges[:-1]
+                for x in group[:-1]
             ]
-            if error is None and last.error is not None:
-                common["error"] = last.error
+            fields = dict(common)
+            if model is not None:
+                fields["model"] = model
+            # The flag says what crossed the wire: an SDK may stream a request the agent
+            # made without streaming (Anthropic's does past a size of max_tokens).
+            fields["stream"] = _streamed_on_the_wire(last, streamed)
+            if not final:
+                # A model the request failed over from: what it answered, and why it
+                # was left.
+                fields.update(
+                    duration_ms=last.duration_ms(),
+                    usage=json.dumps({"input_tokens": 0, "output_tokens": 0}),
+                    finish_reason=None,
+                    error=last.error
+                    or (f"HTTP {last.status}: the request failed over to the next model" if last.status else "the request failed over to the next model"),
+                )
+            elif fields["error"] is None and last.error is not None:
+                fields["error"] = last.error
+            elif fields["error"] is None and last.status is not None and last.status >= 400:
+                fields["error"] = f"HTTP {last.status}"
             self.run._run.model_called(
                 request=last.request,
                 request_type=last.request_type,
@@ -238,8 +284,9 @@ class EvidenceCapability(AbstractCapability[Any]):
                 response_type=last.response_type,
                 attempts=json.dumps(attempts) if attempts else None,
                 http=json.dumps(last.http()),
-                **common,
+                **fields,
             )
+        if groups:
             return
         sent = _since_last_response(request_context.messages)
         self.run._run.model_called(
@@ -414,6 +461,32 @@ class EvidenceCapability(AbstractCapability[Any]):
             for call in output.approvals:
                 self._deferred(call, "approval")
         return result
+
+
+def _by_model(exchanges: list[_http.Exchange]) -> list[tuple[str | None, list[_http.Exchange]]]:
+    """The exchanges of one request, in the order sent, in runs of the same model: one run
+    per model a ``FallbackModel`` tried (an SDK's own retries stay in their model's run)."""
+    groups: list[tuple[str | None, list[_http.Exchange]]] = []
+    for x in exchanges:
+        if groups and groups[-1][0] == x.model:
+            groups[-1][1].append(x)
+        else:
+            groups.append((x.model, [x]))
+    return groups
+
+
+def _streamed_on_the_wire(exchange: _http.Exchange, asked: bool) -> bool:
+    """Whether an exchange was streamed: its response is an event stream, or its request
+    asked for one (``"stream": true``); ``asked`` when neither side says."""
+    if exchange.response_type.split(";")[0].strip().lower() == "text/event-stream":
+        return True
+    try:
+        body = json.loads(exchange.request)
+    except ValueError:
+        return asked
+    if isinstance(body, dict) and isinstance(body.get("stream"), bool):
+        return body["stream"]
+    return asked if exchange.status is None else False
 
 
 def _since_last_response(messages: list[Any]) -> list[Any]:

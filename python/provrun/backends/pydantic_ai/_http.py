@@ -14,6 +14,7 @@ decoding (the recorded request asks for ``identity`` encoding, so they are reada
 from __future__ import annotations
 
 import contextvars
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -44,6 +45,10 @@ class Exchange:
     ended: float | None = None
     complete: bool = False
     error: str | None = None
+    model: str | None = None
+    """The model the request was sent to (``system:name``), when the transport knows:
+    set for the models :func:`install` was given, so a ``FallbackModel``'s exchanges each
+    name the model that made them."""
 
     @property
     def response(self) -> bytes:
@@ -141,6 +146,21 @@ def _classes(httpx: Any) -> tuple[type, type]:
     class RecordingTransport(httpx.AsyncBaseTransport):  # type: ignore[misc, name-defined]
         def __init__(self, inner: Any) -> None:
             self.inner = inner
+            # (label, model name) of each model known to send through this transport.
+            self.models: list[tuple[str, str]] = []
+
+        def model_of(self, body: bytes) -> str | None:
+            """The model a request body was sent by: the one model of this transport, or
+            among several sharing a client, the one whose name the body's ``model`` gives."""
+            if len(self.models) == 1:
+                return self.models[0][0]
+            if not self.models:
+                return None
+            try:
+                named = json.loads(body).get("model")
+            except (ValueError, AttributeError):
+                named = None
+            return next((label for label, name in self.models if name == named), self.models[0][0])
 
         async def handle_async_request(self, request: Any) -> Any:
             sink = _SINK.get()
@@ -154,6 +174,7 @@ def _classes(httpx: Any) -> tuple[type, type]:
                 request_headers=_headers(request.headers),
                 request=bytes(body),
                 started=time.monotonic(),
+                model=self.model_of(bytes(body)),
             )
             sink.append(exchange)
             try:
@@ -182,28 +203,43 @@ def _classes(httpx: Any) -> tuple[type, type]:
     return _CLASSES[key]
 
 
+_FOUND: list[Any] | None = None
+
+
 def _modules() -> list[Any]:
-    found = []
-    for name in ("httpx2", "httpx"):
-        try:
-            found.append(__import__(name))
-        except ImportError:
-            continue
-    return found
+    """The httpx-style modules installed (looked for once: a failed import searches the
+    whole path, which each model request would otherwise pay for)."""
+    global _FOUND
+    if _FOUND is None:
+        found = []
+        for name in ("httpx2", "httpx"):
+            try:
+                found.append(__import__(name))
+            except ImportError:
+                continue
+        _FOUND = found
+    return _FOUND
 
 
-def _wrap_client(client: Any, httpx: Any) -> bool:
+def _wrap_client(client: Any, httpx: Any, model: tuple[str, str] | None) -> bool:
     transport_class, _ = _classes(httpx)
     inner = getattr(client, "_transport", None)
     if inner is None:
         return False
     if not isinstance(inner, transport_class):
         client._transport = transport_class(inner)
+    wrapped = [client._transport]
     mounts = getattr(client, "_mounts", None)
     if isinstance(mounts, dict):
         for pattern, mounted in list(mounts.items()):
             if mounted is not None and not isinstance(mounted, transport_class):
                 mounts[pattern] = transport_class(mounted)
+            if mounts[pattern] is not None:
+                wrapped.append(mounts[pattern])
+    if model is not None:
+        for transport in wrapped:
+            if model not in transport.models:
+                transport.models.append(model)
     return True
 
 
@@ -229,14 +265,46 @@ def _candidates(model: Any) -> Iterator[Any]:
         depth += 1
 
 
-def install(model: Any) -> int:
+def serving_models(model: Any) -> list[Any]:
+    """The models that send a model's requests: the model itself, or for a model that
+    hands them on, those it hands them to — a ``FallbackModel``'s ``models`` (each in
+    turn), a ``WrapperModel``'s ``wrapped`` — followed down."""
+    out: list[Any] = []
+    seen: set[int] = set()
+
+    def walk(m: Any, depth: int) -> None:
+        if m is None or id(m) in seen or depth > 8:
+            return
+        seen.add(id(m))
+        inner = getattr(m, "models", None)
+        if isinstance(inner, (list, tuple)) and inner and all(hasattr(x, "request") for x in inner):
+            for x in inner:
+                walk(x, depth + 1)
+            return
+        wrapped = getattr(m, "wrapped", None)
+        if wrapped is not None and hasattr(wrapped, "request"):
+            walk(wrapped, depth + 1)
+            return
+        out.append(m)
+
+    walk(model, 0)
+    return out
+
+
+def install(model: Any, label: Any = None) -> int:
     """Wrap the transport of every httpx client ``model`` reaches (once; later calls see
-    it wrapped). Returns how many clients it found: 0 for a model with no HTTP client,
-    whose requests are then recorded ``parsed``."""
+    it wrapped), for each model that sends its requests (:func:`serving_models`); each
+    transport learns which models send through it, named by ``label(model)``. Returns how
+    many clients it found: 0 for a model with no HTTP client, whose requests are then
+    recorded ``parsed``."""
     modules = _modules()
     found = 0
-    for obj in _candidates(model):
-        for httpx in modules:
-            if isinstance(obj, httpx.AsyncClient) and _wrap_client(obj, httpx):
-                found += 1
+    for serving in serving_models(model):
+        named = None
+        if label is not None:
+            named = (label(serving), str(getattr(serving, "model_name", "")))
+        for obj in _candidates(serving):
+            for httpx in modules:
+                if isinstance(obj, httpx.AsyncClient) and _wrap_client(obj, httpx, named):
+                    found += 1
     return found

@@ -105,6 +105,65 @@ fn a_runs_page_from_the_server_renders_in_chromium() {
     );
 }
 
+#[test]
+fn a_models_control_and_bidi_characters_show_inert_on_the_runs_page() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    // A model that answers with an ANSI colour, a right-to-left override and a zero-width
+    // space, and names a tool call with an ESC.
+    std::fs::write(
+        agents.join("hostile.json"),
+        serde_json::json!([
+            {"tool_calls": [{"id": "c\u{1b}]0;x\u{7}", "name": "read_file",
+                             "arguments": {"path": "/input/\u{202e}txt.exe"}}]},
+            {"text": "\u{1b}[31mred\u{1b}[0m and \u{202e}desrever\u{200b}."}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("hostile.toml"),
+        "name = \"hostile\"\nmodel = \"script:hostile.json\"\ntools = [\"read_file\"]\n",
+    )
+    .unwrap();
+    let served = Served::start(&agents, &dir.path().join("store"), &[], &[]);
+    let r = request(
+        served.addr,
+        "POST",
+        "/agents/hostile",
+        &[],
+        &input("h", "hostile-run", "go"),
+    );
+    assert_eq!(r.events().last().unwrap()["type"], "RUN_FINISHED");
+    let dom = dom(&browser, &format!("{}runs/hostile-run", served.url));
+    assert!(
+        dom.contains("data-rendered=\"yes\""),
+        "the page's script did not run"
+    );
+    // The page's own text (not the embedded data) shows each character as an escape.
+    let body = &dom[..dom.find("bundle-data").unwrap_or(dom.len())];
+    let shown = dom.replace("&amp;", "&");
+    for escaped in [
+        "\\x1b[31mred\\x1b[0m and \\u{202e}desrever\\u{200b}.",
+        "/input/\\u{202e}txt.exe",
+        "c\\x1b]0;x\\x07",
+    ] {
+        assert!(
+            shown.contains(escaped),
+            "{escaped} is not shown on the page"
+        );
+    }
+    for raw in ['\u{1b}', '\u{202e}', '\u{200b}', '\u{7}'] {
+        assert!(
+            !body.contains(raw),
+            "{raw:?} reached the page's text raw: {}",
+            &body[..body.len().min(2000)]
+        );
+    }
+}
+
 /// Serves `page` for every request on a loopback port (a stand-in for any static web
 /// server); its origin.
 fn static_page(page: Vec<u8>) -> String {

@@ -246,28 +246,41 @@ fn past_the_concurrency_a_run_is_refused_with_429_and_retry_after() {
     let served = Served::start(
         &dir.path().join("agents"),
         &store,
-        &["--concurrency", "1"],
+        &["--concurrency", "2"],
         &[],
     );
     let addr = served.addr;
-    // The slow agent holds the one slot (once its bundle exists); the cancel route frees it.
-    let slow = std::thread::spawn(move || {
-        request(
-            addr,
-            "POST",
-            "/agents/slow",
-            &[],
-            &input("a", "slow-1", "hi"),
-        )
-    });
-    let began = std::time::Instant::now();
-    while !store.join("slow-1/events.jsonl").exists() {
-        assert!(
-            began.elapsed() < std::time::Duration::from_secs(30),
-            "the slow run did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let started = |id: &str| {
+        let began = std::time::Instant::now();
+        while !store.join(format!("{id}/events.jsonl")).exists() {
+            assert!(
+                began.elapsed() < std::time::Duration::from_secs(30),
+                "the slow run {id} did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    // Two slow runs hold the two slots (once their bundles exist); the cancel route frees
+    // them.
+    let slow = |thread: &'static str, id: &'static str| {
+        std::thread::spawn(move || {
+            request(addr, "POST", "/agents/slow", &[], &input(thread, id, "hi"))
+        })
+    };
+    let first = slow("a", "slow-1");
+    started("slow-1");
+    // A second request on a thread whose run is in flight is a conflict.
+    let same = request(
+        addr,
+        "POST",
+        "/agents/slow",
+        &[],
+        &input("a", "slow-2", "hi"),
+    );
+    assert_eq!((same.status, same.code().as_str()), (409, "thread_busy"));
+    let second = slow("c", "slow-3");
+    started("slow-3");
+    // Past the concurrency, a request is refused before its body is read.
     let busy = request(
         addr,
         "POST",
@@ -278,19 +291,12 @@ fn past_the_concurrency_a_run_is_refused_with_429_and_retry_after() {
     assert_eq!(busy.status, 429, "{}", String::from_utf8_lossy(&busy.body));
     assert_eq!(busy.code(), "busy");
     assert_eq!(busy.header("retry-after"), Some("2"));
-    // A second request on a thread whose run is in flight is a conflict.
-    let same = request(
-        addr,
-        "POST",
-        "/agents/slow",
-        &[],
-        &input("a", "slow-2", "hi"),
-    );
-    assert_eq!((same.status, same.code().as_str()), (409, "thread_busy"));
-    let cancelled = request(addr, "POST", "/runs/slow-1/cancel", &[], b"");
-    assert_eq!(cancelled.status, 202);
-    let events = slow.join().unwrap().events();
-    assert_eq!(events.last().unwrap()["outcome"]["type"], "cancelled");
+    for (id, run) in [("slow-1", first), ("slow-3", second)] {
+        let cancelled = request(addr, "POST", &format!("/runs/{id}/cancel"), &[], b"");
+        assert_eq!(cancelled.status, 202);
+        let events = run.join().unwrap().events();
+        assert_eq!(events.last().unwrap()["outcome"]["type"], "cancelled");
+    }
     let after = request(
         addr,
         "POST",

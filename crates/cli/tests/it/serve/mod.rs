@@ -8,6 +8,7 @@
 
 mod agui;
 mod browser;
+mod hostile;
 mod http;
 mod stop;
 
@@ -74,6 +75,10 @@ pub(crate) fn write_agents(dir: &Path) {
 /// A `provrun serve` process; killed when dropped.
 pub(crate) struct Served {
     child: Child,
+    /// The server's stderr, read as it comes (a server logs a line per request: a pipe
+    /// nobody read would fill and stop it).
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     pub url: String,
     pub addr: SocketAddr,
 }
@@ -101,6 +106,11 @@ impl Served {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Served::from_command(cmd)
+    }
+
+    /// Start a command that runs `provrun serve` (stdout piped); waits for the URL line.
+    pub(crate) fn from_command(mut cmd: Command) -> Served {
         let mut child = cmd.spawn().expect("provrun serve starts");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -112,6 +122,18 @@ impl Served {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("serve printed its URL within 60 s");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = std::sync::Arc::clone(&stderr);
+        let stderr_reader = Some(std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        }));
         let url = line.trim().to_string();
         assert!(url.starts_with("http://127.0.0.1:"), "first line: {line:?}");
         let addr = url
@@ -119,7 +141,13 @@ impl Served {
             .trim_end_matches('/')
             .parse()
             .unwrap();
-        Served { child, url, addr }
+        Served {
+            child,
+            stderr,
+            stderr_reader,
+            url,
+            addr,
+        }
     }
 
     /// The child process (to signal it).
@@ -132,10 +160,10 @@ impl Served {
         let started = std::time::Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
+                if let Some(reader) = self.stderr_reader.take() {
+                    let _ = reader.join();
                 }
+                let err = String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned();
                 return (status.code(), err);
             }
             assert!(
@@ -208,11 +236,23 @@ pub(crate) fn request(
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    // The address served is the Host, unless a test names another.
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    // Bodies are JSON here, and said to be, unless a test names another type.
+    if !body.is_empty()
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        head.push_str("Content-Type: application/json\r\n");
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();

@@ -50,6 +50,10 @@ pub(crate) struct Reply {
     pub content_type: String,
     /// The body, chunk by chunk.
     pub chunks: Vec<Vec<u8>>,
+    /// Other headers, written after `content-type`.
+    pub headers: Vec<(String, String)>,
+    /// How long the upstream waits before it writes the head.
+    pub delay: std::time::Duration,
 }
 
 impl Reply {
@@ -59,6 +63,8 @@ impl Reply {
             status,
             content_type: "application/json".into(),
             chunks: vec![serde_json::to_vec(body).unwrap()],
+            headers: Vec::new(),
+            delay: std::time::Duration::ZERO,
         }
     }
 
@@ -78,6 +84,8 @@ impl Reply {
                     e.into_bytes()
                 })
                 .collect(),
+            headers: Vec::new(),
+            delay: std::time::Duration::ZERO,
         }
     }
 
@@ -137,8 +145,14 @@ fn serve(stream: TcpStream, script: &Script, log: &Mutex<Vec<Logged>>) {
     let mut writer = stream;
     while let Some(request) = read_request(&mut reader) {
         let reply = script(&request);
+        std::thread::sleep(reply.delay);
+        let extra: String = reply
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect();
         let head = format!(
-            "HTTP/1.1 {} Scripted\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 {} Scripted\r\ncontent-type: {}\r\n{extra}content-length: {}\r\n\r\n",
             reply.status,
             reply.content_type,
             reply.chunks.iter().map(Vec::len).sum::<usize>()

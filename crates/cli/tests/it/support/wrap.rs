@@ -157,6 +157,40 @@ pub(crate) fn assert_no_secret(bundle: &Path, secret: &str) {
     }
 }
 
+/// None of `needles` is in any byte of the bundle: not in a file of it (as stored), and
+/// not in any blob its events name, each read back with `provrun cat`.
+pub(crate) fn assert_absent_everywhere(bundle: &Path, needles: &[&[u8]]) {
+    let holds = |bytes: &[u8]| {
+        needles
+            .iter()
+            .find(|n| bytes.windows(n.len()).any(|w| w == **n))
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+    };
+    for f in files(bundle) {
+        let found = holds(&std::fs::read(&f).unwrap());
+        assert!(found.is_none(), "{} holds {found:?}", f.display());
+    }
+    let mut all = Vec::new();
+    for e in events(bundle) {
+        refs(&e["payload"], &mut all);
+    }
+    assert!(!all.is_empty());
+    for r in all {
+        let digest = r["digest"]["sha256"].as_str().unwrap();
+        let out = provrun()
+            .args([
+                "cat",
+                &bundle.display().to_string(),
+                &format!("sha256:{digest}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "provrun cat {digest}");
+        let found = holds(&out.stdout);
+        assert!(found.is_none(), "the blob {digest} holds {found:?}");
+    }
+}
+
 /// `provrun verify BUNDLE` passes.
 pub(crate) fn assert_verifies(bundle: &Path) {
     let out = provrun().arg("verify").arg(bundle).output().unwrap();

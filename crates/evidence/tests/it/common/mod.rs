@@ -177,14 +177,39 @@ pub(crate) fn write_lines(root: &Path, lines: &[String]) {
     std::fs::write(root.join("events.jsonl"), s).unwrap();
 }
 
+/// The commitment a chain-3 log makes to the string `s` at `pointer` of line `seq` of the
+/// bundle at `root`, computed from docs/evidence.md §2a alone: the run's secret from
+/// `salts.json`, the line's seed `HMAC-SHA256(secret, decimal(seq))`, the string's salt
+/// `HMAC-SHA256(seed, pointer)`, and `SHA-256(salt ‖ s)` in lower-case hex.
+pub(crate) fn salted_commitment(root: &Path, seq: u64, pointer: &str, s: &str) -> String {
+    use hmac::Mac as _;
+    use sha2::Digest as _;
+    type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+    let salts: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("salts.json")).unwrap()).unwrap();
+    let secret = hex::decode(salts["secret"].as_str().unwrap()).unwrap();
+    let mac = |key: &[u8], msg: &[u8]| {
+        let mut m = HmacSha256::new_from_slice(key).unwrap();
+        m.update(msg);
+        m.finalize().into_bytes().to_vec()
+    };
+    let seed = mac(&secret, seq.to_string().as_bytes());
+    let salt = mac(&seed, pointer.as_bytes());
+    let mut h = sha2::Sha256::new();
+    h.update(&salt);
+    h.update(s.as_bytes());
+    hex::encode(h.finalize())
+}
+
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
-/// Re-chain a list of event lines (after editing one): fix every `prev` and `seq`, keep
-/// everything else, and keep lines canonical. The chain scheme is the one line 0 declares.
-pub(crate) fn rechain(lines: &[String]) -> Vec<String> {
+/// Re-chain a list of event lines of the bundle at `root` (after editing one): fix every
+/// `prev` and `seq`, keep everything else, and keep lines canonical. The chain scheme is
+/// the one line 0 declares (chain 3 salted with the bundle's salts).
+pub(crate) fn rechain(root: &Path, lines: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut chain = 1;
     for (i, l) in lines.iter().enumerate() {
@@ -195,7 +220,7 @@ pub(crate) fn rechain(lines: &[String]) -> Vec<String> {
         v["seq"] = json!(i);
         v["prev"] = match out.last() {
             None => serde_json::Value::Null,
-            Some(p) => json!(line_hash(p, chain).unwrap()),
+            Some(p) => json!(line_hash_in(root, p, chain).unwrap()),
         };
         out.push(to_canonical_string(&v).unwrap());
     }
