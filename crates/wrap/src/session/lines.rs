@@ -1,7 +1,7 @@
 //! Reading a session log one line at a time without building it as JSON values: each
-//! line is checked for depth, then read into [`Line`], whose fields borrow their raw JSON
+//! line is checked for depth, then read into `Line`, whose fields borrow their raw JSON
 //! text from the line; only the small parts a format needs (a `type`, a `call_id`) are
-//! decoded. A call's arguments and result stay raw text ([`RawCall`]) until the call is
+//! decoded. A call's arguments and result stay raw text (`RawCall`) until the call is
 //! recorded, one at a time, so that the memory an import takes stays a small multiple of
 //! the log's size whatever the log holds (a line of a million tiny numbers costs its
 //! bytes, not a value each).
