@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use provrun_agent::{DeferReason, RunControl, RunOutcome, RunResult};
@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::events::{BUNDLE_EVENT, Mapper, call_wire_id, event, frame};
 use crate::index::Entry;
+use crate::metrics::StoreOp;
 use crate::runs::{Planned, Work};
 use crate::state::{Active, LastRun, State};
 
@@ -31,13 +32,15 @@ const KEEPALIVE: Duration = Duration::from_secs(10);
 /// starts anyway.
 const FIRST_EVENT_WAIT: Duration = Duration::from_secs(2);
 
-/// Start the run `planned` on its own task; its events go to `tx`, and `written` fires when
-/// the first of them is handed to the connection.
+/// Start the run `planned` (whose request arrived at `received`) on its own task; its
+/// events go to `tx`, and `written` fires when the first of them is handed to the
+/// connection.
 pub(crate) fn spawn(
     state: Arc<State>,
     planned: Planned,
     slot: OwnedSemaphorePermit,
     (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+    received: Instant,
 ) {
     let control = RunControl::with_cancellation(&state.cancel_all);
     // The first event is made here, on the thread that answers the request, so that it
@@ -59,10 +62,11 @@ pub(crate) fn spawn(
     // On the runs' own threads: a run's work (its bundle's files, its tools, its end's
     // verify) never delays the threads that accept and answer requests.
     let runs = Arc::clone(&state);
+    state.metrics.run_began();
     runs.runs.spawn(async move {
         let bundle = planned.bundle.clone();
         let thread = planned.thread.clone();
-        let (last, tail) = drive(&state, planned, control, (&tx, written)).await;
+        let (last, tail) = drive(&state, planned, control, (&tx, written), received).await;
         // The thread, the run and its slot are free before the stream's last events go
         // out: a client that sends its next turn as soon as it reads RUN_FINISHED finds
         // the thread ready.
@@ -92,6 +96,7 @@ async fn drive(
     planned: Planned,
     control: RunControl,
     (tx, written): (&mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+    received: Instant,
 ) -> (Option<LastRun>, Option<Vec<Value>>) {
     let Planned {
         agent_name,
@@ -109,7 +114,18 @@ async fn drive(
     // it go out before the run takes a worker: under load, a client sees its run begin
     // without waiting for the others' work.
     let mut connected = !tx.is_closed();
-    let _ = tokio::time::timeout(FIRST_EVENT_WAIT, written).await;
+    // The first event's time is taken when it goes out, however long the run waits here.
+    let first_out = {
+        let state = Arc::clone(state);
+        let mut written = written;
+        async move {
+            if (&mut written).await.is_ok() {
+                state.metrics.first_event(received.elapsed());
+            }
+        }
+    };
+    let mut first_out = tokio::spawn(first_out);
+    let _ = tokio::time::timeout(FIRST_EVENT_WAIT, &mut first_out).await;
     let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
     let folder = state.folder_of(&bundle);
     let run = async {
@@ -151,11 +167,13 @@ async fn drive(
     let last = match result {
         Ok(result) => {
             let entry = end_segment(state, &agent_name, &thread, &result).await;
+            state.metrics.run_ended(result.status().as_str());
             tail.extend(ending(ids, &result, entry.as_ref()));
             entry.map(|e| LastRun::from(&e))
         }
         Err(e) => {
             tracing::warn!(bundle = %bundle, "the run could not start: {e}");
+            state.metrics.run_ended("not_started");
             // The reason may name the server's files or settings: it goes to the log only.
             tail.push(event(
                 "RUN_ERROR",
@@ -314,6 +332,7 @@ async fn end_segment(
     if state.config.store.is_bucket() {
         if let Err(e) = state.config.store.put(&id, &result.bundle).await {
             tracing::error!(bundle = %id, "the bundle could not be put in the store: {e}");
+            state.metrics.store_error(StoreOp::Put);
         } else if result.status() != provrun_agent::RunStatus::Paused {
             let _ = std::fs::remove_dir_all(&result.bundle);
         }
