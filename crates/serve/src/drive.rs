@@ -281,15 +281,39 @@ fn interrupt(bundle: &str, call: &provrun_agent::DeferredCall) -> Value {
     })
 }
 
-/// Append an ended run's bundle to the ledger at `dir` (before a bucket gets it), and
-/// log where it went, or why it could not go (the run is stored and indexed either way).
-fn add_to_ledger(dir: &std::path::Path, folder: &std::path::Path, id: &str) {
-    match provrun_ledger::append_bundle(dir, folder) {
+/// Where an ended run's bundle is appended: the config's ledger writer, else its ledger
+/// folder.
+enum LedgerTarget {
+    Folder(std::path::PathBuf),
+    Writer(String, Arc<provrun_ledger::LedgerWriter>),
+}
+
+impl LedgerTarget {
+    fn of(config: &crate::config::ServeConfig) -> Option<LedgerTarget> {
+        match (&config.ledger_writer, &config.ledger) {
+            (Some((at, w)), _) => Some(LedgerTarget::Writer(at.clone(), Arc::clone(w))),
+            (None, Some(dir)) => Some(LedgerTarget::Folder(dir.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Append an ended run's bundle to the ledger (before a bucket gets it), and log where it
+/// went, or why it could not go (the run is stored and indexed either way).
+fn add_to_ledger(ledger: &LedgerTarget, folder: &std::path::Path, id: &str) {
+    let (added, at) = match ledger {
+        LedgerTarget::Folder(dir) => (
+            provrun_ledger::append_bundle(dir, folder),
+            dir.display().to_string(),
+        ),
+        LedgerTarget::Writer(at, writer) => (writer.add_bundles(&[folder]), at.clone()),
+    };
+    match added {
         Ok(outcome) => {
             let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
             tracing::info!(
                 bundle = %id,
-                ledger = %dir.display(),
+                ledger = %at,
                 ledger_index = index,
                 tree_size = outcome.checkpoint.size,
                 "run added to the ledger"
@@ -297,7 +321,7 @@ fn add_to_ledger(dir: &std::path::Path, folder: &std::path::Path, id: &str) {
         }
         Err(e) => tracing::error!(
             bundle = %id,
-            ledger = %dir.display(),
+            ledger = %at,
             "the bundle could not be added to the ledger: {e}"
         ),
     }
@@ -316,11 +340,11 @@ async fn end_segment(
     let ended = SystemTime::now();
     let (agent, thread_name, bundle_id) = (agent_name.to_owned(), thread.to_owned(), id.clone());
     let ended_text = humantime::format_rfc3339_millis(ended).to_string();
-    let ledger = state.config.ledger.clone();
+    let ledger = LedgerTarget::of(&state.config);
     let paused = result.status() == provrun_agent::RunStatus::Paused;
     let measured = tokio::task::spawn_blocking(move || {
-        if let Some(dir) = ledger.filter(|_| !paused) {
-            add_to_ledger(&dir, &folder, &bundle_id);
+        if let Some(ledger) = ledger.filter(|_| !paused) {
+            add_to_ledger(&ledger, &folder, &bundle_id);
         }
         Entry::for_bundle(&folder, &bundle_id, &agent, &thread_name, Some(ended_text))
     })
