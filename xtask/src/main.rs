@@ -119,6 +119,7 @@ fn setup_all() -> Result<(), String> {
     setup::wrap_sdks()?; // the OpenAI and Anthropic Python SDKs for the provrun wrap tests
     setup::agui()?; // @ag-ui/client and ag-ui-validate for the `provrun serve` tests
     setup::inspect()?; // inspect-ai for the `provrun export inspect` round trip
+    setup::prometheus()?; // prometheus-client's parser for the `provrun serve` /metrics test
     phoenix::phoenix()?; // Arize Phoenix, the OpenTelemetry backend of the otel_live test
     python::python_suite()?; // pydantic-ai-slim, maturin, pytest for `cargo xtask python`
     setup::go()?; // go and golang.org/x/mod for the ledger's second implementation

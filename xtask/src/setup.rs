@@ -11,7 +11,8 @@
 //! view` browser tests (tests/tests/it/view_browser.rs), the official AG-UI client
 //! (`@ag-ui/client`, npm) and validator (`ag-ui-validate`, PyPI) for the `provrun serve`
 //! tests (crates/cli/tests/it/serve/agui.rs), `inspect-ai` for the Inspect export test
-//! (crates/cli/tests/it/inspect_interop.rs), the pinned packages of the Python package's
+//! (crates/cli/tests/it/inspect_interop.rs), `prometheus-client` for the `provrun serve`
+//! `/metrics` test (crates/cli/tests/it/serve/metrics.rs), the pinned packages of the Python package's
 //! suite (python/tests/requirements.txt; xtask/src/python.rs), and Go with Debian's
 //! `golang.org/x/mod` sources for the ledger's second implementation
 //! (tests/interop/ledger_check.go, built by crates/ledger/tests/it/go_interop.rs and
@@ -618,6 +619,59 @@ pub(crate) fn inspect() -> Result<(), String> {
         Err(e) => {
             eprintln!(
                 "\n==> setup: WARNING: {e}; the Inspect interop test will try again or SKIP itself (CI=true fails here)"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The Prometheus project's Python client, whose OpenMetrics parser reads `provrun
+/// serve`'s `/metrics` in crates/cli/tests/it/serve/metrics.rs.
+const PROMETHEUS_CLIENT: &str = "prometheus-client==0.26.0";
+
+/// Makes sure the `/metrics` test finds `prometheus_client` in its virtualenv in the cache
+/// (`prometheus-client-0.26.0/bin/python`), installed once when missing. Under CI a failed
+/// install fails; elsewhere the test installs it itself or skips loudly.
+pub(crate) fn prometheus() -> Result<(), String> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let venv = ci_cache().join("prometheus-client-0.26.0");
+    let python = venv.join("bin/python");
+    let ready = || {
+        Command::new(&python)
+            .args(["-c", "import prometheus_client.openmetrics.parser"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let install = || -> Result<(), String> {
+        if ready() {
+            return Ok(());
+        }
+        let mut make = Command::new("python3");
+        make.args(["-m", "venv", "--clear"]).arg(&venv);
+        crate::run("setup: make the prometheus-client virtualenv", make)?;
+        let mut pip = Command::new(venv.join("bin/pip"));
+        pip.args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            PROMETHEUS_CLIENT,
+        ]);
+        crate::run("setup: install prometheus-client", pip)
+    };
+    match install() {
+        Ok(()) => {
+            println!(
+                "\n==> setup: {PROMETHEUS_CLIENT} is in {}; the `provrun serve` /metrics test runs for real",
+                venv.display()
+            );
+            Ok(())
+        }
+        Err(e) if ci => Err(format!(
+            "setup: CI must run the `provrun serve` /metrics test, but {e}"
+        )),
+        Err(e) => {
+            eprintln!(
+                "\n==> setup: WARNING: {e}; the `provrun serve` /metrics test will try again or SKIP itself (CI=true fails here)"
             );
             Ok(())
         }

@@ -31,7 +31,7 @@ pub(crate) struct Ending<'a> {
     pub(crate) cancelled_code: u8,
     /// `--ledger`: the ledger the bundle is added to when the run ends (not when it
     /// pauses).
-    pub(crate) ledger: Option<&'a Path>,
+    pub(crate) ledger: Option<&'a crate::ledger::RunLedger>,
 }
 
 impl Ending<'_> {
@@ -79,10 +79,10 @@ impl Ending<'_> {
         {
             code = fail(EXIT_FAILED, e);
         }
-        if let Some(dir) = self.ledger
+        if let Some(ledger) = self.ledger
             && result.status() != RunStatus::Paused
         {
-            match crate::ledger::add_run(dir, bundle) {
+            match ledger.add_run(bundle) {
                 Ok(line) if !crate::logging::quiet() => eprintln!("provrun: {}", inert(&line)),
                 Ok(_) => {}
                 Err(e) => code = fail(EXIT_FAILED, e),

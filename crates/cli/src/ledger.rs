@@ -1,6 +1,6 @@
 //! `provrun ledger init|add|proof|consistency|verify`: the transparency log of runs
-//! (provrun-ledger), and the `--ledger DIR` that `run`, `resume` and `batch` take to add
-//! each run as it ends.
+//! (provrun-ledger), and the `--ledger DIR|URL [--ledger-key FILE]` that `run`, `resume`,
+//! `batch` and `serve` take to add each run as it ends ([`RunLedger`]).
 
 use std::path::{Path, PathBuf};
 
@@ -671,25 +671,88 @@ fn print_report(report: &LedgerReport) {
     }
 }
 
-/// `--ledger DIR` of `run`, `resume`, `batch` and `serve`, checked before anything runs: a ledger
-/// whose key file can be read (an add signs with it). Exit 2 otherwise.
-pub(crate) fn check_target(dir: &Path) -> Result<(), u8> {
+/// `--ledger DIR` of `run`, `resume`, `batch` and `serve` (without `--ledger-key`),
+/// checked before anything runs: a ledger whose key file can be read (an add signs with
+/// it). Exit 2 otherwise.
+fn check_target(dir: &Path) -> Result<(), u8> {
     Config::read(dir)
         .and_then(|c| provrun_ledger::load_signing_key(&c.key_file).map(|_| ()))
         .map_err(|e| fail(EXIT_USAGE, format!("--ledger: {e}")))
 }
 
-/// Add a run's bundle to the ledger as the run ends; the line that says where.
-pub(crate) fn add_run(dir: &Path, bundle: &Path) -> Result<String, String> {
-    let outcome = provrun_ledger::append_bundle(dir, bundle)
-        .map_err(|e| format!("cannot add the bundle to the ledger {}: {e}", dir.display()))?;
-    let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
-    tracing::info!(ledger = %dir.display(), bundle = %bundle.display(), index, "run added to the ledger");
-    Ok(format!(
-        "added to the ledger {} at index {index} (checkpoint of {} leaves)",
-        dir.display(),
-        outcome.checkpoint.size
-    ))
+/// The ledger `--ledger` names, opened before anything runs, that each run is added to as
+/// it ends.
+#[derive(Debug)]
+pub(crate) enum RunLedger {
+    /// A folder given without `--ledger-key`: added to as it always was (its
+    /// `ledger.json` names the key file that signs).
+    Folder(PathBuf),
+    /// A bucket (`s3://`), a `file://` folder, or a folder with `--ledger-key`: added to
+    /// through a [`provrun_ledger::LedgerWriter`] holding the key. `at` is the location as
+    /// given.
+    Writer {
+        /// The location as given.
+        at: String,
+        /// The ledger, opened for adding (boxed: it is large beside a path).
+        writer: Box<provrun_ledger::LedgerWriter>,
+    },
+}
+
+/// Open `--ledger` (with `--ledger-key`) for `run`, `resume`, `batch` and `serve`, before
+/// anything runs: a folder alone must be a ledger whose key file can be read; a URL must
+/// be one a ledger is written at (`file://`, `s3://`; a bucket needs `--ledger-key`, the
+/// key its `ledger.json` names); a key given must be the ledger's. A URL is never taken for
+/// a folder. Exit 2, said on stderr, otherwise.
+pub(crate) fn open_run_ledger(ledger: &Path, key: Option<&Path>) -> Result<RunLedger, u8> {
+    let shown = ledger.to_string_lossy();
+    if key.is_none() && !shown.contains("://") {
+        check_target(ledger)?;
+        return Ok(RunLedger::Folder(ledger.to_path_buf()));
+    }
+    let Some(at) = ledger.to_str() else {
+        return Err(fail(
+            EXIT_USAGE,
+            format!("--ledger `{shown}`: with --ledger-key the location must be UTF-8"),
+        ));
+    };
+    let key = key
+        .map(provrun_ledger::load_signing_key)
+        .transpose()
+        .map_err(|e| fail(EXIT_USAGE, format!("--ledger-key: {e}")))?;
+    match provrun_ledger::LedgerWriter::open(at, key.as_ref()) {
+        Ok(writer) => Ok(RunLedger::Writer {
+            at: at.to_string(),
+            writer: Box::new(writer),
+        }),
+        Err(e) => Err(fail(EXIT_USAGE, format!("--ledger: {e}"))),
+    }
+}
+
+impl RunLedger {
+    /// Where the ledger is, as given.
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            RunLedger::Folder(dir) => dir.display().to_string(),
+            RunLedger::Writer { at, .. } => at.clone(),
+        }
+    }
+
+    /// Add a run's bundle to the ledger as the run ends; the line that says where.
+    pub(crate) fn add_run(&self, bundle: &Path) -> Result<String, String> {
+        let added = match self {
+            RunLedger::Folder(dir) => provrun_ledger::append_bundle(dir, bundle),
+            RunLedger::Writer { writer, .. } => writer.add_bundles(&[bundle]),
+        };
+        let shown = self.shown();
+        let outcome =
+            added.map_err(|e| format!("cannot add the bundle to the ledger {shown}: {e}"))?;
+        let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
+        tracing::info!(ledger = %shown, bundle = %bundle.display(), index, "run added to the ledger");
+        Ok(format!(
+            "added to the ledger {shown} at index {index} (checkpoint of {} leaves)",
+            outcome.checkpoint.size
+        ))
+    }
 }
 
 /// The `verify --ledger…` options, as given.

@@ -101,9 +101,15 @@ pub(crate) struct RunArgs {
     #[arg(long = "steer-file", value_name = "FILE")]
     steer_file: Option<PathBuf>,
     /// Add the bundle to this ledger (`provrun ledger init`) when the run ends (a paused
-    /// run is added when it ends after a resume); exit 1 if it cannot be added.
-    #[arg(long, value_name = "DIR")]
+    /// run is added when it ends after a resume); exit 1 if it cannot be added. A folder,
+    /// a file:// URL, or an s3://BUCKET/PREFIX (with --ledger-key).
+    #[arg(long, value_name = "DIR|URL")]
     ledger: Option<PathBuf>,
+    /// The ledger's signing key (Ed25519, PKCS#8 PEM): required for a ledger in a bucket,
+    /// whose ledger.json names only the verifier key; for a folder, used instead of the
+    /// key file its ledger.json names (it must be the same key).
+    #[arg(long = "ledger-key", value_name = "FILE", requires = "ledger")]
+    ledger_key: Option<PathBuf>,
 }
 
 /// Arguments of `provrun resume`.
@@ -147,8 +153,11 @@ pub(crate) struct ResumeArgs {
     #[arg(long)]
     json: bool,
     /// Add the bundle to this ledger when the run ends (see `run --ledger`).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR|URL")]
     ledger: Option<PathBuf>,
+    /// The ledger's signing key (see `run --ledger-key`).
+    #[arg(long = "ledger-key", value_name = "FILE", requires = "ledger")]
+    ledger_key: Option<PathBuf>,
 }
 
 fn parse_result(text: &str) -> Result<(String, String), String> {
@@ -178,11 +187,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     if let Err(code) = check_new_bundle(&args.out) {
         return code;
     }
-    if let Some(dir) = &args.ledger
-        && let Err(code) = crate::ledger::check_target(dir)
-    {
-        return code;
-    }
+    let ledger = match run_ledger(args.ledger.as_deref(), args.ledger_key.as_deref()) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
     let sign_key = match signing_key(args.sign_key.as_deref()) {
         Ok(k) => k,
         Err(code) => return code,
@@ -257,7 +265,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         sign_key: sign_key.as_ref(),
         json: args.json,
         cancelled_code,
-        ledger: args.ledger.as_deref(),
+        ledger: ledger.as_ref(),
     }
     .report(result)
 }
@@ -271,6 +279,17 @@ pub(crate) fn with_builder_id(backend: Backend) -> Result<Backend, u8> {
         Ok(None) => Ok(backend),
         Err(e) => Err(fail(EXIT_USAGE, e)),
     }
+}
+
+/// `--ledger` (with `--ledger-key`), opened before the run starts so a bad ledger writes
+/// nothing.
+fn run_ledger(
+    ledger: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<Option<crate::ledger::RunLedger>, u8> {
+    ledger
+        .map(|l| crate::ledger::open_run_ledger(l, key))
+        .transpose()
 }
 
 /// The `--sign-key` key, read before the run starts so a bad key writes nothing.
@@ -290,11 +309,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(k) => k,
         Err(code) => return code,
     };
-    if let Some(dir) = &args.ledger
-        && let Err(code) = crate::ledger::check_target(dir)
-    {
-        return code;
-    }
+    let ledger = match run_ledger(args.ledger.as_deref(), args.ledger_key.as_deref()) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
     let mut decisions: Vec<Decision> = args.approve.into_iter().map(Decision::Approve).collect();
     decisions.extend(args.deny.into_iter().map(|call_id| Decision::Deny {
         call_id,
@@ -347,7 +365,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         sign_key: sign_key.as_ref(),
         json: args.json,
         cancelled_code,
-        ledger: args.ledger.as_deref(),
+        ledger: ledger.as_ref(),
     }
     .report(result)
 }

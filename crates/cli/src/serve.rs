@@ -67,9 +67,13 @@ pub(crate) struct ServeArgs {
     tools_dirs: Vec<PathBuf>,
     /// Add each run's bundle to this ledger (`provrun ledger init`) when the run ends (a
     /// paused run when a resume ends it), before a bucket gets it; a bundle the ledger
-    /// cannot take is logged as an error.
-    #[arg(long, value_name = "DIR")]
+    /// cannot take is logged as an error. A folder, a file:// URL, or an
+    /// s3://BUCKET/PREFIX (with --ledger-key).
+    #[arg(long, value_name = "DIR|URL")]
     ledger: Option<PathBuf>,
+    /// The ledger's signing key (as `run --ledger-key`): required for a ledger in a bucket.
+    #[arg(long = "ledger-key", value_name = "FILE", requires = "ledger")]
+    ledger_key: Option<PathBuf>,
 }
 
 /// The token: `--token-file`'s first line, else `PROVRUN_SERVE_TOKEN`; `None` when
@@ -92,9 +96,11 @@ fn token(args: &ServeArgs) -> Result<Option<String>, String> {
 
 /// Everything a server needs, checked before anything listens; the error is exit 2's.
 fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
-    if let Some(dir) = &args.ledger {
-        crate::ledger::check_target(dir)?;
-    }
+    let ledger = args
+        .ledger
+        .as_deref()
+        .map(|l| crate::ledger::open_run_ledger(l, args.ledger_key.as_deref()))
+        .transpose()?;
     let registry = registry(&args.tools_dirs)?;
     let backend = crate::run::with_builder_id(Backend::new().with_registry(registry))?;
     let backend = crate::otel::with_live_export(backend);
@@ -118,8 +124,12 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
     if let Some(dir) = &args.work_dir {
         config = config.work_dir(dir);
     }
-    if let Some(dir) = &args.ledger {
-        config = config.ledger(dir);
+    match ledger {
+        Some(crate::ledger::RunLedger::Folder(dir)) => config = config.ledger(dir),
+        Some(crate::ledger::RunLedger::Writer { at, writer }) => {
+            config = config.ledger_writer(at, *writer);
+        }
+        None => {}
     }
     config.check().map_err(|e| fail(EXIT_USAGE, e))?;
     Ok(config)

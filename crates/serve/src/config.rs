@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use provrun_agent::Backend;
@@ -70,6 +71,11 @@ pub struct ServeConfig {
     /// The transparency log of runs (`provrun ledger init`) each run's bundle is appended
     /// to when the run ends (a paused run when a resume ends it); `None`: no ledger.
     pub ledger: Option<PathBuf>,
+    /// A ledger opened for adding ([`provrun_ledger::LedgerWriter`]: a bucket, a
+    /// `file://` folder, or a folder with its signing key given) each run's bundle is
+    /// appended to when the run ends, with its location as the log names it; used instead
+    /// of [`ServeConfig::ledger`] when set.
+    pub ledger_writer: Option<(String, Arc<provrun_ledger::LedgerWriter>)>,
 }
 
 impl ServeConfig {
@@ -92,6 +98,7 @@ impl ServeConfig {
             work_dir: None,
             backend: Backend::new(),
             ledger: None,
+            ledger_writer: None,
         }
     }
 
@@ -154,6 +161,18 @@ impl ServeConfig {
     /// ([`provrun_ledger::append_bundle`]).
     pub fn ledger(mut self, dir: impl Into<PathBuf>) -> Self {
         self.ledger = Some(dir.into());
+        self
+    }
+
+    /// Append each run's bundle to this ledger, at `location` (for the log), when the run
+    /// ends: a bucket (`s3://`) or any ledger opened with its signing key
+    /// ([`provrun_ledger::LedgerWriter::open`]). Takes the place of [`ServeConfig::ledger`].
+    pub fn ledger_writer(
+        mut self,
+        location: impl Into<String>,
+        writer: provrun_ledger::LedgerWriter,
+    ) -> Self {
+        self.ledger_writer = Some((location.into(), Arc::new(writer)));
         self
     }
 

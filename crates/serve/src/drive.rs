@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use provrun_agent::{DeferReason, RunControl, RunOutcome, RunResult};
@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::events::{BUNDLE_EVENT, Mapper, call_wire_id, event, frame};
 use crate::index::Entry;
+use crate::metrics::StoreOp;
 use crate::runs::{Planned, Work};
 use crate::state::{Active, LastRun, State};
 
@@ -31,13 +32,15 @@ const KEEPALIVE: Duration = Duration::from_secs(10);
 /// starts anyway.
 const FIRST_EVENT_WAIT: Duration = Duration::from_secs(2);
 
-/// Start the run `planned` on its own task; its events go to `tx`, and `written` fires when
-/// the first of them is handed to the connection.
+/// Start the run `planned` (whose request arrived at `received`) on its own task; its
+/// events go to `tx`, and `written` fires when the first of them is handed to the
+/// connection.
 pub(crate) fn spawn(
     state: Arc<State>,
     planned: Planned,
     slot: OwnedSemaphorePermit,
     (tx, written): (mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+    received: Instant,
 ) {
     let control = RunControl::with_cancellation(&state.cancel_all);
     // The first event is made here, on the thread that answers the request, so that it
@@ -59,10 +62,11 @@ pub(crate) fn spawn(
     // On the runs' own threads: a run's work (its bundle's files, its tools, its end's
     // verify) never delays the threads that accept and answer requests.
     let runs = Arc::clone(&state);
+    state.metrics.run_began();
     runs.runs.spawn(async move {
         let bundle = planned.bundle.clone();
         let thread = planned.thread.clone();
-        let (last, tail) = drive(&state, planned, control, (&tx, written)).await;
+        let (last, tail) = drive(&state, planned, control, (&tx, written), received).await;
         // The thread, the run and its slot are free before the stream's last events go
         // out: a client that sends its next turn as soon as it reads RUN_FINISHED finds
         // the thread ready.
@@ -92,6 +96,7 @@ async fn drive(
     planned: Planned,
     control: RunControl,
     (tx, written): (&mpsc::Sender<Bytes>, oneshot::Receiver<()>),
+    received: Instant,
 ) -> (Option<LastRun>, Option<Vec<Value>>) {
     let Planned {
         agent_name,
@@ -109,7 +114,18 @@ async fn drive(
     // it go out before the run takes a worker: under load, a client sees its run begin
     // without waiting for the others' work.
     let mut connected = !tx.is_closed();
-    let _ = tokio::time::timeout(FIRST_EVENT_WAIT, written).await;
+    // The first event's time is taken when it goes out, however long the run waits here.
+    let first_out = {
+        let state = Arc::clone(state);
+        let mut written = written;
+        async move {
+            if (&mut written).await.is_ok() {
+                state.metrics.first_event(received.elapsed());
+            }
+        }
+    };
+    let mut first_out = tokio::spawn(first_out);
+    let _ = tokio::time::timeout(FIRST_EVENT_WAIT, &mut first_out).await;
     let (mut mapper, backend) = (mapper_for(&bundle, &work), state.config.backend.clone());
     let folder = state.folder_of(&bundle);
     let run = async {
@@ -151,11 +167,13 @@ async fn drive(
     let last = match result {
         Ok(result) => {
             let entry = end_segment(state, &agent_name, &thread, &result).await;
+            state.metrics.run_ended(result.status().as_str());
             tail.extend(ending(ids, &result, entry.as_ref()));
             entry.map(|e| LastRun::from(&e))
         }
         Err(e) => {
             tracing::warn!(bundle = %bundle, "the run could not start: {e}");
+            state.metrics.run_ended("not_started");
             // The reason may name the server's files or settings: it goes to the log only.
             tail.push(event(
                 "RUN_ERROR",
@@ -263,15 +281,39 @@ fn interrupt(bundle: &str, call: &provrun_agent::DeferredCall) -> Value {
     })
 }
 
-/// Append an ended run's bundle to the ledger at `dir` (before a bucket gets it), and
-/// log where it went, or why it could not go (the run is stored and indexed either way).
-fn add_to_ledger(dir: &std::path::Path, folder: &std::path::Path, id: &str) {
-    match provrun_ledger::append_bundle(dir, folder) {
+/// Where an ended run's bundle is appended: the config's ledger writer, else its ledger
+/// folder.
+enum LedgerTarget {
+    Folder(std::path::PathBuf),
+    Writer(String, Arc<provrun_ledger::LedgerWriter>),
+}
+
+impl LedgerTarget {
+    fn of(config: &crate::config::ServeConfig) -> Option<LedgerTarget> {
+        match (&config.ledger_writer, &config.ledger) {
+            (Some((at, w)), _) => Some(LedgerTarget::Writer(at.clone(), Arc::clone(w))),
+            (None, Some(dir)) => Some(LedgerTarget::Folder(dir.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Append an ended run's bundle to the ledger (before a bucket gets it), and log where it
+/// went, or why it could not go (the run is stored and indexed either way).
+fn add_to_ledger(ledger: &LedgerTarget, folder: &std::path::Path, id: &str) {
+    let (added, at) = match ledger {
+        LedgerTarget::Folder(dir) => (
+            provrun_ledger::append_bundle(dir, folder),
+            dir.display().to_string(),
+        ),
+        LedgerTarget::Writer(at, writer) => (writer.add_bundles(&[folder]), at.clone()),
+    };
+    match added {
         Ok(outcome) => {
             let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
             tracing::info!(
                 bundle = %id,
-                ledger = %dir.display(),
+                ledger = %at,
                 ledger_index = index,
                 tree_size = outcome.checkpoint.size,
                 "run added to the ledger"
@@ -279,7 +321,7 @@ fn add_to_ledger(dir: &std::path::Path, folder: &std::path::Path, id: &str) {
         }
         Err(e) => tracing::error!(
             bundle = %id,
-            ledger = %dir.display(),
+            ledger = %at,
             "the bundle could not be added to the ledger: {e}"
         ),
     }
@@ -298,11 +340,11 @@ async fn end_segment(
     let ended = SystemTime::now();
     let (agent, thread_name, bundle_id) = (agent_name.to_owned(), thread.to_owned(), id.clone());
     let ended_text = humantime::format_rfc3339_millis(ended).to_string();
-    let ledger = state.config.ledger.clone();
+    let ledger = LedgerTarget::of(&state.config);
     let paused = result.status() == provrun_agent::RunStatus::Paused;
     let measured = tokio::task::spawn_blocking(move || {
-        if let Some(dir) = ledger.filter(|_| !paused) {
-            add_to_ledger(&dir, &folder, &bundle_id);
+        if let Some(ledger) = ledger.filter(|_| !paused) {
+            add_to_ledger(&ledger, &folder, &bundle_id);
         }
         Entry::for_bundle(&folder, &bundle_id, &agent, &thread_name, Some(ended_text))
     })
@@ -314,6 +356,7 @@ async fn end_segment(
     if state.config.store.is_bucket() {
         if let Err(e) = state.config.store.put(&id, &result.bundle).await {
             tracing::error!(bundle = %id, "the bundle could not be put in the store: {e}");
+            state.metrics.store_error(StoreOp::Put);
         } else if result.status() != provrun_agent::RunStatus::Paused {
             let _ = std::fs::remove_dir_all(&result.bundle);
         }

@@ -2,7 +2,9 @@
 //! every request: without a token, the `Host`, the `Origin` and a POST's content type
 //! (403, 415); a CORS preflight is answered (when `--cors` allows the origin), then
 //! the bearer token (401, or 400 for two `Authorization` headers), then the route (404,
-//! 405), then the body (413), then the route's own checks. Every request is logged in one line: method, path, status, time.
+//! 405), then the body (413), then the route's own checks. `GET /healthz` comes before
+//! all of them: it needs no token and names no host. Every request is logged in one line:
+//! method, path, status, time.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -181,7 +183,15 @@ pub(crate) async fn handle(
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let origin = req.headers().get(header::ORIGIN).cloned();
-    let mut response = if let Err(e) = open_door(&state, &req) {
+    // A liveness probe (a load balancer, a kubelet) carries no token and may name any
+    // host; the answer says nothing but that the server answers.
+    let mut response = if method == Method::GET && path == "/healthz" {
+        respond(
+            StatusCode::OK,
+            "application/json",
+            full(Bytes::from_static(b"{\"status\":\"ok\"}")),
+        )
+    } else if let Err(e) = open_door(&state, &req) {
         refusal(&e)
     } else if method == Method::OPTIONS && state.config.cors_origin.is_some() {
         respond(StatusCode::NO_CONTENT, "text/plain", full(Bytes::new()))

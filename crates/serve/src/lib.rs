@@ -30,7 +30,8 @@
 //! disconnects cancel their run; past `concurrency` a request gets 429) are in
 //! docs/serve.md. Modules: `agui` (the input), `events` (the events), `index` (the run
 //! index), `state`, `runs` (checking and planning a request), `drive` (one run's task),
-//! `http` (auth, CORS, bodies, logging), `routes`, `server`.
+//! `http` (auth, CORS, bodies, logging), `metrics` (what `GET /metrics` shows), `routes`,
+//! `server`.
 
 mod agui;
 mod config;
@@ -41,6 +42,7 @@ mod events;
 mod front;
 mod http;
 mod index;
+mod metrics;
 mod routes;
 mod runs;
 mod server;

@@ -1,8 +1,11 @@
 //! The routes (docs/serve.md has the table): `POST /agents/NAME` runs an agent;
 //! `GET /runs`, `GET /runs/ID`, `GET /runs/ID/bundle` and `GET /runs/ID/verify` read the
-//! store; `POST /runs/ID/cancel` and `POST /runs/ID/steer` reach a run in flight.
+//! store; `POST /runs/ID/cancel` and `POST /runs/ID/steer` reach a run in flight;
+//! `GET /metrics` shows the server's metrics (`GET /healthz` is answered before any check,
+//! by the front door).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
@@ -13,6 +16,7 @@ use crate::config::RETRY_AFTER_S;
 use crate::error::ApiError;
 use crate::http::{Body, full, json, query_param, read_body, respond, streamed, tar_body};
 use crate::index::PAGE;
+use crate::metrics::StoreOp;
 use crate::state::State;
 
 /// Frames a run's stream may hold unsent before the run waits for its client.
@@ -46,6 +50,8 @@ pub(crate) async fn route(
         (["runs", id, "steer"], &Method::POST) => steer(state, id, req).await,
         (["runs"] | ["runs", _] | ["runs", _, "bundle" | "verify"], _) => Err(allow("GET")),
         (["runs", _, "cancel" | "steer"], _) => Err(allow("POST")),
+        (["metrics"], &Method::GET) => Ok(metrics(state)),
+        (["metrics"] | ["healthz"], _) => Err(allow("GET")),
         _ => Err(ApiError::not_found("not_found", "no such path")),
     }
 }
@@ -56,6 +62,7 @@ async fn run(
     name: &str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
+    let received = Instant::now();
     // The agent is looked up before the body is read: a name that is no agent is a 404
     // whatever the body.
     crate::runs::agent_file(&state.config.agents, name)?;
@@ -77,7 +84,7 @@ async fn run(
     drop(body);
     let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
     let (first_out, written) = tokio::sync::oneshot::channel();
-    crate::drive::spawn(Arc::clone(state), planned, slot, (tx, written));
+    crate::drive::spawn(Arc::clone(state), planned, slot, (tx, written), received);
     let mut r = respond(StatusCode::OK, "text/event-stream", streamed(rx, first_out));
     r.headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -91,6 +98,21 @@ fn checked_id(id: &str) -> Result<(), ApiError> {
             "a run id is 1 to 128 of A-Z a-z 0-9 . _ - (not starting with . or -)",
         )
     })
+}
+
+/// A store that could not be read: counted, and a 500.
+fn store_error(state: &State, e: &provrun_store::StoreError) -> ApiError {
+    state.metrics.store_error(StoreOp::Read);
+    ApiError::internal(e.to_string())
+}
+
+/// `GET /metrics`: the metrics, in the OpenMetrics text format.
+fn metrics(state: &State) -> Response<Body> {
+    respond(
+        StatusCode::OK,
+        crate::metrics::CONTENT_TYPE,
+        full(state.metrics.encode()),
+    )
 }
 
 fn no_run() -> ApiError {
@@ -137,7 +159,7 @@ async fn page(state: &Arc<State>, id: &str) -> Result<Response<Body>, ApiError> 
         .store
         .open_bundle(id)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| store_error(state, &e))?
         .ok_or_else(no_run)?;
     let label = id.to_string();
     let page = tokio::task::spawn_blocking(move || {
@@ -164,7 +186,7 @@ async fn bundle(state: &Arc<State>, id: &str) -> Result<Response<Body>, ApiError
         .store
         .tar(id)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| store_error(state, &e))?
         .ok_or_else(no_run)?;
     let mut r = respond(
         StatusCode::OK,
@@ -189,7 +211,7 @@ async fn verify(state: &Arc<State>, id: &str) -> Result<Response<Body>, ApiError
         .store
         .open_bundle(id)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| store_error(state, &e))?
         .ok_or_else(no_run)?;
     let report = tokio::task::spawn_blocking(move || provrun_evidence::verify(opened.dir()))
         .await

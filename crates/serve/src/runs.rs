@@ -306,7 +306,10 @@ async fn earlier_turn(state: &Arc<State>, id: &str) -> Result<(Vec<Message>, Str
         .store
         .open_bundle(id)
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| {
+            state.metrics.store_error(crate::metrics::StoreOp::Read);
+            e.to_string()
+        })?
         .ok_or_else(|| "it is not in the store".to_string())?;
     let dir = opened.dir().to_path_buf();
     tokio::task::spawn_blocking(move || {

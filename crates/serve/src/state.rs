@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ServeConfig;
 use crate::error::{ApiError, ServeError};
 use crate::index::{Entry, INDEX_FILE, Index};
+use crate::metrics::Metrics;
 
 /// A thread's last ended run, as the index or the run's end says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +85,8 @@ pub(crate) struct State {
     pub(crate) cancel_all: CancellationToken,
     /// The SHA-256 of the token, compared in constant time with a request's.
     pub(crate) token_digest: Option<[u8; 32]>,
+    /// What `GET /metrics` shows.
+    pub(crate) metrics: Metrics,
 }
 
 impl State {
@@ -142,6 +145,7 @@ impl State {
             stopping: CancellationToken::new(),
             cancel_all: CancellationToken::new(),
             token_digest,
+            metrics: Metrics::new(),
         })
     }
 

@@ -49,7 +49,12 @@ pub(crate) struct BatchArgs {
     pub(super) set: Vec<(String, String)>,
     /// Add each run that ends (finished or failed) to this ledger (`provrun ledger init`),
     /// before it is uploaded; a run the ledger cannot take counts as not finished. Runs
-    /// an earlier batch finished into a folder are added too.
-    #[arg(long, value_name = "DIR")]
+    /// an earlier batch finished into a folder are added too. A folder, a file:// URL, or
+    /// an s3://BUCKET/PREFIX (with --ledger-key); batches on many machines may add to one
+    /// bucket ledger at once.
+    #[arg(long, value_name = "DIR|URL")]
     pub(super) ledger: Option<PathBuf>,
+    /// The ledger's signing key (as `run --ledger-key`): required for a ledger in a bucket.
+    #[arg(long = "ledger-key", value_name = "FILE", requires = "ledger")]
+    pub(super) ledger_key: Option<PathBuf>,
 }

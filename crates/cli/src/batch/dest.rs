@@ -88,7 +88,7 @@ pub(crate) struct Dest {
     /// format `serve` writes; none for a bucket.
     pub(super) index: Option<provrun_view::RunIndex>,
     /// `--ledger`: each run that ends is added to it (before its upload).
-    pub(super) ledger: Option<PathBuf>,
+    pub(super) ledger: Option<std::sync::Arc<crate::ledger::RunLedger>>,
 }
 
 impl Dest {

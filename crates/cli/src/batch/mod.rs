@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use provrun_agent::{Backend, RunControl};
 
+use crate::ledger::RunLedger;
 use crate::signals::StopSignals;
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, registry};
 use provrun_store::{Store, is_url};
@@ -44,11 +45,15 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if let Some(dir) = &args.ledger
-        && let Err(code) = crate::ledger::check_target(dir)
+    let ledger = match args
+        .ledger
+        .as_deref()
+        .map(|l| crate::ledger::open_run_ledger(l, args.ledger_key.as_deref()))
+        .transpose()
     {
-        return code;
-    }
+        Ok(l) => l.map(Arc::new),
+        Err(code) => return code,
+    };
     // A bad PROVRUN_BUILDER_ID is a usage error before anything is written.
     let backend = match crate::run::with_builder_id(Backend::new().with_registry(registry.clone()))
     {
@@ -76,7 +81,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Err(e) => return fail(EXIT_FAILED, format!("cannot start the runtime: {e}")),
     };
     // Kept until the batch ends: the work folder of a bucket destination.
-    let (dest, _work) = match open_dest(&args, &runtime) {
+    let (dest, _work) = match open_dest(&args, &runtime, ledger) {
         Ok(d) => d,
         Err(e) => return fail(EXIT_USAGE, e),
     };
@@ -147,10 +152,12 @@ fn stop_on_signals(stop: &RunControl) -> Option<StopSignals> {
 
 /// The destination `--out` names, made ready: a bucket (probed) with its local work folder
 /// (`--work-dir`, or a new temporary folder, returned to be kept until the batch ends), or
-/// a local folder (made if missing). The error is a usage error's message.
+/// a local folder (made if missing); each run is added to `ledger`, with one. The error is
+/// a usage error's message.
 fn open_dest(
     args: &BatchArgs,
     runtime: &tokio::runtime::Runtime,
+    ledger: Option<Arc<RunLedger>>,
 ) -> Result<(Dest, Option<tempfile::TempDir>), String> {
     let out_text = args.out.to_string_lossy().into_owned();
     if is_url(&out_text) {
@@ -178,7 +185,7 @@ fn open_dest(
             // A bucket's runs are not indexed: the work folder is not kept.
             index: None,
             local,
-            ledger: args.ledger.clone(),
+            ledger,
         };
         return Ok((dest, work));
     }
@@ -201,7 +208,7 @@ fn open_dest(
         )),
         local,
         bucket: None,
-        ledger: args.ledger.clone(),
+        ledger,
     };
     Ok((dest, None))
 }

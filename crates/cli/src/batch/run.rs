@@ -68,9 +68,9 @@ async fn look_for_earlier(
 
 /// Add a run's bundle to the batch's `--ledger`, if it has one; the error, if it fails.
 async fn add_to_ledger(dest: &Dest, bundle: &Path) -> Option<String> {
-    let dir = dest.ledger.clone()?;
+    let ledger = dest.ledger.clone()?;
     let bundle = bundle.to_path_buf();
-    let added = tokio::task::spawn_blocking(move || crate::ledger::add_run(&dir, &bundle)).await;
+    let added = tokio::task::spawn_blocking(move || ledger.add_run(&bundle)).await;
     match added {
         Ok(Ok(_)) => None,
         Ok(Err(e)) => Some(e),

@@ -491,3 +491,59 @@ fn serve_adds_each_run_that_ends_and_keeps_a_paused_one_out() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--ledger"));
 }
+
+/// `--ledger` as a `file://` URL (the folder's own key signs), and a folder with
+/// `--ledger-key` (its own key, another refused with exit 2 before anything runs).
+#[test]
+fn a_ledger_given_as_a_file_url_or_with_its_key_takes_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let key = t.join("log.pem");
+    let other = t.join("other.pem");
+    exit(&provrun(&["keygen", &s(&key)]), 0);
+    exit(&provrun(&["keygen", &s(&other)]), 0);
+    let ledger = t.join("ledger");
+    exit(
+        &provrun(&[
+            "ledger",
+            "init",
+            &s(&ledger),
+            "--key",
+            &s(&key),
+            "--origin",
+            "example.com/keyed",
+        ]),
+        0,
+    );
+    let url = format!("file://{}", ledger.display());
+    let (b1, b2, b3) = (t.join("b1"), t.join("b2"), t.join("b3"));
+    let out = run(&b1, "one", &["--ledger", &url]);
+    exit(&out, 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("added to the ledger {url} at index 0")),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exit(
+        &run(
+            &b2,
+            "two",
+            &["--ledger", &s(&ledger), "--ledger-key", &s(&key)],
+        ),
+        0,
+    );
+    let refused = run(
+        &b3,
+        "three",
+        &["--ledger", &s(&ledger), "--ledger-key", &s(&other)],
+    );
+    exit(&refused, 2);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not the ledger's key"));
+    assert!(!b3.exists());
+    let report = json(&provrun(&["ledger", "verify", &s(&ledger), "--json"]));
+    assert_eq!(report["size"], 2, "{report:#}");
+    for b in [&b1, &b2] {
+        exit(&provrun(&["verify", &s(b), "--ledger", &s(&ledger)]), 0);
+    }
+}

@@ -235,3 +235,184 @@ fn many_writers_share_one_ledger_in_a_bucket_without_forking() {
         );
     }
 }
+
+/// `run`, `batch` and `serve` adding their runs to a ledger in a bucket as the runs end
+/// (`--ledger s3://… --ledger-key FILE`): one run, then two batch shards at once, then a
+/// server's run; the ledger verifies and holds each run exactly once. A ledger location
+/// the commands cannot use is exit 2, and never becomes a folder.
+#[test]
+fn run_batch_and_serve_add_their_runs_to_a_ledger_in_a_bucket() {
+    let python = match virtualenv() {
+        Ok(p) => p,
+        Err(why) => return unavailable("run and batch adding to a ledger in a bucket", &why),
+    };
+    let moto = Moto::start(&python);
+    assert_eq!(moto.request("PUT", "/runs", b""), 200, "bucket not made");
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let key = t.join("log.pem");
+    exit(&provrun(&moto, &["keygen", &s(&key)]), 0);
+    let url = "s3://runs/shared";
+    exit(
+        &provrun(
+            &moto,
+            &[
+                "ledger",
+                "init",
+                url,
+                "--key",
+                &s(&key),
+                "--origin",
+                "example.com/shared",
+            ],
+        ),
+        0,
+    );
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scripted");
+    let agent = s(&ex.join("agent.toml"));
+    let input = s(&ex.join("input"));
+    let run = |out: &Path, ledger: &[&str]| {
+        let mut args = vec!["run", &agent, "--input", &input, "--prompt", "one", "--out"];
+        let out = s(out);
+        args.push(&out);
+        args.extend_from_slice(ledger);
+        Command::new(env!("CARGO_BIN_EXE_provrun"))
+            .args(&args)
+            .envs(moto.env())
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("RUST_LOG")
+            .current_dir(t)
+            .output()
+            .unwrap()
+    };
+
+    // Refused before anything runs (exit 2, no bundle, no folder named after the URL): a
+    // bucket without its signing key, another key, a URL no ledger is written at, a key
+    // without a ledger.
+    let other = t.join("other.pem");
+    exit(&provrun(&moto, &["keygen", &s(&other)]), 0);
+    let (k, o) = (s(&key), s(&other));
+    for (ledger, says) in [
+        (vec!["--ledger", url], "--ledger-key"),
+        (
+            vec!["--ledger", url, "--ledger-key", &o],
+            "not the ledger's key",
+        ),
+        (
+            vec!["--ledger", "http://127.0.0.1:1/log", "--ledger-key", &k],
+            "s3:// bucket",
+        ),
+        (
+            vec!["--ledger", "s3://runs/nothing", "--ledger-key", &k],
+            "",
+        ),
+        (vec!["--ledger-key", &k], "--ledger"),
+    ] {
+        let refused = t.join("refused");
+        let out = run(&refused, &ledger);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{ledger:?}: {err}");
+        assert!(err.contains(says), "{ledger:?}: {err}");
+        assert!(!refused.exists(), "{ledger:?} wrote a bundle");
+        assert!(!t.join("s3:").exists() && !t.join("http:").exists());
+    }
+
+    // One run.
+    let first = t.join("first");
+    let out = run(&first, &["--ledger", url, "--ledger-key", &k]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("added to the ledger s3://runs/shared at index 0"),
+        "{err}"
+    );
+
+    // Two shards of one batch at once, adding to the same ledger.
+    let runs = t.join("runs.jsonl");
+    let lines: String = (0..6)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"r{i}\", \"agent\": {agent:?}, \"input\": [{input:?}], \"prompt\": \"task {i}\"}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&runs, lines).unwrap();
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_provrun"))
+                .args(["batch", &s(&runs), "--out"])
+                .arg(t.join(format!("shard{i}")))
+                .args(["--shard", &format!("{i}/2"), "--ledger", url])
+                .args(["--ledger-key", &k])
+                .envs(moto.env())
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .env_remove("RUST_LOG")
+                .env_remove("JOB_COMPLETION_INDEX")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in shards {
+        let out = child.wait_with_output().unwrap();
+        exit(&out, 0);
+    }
+    let mut bundles = vec![first];
+    for i in 0..6 {
+        let shard = t.join(format!("shard{}", i % 2)).join(format!("r{i}"));
+        assert!(
+            shard.join("statement.json").is_file(),
+            "{}",
+            shard.display()
+        );
+        bundles.push(shard);
+    }
+
+    // A server's run, added as it ends.
+    let agents = t.join("agents");
+    crate::serve::write_agents(&agents);
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let store = t.join("store");
+    let served = crate::serve::Served::start(
+        &agents,
+        &store,
+        &["--ledger", url, "--ledger-key", &k],
+        &env,
+    );
+    let r = crate::serve::request(
+        served.addr,
+        "POST",
+        "/agents/chat",
+        &[],
+        &crate::serve::input("ledger", "ledger-1", "Hi"),
+    );
+    assert_eq!(r.status, 200);
+    let id = r.events()[0]["metadata"]["bundle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(served);
+    bundles.push(store.join(id));
+
+    // The ledger verifies and holds each of the 8 runs exactly once.
+    let report: Value = serde_json::from_str(&exit(
+        &provrun(&moto, &["ledger", "verify", url, "--json"]),
+        0,
+    ))
+    .unwrap();
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["size"], 8, "{report:#}");
+    let mut indexes = std::collections::BTreeSet::new();
+    for b in &bundles {
+        let proof: Value = serde_json::from_str(&exit(
+            &provrun(&moto, &["ledger", "proof", url, &s(b), "--json"]),
+            0,
+        ))
+        .unwrap();
+        indexes.insert(proof["index"].as_u64().unwrap());
+        exit(&provrun(&moto, &["verify", &s(b), "--ledger", url]), 0);
+    }
+    assert_eq!(indexes.len(), 8, "two runs share a leaf: {indexes:?}");
+}

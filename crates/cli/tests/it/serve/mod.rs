@@ -2,7 +2,8 @@
 //! with a folder of scripted agents, and driven over HTTP — by the official AG-UI client
 //! (`agui`), by hand-made requests (`http`: tokens, hostile input, the store's routes,
 //! cancel and steer), by headless chromium (`browser`), and stopped by SIGTERM mid-run
-//! (`stop`). This module holds what they share: the agents, the server process and a
+//! (`stop`); its `/healthz` and `/metrics` are read with Prometheus' own Python parser
+//! (`metrics`). This module holds what they share: the agents, the server process and a
 //! small HTTP/1.1 client (requests are plain and bodies small, so a socket and a chunked
 //! decoder do; nothing here is what the server itself uses).
 
@@ -10,6 +11,7 @@ mod agui;
 mod browser;
 mod hostile;
 mod http;
+mod metrics;
 mod stop;
 
 pub(crate) use crate::support::venv::in_ci;
