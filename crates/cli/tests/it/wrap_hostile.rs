@@ -913,7 +913,9 @@ with open(os.path.join(d, "rollout-x.jsonl"), "w") as f:
         "{said}"
     );
     let finished = &of_kind(&bundle, "run_finished")[0]["payload"];
-    assert_eq!(finished["usage"]["tool_calls"], 20_000);
+    // The log's calls are claimed; none was seen on the wire (no model was called).
+    assert_eq!(finished["usage"]["claimed_tool_calls"], 20_000);
+    assert_eq!(finished["usage"]["tool_calls"], 0);
 }
 
 /// The private folders of wrapped runs in `tmp`.
