@@ -285,3 +285,145 @@ impl Shared {
         Ok(self.objects.get(&format!("{id}.tar"), u64::MAX).await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(dir: &std::path::Path) -> Shared {
+        let url = url_of(dir);
+        Shared::open(&url, "127.0.0.1:1".into()).unwrap()
+    }
+
+    fn url_of(dir: &std::path::Path) -> String {
+        format!("file://{}", dir.display())
+    }
+
+    fn entry(id: &str, ended: &str, status: &str, sha: &str) -> Entry {
+        Entry {
+            v: 1,
+            id: id.into(),
+            agent: "a".into(),
+            thread: "t".into(),
+            status: status.into(),
+            started: "2026-01-01T00:00:00.000Z".into(),
+            ended: ended.into(),
+            duration_ms: 1,
+            verified: true,
+            statement_sha256: sha.into(),
+            summary: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_id_is_claimed_once_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (shared(dir.path()), shared(dir.path()));
+        assert!(a.claim_id("r1").await.unwrap());
+        assert!(!b.claim_id("r1").await.unwrap());
+        a.release_id("r1").await.unwrap();
+        assert!(b.claim_id("r1").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_turn_is_taken_once_and_its_end_names_the_last_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (shared(dir.path()), shared(dir.path()));
+        assert!(matches!(
+            a.thread("t").await.unwrap(),
+            ThreadState::Free {
+                turn: 0,
+                last: None
+            }
+        ));
+        assert!(a.take_turn("t", 1).await.unwrap());
+        assert!(!b.take_turn("t", 1).await.unwrap());
+        assert!(matches!(b.thread("t").await.unwrap(), ThreadState::Busy));
+        // Another thread whose name starts the same is another thread.
+        assert!(matches!(
+            b.thread("t2").await.unwrap(),
+            ThreadState::Free { turn: 0, .. }
+        ));
+        let last = LastRun {
+            id: "r1".into(),
+            agent: "a".into(),
+            status: "paused".into(),
+            statement_sha256: "00".into(),
+        };
+        a.end_turn("t", 1, Some(last.clone())).await.unwrap();
+        match b.thread("t").await.unwrap() {
+            ThreadState::Free { turn, last: got } => {
+                assert_eq!((turn, got), (1, Some(last)));
+            }
+            ThreadState::Busy => panic!("the turn ended"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_turn_end_that_is_no_servers_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = shared(dir.path());
+        assert!(a.take_turn("t", 1).await.unwrap());
+        let objects = Objects::open(&url_of(dir.path())).unwrap();
+        for bad in [
+            &b"{not json"[..],
+            br#"{"v":1,"last":{"id":"../x","agent":"a","status":"finished","statement_sha256":"0"}}"#,
+        ] {
+            let _ = objects.delete(&end_key("t", 1)).await;
+            assert!(objects.create(&end_key("t", 1), bad.to_vec()).await.unwrap());
+            assert!(matches!(
+                a.thread("t").await.unwrap_err(),
+                ServeError::Shared(_)
+            ));
+        }
+    }
+
+    #[tokio::test]
+    async fn every_replica_lists_each_runs_latest_segment_and_skips_what_is_no_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (shared(dir.path()), shared(dir.path()));
+        a.add_entry(&entry("r1", "2026-01-01T00:00:01.000Z", "paused", "aa"))
+            .await
+            .unwrap();
+        b.add_entry(&entry("r2", "2026-01-01T00:00:02.000Z", "finished", "bb"))
+            .await
+            .unwrap();
+        let objects = Objects::open(&url_of(dir.path())).unwrap();
+        objects
+            .create("index/r3/x.json", b"{torn".to_vec())
+            .await
+            .unwrap();
+        let mut ids: Vec<(String, String)> = b
+            .entries()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.id, e.status))
+            .collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            [
+                ("r1".into(), "paused".into()),
+                ("r2".into(), "finished".into())
+            ]
+        );
+        // The resume ends it on the other replica: its later segment wins everywhere.
+        b.add_entry(&entry("r1", "2026-01-01T00:00:09.000Z", "finished", "cc"))
+            .await
+            .unwrap();
+        for s in [&a, &b] {
+            let r1 = s
+                .entries()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|e| e.id == "r1")
+                .unwrap();
+            assert_eq!(
+                (r1.status.as_str(), r1.statement_sha256.as_str()),
+                ("finished", "cc")
+            );
+        }
+    }
+}

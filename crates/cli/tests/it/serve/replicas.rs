@@ -316,6 +316,7 @@ fn an_approval_raised_on_one_replica_resumes_on_another_and_once_when_answered_t
     fetched(addrs[2], &bundle, &fetch_dir);
 
     // The same answer sent to two replicas at once resumes once.
+    let mut refusals: Vec<String> = Vec::new();
     for round in 0..8 {
         let thread = format!("twice-{round}");
         let (bundle, interrupt) = approval(addrs[round % 3], &thread);
@@ -350,9 +351,11 @@ fn an_approval_raised_on_one_replica_resumes_on_another_and_once_when_answered_t
             refused.status,
             String::from_utf8_lossy(&refused.body)
         );
+        refusals.push(refused.code());
         let details = fetched(addrs[round % 3], &bundle, &fetch_dir);
         assert_eq!(details["thread"], thread.as_str());
     }
+    eprintln!("replicas: the second answer of each pair was refused with {refusals:?}");
     // Every replica lists the resumed runs as finished.
     for addr in &addrs {
         let r = request(*addr, "GET", "/runs?limit=100", &[], b"");
