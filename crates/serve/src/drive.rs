@@ -65,12 +65,12 @@ pub(crate) fn spawn(
     state.metrics.run_began();
     runs.runs.spawn(async move {
         let bundle = planned.bundle.clone();
-        let thread = planned.thread.clone();
+        let turn = planned.turn.clone();
         let (last, tail) = drive(&state, planned, control, (&tx, written), received).await;
         // The thread, the run and its slot are free before the stream's last events go
         // out: a client that sends its next turn as soon as it reads RUN_FINISHED finds
         // the thread ready.
-        state.release_thread(&thread, last);
+        state.release_thread(&turn, last).await;
         state.remove_active(&bundle);
         drop(slot);
         if let Some(tail) = tail {
@@ -102,6 +102,7 @@ async fn drive(
         agent_name,
         agent,
         thread,
+        turn: _,
         agui_run_id,
         bundle,
         claim: _claim,
@@ -368,6 +369,12 @@ async fn end_segment(
         tracing::error!(bundle = %id, "the run could not be written to the index: {e}");
     }
     state.add_known(&id);
+    if let Some(shared) = &state.shared
+        && let Err(e) = shared.add_entry(&entry).await
+    {
+        tracing::error!(bundle = %id, "the run could not be written to the store's index: {e}");
+        state.metrics.store_error(StoreOp::Put);
+    }
     tracing::info!(
         bundle = %id,
         status = %entry.status,

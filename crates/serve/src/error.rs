@@ -23,6 +23,10 @@ pub enum ServeError {
     /// The store cannot be used.
     #[error("the store: {0}")]
     Store(#[from] provrun_store::StoreError),
+    /// An object replicas share in a bucket store (docs/serve.md, "Replicas") is not one a
+    /// server writes.
+    #[error("{0}")]
+    Shared(String),
     /// A file the server keeps (its work folder, the index) cannot be read or written.
     #[error("cannot {action} `{path}`: {source}")]
     Io {

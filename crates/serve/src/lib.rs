@@ -46,6 +46,7 @@ mod metrics;
 mod routes;
 mod runs;
 mod server;
+mod shared;
 mod state;
 
 pub use config::{

@@ -42,7 +42,7 @@ pub(crate) async fn route(
     match (parts.as_slice(), &method) {
         (["agents", name], &Method::POST) => run(state, name, req).await,
         (["agents", _], _) => Err(allow("POST")),
-        (["runs"], &Method::GET) => list(state, req.uri().query()),
+        (["runs"], &Method::GET) => list(state, req.uri().query()).await,
         (["runs", id], &Method::GET) => page(state, id).await,
         (["runs", id, "bundle"], &Method::GET) => bundle(state, id).await,
         (["runs", id, "verify"], &Method::GET) => verify(state, id).await,
@@ -120,7 +120,7 @@ fn no_run() -> ApiError {
 }
 
 /// `GET /runs[?after=CURSOR&limit=N]`: the index, newest first.
-fn list(state: &Arc<State>, query: Option<&str>) -> Result<Response<Body>, ApiError> {
+async fn list(state: &Arc<State>, query: Option<&str>) -> Result<Response<Body>, ApiError> {
     let after = query_param(query, "after").filter(|a| !a.is_empty());
     if let Some(a) = after {
         checked_id(a)?;
@@ -134,8 +134,8 @@ fn list(state: &Arc<State>, query: Option<&str>) -> Result<Response<Body>, ApiEr
             .ok_or_else(|| ApiError::bad_request("bad_limit", format!("limit is 1 to {PAGE}")))?,
     };
     let entries = state
-        .index
-        .read()
+        .entries()
+        .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let (page, next) = crate::index::page(entries, after, limit)
         .map_err(|m| ApiError::bad_request("bad_cursor", m))?;

@@ -16,7 +16,7 @@ use crate::agui::{self, InputLimits, RunInput};
 use crate::config::RETRY_AFTER_S;
 use crate::error::ApiError;
 use crate::events::{call_wire_id, run_call_id_of};
-use crate::state::{BundleClaim, LastRun, State};
+use crate::state::{BundleClaim, LastRun, State, ThreadTurn};
 
 /// What a request runs.
 #[derive(Debug)]
@@ -39,6 +39,8 @@ pub(crate) struct Planned {
     pub(crate) agent_name: String,
     pub(crate) agent: AgentSpec,
     pub(crate) thread: String,
+    /// The thread held for this run, released when it ends.
+    pub(crate) turn: ThreadTurn,
     pub(crate) agui_run_id: String,
     pub(crate) bundle: String,
     /// A new run's hold on its bundle id, kept until the run has ended (a resumed run
@@ -156,13 +158,25 @@ pub(crate) async fn plan(state: &Arc<State>, name: &str, body: &[u8]) -> Result<
     // The one step that gives this request a bundle id, before anything is read or
     // written: the client's id when no other run has it, else a fresh one. A resume
     // lets it go again (it continues its paused bundle).
-    let claim = state.claim_bundle(&agui_run_id);
-    let agent = load_agent(state, name, &path)?;
-    let last = state.claim_thread(&input.thread_id)?;
-    match plan_claimed(state, name, agent, &input, last, claim, agui_run_id).await {
+    let claim = state.claim_bundle(&agui_run_id).await?;
+    let agent = match load_agent(state, name, &path) {
+        Ok(agent) => agent,
+        Err(e) => {
+            claim.release().await;
+            return Err(e);
+        }
+    };
+    let turn = match state.claim_thread(&input.thread_id).await {
+        Ok(turn) => turn,
+        Err(e) => {
+            claim.release().await;
+            return Err(e);
+        }
+    };
+    match plan_claimed(state, name, agent, &input, &turn, claim, agui_run_id).await {
         Ok(p) => Ok(p),
         Err(e) => {
-            state.release_thread(&input.thread_id, None);
+            state.release_thread(&turn, None).await;
             Err(e)
         }
     }
@@ -173,14 +187,16 @@ async fn plan_claimed(
     name: &str,
     agent: AgentSpec,
     input: &RunInput,
-    last: Option<LastRun>,
+    turn: &ThreadTurn,
     claim: BundleClaim,
     agui_run_id: String,
 ) -> Result<Planned, ApiError> {
+    let last = turn.last.clone();
     let paused = last.as_ref().filter(|l| l.status == "paused");
     let (bundle, claim, work) = match paused {
         Some(last) => {
-            drop(claim);
+            // The paused bundle continues: the id claimed for a new run is not needed.
+            claim.release().await;
             (
                 last.id.clone(),
                 None,
@@ -189,13 +205,20 @@ async fn plan_claimed(
         }
         None => {
             if !input.resume.is_empty() {
+                claim.release().await;
                 return Err(ApiError::bad_request(
                     "bad_resume",
                     "the input answers interrupts, but no run of this thread waits",
                 ));
             }
             let bundle = claim.id().to_string();
-            let spec = new_run(state, input, last.as_ref(), &bundle).await?;
+            let spec = match new_run(state, input, last.as_ref(), &bundle).await {
+                Ok(spec) => spec,
+                Err(e) => {
+                    claim.release().await;
+                    return Err(e);
+                }
+            };
             (bundle, Some(claim), Work::New(Box::new(spec)))
         }
     };
@@ -203,6 +226,7 @@ async fn plan_claimed(
         agent_name: name.to_string(),
         agent,
         thread: input.thread_id.clone(),
+        turn: turn.clone(),
         agui_run_id,
         bundle,
         claim,
@@ -281,8 +305,8 @@ async fn continued_turn(
             tried_index = true;
             // The thread's other ended runs, newest first.
             let mut entries: Vec<_> = state
-                .index
-                .read()
+                .entries()
+                .await
                 .map_err(|e| ApiError::internal(e.to_string()))?
                 .into_iter()
                 .filter(|e| e.thread == thread && e.id != last.id && e.status != "paused")
@@ -343,6 +367,9 @@ async fn resume_work(
                 last.agent
             ),
         ));
+    }
+    if state.shared.is_some() {
+        fetch_paused(state, last).await?;
     }
     let folder = state.folder_of(&last.id);
     let (waiting, made) = tokio::task::spawn_blocking(move || {
@@ -413,6 +440,59 @@ async fn resume_work(
         announced,
         client_results,
     })
+}
+
+/// With a bucket store, the paused bundle `last` may have paused on another replica (or
+/// paused again there after this one kept an older copy): unless the work folder holds it
+/// as it paused (its statement's SHA-256 is the one the thread names), its tar is fetched
+/// from the store and unpacked there.
+async fn fetch_paused(state: &Arc<State>, last: &LastRun) -> Result<(), ApiError> {
+    let folder = state.folder_of(&last.id);
+    let unreadable = |why: String| {
+        tracing::error!(bundle = %last.id, "the paused run cannot be fetched from the store: {why}");
+        ApiError::conflict(
+            "paused_run_unreadable",
+            "the thread's paused run cannot be read here, so it cannot be resumed",
+        )
+    };
+    let current = std::fs::read(folder.join("statement.json"))
+        .is_ok_and(|s| crate::digest::sha256_hex(&s) == last.statement_sha256);
+    if current {
+        return Ok(());
+    }
+    let Some(shared) = &state.shared else {
+        return Ok(());
+    };
+    let tar = shared
+        .bundle_tar(&last.id)
+        .await
+        .map_err(|e| unreadable(e.to_string()))?
+        .ok_or_else(|| unreadable("the store has no tar of it".into()))?;
+    let (build, id, want) = (
+        state.build_dir.clone(),
+        last.id.clone(),
+        last.statement_sha256.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let fresh = tempfile::Builder::new()
+            .prefix(".fetch-")
+            .tempdir_in(&build)
+            .map_err(|e| e.to_string())?;
+        let into = fresh.path().join(&id);
+        provrun_store::untar(&tar, &into, &format!("{id}.tar")).map_err(|e| e.to_string())?;
+        let statement = std::fs::read(into.join("statement.json")).map_err(|e| e.to_string())?;
+        if crate::digest::sha256_hex(&statement) != want {
+            return Err("the store's tar is not the bundle as it paused".to_string());
+        }
+        let folder = build.join(&id);
+        if std::fs::symlink_metadata(&folder).is_ok() {
+            std::fs::remove_dir_all(&folder).map_err(|e| e.to_string())?;
+        }
+        std::fs::rename(&into, &folder).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| unreadable(e.to_string()))?
+    .map_err(unreadable)
 }
 
 /// The decision on one waiting call: from its resume entry (an approval) or its `tool`

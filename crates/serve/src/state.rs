@@ -16,26 +16,9 @@ use crate::config::ServeConfig;
 use crate::error::{ApiError, ServeError};
 use crate::index::{Entry, INDEX_FILE, Index};
 use crate::metrics::Metrics;
+use crate::shared::{Shared, ThreadState};
 
-/// A thread's last ended run, as the index or the run's end says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LastRun {
-    pub(crate) id: String,
-    pub(crate) agent: String,
-    pub(crate) status: String,
-    pub(crate) statement_sha256: String,
-}
-
-impl From<&Entry> for LastRun {
-    fn from(e: &Entry) -> Self {
-        Self {
-            id: e.id.clone(),
-            agent: e.agent.clone(),
-            status: e.status.clone(),
-            statement_sha256: e.statement_sha256.clone(),
-        }
-    }
-}
+pub(crate) use crate::shared::LastRun;
 
 #[derive(Debug, Default)]
 struct Thread {
@@ -87,6 +70,28 @@ pub(crate) struct State {
     pub(crate) token_digest: Option<[u8; 32]>,
     /// What `GET /metrics` shows.
     pub(crate) metrics: Metrics,
+    /// The objects replicas share, when the store is a bucket (`None` for a folder).
+    pub(crate) shared: Option<Shared>,
+}
+
+/// A thread held for one request ([`State::claim_thread`]): its name, the turn taken in
+/// the store (a bucket store's), and its last run when it was taken.
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadTurn {
+    pub(crate) thread: String,
+    turn: Option<u64>,
+    pub(crate) last: Option<LastRun>,
+}
+
+/// A refusal for a store the shared objects cannot be read or written in.
+fn store_unavailable(e: &ServeError) -> ApiError {
+    tracing::error!("the store's shared objects cannot be used: {e}");
+    ApiError::new(
+        hyper::StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        "the store cannot be reached to take this run now; try again later",
+    )
+    .retry_after(crate::config::RETRY_AFTER_S)
 }
 
 impl State {
@@ -121,6 +126,11 @@ impl State {
             threads.entry(entry.thread.clone()).or_default().last = Some(LastRun::from(&entry));
         }
         let token_digest = config.token.as_deref().map(crate::digest::digest);
+        let shared = if config.store.is_bucket() {
+            Some(Shared::open(&config.store.name(), served.to_string())?)
+        } else {
+            None
+        };
         let cap = connection_cap(config.max_connections);
         let runs = RunsRuntime::new().map_err(|source| ServeError::Io {
             action: "start the runtime for runs in",
@@ -146,6 +156,7 @@ impl State {
             cancel_all: CancellationToken::new(),
             token_digest,
             metrics: Metrics::new(),
+            shared,
         })
     }
 
@@ -154,27 +165,102 @@ impl State {
         self.build_dir.join(id)
     }
 
-    /// Mark `thread` busy and give its last run; 409 when a run of it is in flight.
-    pub(crate) fn claim_thread(&self, thread: &str) -> Result<Option<LastRun>, ApiError> {
-        let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
-        let t = threads.entry(thread.to_string()).or_default();
-        if t.busy {
-            return Err(ApiError::conflict(
+    /// Mark `thread` busy and give its last run; 409 when a run of it is in flight (here
+    /// or, with a bucket store, on any replica: the next turn is taken in the store).
+    pub(crate) async fn claim_thread(&self, thread: &str) -> Result<ThreadTurn, ApiError> {
+        let busy = || {
+            ApiError::conflict(
                 "thread_busy",
                 format!("a run of thread `{thread}` is in flight; wait for its end"),
-            ));
+            )
+        };
+        let local_last = {
+            let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+            let t = threads.entry(thread.to_string()).or_default();
+            if t.busy {
+                return Err(busy());
+            }
+            t.busy = true;
+            t.last.clone()
+        };
+        let Some(shared) = &self.shared else {
+            return Ok(ThreadTurn {
+                thread: thread.to_string(),
+                turn: None,
+                last: local_last,
+            });
+        };
+        let taken = async {
+            match shared.thread(thread).await? {
+                ThreadState::Busy => Ok(None),
+                ThreadState::Free { turn, last } => {
+                    // A thread no replica took a turn of yet may have runs in this
+                    // server's own index (written before turns were kept in the store).
+                    let last = if turn == 0 { local_last } else { last };
+                    Ok(shared
+                        .take_turn(thread, turn + 1)
+                        .await?
+                        .then_some((turn + 1, last)))
+                }
+            }
+        };
+        let taken: Result<_, ServeError> = taken.await;
+        match taken {
+            Ok(Some((turn, last))) => Ok(ThreadTurn {
+                thread: thread.to_string(),
+                turn: Some(turn),
+                last,
+            }),
+            Ok(None) => {
+                self.release_local(thread, None);
+                Err(busy())
+            }
+            Err(e) => {
+                self.release_local(thread, None);
+                Err(store_unavailable(&e))
+            }
         }
-        t.busy = true;
-        Ok(t.last.clone())
     }
 
-    /// Free `thread` again, with `last` as its last run when a run ended.
-    pub(crate) fn release_thread(&self, thread: &str, last: Option<LastRun>) {
+    fn release_local(&self, thread: &str, last: Option<LastRun>) {
         let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
         let t = threads.entry(thread.to_string()).or_default();
         t.busy = false;
         if last.is_some() {
             t.last = last;
+        }
+    }
+
+    /// Free the thread again, with `ended` as its last run when a run ended (with a bucket
+    /// store, the turn's end is written there, so any replica may take the next).
+    pub(crate) async fn release_thread(&self, turn: &ThreadTurn, ended: Option<LastRun>) {
+        if let (Some(shared), Some(n)) = (&self.shared, turn.turn) {
+            let last = ended.clone().or_else(|| turn.last.clone());
+            let mut tries = 0;
+            while let Err(e) = shared.end_turn(&turn.thread, n, last.clone()).await {
+                tries += 1;
+                if tries == 3 {
+                    tracing::error!(
+                        thread = %turn.thread,
+                        turn = n,
+                        "the thread's turn could not be ended in the store, so no replica \
+                         takes its next turn until `threads/{}/{n:010}.end.json` is written: {e}",
+                        turn.thread
+                    );
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200 * tries)).await;
+            }
+        }
+        self.release_local(&turn.thread, ended);
+    }
+
+    /// Every run's latest index entry: the shared index of a bucket store (every
+    /// replica's runs), else this server's `index.jsonl`.
+    pub(crate) async fn entries(&self) -> Result<Vec<Entry>, ServeError> {
+        match &self.shared {
+            Some(shared) => shared.entries().await,
+            None => self.index.read(),
         }
     }
 
@@ -217,13 +303,45 @@ impl State {
 
     /// Claim a bundle id for a new run, in one step no other request can come between:
     /// `preferred` when no run has it (none claimed it, the index does not know it, no
-    /// folder of that name is in the build folder), else a fresh `run-UUID`. The id stays
+    /// folder of that name is in the build folder, and — with a bucket store — no replica
+    /// made its claim object `claims/run/ID` first), else a fresh `run-UUID`. The id stays
     /// the claimant's until the [`BundleClaim`] is dropped: by then its run has ended (the
     /// index and the store know the bundle), or never started (nothing was written).
-    ///
-    /// This is the one place a server decides that an id is free; a server sharing a
-    /// store with others would make it a conditional write in the store.
-    pub(crate) fn claim_bundle(self: &Arc<Self>, preferred: &str) -> BundleClaim {
+    pub(crate) async fn claim_bundle(
+        self: &Arc<Self>,
+        preferred: &str,
+    ) -> Result<BundleClaim, ApiError> {
+        let mut id = self.claim_local(preferred);
+        let Some(shared) = &self.shared else {
+            return Ok(BundleClaim {
+                id,
+                shared: false,
+                state: Arc::clone(self),
+            });
+        };
+        loop {
+            match shared.claim_id(&id).await {
+                Ok(true) => {
+                    return Ok(BundleClaim {
+                        id,
+                        shared: true,
+                        state: Arc::clone(self),
+                    });
+                }
+                Ok(false) => {
+                    self.unclaim_local(&id);
+                    id = self.claim_local(&format!("run-{}", uuid::Uuid::new_v4()));
+                }
+                Err(e) => {
+                    self.unclaim_local(&id);
+                    return Err(store_unavailable(&e));
+                }
+            }
+        }
+    }
+
+    /// The local half of [`State::claim_bundle`].
+    fn claim_local(&self, preferred: &str) -> String {
         let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
         let taken = |id: &str| {
             id == INDEX_FILE
@@ -240,10 +358,14 @@ impl State {
             id = format!("run-{}", uuid::Uuid::new_v4());
         }
         claims.insert(id.clone());
-        BundleClaim {
-            id,
-            state: Arc::clone(self),
-        }
+        id
+    }
+
+    fn unclaim_local(&self, id: &str) {
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
     }
 
     /// A connection opens: its task holds the guard until the connection is done (its last
@@ -284,6 +406,8 @@ impl Drop for ConnectionGuard {
 #[derive(Debug)]
 pub(crate) struct BundleClaim {
     id: String,
+    /// Whether its claim object is in the store.
+    shared: bool,
     state: Arc<State>,
 }
 
@@ -292,15 +416,21 @@ impl BundleClaim {
     pub(crate) fn id(&self) -> &str {
         &self.id
     }
+
+    /// Let the id go for good, its run never begun: the store's claim object too.
+    pub(crate) async fn release(self) {
+        if self.shared
+            && let Some(shared) = &self.state.shared
+            && let Err(e) = shared.release_id(&self.id).await
+        {
+            tracing::warn!(bundle = %self.id, "the id's claim could not be removed: {e}");
+        }
+    }
 }
 
 impl Drop for BundleClaim {
     fn drop(&mut self) {
-        self.state
-            .claims
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.id);
+        self.state.unclaim_local(&self.id);
     }
 }
 

@@ -12,6 +12,7 @@ mod browser;
 mod hostile;
 mod http;
 mod metrics;
+mod replicas;
 mod stop;
 
 pub(crate) use crate::support::venv::in_ci;

@@ -1,0 +1,367 @@
+//! Replicas: three `provrun serve` processes over one `s3://` store (moto's S3 server on
+//! loopback, 5.2 or newer for conditional writes) behave as one server — the same `runId`
+//! sent to two of them at once is taken by exactly one (each request its own bundle, every
+//! bundle verified, no two ids alike), `GET /runs` on each lists every run, a thread's
+//! turns alternate across them (each bundle continuing the one before, and a thread busy
+//! on one is busy on all), and an approval raised on one is resumed on another, the same
+//! answer sent to two at once resuming once.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Reply, Served, input, request, verify, write_agents};
+use crate::support::moto::{Moto, unavailable, virtualenv};
+
+const STORE: &str = "s3://runs/serve";
+
+/// moto with a bucket `runs`, or `None` (skipped) when it cannot be installed here.
+fn moto() -> Option<Moto> {
+    let python = match virtualenv() {
+        Ok(p) => p,
+        Err(why) => {
+            unavailable("serve replicas", &why);
+            return None;
+        }
+    };
+    let moto = Moto::start(&python);
+    assert_eq!(moto.request("PUT", "/runs", b""), 200, "bucket not made");
+    Some(moto)
+}
+
+/// `n` servers on the one store, each with its own work folder.
+fn replicas(moto: &Moto, agents: &Path, n: usize) -> Vec<Served> {
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    (0..n)
+        .map(|_| Served::start(agents, Path::new(STORE), &["--concurrency", "64"], &env))
+        .collect()
+}
+
+fn post(addr: SocketAddr, agent: &str, body: &[u8]) -> Reply {
+    request(addr, "POST", &format!("/agents/{agent}"), &[], body)
+}
+
+/// The bundle a stream names, after checking that it ended with `RUN_FINISHED`.
+fn finished_bundle(r: &Reply) -> String {
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let events = r.events();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"RUN_STARTED"), "{types:?}");
+    assert_eq!(types.last(), Some(&"RUN_FINISHED"), "{types:?}");
+    events[0]["metadata"]["bundle"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Fetch the bundle `id` from `addr` into `dir`, check that `provrun verify` accepts the
+/// tar, and give `run_started.details` of the unpacked bundle.
+fn fetched(addr: SocketAddr, id: &str, dir: &Path) -> Value {
+    let r = request(addr, "GET", &format!("/runs/{id}/bundle"), &[], b"");
+    assert_eq!(r.status, 200, "{id}: {}", String::from_utf8_lossy(&r.body));
+    let tar = dir.join(format!("{id}.tar"));
+    std::fs::write(&tar, &r.body).unwrap();
+    let (code, text) = verify(&tar);
+    assert_eq!(code, 0, "{id}: {text}");
+    let into = dir.join(id);
+    std::fs::create_dir_all(&into).unwrap();
+    let ok = Command::new("tar")
+        .arg("-xf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(&into)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let log = std::fs::read_to_string(into.join("events.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    first["payload"]["details"].clone()
+}
+
+/// Every run id `GET /runs` on `addr` lists (all pages).
+fn listed(addr: SocketAddr) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut after = String::new();
+    loop {
+        let r = request(addr, "GET", &format!("/runs?limit=100{after}"), &[], b"");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let page = r.json();
+        for run in page["runs"].as_array().unwrap() {
+            ids.push(run["id"].as_str().unwrap().to_string());
+        }
+        match page["next"].as_str() {
+            Some(next) => after = format!("&after={next}"),
+            None => break,
+        }
+    }
+    ids
+}
+
+#[test]
+fn the_same_run_id_at_two_replicas_at_once_is_taken_once_and_every_replica_lists_every_run() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    let servers = replicas(&moto, &agents, 3);
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    const ROUNDS: usize = 20;
+    let mut all = Vec::new();
+    let mut times = Vec::new();
+    for round in 0..ROUNDS {
+        let run_id = format!("same-{round}");
+        let barrier = Arc::new(Barrier::new(2));
+        // Two replicas of the three, a different pair each round.
+        let pair = [addrs[round % 3], addrs[(round + 1) % 3]];
+        let clients: Vec<_> = pair
+            .into_iter()
+            .enumerate()
+            .map(|(k, addr)| {
+                let (barrier, run_id) = (Arc::clone(&barrier), run_id.clone());
+                let thread = format!("t{round}-{k}");
+                std::thread::spawn(move || {
+                    let body = input(&thread, &run_id, "hi");
+                    barrier.wait();
+                    let at = Instant::now();
+                    let reply = post(addr, "chat", &body);
+                    (thread, reply, at.elapsed())
+                })
+            })
+            .collect();
+        let mut bundles = Vec::new();
+        for c in clients {
+            let (thread, reply, took) = c.join().unwrap();
+            let bundle = finished_bundle(&reply);
+            let events = reply.events();
+            assert_eq!(events[0]["runId"], run_id.as_str());
+            assert_eq!(events[0]["threadId"], thread.as_str());
+            assert!(
+                !events.iter().any(|e| e["type"] == "RUN_ERROR"),
+                "{events:?}"
+            );
+            bundles.push(bundle);
+            times.push(took);
+        }
+        assert_eq!(
+            bundles.iter().filter(|b| **b == run_id).count(),
+            1,
+            "round {round}: exactly one request takes the runId: {bundles:?}"
+        );
+        assert!(
+            bundles.iter().any(|b| b.starts_with("run-")),
+            "round {round}: the other gets a generated id: {bundles:?}"
+        );
+        all.extend(bundles);
+    }
+    let mut distinct = all.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), all.len(), "ids repeat: {all:?}");
+    times.sort();
+    eprintln!(
+        "replicas: {} runs through two replicas at once on moto: median {:?}, max {:?} per request",
+        times.len(),
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+
+    // Every bundle, fetched through any replica, verifies.
+    let fetch_dir = dir.path().join("fetched");
+    std::fs::create_dir_all(&fetch_dir).unwrap();
+    for (i, id) in all.iter().enumerate() {
+        fetched(addrs[i % 3], id, &fetch_dir);
+    }
+    // Each replica lists every run, its own and the others'.
+    for (i, addr) in addrs.iter().enumerate() {
+        let at = Instant::now();
+        let mut ids = listed(*addr);
+        let took = at.elapsed();
+        ids.sort();
+        assert_eq!(ids, distinct, "replica {i} lists every run");
+        eprintln!(
+            "replicas: GET /runs on replica {i}: {} runs in {took:?}",
+            ids.len()
+        );
+    }
+    // A second listing reads only the index objects it has not read yet (none).
+    let at = Instant::now();
+    assert_eq!(listed(addrs[0]).len(), distinct.len());
+    eprintln!("replicas: GET /runs again on replica 0: {:?}", at.elapsed());
+}
+
+#[test]
+fn a_threads_turns_alternate_across_replicas_and_a_busy_thread_is_busy_on_all() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    let servers = replicas(&moto, &agents, 3);
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let fetch_dir = dir.path().join("fetched");
+    std::fs::create_dir_all(&fetch_dir).unwrap();
+    // An agent with an answer for each turn (a scripted model counts the thread's turns).
+    std::fs::write(
+        agents.join("long.toml"),
+        "name = \"long\"\nmodel = \"script:long.json\"\n",
+    )
+    .unwrap();
+    let answers: Vec<Value> = (0..8)
+        .map(|i| json!({"text": format!("Answer {i}.")}))
+        .collect();
+    std::fs::write(agents.join("long.json"), Value::from(answers).to_string()).unwrap();
+
+    // Six turns of one thread, each on the next replica, each continuing the last.
+    let mut previous: Option<String> = None;
+    for turn in 0..6 {
+        let addr = addrs[turn % 3];
+        let bundle = finished_bundle(&post(
+            addr,
+            "long",
+            &input("talk", &format!("talk-{turn}"), &format!("turn {turn}")),
+        ));
+        let details = fetched(addrs[(turn + 1) % 3], &bundle, &fetch_dir);
+        assert_eq!(details["thread"], "talk");
+        match &previous {
+            None => assert!(details["continues"].is_null(), "{details}"),
+            Some(p) => {
+                assert_eq!(details["continues"]["run_id"], p.as_str(), "turn {turn}");
+                // The history holds every earlier turn's prompt.
+                let history = details["history"].to_string();
+                for earlier in 0..turn {
+                    assert!(
+                        history.contains(&format!("turn {earlier}")),
+                        "turn {turn}: {history}"
+                    );
+                }
+            }
+        }
+        previous = Some(bundle);
+    }
+
+    // A run in flight on one replica makes its thread busy on the others.
+    let slow = std::thread::spawn({
+        let addr = addrs[0];
+        move || post(addr, "slow", &input("busy", "busy-1", "take your time"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = post(addrs[1], "chat", &input("busy", "busy-2", "me too"));
+        if r.status == 409 {
+            assert_eq!(r.code(), "thread_busy");
+            break;
+        }
+        // The slow run may not have taken its turn yet: then this one did, and ended.
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert!(Instant::now() < deadline, "the thread never showed busy");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = post(addrs[2], "chat", &input("busy", "busy-3", "and me"));
+    assert_eq!((r.status, r.code()), (409, "thread_busy".to_string()));
+    // Cancelled where it runs; then the thread takes a turn on another replica.
+    let r = request(addrs[0], "POST", "/runs/busy-1/cancel", &[], b"");
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    let ended = slow.join().unwrap();
+    assert_eq!(
+        ended.events().last().unwrap()["outcome"]["type"],
+        "cancelled"
+    );
+    finished_bundle(&post(addrs[2], "chat", &input("busy", "busy-4", "now")));
+}
+
+fn approval(addr: SocketAddr, thread: &str) -> (String, Value) {
+    let r = post(
+        addr,
+        "approve",
+        &input(thread, &format!("{thread}-1"), "Write it."),
+    );
+    let bundle = finished_bundle(&r);
+    let events = r.events();
+    let outcome = &events.last().unwrap()["outcome"];
+    assert_eq!(outcome["type"], "interrupt", "{outcome}");
+    (bundle, outcome["interrupts"][0]["id"].clone())
+}
+
+fn answer(thread: &str, interrupt: &Value) -> Vec<u8> {
+    json!({"threadId": thread, "runId": format!("{thread}-2"),
+        "messages": [{"id": "u", "role": "user", "content": "Write it."}],
+        "resume": [{"interruptId": interrupt, "status": "resolved"}]})
+    .to_string()
+    .into_bytes()
+}
+
+#[test]
+fn an_approval_raised_on_one_replica_resumes_on_another_and_once_when_answered_twice() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    let servers = replicas(&moto, &agents, 3);
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let fetch_dir = dir.path().join("fetched");
+    std::fs::create_dir_all(&fetch_dir).unwrap();
+
+    // Raised on replica 0, answered on replica 1: the same bundle goes on there.
+    let (bundle, interrupt) = approval(addrs[0], "ap");
+    let r = post(addrs[1], "approve", &answer("ap", &interrupt));
+    assert_eq!(finished_bundle(&r), bundle);
+    let result = r.events().last().unwrap()["result"].clone();
+    assert_eq!(result["status"], "finished", "{result}");
+    assert_eq!(result["output"], "Written after approval.");
+    fetched(addrs[2], &bundle, &fetch_dir);
+
+    // The same answer sent to two replicas at once resumes once.
+    let mut refusals: Vec<String> = Vec::new();
+    for round in 0..8 {
+        let thread = format!("twice-{round}");
+        let (bundle, interrupt) = approval(addrs[round % 3], &thread);
+        let body = answer(&thread, &interrupt);
+        let barrier = Arc::new(Barrier::new(2));
+        let clients: Vec<_> = [addrs[(round + 1) % 3], addrs[(round + 2) % 3]]
+            .into_iter()
+            .map(|addr| {
+                let (barrier, body) = (Arc::clone(&barrier), body.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    post(addr, "approve", &body)
+                })
+            })
+            .collect();
+        let replies: Vec<Reply> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+        let resumed: Vec<&Reply> = replies.iter().filter(|r| r.status == 200).collect();
+        assert_eq!(resumed.len(), 1, "round {round}: one resume");
+        assert_eq!(finished_bundle(resumed[0]), bundle);
+        assert_eq!(
+            resumed[0].events().last().unwrap()["result"]["status"],
+            "finished"
+        );
+        let refused = replies.iter().find(|r| r.status != 200).unwrap();
+        // Refused while the other runs (busy), or after it (nothing waits any more).
+        assert!(
+            matches!(
+                (refused.status, refused.code().as_str()),
+                (409, "thread_busy") | (400, "bad_resume")
+            ),
+            "round {round}: {} {}",
+            refused.status,
+            String::from_utf8_lossy(&refused.body)
+        );
+        refusals.push(refused.code());
+        let details = fetched(addrs[round % 3], &bundle, &fetch_dir);
+        assert_eq!(details["thread"], thread.as_str());
+    }
+    eprintln!("replicas: the second answer of each pair was refused with {refusals:?}");
+    // Every replica lists the resumed runs as finished.
+    for addr in &addrs {
+        let r = request(*addr, "GET", "/runs?limit=100", &[], b"");
+        let page = r.json();
+        let runs = page["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 9);
+        assert!(runs.iter().all(|r| r["status"] == "finished"), "{runs:?}");
+    }
+}
