@@ -365,3 +365,126 @@ fn an_approval_raised_on_one_replica_resumes_on_another_and_once_when_answered_t
         assert!(runs.iter().all(|r| r["status"] == "finished"), "{runs:?}");
     }
 }
+
+#[test]
+fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    // A write, then a model that answers after a minute: the run is mid-way long enough.
+    std::fs::write(
+        agents.join("lost.toml"),
+        "name = \"lost\"\nmodel = \"script:lost.json\"\ntools = [\"write_file\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("lost.json"),
+        r#"[{"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "/output/kept.txt", "content": "kept"}}]},
+            {"text": "never said", "delay_ms": 60000}]"#,
+    )
+    .unwrap();
+    const LEASE_S: u64 = 3;
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let work: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("work{i}")))
+        .collect();
+    let mut servers: Vec<Option<Served>> = work
+        .iter()
+        .map(|w| {
+            let w = w.to_str().unwrap();
+            Some(Served::start(
+                &agents,
+                Path::new(STORE),
+                &["--lease", "3", "--work-dir", w],
+                &env,
+            ))
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.as_ref().unwrap().addr).collect();
+
+    // The run on replica 0; killed once its write is recorded (and a lease tick later,
+    // checkpointed).
+    let victim = addrs[0];
+    let client = std::thread::spawn(move || post(victim, "lost", &input("lt", "lost-run", "go")));
+    let log = work[0].join("lost-run/events.jsonl");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"tool_called\"")) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the write was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let recorded = std::fs::read_to_string(&log).unwrap();
+    let pid = servers[0].as_ref().unwrap().pid();
+    let ok = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let killed = Instant::now();
+    let _ = client.join();
+    drop(servers[0].take());
+
+    // Replica 1, asked for the thread's next turn: busy while the lease holds, then it
+    // ends the lost run and takes the turn.
+    let reply = loop {
+        let r = post(addrs[1], "chat", &input("lt", "after", "again"));
+        if r.status != 409 {
+            break r;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(LEASE_S + 10),
+            "the thread stayed busy: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let took = killed.elapsed();
+    let next = finished_bundle(&reply);
+    assert_eq!(next, "after");
+    eprintln!(
+        "replicas: a run whose replica was killed was ended {took:?} after the kill (lease {LEASE_S} s)"
+    );
+    assert!(
+        took >= Duration::from_secs(LEASE_S - 1),
+        "ended before its lease ran out: {took:?}"
+    );
+
+    // Its bundle, from replica 2: verified, every step recorded before the kill, failed
+    // with a reason naming the lost replica.
+    let fetch_dir = dir.path().join("fetched");
+    std::fs::create_dir_all(&fetch_dir).unwrap();
+    fetched(addrs[2], "lost-run", &fetch_dir);
+    let ended = std::fs::read_to_string(fetch_dir.join("lost-run/events.jsonl")).unwrap();
+    let lines: Vec<&str> = ended.lines().collect();
+    let before: Vec<&str> = recorded.lines().collect();
+    assert!(
+        lines.len() > before.len() && lines[..before.len()] == before[..],
+        "the steps recorded before the kill are kept:\n{recorded}\n---\n{ended}"
+    );
+    let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_finished");
+    assert_eq!(last["payload"]["status"], "failed", "{last}");
+    assert!(
+        last["payload"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&victim.to_string())),
+        "{last}"
+    );
+    // Every replica lists it as failed, and the thread's new run as finished.
+    for addr in &addrs[1..] {
+        let page = request(*addr, "GET", "/runs?limit=100", &[], b"").json();
+        let runs = page["runs"].as_array().unwrap();
+        let status = |id: &str| {
+            runs.iter()
+                .find(|r| r["id"] == id)
+                .map(|r| r["status"].clone())
+        };
+        assert_eq!(status("lost-run"), Some(json!("failed")), "{runs:?}");
+        assert_eq!(status("after"), Some(json!("finished")), "{runs:?}");
+    }
+}
