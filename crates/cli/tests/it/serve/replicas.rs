@@ -385,6 +385,33 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
     )
     .unwrap();
     const LEASE_S: u64 = 3;
+    // One ledger all three add to (a `file://` URL: through the ledger writer, signed by
+    // the folder's own key).
+    let provrun = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (key, ledger) = (dir.path().join("log.pem"), dir.path().join("ledger"));
+    let (key_s, ledger_s) = (key.to_str().unwrap(), ledger.to_str().unwrap());
+    provrun(&["keygen", key_s]);
+    provrun(&[
+        "ledger",
+        "init",
+        ledger_s,
+        "--key",
+        key_s,
+        "--origin",
+        "example.org/replicas",
+    ]);
+    let ledger_url = format!("file://{ledger_s}");
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let work: Vec<_> = (0..3)
@@ -397,7 +424,7 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
             Some(Served::start(
                 &agents,
                 Path::new(STORE),
-                &["--lease", "3", "--work-dir", w],
+                &["--lease", "3", "--work-dir", w, "--ledger", &ledger_url],
                 &env,
             ))
         })
@@ -431,11 +458,14 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
 
     // Replica 1, asked for the thread's next turn: busy while the lease holds, then it
     // ends the lost run and takes the turn.
+    let mut busy = 0;
     let reply = loop {
         let r = post(addrs[1], "chat", &input("lt", "after", "again"));
         if r.status != 409 {
             break r;
         }
+        assert_eq!(r.code(), "thread_busy");
+        busy += 1;
         assert!(
             killed.elapsed() < Duration::from_secs(LEASE_S + 10),
             "the thread stayed busy: {}",
@@ -449,8 +479,10 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
     eprintln!(
         "replicas: a run whose replica was killed was ended {took:?} after the kill (lease {LEASE_S} s)"
     );
+    // Busy while the lease held (renewed every second until the kill, so at least a
+    // second of it was left).
     assert!(
-        took >= Duration::from_secs(LEASE_S - 1),
+        busy > 0 && took >= Duration::from_secs(1),
         "ended before its lease ran out: {took:?}"
     );
 
@@ -459,6 +491,10 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
     let fetch_dir = dir.path().join("fetched");
     std::fs::create_dir_all(&fetch_dir).unwrap();
     fetched(addrs[2], "lost-run", &fetch_dir);
+    // In the ledger (added before the index listed it as ended).
+    let tar = fetch_dir.join("lost-run.tar");
+    let v = provrun(&["verify", tar.to_str().unwrap(), "--ledger", ledger_s]);
+    assert!(v.contains("pass  ledger"), "{v}");
     let ended = std::fs::read_to_string(fetch_dir.join("lost-run/events.jsonl")).unwrap();
     let lines: Vec<&str> = ended.lines().collect();
     let before: Vec<&str> = recorded.lines().collect();
