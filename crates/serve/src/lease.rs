@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ApiError, ServeError};
-use crate::shared::{LastRun, LostTurn};
+use crate::shared::{LastRun, LostTurn, ThreadState};
 use crate::state::{Claim, State, ThreadTurn, store_unavailable, thread_busy};
 
 /// Mark `thread` busy and give its last run (as [`State::claim_turn`]), first taking over
@@ -36,6 +36,40 @@ pub(crate) async fn claim_thread(state: &State, thread: &str) -> Result<ThreadTu
         }
     }
     Err(thread_busy(thread))
+}
+
+/// Every `--lease`, until `stop`: list the threads whose last turn has no end, and take
+/// over the runs among them whose replica was lost, so a lost run ends although no
+/// request of its thread comes.
+pub(crate) async fn sweep(state: Arc<State>, stop: CancellationToken) {
+    let Some(shared) = &state.shared else { return };
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(state.config.lease) => {}
+        }
+        let threads = match shared.unended_threads().await {
+            Ok(threads) => threads,
+            Err(e) => {
+                tracing::warn!("the store's threads could not be listed for lost runs: {e}");
+                continue;
+            }
+        };
+        for thread in threads {
+            if stop.is_cancelled() {
+                return;
+            }
+            match shared.thread(&thread).await {
+                Ok(ThreadState::Lost(lost)) => {
+                    if let Err(e) = take_over(&state, &thread, lost).await {
+                        tracing::warn!(thread, "a lost run could not be taken over: {e}");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(thread, "a thread could not be read for lost runs: {e}"),
+            }
+        }
+    }
 }
 
 /// A run's keeper: renews its lease and checkpoints its bundle while it goes on.

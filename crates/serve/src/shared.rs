@@ -322,6 +322,43 @@ impl Shared {
             .await?)
     }
 
+    /// The threads whose last turn has no end (runs in flight, or lost), from one listing
+    /// of `threads/`.
+    pub(crate) async fn unended_threads(&self) -> Result<Vec<String>, ServeError> {
+        let keys = self.objects.list("threads").await?;
+        // Per thread: its greatest turn, and whether that turn has its end.
+        let mut last: HashMap<&str, (u64, bool)> = HashMap::new();
+        for key in &keys {
+            let mut parts = key.split('/');
+            let (Some("threads"), Some(thread), Some(name), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (turn, end) = match name.strip_suffix(".end.json") {
+                Some(n) => (n, true),
+                None => match name.strip_suffix(".json") {
+                    Some(n) => (n, false),
+                    None => continue,
+                },
+            };
+            let Ok(turn) = turn.parse::<u64>() else {
+                continue;
+            };
+            let slot = last.entry(thread).or_insert((0, false));
+            if turn > slot.0 {
+                *slot = (turn, end);
+            } else if turn == slot.0 {
+                slot.1 |= end;
+            }
+        }
+        Ok(last
+            .into_iter()
+            .filter(|(_, (turn, ended))| *turn > 0 && !ended)
+            .map(|(thread, _)| thread.to_string())
+            .collect())
+    }
+
     /// Remove lease `k` of turn `turn` (a later one was made by its holder).
     pub(crate) async fn drop_lease(
         &self,
@@ -621,6 +658,24 @@ mod tests {
                 last: None
             }
         ));
+    }
+
+    #[tokio::test]
+    async fn the_threads_whose_last_turn_has_no_end_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = shared(dir.path());
+        for (thread, turns, ended) in [("done", 2, 2), ("open", 3, 2), ("new", 1, 0)] {
+            for n in 1..=turns {
+                assert!(a.take_turn(thread, n).await.unwrap());
+                if n <= ended {
+                    a.end_turn(thread, n, None).await.unwrap();
+                }
+            }
+        }
+        assert!(a.make_lease("open", 3, 1, "r", "a").await.unwrap());
+        let mut open = a.unended_threads().await.unwrap();
+        open.sort();
+        assert_eq!(open, ["new", "open"]);
     }
 
     #[tokio::test]
