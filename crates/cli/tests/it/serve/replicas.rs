@@ -523,4 +523,50 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
         assert_eq!(status("lost-run"), Some(json!("failed")), "{runs:?}");
         assert_eq!(status("after"), Some(json!("finished")), "{runs:?}");
     }
+
+    // With no request of its thread, a lost run is still ended: replica 1 killed mid-run,
+    // replica 2's sweep (every lease) ends it.
+    let second = addrs[1];
+    let client = std::thread::spawn(move || post(second, "lost", &input("lt2", "lost-2", "go")));
+    let log = work[1].join("lost-2/events.jsonl");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"tool_called\"")) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the write was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = servers[1].as_ref().unwrap().pid();
+    let ok = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let killed = Instant::now();
+    let _ = client.join();
+    drop(servers[1].take());
+    loop {
+        let page = request(addrs[2], "GET", "/runs?limit=100", &[], b"").json();
+        let runs = page["runs"].as_array().unwrap();
+        if runs
+            .iter()
+            .any(|r| r["id"] == "lost-2" && r["status"] == "failed")
+        {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(2 * LEASE_S + 10),
+            "no replica ended the lost run: {runs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = killed.elapsed();
+    eprintln!(
+        "replicas: a lost run with no request of its thread was ended {took:?} after the kill (lease {LEASE_S} s, swept every lease)"
+    );
+    fetched(addrs[2], "lost-2", &fetch_dir);
+    let r = post(addrs[2], "chat", &input("lt2", "after-2", "again"));
+    assert_eq!(finished_bundle(&r), "after-2");
 }
