@@ -137,7 +137,14 @@ pub(crate) async fn keep(
             let Some(shared) = &state.shared else { return };
             let every = state.config.lease / 3;
             let mut renew = Instant::now() + every;
-            let (mut checkpoint, mut logged) = (1u64, 0u64);
+            let mut checkpoint = match shared.next_checkpoint(&bundle).await {
+                Ok(k) => k,
+                Err(e) => {
+                    tracing::warn!(bundle, "the run's checkpoints could not be listed: {e}");
+                    1
+                }
+            };
+            let mut logged = 0u64;
             let folder = state.folder_of(&bundle);
             while !lost.load(Ordering::SeqCst) {
                 tokio::select! {
@@ -185,7 +192,12 @@ pub(crate) async fn keep(
                             checkpoint += 1;
                             logged = len;
                         }
-                        Err(e) => tracing::warn!(bundle, "the run could not be checkpointed: {e}"),
+                        Err(e) => {
+                            // Whether or not that number was made, the next try takes the
+                            // next one (the greatest is the latest).
+                            checkpoint += 1;
+                            tracing::warn!(bundle, "the run could not be checkpointed: {e}");
+                        }
                     },
                     Ok(Err(e)) => tracing::warn!(bundle, "the run could not be checkpointed: {e}"),
                     Err(e) => tracing::warn!(bundle, "the run could not be checkpointed: {e}"),

@@ -397,15 +397,37 @@ impl Shared {
         k: u64,
         tar: Vec<u8>,
     ) -> Result<(), ServeError> {
-        self.objects
-            .create(&format!("live/{id}/{k:010}.tar"), tar)
-            .await?;
+        let key = format!("live/{id}/{k:010}.tar");
+        if !self.objects.create(&key, tar).await? {
+            return Err(bad_object(&self.objects, &key, "it exists already"));
+        }
         if k > 1 {
             self.objects
                 .delete(&format!("live/{id}/{:010}.tar", k - 1))
                 .await?;
         }
         Ok(())
+    }
+
+    /// The number the bundle `id`'s next checkpoint takes: one past the greatest in the
+    /// store (a segment's checkpoints left behind when they could not be deleted stay
+    /// older than the next segment's).
+    pub(crate) async fn next_checkpoint(&self, id: &str) -> Result<u64, ServeError> {
+        let prefix = format!("live/{id}/");
+        Ok(self
+            .objects
+            .list(&format!("live/{id}"))
+            .await?
+            .iter()
+            .filter_map(|k| {
+                k.strip_prefix(&prefix)?
+                    .strip_suffix(".tar")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0)
+            + 1)
     }
 
     /// The latest checkpoint of the bundle `id`, if any.
@@ -648,6 +670,8 @@ mod tests {
         b.checkpoint("r1", 1, b"one".to_vec()).await.unwrap();
         b.checkpoint("r1", 2, b"two".to_vec()).await.unwrap();
         assert_eq!(c.latest_checkpoint("r1").await.unwrap().unwrap(), b"two");
+        assert_eq!(c.next_checkpoint("r1").await.unwrap(), 3);
+        assert!(b.checkpoint("r1", 2, b"again".to_vec()).await.is_err());
         c.clear_checkpoints("r1").await.unwrap();
         assert_eq!(c.latest_checkpoint("r1").await.unwrap(), None);
         b.end_turn("t", 1, None).await.unwrap();
