@@ -570,3 +570,96 @@ fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
     let r = post(addrs[2], "chat", &input("lt2", "after-2", "again"));
     assert_eq!(finished_bundle(&r), "after-2");
 }
+
+#[test]
+fn a_replica_stopped_past_its_lease_finds_its_run_taken_over_and_leaves_it() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    std::fs::write(
+        agents.join("lost.toml"),
+        "name = \"lost\"\nmodel = \"script:lost.json\"\ntools = [\"write_file\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("lost.json"),
+        r#"[{"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "/output/kept.txt", "content": "kept"}}]},
+            {"text": "never said", "delay_ms": 60000}]"#,
+    )
+    .unwrap();
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let work: Vec<_> = (0..2)
+        .map(|i| dir.path().join(format!("work{i}")))
+        .collect();
+    let servers: Vec<Served> = work
+        .iter()
+        .map(|w| {
+            let w = w.to_str().unwrap();
+            Served::start(
+                &agents,
+                Path::new(STORE),
+                &["--lease", "3", "--work-dir", w],
+                &env,
+            )
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let first = addrs[0];
+    let client = std::thread::spawn(move || post(first, "lost", &input("st", "stopped", "go")));
+    let log = work[0].join("stopped/events.jsonl");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"tool_called\"")) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the write was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // Stopped (as a replica cut off from the store would be) until the other takes its run
+    // over, then let go on.
+    let signal = |name: &str| {
+        let pid = servers[0].pid().to_string();
+        assert!(
+            Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP");
+    let reply = loop {
+        let r = post(addrs[1], "chat", &input("st", "next", "again"));
+        if r.status != 409 {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(finished_bundle(&reply), "next");
+    let taken = request(addrs[1], "GET", "/runs/stopped/bundle", &[], b"").body;
+    signal("-CONT");
+    // The stopped replica finds its next lease made: it cancels the run and writes nothing
+    // of it; its client is told.
+    let events = client.join().unwrap().events();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["code"].as_str()),
+        (Some("RUN_ERROR"), Some("run_lost")),
+        "{events:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    for addr in &addrs {
+        let r = request(*addr, "GET", "/runs/stopped/bundle", &[], b"");
+        assert_eq!(r.body, taken, "the taken-over run's tar was replaced");
+        let page = request(*addr, "GET", "/runs?limit=100", &[], b"").json();
+        let runs = page["runs"].as_array().unwrap();
+        let stopped = runs.iter().find(|r| r["id"] == "stopped").unwrap();
+        assert_eq!(stopped["status"], "failed", "{runs:?}");
+    }
+    // And the thread goes on, on either replica.
+    let r = post(addrs[0], "chat", &input("st", "then", "more"));
+    assert_eq!(finished_bundle(&r), "then");
+}
