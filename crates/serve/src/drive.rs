@@ -192,6 +192,7 @@ async fn drive(
             json!({"message": "the server lost its hold on this run; another replica ended it",
                    "code": "run_lost"}),
         ));
+        state.metrics.run_left();
         return (Ended::Lost, connected.then_some(tail));
     }
     let ids = (thread.as_str(), agui_run_id.as_str(), bundle.as_str());

@@ -333,7 +333,9 @@ pub(crate) async fn take_over(
                     RunStatus::Failed,
                 )
                 .await;
-                state.metrics.run_ended(RunStatus::Failed.as_str());
+                state
+                    .metrics
+                    .run_ended_for_another(RunStatus::Failed.as_str());
                 last = entry.map(|e| LastRun::from(&e));
             }
             Err(e) => tracing::error!(
