@@ -659,6 +659,23 @@ fn a_replica_stopped_past_its_lease_finds_its_run_taken_over_and_leaves_it() {
         let stopped = runs.iter().find(|r| r["id"] == "stopped").unwrap();
         assert_eq!(stopped["status"], "failed", "{runs:?}");
     }
+    // No run is in flight on either; the taker counted the lost run failed, the replica
+    // that lost it counts it nowhere.
+    let metrics = |addr: SocketAddr| {
+        String::from_utf8(request(addr, "GET", "/metrics", &[], b"").body).unwrap()
+    };
+    let (lost, taker) = (metrics(addrs[0]), metrics(addrs[1]));
+    for m in [&lost, &taker] {
+        assert!(m.contains("\nprovrun_runs_in_flight 0\n"), "{m}");
+    }
+    assert!(
+        lost.contains("provrun_runs_ended_total{status=\"failed\"} 0\n"),
+        "{lost}"
+    );
+    assert!(
+        taker.contains("provrun_runs_ended_total{status=\"failed\"} 1\n"),
+        "{taker}"
+    );
     // And the thread goes on, on either replica.
     let r = post(addrs[0], "chat", &input("st", "then", "more"));
     assert_eq!(finished_bundle(&r), "then");
