@@ -68,13 +68,25 @@ pub(crate) fn spawn(
         // With a bucket store, the run is held by a lease and checkpointed as it goes.
         let keeper =
             crate::lease::keep(&state, &turn, &bundle, &planned.agent_name, &control).await;
-        let (last, tail) = drive(&state, planned, control, (&tx, written), received, keeper).await;
+        let (last, tail) = drive(
+            &state,
+            planned,
+            control,
+            (&tx, written),
+            received,
+            keeper.as_ref(),
+        )
+        .await;
         // The thread, the run and its slot are free before the stream's last events go
         // out: a client that sends its next turn as soon as it reads RUN_FINISHED finds
         // the thread ready. A run another replica took over is that replica's to end.
         match last {
             Ended::Run(last) => state.release_thread(&turn, last).await,
             Ended::Lost => state.let_go(&turn),
+        }
+        // Its lease was renewed until its turn's end was written.
+        if let Some(keeper) = keeper {
+            keeper.stop().await;
         }
         state.remove_active(&bundle);
         drop(slot);
@@ -110,7 +122,7 @@ async fn drive(
     control: RunControl,
     (tx, written): (&mpsc::Sender<Bytes>, oneshot::Receiver<()>),
     received: Instant,
-    keeper: Option<crate::lease::Keeper>,
+    keeper: Option<&crate::lease::Keeper>,
 ) -> (Ended, Option<Vec<Value>>) {
     let Planned {
         agent_name,
@@ -156,7 +168,7 @@ async fn drive(
         tokio::select! {
             result = &mut run => break result,
             Some(ev) = progress.recv() => {
-                if let Some(keeper) = &keeper
+                if let Some(keeper) = keeper
                     && !matches!(ev, provrun_agent::RunEvent::ModelDelta(_))
                 {
                     keeper.recorded();
@@ -184,7 +196,7 @@ async fn drive(
     }
     tail.extend(mapper.close());
     if let Some(keeper) = keeper
-        && keeper.stop().await
+        && keeper.recorded_all().await
     {
         tracing::error!(bundle = %bundle, "the run was taken over by another replica: not ended here");
         tail.push(event(

@@ -77,6 +77,8 @@ pub(crate) struct Keeper {
     stop: CancellationToken,
     lost: Arc<AtomicBool>,
     recorded: Arc<Notify>,
+    /// Whether the run still records (checkpoints are made); held while one is made.
+    recording: Arc<tokio::sync::Mutex<bool>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -86,12 +88,19 @@ impl Keeper {
         self.recorded.notify_one();
     }
 
-    /// Stop renewing and checkpointing (the run ended); `true` when the run was lost
+    /// The run recorded its last step: no checkpoint is made from now on (one being made
+    /// is waited for), while the lease is still renewed until [`Keeper::stop`] — through
+    /// the run's end (its verify, ledger, tar and index). `true` when the run was lost
     /// meanwhile (another replica made the next lease: this replica must not end it).
-    pub(crate) async fn stop(self) -> bool {
+    pub(crate) async fn recorded_all(&self) -> bool {
+        *self.recording.lock().await = false;
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Stop renewing (the run's end is written, its turn ended).
+    pub(crate) async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
-        self.lost.load(Ordering::SeqCst)
     }
 }
 
@@ -120,12 +129,14 @@ pub(crate) async fn keep(
     }
     let stop = CancellationToken::new();
     let recorded = Arc::new(Notify::new());
+    let recording = Arc::new(tokio::sync::Mutex::new(true));
     let task = {
-        let (state, stop, recorded, lost) = (
+        let (state, stop, recorded, lost, recording) = (
             Arc::clone(state),
             stop.clone(),
             Arc::clone(&recorded),
             Arc::clone(&lost),
+            Arc::clone(&recording),
         );
         let (thread, bundle, agent, control) = (
             turn.thread.clone(),
@@ -180,6 +191,10 @@ pub(crate) async fn keep(
                         }
                     }
                 }
+                let still = recording.lock().await;
+                if !*still {
+                    continue;
+                }
                 let len = std::fs::metadata(folder.join("events.jsonl")).map_or(0, |m| m.len());
                 if len == logged {
                     continue;
@@ -209,6 +224,7 @@ pub(crate) async fn keep(
         stop,
         lost,
         recorded,
+        recording,
         task,
     })
 }
