@@ -55,6 +55,12 @@ pub(crate) struct ServeArgs {
     /// Seconds runs in flight may go on after SIGTERM or SIGINT before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     grace: u64,
+    /// With a bucket --out: seconds a replica's lease on a run it streams lasts unless
+    /// renewed (every third of it); a run whose lease expired (its replica lost) is ended
+    /// `failed` by the next replica that touches its thread.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    lease: u64,
     /// The largest request body taken, in bytes (413 past it).
     #[arg(long = "body-limit", value_name = "BYTES", default_value_t = provrun_serve::DEFAULT_BODY_LIMIT)]
     body_limit: usize,
@@ -109,6 +115,7 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, u8> {
     let mut config = ServeConfig::new(&args.agents, store, args.listen)
         .concurrency(usize::from(args.concurrency))
         .grace(Duration::from_secs(args.grace))
+        .lease(Duration::from_secs(args.lease))
         .body_limit(args.body_limit)
         .backend(backend);
     if let Some(t) = token(args).map_err(|e| fail(EXIT_USAGE, e))? {

@@ -22,6 +22,9 @@ pub const DEFAULT_MAX_MESSAGES: usize = 1000;
 pub const DEFAULT_MAX_TOOLS: usize = 64;
 /// How long runs in flight may go on after a stop is asked for, by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// How long a replica's hold on a run it streams lasts unless renewed (a bucket store's
+/// lease, docs/serve.md "Replicas").
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// What a 429 asks a client to wait before trying again, in seconds.
 pub const RETRY_AFTER_S: u64 = 2;
 /// Connections open at once by default (fewer when the open-files limit is low: at most
@@ -76,6 +79,10 @@ pub struct ServeConfig {
     /// appended to when the run ends, with its location as the log names it; used instead
     /// of [`ServeConfig::ledger`] when set.
     pub ledger_writer: Option<(String, Arc<provrun_ledger::LedgerWriter>)>,
+    /// With a bucket store: how long this replica's lease on a run it streams lasts unless
+    /// renewed (it is renewed every third of it); another replica ends a run whose lease
+    /// expired as `failed`.
+    pub lease: Duration,
 }
 
 impl ServeConfig {
@@ -99,6 +106,7 @@ impl ServeConfig {
             backend: Backend::new(),
             ledger: None,
             ledger_writer: None,
+            lease: DEFAULT_LEASE,
         }
     }
 
@@ -148,6 +156,13 @@ impl ServeConfig {
     /// How long runs may go on after a stop is asked for.
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// With a bucket store, hold each run for `lease` (at least one second), renewed while
+    /// it goes on.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_secs(1));
         self
     }
 

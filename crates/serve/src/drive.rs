@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use provrun_agent::{DeferReason, RunControl, RunOutcome, RunResult};
@@ -17,7 +17,6 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::events::{BUNDLE_EVENT, Mapper, call_wire_id, event, frame};
 use crate::index::Entry;
-use crate::metrics::StoreOp;
 use crate::runs::{Planned, Work};
 use crate::state::{Active, LastRun, State};
 
@@ -66,11 +65,29 @@ pub(crate) fn spawn(
     runs.runs.spawn(async move {
         let bundle = planned.bundle.clone();
         let turn = planned.turn.clone();
-        let (last, tail) = drive(&state, planned, control, (&tx, written), received).await;
+        // With a bucket store, the run is held by a lease and checkpointed as it goes.
+        let keeper =
+            crate::lease::keep(&state, &turn, &bundle, &planned.agent_name, &control).await;
+        let (last, tail) = drive(
+            &state,
+            planned,
+            control,
+            (&tx, written),
+            received,
+            keeper.as_ref(),
+        )
+        .await;
         // The thread, the run and its slot are free before the stream's last events go
         // out: a client that sends its next turn as soon as it reads RUN_FINISHED finds
-        // the thread ready.
-        state.release_thread(&turn, last).await;
+        // the thread ready. A run another replica took over is that replica's to end.
+        match last {
+            Ended::Run(last) => state.release_thread(&turn, last).await,
+            Ended::Lost => state.let_go(&turn),
+        }
+        // Its lease was renewed until its turn's end was written.
+        if let Some(keeper) = keeper {
+            keeper.stop().await;
+        }
         state.remove_active(&bundle);
         drop(slot);
         if let Some(tail) = tail {
@@ -89,6 +106,14 @@ async fn send(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> bool {
     true
 }
 
+/// How a run's drive ended.
+enum Ended {
+    /// The thread's new last run when a segment ended.
+    Run(Option<LastRun>),
+    /// Another replica took the run over (this one's lease ran out): it ends it.
+    Lost,
+}
+
 /// Run it; give back the thread's new last run when a segment ended, and the stream's
 /// last events when the client is still there to read them.
 async fn drive(
@@ -97,7 +122,8 @@ async fn drive(
     control: RunControl,
     (tx, written): (&mpsc::Sender<Bytes>, oneshot::Receiver<()>),
     received: Instant,
-) -> (Option<LastRun>, Option<Vec<Value>>) {
+    keeper: Option<&crate::lease::Keeper>,
+) -> (Ended, Option<Vec<Value>>) {
     let Planned {
         agent_name,
         agent,
@@ -142,6 +168,11 @@ async fn drive(
         tokio::select! {
             result = &mut run => break result,
             Some(ev) = progress.recv() => {
+                if let Some(keeper) = keeper
+                    && !matches!(ev, provrun_agent::RunEvent::ModelDelta(_))
+                {
+                    keeper.recorded();
+                }
                 if connected && !send(tx, mapper.on(ev)).await {
                     connected = false;
                     gone(&control, &bundle);
@@ -164,10 +195,30 @@ async fn drive(
         tail.extend(mapper.on(ev));
     }
     tail.extend(mapper.close());
+    if let Some(keeper) = keeper
+        && keeper.recorded_all().await
+    {
+        tracing::error!(bundle = %bundle, "the run was taken over by another replica: not ended here");
+        tail.push(event(
+            "RUN_ERROR",
+            json!({"message": "the server lost its hold on this run; another replica ended it",
+                   "code": "run_lost"}),
+        ));
+        state.metrics.run_left();
+        return (Ended::Lost, connected.then_some(tail));
+    }
     let ids = (thread.as_str(), agui_run_id.as_str(), bundle.as_str());
     let last = match result {
         Ok(result) => {
-            let entry = end_segment(state, &agent_name, &thread, &result).await;
+            let entry = crate::ended::end_segment(
+                state,
+                &agent_name,
+                &thread,
+                &result.run_id,
+                &result.bundle,
+                result.status(),
+            )
+            .await;
             state.metrics.run_ended(result.status().as_str());
             tail.extend(ending(ids, &result, entry.as_ref()));
             entry.map(|e| LastRun::from(&e))
@@ -184,7 +235,7 @@ async fn drive(
             None
         }
     };
-    (last, connected.then_some(tail))
+    (Ended::Run(last), connected.then_some(tail))
 }
 
 fn gone(control: &RunControl, bundle: &str) {
@@ -280,107 +331,4 @@ fn interrupt(bundle: &str, call: &provrun_agent::DeferredCall) -> Value {
         },
         "metadata": {"tool": call.name, "arguments": call.arguments},
     })
-}
-
-/// Where an ended run's bundle is appended: the config's ledger writer, else its ledger
-/// folder.
-enum LedgerTarget {
-    Folder(std::path::PathBuf),
-    Writer(String, Arc<provrun_ledger::LedgerWriter>),
-}
-
-impl LedgerTarget {
-    fn of(config: &crate::config::ServeConfig) -> Option<LedgerTarget> {
-        match (&config.ledger_writer, &config.ledger) {
-            (Some((at, w)), _) => Some(LedgerTarget::Writer(at.clone(), Arc::clone(w))),
-            (None, Some(dir)) => Some(LedgerTarget::Folder(dir.clone())),
-            (None, None) => None,
-        }
-    }
-}
-
-/// Append an ended run's bundle to the ledger (before a bucket gets it), and log where it
-/// went, or why it could not go (the run is stored and indexed either way).
-fn add_to_ledger(ledger: &LedgerTarget, folder: &std::path::Path, id: &str) {
-    let (added, at) = match ledger {
-        LedgerTarget::Folder(dir) => (
-            provrun_ledger::append_bundle(dir, folder),
-            dir.display().to_string(),
-        ),
-        LedgerTarget::Writer(at, writer) => (writer.add_bundles(&[folder]), at.clone()),
-    };
-    match added {
-        Ok(outcome) => {
-            let index = outcome.added.first().map(|a| a.index).unwrap_or_default();
-            tracing::info!(
-                bundle = %id,
-                ledger = %at,
-                ledger_index = index,
-                tree_size = outcome.checkpoint.size,
-                "run added to the ledger"
-            );
-        }
-        Err(e) => tracing::error!(
-            bundle = %id,
-            ledger = %at,
-            "the bundle could not be added to the ledger: {e}"
-        ),
-    }
-}
-
-/// A segment ended: verify the bundle, put it in the store (a bucket gets its tar; a
-/// finished bundle's work folder is then removed), append the index entry.
-async fn end_segment(
-    state: &Arc<State>,
-    agent_name: &str,
-    thread: &str,
-    result: &RunResult,
-) -> Option<Entry> {
-    let id = result.run_id.clone();
-    let folder = result.bundle.clone();
-    let ended = SystemTime::now();
-    let (agent, thread_name, bundle_id) = (agent_name.to_owned(), thread.to_owned(), id.clone());
-    let ended_text = humantime::format_rfc3339_millis(ended).to_string();
-    let ledger = LedgerTarget::of(&state.config);
-    let paused = result.status() == provrun_agent::RunStatus::Paused;
-    let measured = tokio::task::spawn_blocking(move || {
-        if let Some(ledger) = ledger.filter(|_| !paused) {
-            add_to_ledger(&ledger, &folder, &bundle_id);
-        }
-        Entry::for_bundle(&folder, &bundle_id, &agent, &thread_name, Some(ended_text))
-    })
-    .await;
-    let Ok(mut entry) = measured else {
-        tracing::error!(bundle = %id, "the bundle's end could not be checked");
-        return None;
-    };
-    if state.config.store.is_bucket() {
-        if let Err(e) = state.config.store.put(&id, &result.bundle).await {
-            tracing::error!(bundle = %id, "the bundle could not be put in the store: {e}");
-            state.metrics.store_error(StoreOp::Put);
-        } else if result.status() != provrun_agent::RunStatus::Paused {
-            let _ = std::fs::remove_dir_all(&result.bundle);
-        }
-    }
-    // The status as the run ended it (a log cut short still ended for the server).
-    entry.status = result.status().as_str().to_string();
-    let (verified, duration_ms) = (entry.verified, entry.duration_ms);
-    if let Err(e) = state.index.append(&entry) {
-        tracing::error!(bundle = %id, "the run could not be written to the index: {e}");
-    }
-    state.add_known(&id);
-    if let Some(shared) = &state.shared
-        && let Err(e) = shared.add_entry(&entry).await
-    {
-        tracing::error!(bundle = %id, "the run could not be written to the store's index: {e}");
-        state.metrics.store_error(StoreOp::Put);
-    }
-    tracing::info!(
-        bundle = %id,
-        status = %entry.status,
-        verified,
-        duration_ms,
-        "run ended"
-    );
-    Some(entry)
 }

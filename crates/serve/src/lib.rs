@@ -37,11 +37,13 @@ mod agui;
 mod config;
 mod digest;
 mod drive;
+mod ended;
 mod error;
 mod events;
 mod front;
 mod http;
 mod index;
+mod lease;
 mod metrics;
 mod routes;
 mod runs;
@@ -50,7 +52,7 @@ mod shared;
 mod state;
 
 pub use config::{
-    DEFAULT_BODY_LIMIT, DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_BODY_LIMIT, DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_LEASE, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_MESSAGES, DEFAULT_MAX_TOOLS, HEADER_TIMEOUT, RETRY_AFTER_S, ServeConfig,
 };
 pub use error::{ApiError, ServeError};

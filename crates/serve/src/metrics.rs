@@ -107,6 +107,18 @@ impl Metrics {
         self.ended.get_or_create(&vec![("status", status)]).inc();
     }
 
+    /// A run stopped executing here without ending here (another replica took it over
+    /// and ends it, counting it there).
+    pub(crate) fn run_left(&self) {
+        self.in_flight.dec();
+    }
+
+    /// A run of another replica (lost) was ended here, with this status: counted ended,
+    /// never in flight here.
+    pub(crate) fn run_ended_for_another(&self, status: &'static str) {
+        self.ended.get_or_create(&vec![("status", status)]).inc();
+    }
+
     /// A run's first event went out this long after its request arrived.
     pub(crate) fn first_event(&self, after: Duration) {
         self.first_event.observe(after.as_secs_f64());

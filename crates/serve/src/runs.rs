@@ -166,7 +166,7 @@ pub(crate) async fn plan(state: &Arc<State>, name: &str, body: &[u8]) -> Result<
             return Err(e);
         }
     };
-    let turn = match state.claim_thread(&input.thread_id).await {
+    let turn = match crate::lease::claim_thread(state, &input.thread_id).await {
         Ok(turn) => turn,
         Err(e) => {
             claim.release().await;

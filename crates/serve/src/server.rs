@@ -92,6 +92,13 @@ impl Server {
     pub async fn run(self, stop: CancellationToken) -> Result<Stopped, ServeError> {
         let Server { listener, state } = self;
         let mut failing = AcceptFailures::default();
+        // With a bucket store: runs whose replica was lost are ended without waiting for a
+        // request of their thread.
+        let sweeping = stop.child_token();
+        if state.shared.is_some() {
+            tokio::spawn(crate::lease::sweep(Arc::clone(&state), sweeping.clone()));
+        }
+        let _sweeping = sweeping.drop_guard();
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,

@@ -14,9 +14,16 @@
 //!   line, as `index.jsonl` holds), `MILLIS` its end (Unix milliseconds, 16 digits) and
 //!   `SHA` the first 16 hex digits of its statement's SHA-256. The greatest key of an id is
 //!   its latest segment.
+//! - `threads/<THREAD>/<N>.lease/<K>.json`: the `K`th lease (10 digits, from 1) on the run
+//!   of turn `N`: the replica holding it, the run, and until when. The holder makes the next
+//!   one every third of its lease; a turn whose latest lease expired (its replica lost) is
+//!   taken over by the replica that makes the next lease, which ends the run `failed`.
+//! - `live/<ID>/<K>.tar`: the bundle `ID` as its run goes on (`K` 10 digits, the latest
+//!   kept): every step recorded before a replica is lost is in the store.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use provrun_store::Objects;
 use serde::{Deserialize, Serialize};
@@ -64,11 +71,40 @@ struct TurnEnded {
     last: Option<LastRun>,
 }
 
+/// `threads/<THREAD>/<N>.lease/<K>.json`: a replica's hold on the run of turn `N`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Lease {
+    pub(crate) v: u32,
+    /// The replica holding the run (its address).
+    pub(crate) server: String,
+    /// The run's bundle id.
+    pub(crate) run: String,
+    /// The run's agent.
+    pub(crate) agent: String,
+    /// Until when the hold lasts unless a next lease is made (RFC 3339).
+    pub(crate) until: String,
+}
+
+/// A turn whose replica was lost: its run is to be ended by whoever takes it over.
+#[derive(Debug, Clone)]
+pub(crate) struct LostTurn {
+    /// The turn.
+    pub(crate) turn: u64,
+    /// The number of its latest lease (0: none was made).
+    pub(crate) lease_no: u64,
+    /// Its latest lease, when one was made.
+    pub(crate) lease: Option<Lease>,
+    /// The replica lost (from the lease, else the turn).
+    pub(crate) server: String,
+}
+
 /// A thread's state in the store.
 #[derive(Debug)]
 pub(crate) enum ThreadState {
     /// Turn `turn` is taken and not over: a run of the thread is in flight.
     Busy,
+    /// The run of the thread's last turn was held by a replica whose lease expired.
+    Lost(LostTurn),
     /// The thread's last turn (0: none yet) and last run.
     Free { turn: u64, last: Option<LastRun> },
 }
@@ -81,6 +117,8 @@ pub(crate) struct Shared {
     server: String,
     /// Index objects already read, by key (they are never replaced).
     read: Mutex<HashMap<String, Entry>>,
+    /// How long this replica's leases last.
+    lease: Duration,
 }
 
 fn now() -> String {
@@ -95,6 +133,24 @@ fn end_key(thread: &str, turn: u64) -> String {
     format!("threads/{thread}/{turn:010}.end.json")
 }
 
+fn lease_key(thread: &str, turn: u64, k: u64) -> String {
+    format!("threads/{thread}/{turn:010}.lease/{k:010}.json")
+}
+
+fn parse_time(text: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(text)
+        .ok()
+        .or_else(|| humantime::parse_rfc3339(text).ok())
+}
+
+/// `threads/<THREAD>/<N>.json` as read back.
+#[derive(Debug, Deserialize)]
+struct TurnRead {
+    #[serde(default)]
+    server: String,
+    at: String,
+}
+
 fn bad_object(objects: &Objects, key: &str, why: impl std::fmt::Display) -> ServeError {
     ServeError::Shared(format!(
         "the store's object `{}/{key}` is not what a server writes: {why}",
@@ -104,12 +160,18 @@ fn bad_object(objects: &Objects, key: &str, why: impl std::fmt::Display) -> Serv
 
 impl Shared {
     /// The shared objects of the bucket store at `url`, for the replica `server`.
-    pub(crate) fn open(url: &str, server: String) -> Result<Self, ServeError> {
+    pub(crate) fn open(url: &str, server: String, lease: Duration) -> Result<Self, ServeError> {
         Ok(Self {
             objects: Objects::open(url)?,
             server,
             read: Mutex::new(HashMap::new()),
+            lease,
         })
+    }
+
+    /// This replica, as turns and leases name it.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
     }
 
     /// Take the bundle id `id` for a new run: `true` when this call made its claim.
@@ -154,7 +216,7 @@ impl Shared {
         }
         let key = end_key(thread, last_turn);
         match self.objects.get(&key, MAX_OBJECT).await? {
-            None => Ok(ThreadState::Busy),
+            None => self.in_flight(thread, last_turn, &keys).await,
             Some(bytes) => {
                 let ended: TurnEnded = serde_json::from_slice(&bytes)
                     .map_err(|e| bad_object(&self.objects, &key, e))?;
@@ -169,6 +231,225 @@ impl Shared {
                 })
             }
         }
+    }
+
+    /// Turn `turn` has no end: busy while its latest lease (or, before any, the turn
+    /// itself, for two leases' time) holds, else lost.
+    async fn in_flight(
+        &self,
+        thread: &str,
+        turn: u64,
+        keys: &[String],
+    ) -> Result<ThreadState, ServeError> {
+        let prefix = format!("threads/{thread}/{turn:010}.lease/");
+        let lease_no = keys
+            .iter()
+            .filter_map(|k| {
+                k.strip_prefix(&prefix)?
+                    .strip_suffix(".json")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0);
+        let now = SystemTime::now();
+        if lease_no == 0 {
+            let key = turn_key(thread, turn);
+            let Some(bytes) = self.objects.get(&key, MAX_OBJECT).await? else {
+                return Ok(ThreadState::Busy);
+            };
+            let taken: TurnRead =
+                serde_json::from_slice(&bytes).map_err(|e| bad_object(&self.objects, &key, e))?;
+            let at = parse_time(&taken.at)
+                .ok_or_else(|| bad_object(&self.objects, &key, "`at` is not a time"))?;
+            return Ok(if at + 2 * self.lease < now {
+                ThreadState::Lost(LostTurn {
+                    turn,
+                    lease_no,
+                    lease: None,
+                    server: taken.server,
+                })
+            } else {
+                ThreadState::Busy
+            });
+        }
+        let key = lease_key(thread, turn, lease_no);
+        let Some(bytes) = self.objects.get(&key, MAX_OBJECT).await? else {
+            return Ok(ThreadState::Busy);
+        };
+        let lease: Lease =
+            serde_json::from_slice(&bytes).map_err(|e| bad_object(&self.objects, &key, e))?;
+        if provrun_store::check_id(&lease.run).is_err() {
+            return Err(bad_object(&self.objects, &key, "the run's id is not safe"));
+        }
+        let until = parse_time(&lease.until)
+            .ok_or_else(|| bad_object(&self.objects, &key, "`until` is not a time"))?;
+        Ok(if until < now {
+            ThreadState::Lost(LostTurn {
+                turn,
+                lease_no,
+                server: lease.server.clone(),
+                lease: Some(lease),
+            })
+        } else {
+            ThreadState::Busy
+        })
+    }
+
+    /// Make lease `k` of turn `turn` on the run `run` of `agent`, held by this replica for
+    /// its lease time: `false` when lease `k` exists (another replica took the run over, or
+    /// renewed it first).
+    pub(crate) async fn make_lease(
+        &self,
+        thread: &str,
+        turn: u64,
+        k: u64,
+        run: &str,
+        agent: &str,
+    ) -> Result<bool, ServeError> {
+        let until = humantime::format_rfc3339_millis(SystemTime::now() + self.lease).to_string();
+        let body = serde_json::to_vec(&Lease {
+            v: 1,
+            server: self.server.clone(),
+            run: run.to_string(),
+            agent: agent.to_string(),
+            until,
+        })
+        .unwrap_or_default();
+        Ok(self
+            .objects
+            .create(&lease_key(thread, turn, k), body)
+            .await?)
+    }
+
+    /// The threads whose last turn has no end (runs in flight, or lost), from one listing
+    /// of `threads/`.
+    pub(crate) async fn unended_threads(&self) -> Result<Vec<String>, ServeError> {
+        let keys = self.objects.list("threads").await?;
+        // Per thread: its greatest turn, and whether that turn has its end.
+        let mut last: HashMap<&str, (u64, bool)> = HashMap::new();
+        for key in &keys {
+            let mut parts = key.split('/');
+            let (Some("threads"), Some(thread), Some(name), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (turn, end) = match name.strip_suffix(".end.json") {
+                Some(n) => (n, true),
+                None => match name.strip_suffix(".json") {
+                    Some(n) => (n, false),
+                    None => continue,
+                },
+            };
+            let Ok(turn) = turn.parse::<u64>() else {
+                continue;
+            };
+            let slot = last.entry(thread).or_insert((0, false));
+            if turn > slot.0 {
+                *slot = (turn, end);
+            } else if turn == slot.0 {
+                slot.1 |= end;
+            }
+        }
+        Ok(last
+            .into_iter()
+            .filter(|(_, (turn, ended))| *turn > 0 && !ended)
+            .map(|(thread, _)| thread.to_string())
+            .collect())
+    }
+
+    /// Remove lease `k` of turn `turn` (a later one was made by its holder).
+    pub(crate) async fn drop_lease(
+        &self,
+        thread: &str,
+        turn: u64,
+        k: u64,
+    ) -> Result<(), ServeError> {
+        Ok(self.objects.delete(&lease_key(thread, turn, k)).await?)
+    }
+
+    /// The thread's last run before turn `turn` (as turn `turn - 1`'s end names it).
+    pub(crate) async fn last_before(
+        &self,
+        thread: &str,
+        turn: u64,
+    ) -> Result<Option<LastRun>, ServeError> {
+        if turn <= 1 {
+            return Ok(None);
+        }
+        let key = end_key(thread, turn - 1);
+        let Some(bytes) = self.objects.get(&key, MAX_OBJECT).await? else {
+            return Ok(None);
+        };
+        let ended: TurnEnded =
+            serde_json::from_slice(&bytes).map_err(|e| bad_object(&self.objects, &key, e))?;
+        Ok(ended
+            .last
+            .filter(|l| provrun_store::check_id(&l.id).is_ok()))
+    }
+
+    /// Put checkpoint `k` of the bundle `id` (a tar of it as its run goes on), then remove
+    /// the one before.
+    pub(crate) async fn checkpoint(
+        &self,
+        id: &str,
+        k: u64,
+        tar: Vec<u8>,
+    ) -> Result<(), ServeError> {
+        let key = format!("live/{id}/{k:010}.tar");
+        if !self.objects.create(&key, tar).await? {
+            return Err(bad_object(&self.objects, &key, "it exists already"));
+        }
+        if k > 1 {
+            self.objects
+                .delete(&format!("live/{id}/{:010}.tar", k - 1))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The number the bundle `id`'s next checkpoint takes: one past the greatest in the
+    /// store (a segment's checkpoints left behind when they could not be deleted stay
+    /// older than the next segment's).
+    pub(crate) async fn next_checkpoint(&self, id: &str) -> Result<u64, ServeError> {
+        let prefix = format!("live/{id}/");
+        Ok(self
+            .objects
+            .list(&format!("live/{id}"))
+            .await?
+            .iter()
+            .filter_map(|k| {
+                k.strip_prefix(&prefix)?
+                    .strip_suffix(".tar")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0)
+            + 1)
+    }
+
+    /// The latest checkpoint of the bundle `id`, if any.
+    pub(crate) async fn latest_checkpoint(&self, id: &str) -> Result<Option<Vec<u8>>, ServeError> {
+        let keys = self.objects.list(&format!("live/{id}")).await?;
+        let prefix = format!("live/{id}/");
+        let Some(key) = keys
+            .iter()
+            .filter(|k| k.strip_prefix(&prefix).is_some_and(|n| n.ends_with(".tar")))
+            .max()
+        else {
+            return Ok(None);
+        };
+        Ok(self.objects.get(key, u64::MAX).await?)
+    }
+
+    /// Remove the bundle `id`'s checkpoints (its segment ended and its tar is stored).
+    pub(crate) async fn clear_checkpoints(&self, id: &str) -> Result<(), ServeError> {
+        for key in self.objects.list(&format!("live/{id}")).await? {
+            self.objects.delete(&key).await?;
+        }
+        Ok(())
     }
 
     /// Take turn `turn` of the thread: `false` when another request took it first.
@@ -292,7 +573,7 @@ mod tests {
 
     fn shared(dir: &std::path::Path) -> Shared {
         let url = url_of(dir);
-        Shared::open(&url, "127.0.0.1:1".into()).unwrap()
+        Shared::open(&url, "127.0.0.1:1".into(), Duration::from_secs(30)).unwrap()
     }
 
     fn url_of(dir: &std::path::Path) -> String {
@@ -355,7 +636,92 @@ mod tests {
             ThreadState::Free { turn, last: got } => {
                 assert_eq!((turn, got), (1, Some(last)));
             }
-            ThreadState::Busy => panic!("the turn ended"),
+            ThreadState::Busy | ThreadState::Lost(_) => panic!("the turn ended"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_turn_is_lost_once_its_latest_lease_runs_out_and_taken_over_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url_of(dir.path());
+        let short = Shared::open(&url, "127.0.0.1:1".into(), Duration::from_millis(50)).unwrap();
+        let (b, c) = (shared(dir.path()), shared(dir.path()));
+        assert!(short.take_turn("t", 1).await.unwrap());
+        assert!(short.make_lease("t", 1, 1, "r1", "a").await.unwrap());
+        // Renewed: the latest lease is the one that counts.
+        assert!(short.make_lease("t", 1, 2, "r1", "a").await.unwrap());
+        assert!(!b.make_lease("t", 1, 2, "r1", "a").await.unwrap());
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let ThreadState::Lost(lost) = b.thread("t").await.unwrap() else {
+            panic!("the lease ran out")
+        };
+        assert_eq!((lost.turn, lost.lease_no), (1, 2));
+        let lease = lost.lease.unwrap();
+        assert_eq!(
+            (lease.run.as_str(), lease.server.as_str()),
+            ("r1", "127.0.0.1:1")
+        );
+        // Of two replicas taking it over, one makes the next lease; then it is busy (held
+        // by the taker) until the taker ends the turn.
+        assert!(b.make_lease("t", 1, 3, "r1", "a").await.unwrap());
+        assert!(!c.make_lease("t", 1, 3, "r1", "a").await.unwrap());
+        assert!(matches!(c.thread("t").await.unwrap(), ThreadState::Busy));
+        // Checkpoints: the latest kept, all removed at the end.
+        b.checkpoint("r1", 1, b"one".to_vec()).await.unwrap();
+        b.checkpoint("r1", 2, b"two".to_vec()).await.unwrap();
+        assert_eq!(c.latest_checkpoint("r1").await.unwrap().unwrap(), b"two");
+        assert_eq!(c.next_checkpoint("r1").await.unwrap(), 3);
+        assert!(b.checkpoint("r1", 2, b"again".to_vec()).await.is_err());
+        c.clear_checkpoints("r1").await.unwrap();
+        assert_eq!(c.latest_checkpoint("r1").await.unwrap(), None);
+        b.end_turn("t", 1, None).await.unwrap();
+        assert!(matches!(
+            c.thread("t").await.unwrap(),
+            ThreadState::Free {
+                turn: 1,
+                last: None
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_threads_whose_last_turn_has_no_end_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = shared(dir.path());
+        for (thread, turns, ended) in [("done", 2, 2), ("open", 3, 2), ("new", 1, 0)] {
+            for n in 1..=turns {
+                assert!(a.take_turn(thread, n).await.unwrap());
+                if n <= ended {
+                    a.end_turn(thread, n, None).await.unwrap();
+                }
+            }
+        }
+        assert!(a.make_lease("open", 3, 1, "r", "a").await.unwrap());
+        let mut open = a.unended_threads().await.unwrap();
+        open.sort();
+        assert_eq!(open, ["new", "open"]);
+    }
+
+    #[tokio::test]
+    async fn a_lease_that_is_no_servers_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = shared(dir.path());
+        assert!(a.take_turn("t", 1).await.unwrap());
+        let objects = Objects::open(&url_of(dir.path())).unwrap();
+        for (k, bad) in [
+            &b"{not json"[..],
+            br#"{"v":1,"server":"x","run":"../x","agent":"a","until":"2026-01-01T00:00:00Z"}"#,
+            br#"{"v":1,"server":"x","run":"r","agent":"a","until":"soon"}"#,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let key = lease_key("t", 1, k as u64 + 1);
+            assert!(objects.create(&key, bad.to_vec()).await.unwrap());
+            assert!(matches!(
+                a.thread("t").await.unwrap_err(),
+                ServeError::Shared(_)
+            ));
         }
     }
 

@@ -16,7 +16,7 @@ use crate::config::ServeConfig;
 use crate::error::{ApiError, ServeError};
 use crate::index::{Entry, INDEX_FILE, Index};
 use crate::metrics::Metrics;
-use crate::shared::{Shared, ThreadState};
+use crate::shared::{LostTurn, Shared, ThreadState};
 
 pub(crate) use crate::shared::LastRun;
 
@@ -83,8 +83,32 @@ pub(crate) struct ThreadTurn {
     pub(crate) last: Option<LastRun>,
 }
 
+impl ThreadTurn {
+    /// The turn taken in the store (a bucket store's), if any.
+    pub(crate) fn turn(&self) -> Option<u64> {
+        self.turn
+    }
+}
+
+/// What [`State::claim_turn`] found.
+pub(crate) enum Claim {
+    /// The thread is held for this request.
+    Taken(ThreadTurn),
+    /// The run of the thread's last turn was held by a replica whose lease ran out: it is
+    /// to be taken over (`crate::lease::take_over`) before the thread takes a turn.
+    Lost(LostTurn),
+}
+
+/// The refusal of a thread with a run in flight.
+pub(crate) fn thread_busy(thread: &str) -> ApiError {
+    ApiError::conflict(
+        "thread_busy",
+        format!("a run of thread `{thread}` is in flight; wait for its end"),
+    )
+}
+
 /// A refusal for a store the shared objects cannot be read or written in.
-fn store_unavailable(e: &ServeError) -> ApiError {
+pub(crate) fn store_unavailable(e: &ServeError) -> ApiError {
     tracing::error!("the store's shared objects cannot be used: {e}");
     ApiError::new(
         hyper::StatusCode::SERVICE_UNAVAILABLE,
@@ -127,7 +151,11 @@ impl State {
         }
         let token_digest = config.token.as_deref().map(crate::digest::digest);
         let shared = if config.store.is_bucket() {
-            Some(Shared::open(&config.store.name(), served.to_string())?)
+            Some(Shared::open(
+                &config.store.name(),
+                served.to_string(),
+                config.lease,
+            )?)
         } else {
             None
         };
@@ -160,20 +188,21 @@ impl State {
         })
     }
 
+    /// The folder bundles are built in.
+    pub(crate) fn build_dir(&self) -> &std::path::Path {
+        &self.build_dir
+    }
+
     /// The folder the bundle `id` is built in (and a paused one kept in).
     pub(crate) fn folder_of(&self, id: &str) -> PathBuf {
         self.build_dir.join(id)
     }
 
     /// Mark `thread` busy and give its last run; 409 when a run of it is in flight (here
-    /// or, with a bucket store, on any replica: the next turn is taken in the store).
-    pub(crate) async fn claim_thread(&self, thread: &str) -> Result<ThreadTurn, ApiError> {
-        let busy = || {
-            ApiError::conflict(
-                "thread_busy",
-                format!("a run of thread `{thread}` is in flight; wait for its end"),
-            )
-        };
+    /// or, with a bucket store, on any replica: the next turn is taken in the store);
+    /// [`Claim::Lost`] (the thread not held) when that run's replica was lost.
+    pub(crate) async fn claim_turn(&self, thread: &str) -> Result<Claim, ApiError> {
+        let busy = || thread_busy(thread);
         let local_last = {
             let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
             let t = threads.entry(thread.to_string()).or_default();
@@ -184,34 +213,39 @@ impl State {
             t.last.clone()
         };
         let Some(shared) = &self.shared else {
-            return Ok(ThreadTurn {
+            return Ok(Claim::Taken(ThreadTurn {
                 thread: thread.to_string(),
                 turn: None,
                 last: local_last,
-            });
+            }));
         };
         let taken = async {
             match shared.thread(thread).await? {
-                ThreadState::Busy => Ok(None),
+                ThreadState::Lost(lost) => Ok(Err(lost)),
+                ThreadState::Busy => Ok(Ok(None)),
                 ThreadState::Free { turn, last } => {
                     // A thread no replica took a turn of yet may have runs in this
                     // server's own index (written before turns were kept in the store).
                     let last = if turn == 0 { local_last } else { last };
-                    Ok(shared
+                    Ok(Ok(shared
                         .take_turn(thread, turn + 1)
                         .await?
-                        .then_some((turn + 1, last)))
+                        .then_some((turn + 1, last))))
                 }
             }
         };
         let taken: Result<_, ServeError> = taken.await;
         match taken {
-            Ok(Some((turn, last))) => Ok(ThreadTurn {
+            Ok(Ok(Some((turn, last)))) => Ok(Claim::Taken(ThreadTurn {
                 thread: thread.to_string(),
                 turn: Some(turn),
                 last,
-            }),
-            Ok(None) => {
+            })),
+            Ok(Err(lost)) => {
+                self.release_local(thread, None);
+                Ok(Claim::Lost(lost))
+            }
+            Ok(Ok(None)) => {
                 self.release_local(thread, None);
                 Err(busy())
             }
@@ -220,6 +254,12 @@ impl State {
                 Err(store_unavailable(&e))
             }
         }
+    }
+
+    /// Free the thread here only (its run was taken over by another replica, which ends
+    /// its turn in the store).
+    pub(crate) fn let_go(&self, turn: &ThreadTurn) {
+        self.release_local(&turn.thread, None);
     }
 
     fn release_local(&self, thread: &str, last: Option<LastRun>) {

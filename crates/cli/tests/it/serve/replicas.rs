@@ -365,3 +365,318 @@ fn an_approval_raised_on_one_replica_resumes_on_another_and_once_when_answered_t
         assert!(runs.iter().all(|r| r["status"] == "finished"), "{runs:?}");
     }
 }
+
+#[test]
+fn a_replica_killed_mid_run_loses_no_recorded_step_and_another_ends_its_run() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    // A write, then a model that answers after a minute: the run is mid-way long enough.
+    std::fs::write(
+        agents.join("lost.toml"),
+        "name = \"lost\"\nmodel = \"script:lost.json\"\ntools = [\"write_file\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("lost.json"),
+        r#"[{"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "/output/kept.txt", "content": "kept"}}]},
+            {"text": "never said", "delay_ms": 60000}]"#,
+    )
+    .unwrap();
+    const LEASE_S: u64 = 3;
+    // One ledger all three add to (a `file://` URL: through the ledger writer, signed by
+    // the folder's own key).
+    let provrun = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (key, ledger) = (dir.path().join("log.pem"), dir.path().join("ledger"));
+    let (key_s, ledger_s) = (key.to_str().unwrap(), ledger.to_str().unwrap());
+    provrun(&["keygen", key_s]);
+    provrun(&[
+        "ledger",
+        "init",
+        ledger_s,
+        "--key",
+        key_s,
+        "--origin",
+        "example.org/replicas",
+    ]);
+    let ledger_url = format!("file://{ledger_s}");
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let work: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("work{i}")))
+        .collect();
+    let mut servers: Vec<Option<Served>> = work
+        .iter()
+        .map(|w| {
+            let w = w.to_str().unwrap();
+            Some(Served::start(
+                &agents,
+                Path::new(STORE),
+                &["--lease", "3", "--work-dir", w, "--ledger", &ledger_url],
+                &env,
+            ))
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.as_ref().unwrap().addr).collect();
+
+    // The run on replica 0; killed once its write is recorded (and a lease tick later,
+    // checkpointed).
+    let victim = addrs[0];
+    let client = std::thread::spawn(move || post(victim, "lost", &input("lt", "lost-run", "go")));
+    let log = work[0].join("lost-run/events.jsonl");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"tool_called\"")) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the write was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let recorded = std::fs::read_to_string(&log).unwrap();
+    let pid = servers[0].as_ref().unwrap().pid();
+    let ok = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let killed = Instant::now();
+    let _ = client.join();
+    drop(servers[0].take());
+
+    // Replica 1, asked for the thread's next turn: busy while the lease holds, then it
+    // ends the lost run and takes the turn.
+    let mut busy = 0;
+    let reply = loop {
+        let r = post(addrs[1], "chat", &input("lt", "after", "again"));
+        if r.status != 409 {
+            break r;
+        }
+        assert_eq!(r.code(), "thread_busy");
+        busy += 1;
+        assert!(
+            killed.elapsed() < Duration::from_secs(LEASE_S + 10),
+            "the thread stayed busy: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let took = killed.elapsed();
+    let next = finished_bundle(&reply);
+    assert_eq!(next, "after");
+    eprintln!(
+        "replicas: a run whose replica was killed was ended {took:?} after the kill (lease {LEASE_S} s)"
+    );
+    // Busy while the lease held (renewed every second until the kill, so at least a
+    // second of it was left).
+    assert!(
+        busy > 0 && took >= Duration::from_secs(1),
+        "ended before its lease ran out: {took:?}"
+    );
+
+    // Its bundle, from replica 2: verified, every step recorded before the kill, failed
+    // with a reason naming the lost replica.
+    let fetch_dir = dir.path().join("fetched");
+    std::fs::create_dir_all(&fetch_dir).unwrap();
+    fetched(addrs[2], "lost-run", &fetch_dir);
+    // In the ledger (added before the index listed it as ended).
+    let tar = fetch_dir.join("lost-run.tar");
+    let v = provrun(&["verify", tar.to_str().unwrap(), "--ledger", ledger_s]);
+    assert!(v.contains("pass  ledger"), "{v}");
+    let ended = std::fs::read_to_string(fetch_dir.join("lost-run/events.jsonl")).unwrap();
+    let lines: Vec<&str> = ended.lines().collect();
+    let before: Vec<&str> = recorded.lines().collect();
+    assert!(
+        lines.len() > before.len() && lines[..before.len()] == before[..],
+        "the steps recorded before the kill are kept:\n{recorded}\n---\n{ended}"
+    );
+    let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_finished");
+    assert_eq!(last["payload"]["status"], "failed", "{last}");
+    assert!(
+        last["payload"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&victim.to_string())),
+        "{last}"
+    );
+    // Every replica lists it as failed, and the thread's new run as finished.
+    for addr in &addrs[1..] {
+        let page = request(*addr, "GET", "/runs?limit=100", &[], b"").json();
+        let runs = page["runs"].as_array().unwrap();
+        let status = |id: &str| {
+            runs.iter()
+                .find(|r| r["id"] == id)
+                .map(|r| r["status"].clone())
+        };
+        assert_eq!(status("lost-run"), Some(json!("failed")), "{runs:?}");
+        assert_eq!(status("after"), Some(json!("finished")), "{runs:?}");
+    }
+
+    // With no request of its thread, a lost run is still ended: replica 1 killed mid-run,
+    // replica 2's sweep (every lease) ends it.
+    let second = addrs[1];
+    let client = std::thread::spawn(move || post(second, "lost", &input("lt2", "lost-2", "go")));
+    let log = work[1].join("lost-2/events.jsonl");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"tool_called\"")) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the write was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = servers[1].as_ref().unwrap().pid();
+    let ok = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let killed = Instant::now();
+    let _ = client.join();
+    drop(servers[1].take());
+    loop {
+        let page = request(addrs[2], "GET", "/runs?limit=100", &[], b"").json();
+        let runs = page["runs"].as_array().unwrap();
+        if runs
+            .iter()
+            .any(|r| r["id"] == "lost-2" && r["status"] == "failed")
+        {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(2 * LEASE_S + 10),
+            "no replica ended the lost run: {runs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = killed.elapsed();
+    eprintln!(
+        "replicas: a lost run with no request of its thread was ended {took:?} after the kill (lease {LEASE_S} s, swept every lease)"
+    );
+    fetched(addrs[2], "lost-2", &fetch_dir);
+    let r = post(addrs[2], "chat", &input("lt2", "after-2", "again"));
+    assert_eq!(finished_bundle(&r), "after-2");
+}
+
+#[test]
+fn a_replica_stopped_past_its_lease_finds_its_run_taken_over_and_leaves_it() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    write_agents(&agents);
+    std::fs::write(
+        agents.join("lost.toml"),
+        "name = \"lost\"\nmodel = \"script:lost.json\"\ntools = [\"write_file\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("lost.json"),
+        r#"[{"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "/output/kept.txt", "content": "kept"}}]},
+            {"text": "never said", "delay_ms": 60000}]"#,
+    )
+    .unwrap();
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let work: Vec<_> = (0..2)
+        .map(|i| dir.path().join(format!("work{i}")))
+        .collect();
+    let servers: Vec<Served> = work
+        .iter()
+        .map(|w| {
+            let w = w.to_str().unwrap();
+            Served::start(
+                &agents,
+                Path::new(STORE),
+                &["--lease", "3", "--work-dir", w],
+                &env,
+            )
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let first = addrs[0];
+    let client = std::thread::spawn(move || post(first, "lost", &input("st", "stopped", "go")));
+    let log = work[0].join("stopped/events.jsonl");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"tool_called\"")) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the write was not recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // Stopped (as a replica cut off from the store would be) until the other takes its run
+    // over, then let go on.
+    let signal = |name: &str| {
+        let pid = servers[0].pid().to_string();
+        assert!(
+            Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP");
+    let reply = loop {
+        let r = post(addrs[1], "chat", &input("st", "next", "again"));
+        if r.status != 409 {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(finished_bundle(&reply), "next");
+    let taken = request(addrs[1], "GET", "/runs/stopped/bundle", &[], b"").body;
+    signal("-CONT");
+    // The stopped replica finds its next lease made: it cancels the run and writes nothing
+    // of it; its client is told.
+    let events = client.join().unwrap().events();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["code"].as_str()),
+        (Some("RUN_ERROR"), Some("run_lost")),
+        "{events:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    for addr in &addrs {
+        let r = request(*addr, "GET", "/runs/stopped/bundle", &[], b"");
+        assert_eq!(r.body, taken, "the taken-over run's tar was replaced");
+        let page = request(*addr, "GET", "/runs?limit=100", &[], b"").json();
+        let runs = page["runs"].as_array().unwrap();
+        let stopped = runs.iter().find(|r| r["id"] == "stopped").unwrap();
+        assert_eq!(stopped["status"], "failed", "{runs:?}");
+    }
+    // No run is in flight on either; the taker counted the lost run failed, the replica
+    // that lost it counts it nowhere.
+    let metrics = |addr: SocketAddr| {
+        String::from_utf8(request(addr, "GET", "/metrics", &[], b"").body).unwrap()
+    };
+    let (lost, taker) = (metrics(addrs[0]), metrics(addrs[1]));
+    for m in [&lost, &taker] {
+        assert!(m.contains("\nprovrun_runs_in_flight 0\n"), "{m}");
+    }
+    assert!(
+        lost.contains("provrun_runs_ended_total{status=\"failed\"} 0\n"),
+        "{lost}"
+    );
+    assert!(
+        taker.contains("provrun_runs_ended_total{status=\"failed\"} 1\n"),
+        "{taker}"
+    );
+    // And the thread goes on, on either replica.
+    let r = post(addrs[0], "chat", &input("st", "then", "more"));
+    assert_eq!(finished_bundle(&r), "then");
+}
