@@ -4,7 +4,8 @@
 //! bundle verified, no two ids alike), `GET /runs` on each lists every run, a thread's
 //! turns alternate across them (each bundle continuing the one before, and a thread busy
 //! on one is busy on all), and an approval raised on one is resumed on another, the same
-//! answer sent to two at once resuming once.
+//! answer sent to two at once resuming once; four batch shards and three replicas add to
+//! one ledger in the bucket at once, each run exactly once.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -679,4 +680,132 @@ fn a_replica_stopped_past_its_lease_finds_its_run_taken_over_and_leaves_it() {
     // And the thread goes on, on either replica.
     let r = post(addrs[0], "chat", &input("st", "then", "more"));
     assert_eq!(finished_bundle(&r), "then");
+}
+
+#[test]
+fn four_batch_shards_and_three_replicas_add_to_one_bucket_ledger_at_once() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let env = moto.env();
+    let provrun = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_provrun"))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let key = t.join("log.pem");
+    let key_s = key.to_str().unwrap();
+    provrun(&["keygen", key_s]);
+    let ledger = "s3://runs/ledger";
+    provrun(&[
+        "ledger",
+        "init",
+        ledger,
+        "--key",
+        key_s,
+        "--origin",
+        "example.org/everyone",
+    ]);
+
+    // Three replicas on one store, each adding the runs it ends to the bucket's ledger.
+    let agents = t.join("agents");
+    write_agents(&agents);
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let servers: Vec<Served> = (0..3)
+        .map(|_| {
+            Served::start(
+                &agents,
+                Path::new(STORE),
+                &["--ledger", ledger, "--ledger-key", key_s],
+                &env_ref,
+            )
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+
+    // Four shards of one batch of eight runs, started together with the servers' runs.
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scripted");
+    let (agent, input_dir) = (ex.join("agent.toml"), ex.join("input"));
+    let runs = t.join("runs.jsonl");
+    let lines: String = (0..8)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"r{i}\", \"agent\": {agent:?}, \"input\": [{input_dir:?}], \"prompt\": \"task {i}\"}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&runs, lines).unwrap();
+    let shards: Vec<_> = (0..4)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_provrun"))
+                .arg("batch")
+                .arg(&runs)
+                .arg("--out")
+                .arg(t.join(format!("shard{i}")))
+                .args(["--shard", &format!("{i}/4"), "--ledger", ledger])
+                .args(["--ledger-key", key_s])
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .env_remove("RUST_LOG")
+                .env_remove("JOB_COMPLETION_INDEX")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Three runs on each replica, all at once.
+    let clients: Vec<_> = (0..9)
+        .map(|i| {
+            let addr = addrs[i % 3];
+            std::thread::spawn(move || {
+                let body = input(&format!("shared-{i}"), &format!("shared-run-{i}"), "Hi");
+                finished_bundle(&post(addr, "chat", &body))
+            })
+        })
+        .collect();
+    for child in shards {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "a shard failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let served: Vec<String> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+
+    // One tree: it verifies, and holds each of the 17 runs exactly once.
+    let report: Value =
+        serde_json::from_str(&provrun(&["ledger", "verify", ledger, "--json"])).unwrap();
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["size"], 17, "{report:#}");
+    let mut indexes = std::collections::BTreeSet::new();
+    for i in 0..8 {
+        let bundle = t.join(format!("shard{}", i % 4)).join(format!("r{i}"));
+        let b = bundle.to_str().unwrap();
+        let proof: Value =
+            serde_json::from_str(&provrun(&["ledger", "proof", ledger, b, "--json"])).unwrap();
+        indexes.insert(proof["index"].as_u64().unwrap());
+    }
+    for (i, id) in served.iter().enumerate() {
+        let r = request(addrs[i % 3], "GET", &format!("/runs/{id}/bundle"), &[], b"");
+        assert_eq!(r.status, 200, "{id}");
+        let tar = t.join(format!("{id}.tar"));
+        std::fs::write(&tar, &r.body).unwrap();
+        let tar = tar.to_str().unwrap();
+        let proof: Value =
+            serde_json::from_str(&provrun(&["ledger", "proof", ledger, tar, "--json"])).unwrap();
+        indexes.insert(proof["index"].as_u64().unwrap());
+        provrun(&["verify", tar, "--ledger", ledger]);
+    }
+    assert_eq!(indexes.len(), 17, "two runs share a leaf: {indexes:?}");
+    drop(servers);
 }
