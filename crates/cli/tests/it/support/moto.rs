@@ -31,6 +31,26 @@ pub(crate) fn unavailable(what: &str, why: &str) {
     );
 }
 
+/// moto's S3 server, one request at a time. moto's own `moto.server` answers each request
+/// on a thread of its own and checks `If-None-Match: *` / `If-Match` before it writes,
+/// with no lock between the two, so two creates of one key at the same moment can both
+/// succeed — which real S3 never allows. The tests of conditional writes need the store's
+/// promise, not that race, so every request is handled under one lock (connections still
+/// each have a thread).
+const SERIAL_SERVER: &str = "\
+import os, sys, threading
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def serial(environ, start_response):
+    with lock:
+        return list(app(environ, start_response))
+run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True,
+           request_handler=MotoRequestHandler)
+";
+
 /// moto's server on a free loopback port; stopped when dropped.
 pub(crate) struct Moto {
     child: Child,
@@ -48,14 +68,8 @@ impl Moto {
             .unwrap()
             .port();
         let child = Command::new(python)
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
+            .args(["-c", SERIAL_SERVER, "127.0.0.1", &port.to_string()])
+            .env("MOTO_PORT", port.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
